@@ -1,0 +1,65 @@
+//! The service error: every way a request can fail, in the terms of the domain.
+//!
+//! `crate::a2a::errors` maps each variant to its JSON-RPC code, HTTP status and
+//! `ErrorInfo` reason in one exhaustive `match`. Variants that carry internal detail
+//! (`Internal`, `Unavailable`) keep it for the log only; clients get a generic message.
+
+use crate::domain::{ContextId, TaskId, TaskState};
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// The body is not JSON.
+    #[error("invalid JSON: {0}")]
+    Parse(String),
+    /// Valid JSON that is not a valid request envelope (JSON-RPC shape, batch, …).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("method not found: {0}")]
+    MethodNotFound(String),
+    /// Parameters missing or malformed; the text names the field.
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
+    #[error("A2A version {0:?} is not supported (supported: 1.0, 0.3)")]
+    VersionNotSupported(String),
+    /// Wrong request `Content-Type`, or a part media type the agent does not accept.
+    #[error("content type not supported: {0}")]
+    ContentTypeNotSupported(String),
+    #[error("request body exceeds the limit of {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+
+    #[error("task {0} not found")]
+    TaskNotFound(TaskId),
+    #[error("task {task_id} is {} and cannot be canceled", state.as_str())]
+    TaskNotCancelable { task_id: TaskId, state: TaskState },
+    #[error("unsupported operation: {0}")]
+    UnsupportedOperation(String),
+    #[error("push notifications are not supported")]
+    PushNotificationNotSupported,
+    #[error("no extended agent card is configured")]
+    ExtendedAgentCardNotConfigured,
+    /// The agent produced something the protocol does not allow (logged in full).
+    #[error("invalid agent response: {0}")]
+    InvalidAgentResponse(String),
+    #[error("thread {0} has expired; start a new conversation")]
+    ThreadExpired(ContextId),
+
+    /// A dependency (the database) is down or saturated: nothing was acknowledged and
+    /// the client should retry after the given number of seconds.
+    #[error("service unavailable: {detail}")]
+    Unavailable { detail: String, retry_after_secs: u64 },
+    /// A bug or an unexpected failure; the detail goes to the log, never to the client.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    pub fn invalid_params(msg: impl Into<String>) -> Self {
+        Error::InvalidParams(msg.into())
+    }
+
+    pub fn internal(msg: impl std::fmt::Display) -> Self {
+        Error::Internal(msg.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,193 @@
+//! Durable storage: the `Store` trait and its two implementations, Postgres (diesel-async
+//! with a deadpool pool) and embedded SQLite (diesel-async `SyncConnectionWrapper`).
+//!
+//! Both share one diesel schema (`schema.rs`); JSON lives in TEXT columns and time in
+//! BIGINT epoch milliseconds so the same queries serve both backends. Migrations are
+//! embedded per backend (`migrations/postgres`, `migrations/sqlite`) and applied by
+//! [`open`] and by `agent-a2a migrate`.
+//!
+//! **Architecture invariant:** only the `PersistenceActor` calls [`Store::commit`]; every
+//! other component reads. Every query is scoped by tenant.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::domain::{
+    ContextId, ListTasksQuery, MessageId, Metadata, Part, StreamEvent, Task, TaskId, TaskPage,
+    TenantId, Timestamp,
+};
+
+/// Whether a thread can still be continued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadStatus {
+    Active,
+    Expired,
+}
+
+impl ThreadStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadStatus::Active => "active",
+            ThreadStatus::Expired => "expired",
+        }
+    }
+}
+
+/// A thread (A2A context) row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadRecord {
+    pub tenant: TenantId,
+    pub thread_id: ContextId,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// When the thread expires unless it sees activity before.
+    pub expires_at: Timestamp,
+    pub status: ThreadStatus,
+    /// The thread's state map (a JSON object).
+    pub conversation_context: Value,
+}
+
+/// One message of a thread's history, ordered by `seq` (never by time).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageRecord {
+    pub tenant: TenantId,
+    pub thread_id: ContextId,
+    /// Monotonic per thread, starting at 1.
+    pub seq: i64,
+    pub message_id: Option<MessageId>,
+    pub task_id: Option<TaskId>,
+    /// `user` or `agent` for A2A messages; the session layer adds `assistant`, `tool`, `system`.
+    pub role: String,
+    pub author: Option<String>,
+    /// The text of the message (text parts joined by newlines).
+    pub content: String,
+    /// The full A2A parts (empty for messages that only the session layer knows).
+    pub parts: Vec<Part>,
+    /// Typed tool-call entries as a JSON array (`[]` when none).
+    pub tool_calls: Value,
+    pub metadata: Option<Metadata>,
+    pub created_at: Timestamp,
+}
+
+/// A task as loaded from the store, with the sequence number of its last logged event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredTask {
+    pub task: Task,
+    pub last_event_seq: i64,
+}
+
+/// What a `ThreadActor` needs to (re)start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadSnapshot {
+    pub thread: ThreadRecord,
+    /// The most recent messages (at most the requested window), ascending by `seq`.
+    pub recent: Vec<MessageRecord>,
+    /// The `seq` the next appended message gets.
+    pub next_seq: i64,
+    /// Tasks of the thread that are not terminal, with their full history.
+    pub open_tasks: Vec<StoredTask>,
+}
+
+/// One write. A batch of writes is applied in order in one transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WriteOp {
+    /// Insert the thread, or update every column but `created_at`.
+    UpsertThread(ThreadRecord),
+    AppendMessage(MessageRecord),
+    /// Insert the task row, or update it; `task.history` is ignored (see `LinkTaskMessage`).
+    UpsertTask(Task),
+    /// Makes message `message_seq` of `thread_id` the `position`-th history entry of the task.
+    LinkTaskMessage {
+        tenant: TenantId,
+        task_id: TaskId,
+        position: i64,
+        thread_id: ContextId,
+        message_seq: i64,
+    },
+    /// Appends to the task's durable event log. `seq` starts at 1 and has no gaps.
+    /// Only `StatusUpdate`, `ArtifactUpdate` and `Message` events are logged.
+    AppendTaskEvent {
+        tenant: TenantId,
+        task_id: TaskId,
+        seq: i64,
+        event: StreamEvent,
+        created_at: Timestamp,
+    },
+}
+
+/// Why a store call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be reached or the pool timed out: retryable.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A uniqueness or key constraint was violated.
+    #[error("store conflict: {0}")]
+    Conflict(String),
+    /// A query failed for another reason.
+    #[error("store query failed: {0}")]
+    Query(String),
+    /// A stored row could not be decoded.
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl From<StoreError> for crate::error::Error {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(detail) => crate::error::Error::Unavailable {
+                detail,
+                retry_after_secs: 1,
+            },
+            StoreError::Conflict(_) | StoreError::Query(_) | StoreError::Corrupt(_) => {
+                crate::error::Error::Internal(e.to_string())
+            }
+        }
+    }
+}
+
+/// Durable storage for threads, messages, tasks and task event logs.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `"postgres"` or `"sqlite"`.
+    fn backend(&self) -> &'static str;
+
+    /// Applies `ops` in order in one transaction: all or nothing.
+    async fn commit(&self, ops: &[WriteOp]) -> Result<(), StoreError>;
+
+    /// The thread with its last `window` messages and its open tasks; `None` if unknown.
+    async fn load_thread(
+        &self,
+        tenant: &TenantId,
+        thread_id: &ContextId,
+        window: usize,
+    ) -> Result<Option<ThreadSnapshot>, StoreError>;
+
+    /// A task with its full history.
+    async fn load_task(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+    ) -> Result<Option<StoredTask>, StoreError>;
+
+    /// Tasks of the tenant, newest status first (ties broken by id), filtered and paged.
+    /// The page token is opaque; an invalid one is `StoreError::Query`-free: it yields
+    /// `Ok(None)` so the caller can answer "invalid params".
+    async fn list_tasks(
+        &self,
+        tenant: &TenantId,
+        query: &ListTasksQuery,
+    ) -> Result<Option<TaskPage>, StoreError>;
+
+    /// Logged events of a task with `seq > after_seq`, ascending, at most `limit`.
+    async fn task_events(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        after_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, StreamEvent)>, StoreError>;
+
+    /// A real round trip to the database.
+    async fn ping(&self) -> Result<(), StoreError>;
+}
