@@ -1,5 +1,11 @@
 //! agent-a2a: a durable A2A (Agent2Agent) server whose threads are supervised actors.
+//!
+//! Layers, highest first (a module imports only those below it): `http` → `a2a` →
+//! `runtime` → `skills` → `store` → `domain`; `config`, `telemetry` and `error` serve all.
 
+pub mod config;
 pub mod domain;
 pub mod error;
+pub mod runtime;
 pub mod store;
+pub mod telemetry;

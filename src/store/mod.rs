@@ -191,3 +191,14 @@ pub trait Store: Send + Sync + 'static {
     /// A real round trip to the database.
     async fn ping(&self) -> Result<(), StoreError>;
 }
+
+/// Where and how to connect.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// `postgres://…` selects Postgres; `sqlite://PATH` or None selects SQLite.
+    pub database_url: Option<String>,
+    /// Directory of the default SQLite file (`agent-a2a.db`).
+    pub data_dir: std::path::PathBuf,
+    pub pool_size: usize,
+    pub acquire_timeout_ms: u64,
+}

@@ -1,0 +1,510 @@
+//! Settings: `config.toml`, then `AGENT_A2A__SECTION__KEY` environment variables, then
+//! `DATABASE_URL`, then command-line flags (each layer beats the one before).
+//!
+//! Every bound the server enforces has a key here with its default; `config.toml` at the
+//! repository root lists them all with a comment each. Unknown keys are errors, so a typo
+//! stops start-up instead of being silently ignored.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+use crate::store::StoreConfig;
+
+/// All settings of a running server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub agent: AgentSettings,
+    pub store: StoreSettings,
+    pub persistence: PersistenceSettings,
+    pub threads: ThreadSettings,
+    pub streaming: StreamingSettings,
+    pub log: LogSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSettings {
+    /// `HOST:PORT` to listen on.
+    pub bind: String,
+    /// Base URL advertised in the agent card; empty: `http://<bind>`.
+    pub public_url: String,
+    /// HTTP worker threads; 0: one per core.
+    pub workers: usize,
+    /// Largest accepted request body in bytes.
+    pub max_body_bytes: usize,
+    /// `max-age` of the agent card's `Cache-Control`, in seconds.
+    pub card_max_age_secs: u64,
+    /// How long a graceful shutdown waits for running requests, in seconds.
+    pub shutdown_timeout_secs: u64,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1:8080".into(),
+            public_url: String::new(),
+            workers: 0,
+            max_body_bytes: 1024 * 1024,
+            card_max_age_secs: 300,
+            shutdown_timeout_secs: 30,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentSettings {
+    pub name: String,
+    pub description: String,
+    /// The agent's own version (not the protocol's).
+    pub version: String,
+    /// Media types accepted in message parts (`*/*` accepts any).
+    pub input_modes: Vec<String>,
+    pub output_modes: Vec<String>,
+    /// Organization named in the card's `provider` (omitted when empty).
+    pub provider_organization: String,
+    pub provider_url: String,
+    pub documentation_url: String,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            name: "agent-a2a".into(),
+            description: "An A2A agent served by agent-a2a: durable threads, streaming, and \
+                          skills callable as tools."
+                .into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            input_modes: vec!["text/plain".into(), "application/json".into()],
+            output_modes: vec!["text/plain".into(), "application/json".into()],
+            provider_organization: String::new(),
+            provider_url: String::new(),
+            documentation_url: String::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSettings {
+    /// `postgres://…` selects Postgres; empty selects the embedded SQLite file.
+    pub database_url: String,
+    /// Directory of the SQLite file (`agent-a2a.db`) and other local data.
+    pub data_dir: PathBuf,
+    /// Database connections in the pool.
+    pub pool_size: usize,
+    /// How long a request waits for a connection before failing with 503, in ms.
+    pub acquire_timeout_ms: u64,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        Self {
+            database_url: String::new(),
+            data_dir: PathBuf::from("data"),
+            pool_size: 16,
+            acquire_timeout_ms: 2000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PersistenceSettings {
+    /// Writes waiting for the persistence actor; when full, callers wait.
+    pub queue_capacity: usize,
+    /// Most write batches committed in one transaction (group commit).
+    pub max_batch: usize,
+    /// `Retry-After` seconds sent when the database is unavailable.
+    pub retry_after_secs: u64,
+}
+
+impl Default for PersistenceSettings {
+    fn default() -> Self {
+        Self {
+            queue_capacity: 8192,
+            max_batch: 256,
+            retry_after_secs: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ThreadSettings {
+    /// Arbiter threads hosting thread actors; 0: one per core.
+    pub arbiters: usize,
+    /// Messages of a thread's history kept in its actor's memory.
+    pub history_window: usize,
+    /// How long a finished task stays in memory after its last event, in ms.
+    pub task_retention_ms: u64,
+    /// A thread actor idle this long is stopped (it reloads on demand), in seconds.
+    pub idle_timeout_secs: u64,
+    /// A thread inactive this long expires and cannot be continued, in seconds.
+    pub thread_ttl_secs: u64,
+    /// Messages queued behind a running turn in one thread before new ones are refused.
+    pub max_pending_turns: usize,
+}
+
+impl Default for ThreadSettings {
+    fn default() -> Self {
+        Self {
+            arbiters: 0,
+            history_window: 200,
+            task_retention_ms: 5000,
+            idle_timeout_secs: 600,
+            thread_ttl_secs: 86_400,
+            max_pending_turns: 64,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StreamingSettings {
+    /// Interval of `: keep-alive` comments on idle SSE streams, in seconds.
+    pub keep_alive_secs: u64,
+    /// Events buffered per task for live subscribers; a slower subscriber catches up
+    /// from the durable event log.
+    pub subscriber_buffer: usize,
+    /// Most events replayed from the log in one read when a subscriber catches up.
+    pub replay_batch: usize,
+}
+
+impl Default for StreamingSettings {
+    fn default() -> Self {
+        Self {
+            keep_alive_secs: 15,
+            subscriber_buffer: 256,
+            replay_batch: 1000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSettings {
+    /// `text` or `json` (to stderr).
+    pub format: LogFormat,
+    /// A tracing filter such as `info` or `agent_a2a=debug,info` (`RUST_LOG` wins).
+    pub level: String,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Text,
+            level: "info".into(),
+        }
+    }
+}
+
+/// Values given on the command line; `None` leaves the lower layers in force.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub config_file: Option<PathBuf>,
+    pub bind: Option<String>,
+    pub database_url: Option<String>,
+    pub data_dir: Option<PathBuf>,
+}
+
+/// A configuration problem, naming the key at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration file {0} does not exist")]
+    MissingFile(PathBuf),
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+    #[error("invalid configuration: `{key}` {problem}")]
+    Key { key: &'static str, problem: String },
+}
+
+impl Settings {
+    /// Loads the layers. Without `--config`, `./config.toml` is read when it exists.
+    pub fn load(overrides: &Overrides) -> Result<Settings, ConfigError> {
+        Self::load_from(overrides, std::env::vars())
+    }
+
+    /// Like [`Settings::load`] with an explicit environment (tests pass their own).
+    pub fn load_from(
+        overrides: &Overrides,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Settings, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Settings::default()));
+        match &overrides.config_file {
+            Some(path) if !path.exists() => return Err(ConfigError::MissingFile(path.clone())),
+            Some(path) => figment = figment.merge(Toml::file_exact(path)),
+            None if Path::new("config.toml").exists() => {
+                figment = figment.merge(Toml::file_exact("config.toml"))
+            }
+            None => {}
+        }
+        let env: Vec<(String, String)> = env.into_iter().collect();
+        let prefixed: Vec<(String, String)> = env
+            .iter()
+            .filter_map(|(k, v)| {
+                k.strip_prefix("AGENT_A2A__")
+                    .map(|rest| (rest.to_owned(), v.clone()))
+            })
+            .collect();
+        if !prefixed.is_empty() {
+            let mut section = figment::value::Dict::new();
+            for (key, value) in prefixed {
+                let path: Vec<String> = key.split("__").map(str::to_lowercase).collect();
+                insert_path(&mut section, &path, &value);
+            }
+            figment = figment.merge(Serialized::defaults(section));
+        }
+        let mut settings: Settings = figment
+            .extract()
+            .map_err(|e| ConfigError::Invalid(describe(&e)))?;
+        if let Some((_, url)) = env.iter().find(|(k, _)| k == "DATABASE_URL")
+            && !url.is_empty()
+        {
+            settings.store.database_url = url.clone();
+        }
+        if let Some(bind) = &overrides.bind {
+            settings.server.bind = bind.clone();
+        }
+        if let Some(url) = &overrides.database_url {
+            settings.store.database_url = url.clone();
+        }
+        if let Some(dir) = &overrides.data_dir {
+            settings.store.data_dir = dir.clone();
+        }
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Checks what types alone cannot: addresses parse and bounds are positive.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        fn positive(key: &'static str, v: u64) -> Result<(), ConfigError> {
+            if v == 0 {
+                return Err(ConfigError::Key {
+                    key,
+                    problem: "must be greater than 0".into(),
+                });
+            }
+            Ok(())
+        }
+        self.bind_addr()?;
+        if !self.server.public_url.is_empty()
+            && !(self.server.public_url.starts_with("http://")
+                || self.server.public_url.starts_with("https://"))
+        {
+            return Err(ConfigError::Key {
+                key: "server.public_url",
+                problem: "must start with http:// or https://".into(),
+            });
+        }
+        let url = &self.store.database_url;
+        if !url.is_empty()
+            && !(url.starts_with("postgres://")
+                || url.starts_with("postgresql://")
+                || url.starts_with("sqlite:"))
+        {
+            return Err(ConfigError::Key {
+                key: "store.database_url",
+                problem: "must be a postgres://, postgresql:// or sqlite: URL".into(),
+            });
+        }
+        positive("server.max_body_bytes", self.server.max_body_bytes as u64)?;
+        positive("store.pool_size", self.store.pool_size as u64)?;
+        positive("store.acquire_timeout_ms", self.store.acquire_timeout_ms)?;
+        positive("persistence.queue_capacity", self.persistence.queue_capacity as u64)?;
+        positive("persistence.max_batch", self.persistence.max_batch as u64)?;
+        positive("threads.history_window", self.threads.history_window as u64)?;
+        positive("threads.idle_timeout_secs", self.threads.idle_timeout_secs)?;
+        positive("threads.thread_ttl_secs", self.threads.thread_ttl_secs)?;
+        positive("threads.max_pending_turns", self.threads.max_pending_turns as u64)?;
+        positive("streaming.keep_alive_secs", self.streaming.keep_alive_secs)?;
+        positive("streaming.subscriber_buffer", self.streaming.subscriber_buffer as u64)?;
+        positive("streaming.replay_batch", self.streaming.replay_batch as u64)?;
+        if self.agent.name.trim().is_empty() {
+            return Err(ConfigError::Key {
+                key: "agent.name",
+                problem: "must not be empty".into(),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn bind_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.server.bind.parse().map_err(|e| ConfigError::Key {
+            key: "server.bind",
+            problem: format!("is not HOST:PORT ({e})"),
+        })
+    }
+
+    /// The store settings in the store's terms.
+    pub fn store_config(&self) -> StoreConfig {
+        StoreConfig {
+            database_url: (!self.store.database_url.is_empty())
+                .then(|| self.store.database_url.clone()),
+            data_dir: self.store.data_dir.clone(),
+            pool_size: self.store.pool_size,
+            acquire_timeout_ms: self.store.acquire_timeout_ms,
+        }
+    }
+
+    /// Threads that host thread actors.
+    pub fn arbiter_count(&self) -> usize {
+        match self.threads.arbiters {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+            n => n,
+        }
+    }
+}
+
+/// Puts an environment value at `path` in a nested dictionary. Values are parsed as
+/// TOML scalars or arrays when they can be (`8080`, `true`, `["a"]`), else kept as strings.
+fn insert_path(dict: &mut figment::value::Dict, path: &[String], raw: &str) {
+    use figment::value::Value;
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    if rest.is_empty() {
+        let value = raw
+            .parse::<figment::value::Value>()
+            .unwrap_or_else(|_| Value::from(raw.to_owned()));
+        dict.insert(first.clone(), value);
+        return;
+    }
+    let entry = dict
+        .entry(first.clone())
+        .or_insert_with(|| Value::from(figment::value::Dict::new()));
+    if let Value::Dict(_, inner) = entry {
+        insert_path(inner, rest, raw);
+    }
+}
+
+fn describe(e: &figment::Error) -> String {
+    e.clone()
+        .into_iter()
+        .map(|e| {
+            let key = e.path.join(".");
+            if key.is_empty() {
+                e.kind.to_string()
+            } else {
+                format!("`{key}`: {}", e.kind)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(env: &[(&str, &str)], overrides: Overrides) -> Result<Settings, ConfigError> {
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        Settings::load_from(&overrides, env)
+    }
+
+    fn with_file(text: &str) -> (tempfile::TempDir, Overrides) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        let o = Overrides {
+            config_file: Some(path),
+            ..Default::default()
+        };
+        (dir, o)
+    }
+
+    #[test]
+    fn a_partial_file_keeps_every_other_default() {
+        let (_d, o) = with_file("[threads]\nhistory_window = 7\n");
+        let s = load(&[], o).unwrap();
+        assert_eq!(s.threads.history_window, 7);
+        assert_eq!(s.server, ServerSettings::default());
+    }
+
+    #[test]
+    fn flags_beat_env_beat_file() {
+        let (_d, mut o) = with_file("[server]\nbind = \"127.0.0.1:1000\"\n");
+        let env = [("AGENT_A2A__SERVER__BIND", "127.0.0.1:2000")];
+        assert_eq!(load(&env, o.clone()).unwrap().server.bind, "127.0.0.1:2000");
+        o.bind = Some("127.0.0.1:3000".into());
+        assert_eq!(load(&env, o).unwrap().server.bind, "127.0.0.1:3000");
+    }
+
+    #[test]
+    fn env_values_are_typed() {
+        let env = [
+            ("AGENT_A2A__THREADS__HISTORY_WINDOW", "9"),
+            ("AGENT_A2A__LOG__FORMAT", "json"),
+        ];
+        let s = load(&env, Overrides::default()).unwrap();
+        assert_eq!(s.threads.history_window, 9);
+        assert_eq!(s.log.format, LogFormat::Json);
+    }
+
+    #[test]
+    fn database_url_env_selects_postgres_and_the_flag_beats_it() {
+        let env = [("DATABASE_URL", "postgres://a@127.0.0.1/x")];
+        let s = load(&env, Overrides::default()).unwrap();
+        assert_eq!(s.store_config().database_url.as_deref(), Some("postgres://a@127.0.0.1/x"));
+        let o = Overrides {
+            database_url: Some("sqlite:/tmp/x.db".into()),
+            ..Default::default()
+        };
+        assert_eq!(load(&env, o).unwrap().store.database_url, "sqlite:/tmp/x.db");
+    }
+
+    #[test]
+    fn invalid_values_name_the_key() {
+        let (_d, o) = with_file("[threads]\nhistory_window = \"lots\"\n");
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(e.contains("threads.history_window"), "{e}");
+
+        let (_d, o) = with_file("[threads]\nhistory_window = 0\n");
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(e.contains("threads.history_window"), "{e}");
+
+        let e = load(&[("AGENT_A2A__SERVER__BIND", "nowhere")], Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("server.bind"), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let (_d, o) = with_file("[threads]\nhistory_windo = 3\n");
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(e.contains("history_windo"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_config_file_is_an_error() {
+        let o = Overrides {
+            config_file: Some("/nonexistent/agent-a2a.toml".into()),
+            ..Default::default()
+        };
+        assert!(matches!(load(&[], o), Err(ConfigError::MissingFile(_))));
+    }
+
+    #[test]
+    fn the_repository_config_file_matches_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml");
+        let o = Overrides {
+            config_file: Some(path),
+            ..Default::default()
+        };
+        assert_eq!(load(&[], o).unwrap(), Settings::default());
+    }
+}

@@ -1,0 +1,133 @@
+//! The agent seam: an [`AgentExecutor`] receives a [`Turn`] and reports through a
+//! [`TurnSink`] — status changes, artifacts, or a direct message reply.
+//!
+//! Each sink call returns only after the change is durable and published, so an executor
+//! that awaits its calls can never get ahead of the store. A turn that ends without
+//! putting its task into a terminal or interrupted state fails the task: the protocol
+//! has no "the agent just stopped" state, and silently leaving a task `working` forever
+//! would strand every client waiting on it.
+
+use actix::Addr;
+use async_trait::async_trait;
+
+use super::thread::{Emit, ThreadActor, TurnEmit};
+use crate::domain::{
+    Artifact, ContextId, Message, Metadata, Part, TaskId, TaskState, TenantId,
+};
+use crate::error::{Error, Result};
+
+/// The agent logic a deployment plugs in.
+#[async_trait]
+pub trait AgentExecutor: Send + Sync + 'static {
+    /// Runs one turn. Returning an A2A error (`InvalidParams`, `UnsupportedOperation`, …)
+    /// before any output fails the request with that error; `Internal` errors and panics
+    /// fail the task with `INTERNAL_ERROR` (details only in the log).
+    async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<()>;
+}
+
+/// What an executor gets to work on.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    pub tenant: TenantId,
+    pub context_id: ContextId,
+    pub task_id: TaskId,
+    /// The client message that started this turn (ids filled in).
+    pub message: Message,
+    /// True when the message continues an existing (interrupted) task.
+    pub continuation: bool,
+    /// The thread's recent history (the actor's window), oldest first, this message last.
+    pub history: Vec<Message>,
+    /// Request metadata sent with the message.
+    pub metadata: Option<Metadata>,
+}
+
+/// Where an executor reports. Cheap to clone.
+#[derive(Clone)]
+pub struct TurnSink {
+    pub(super) addr: Addr<ThreadActor>,
+    pub(super) context_id: ContextId,
+    pub(super) task_id: TaskId,
+    pub(super) turn: u64,
+}
+
+impl TurnSink {
+    pub fn task_id(&self) -> &TaskId {
+        &self.task_id
+    }
+
+    pub fn context_id(&self) -> &ContextId {
+        &self.context_id
+    }
+
+    /// An agent message for this task with a fresh id.
+    pub fn agent_message(&self, parts: Vec<Part>) -> Message {
+        Message::agent(
+            self.context_id.clone(),
+            Some(self.task_id.clone()),
+            parts,
+        )
+    }
+
+    /// An agent message holding one text part.
+    pub fn text(&self, text: impl Into<String>) -> Message {
+        self.agent_message(vec![Part::text(text)])
+    }
+
+    /// Moves the task to `state`, optionally with a status message.
+    pub async fn status(&self, state: TaskState, message: Option<Message>) -> Result<()> {
+        self.emit(Emit::Status {
+            state,
+            message,
+            metadata: None,
+        })
+        .await
+    }
+
+    pub async fn working(&self) -> Result<()> {
+        self.status(TaskState::Working, None).await
+    }
+
+    pub async fn complete(&self, message: Option<Message>) -> Result<()> {
+        self.status(TaskState::Completed, message).await
+    }
+
+    pub async fn input_required(&self, message: Message) -> Result<()> {
+        self.status(TaskState::InputRequired, Some(message)).await
+    }
+
+    pub async fn fail(&self, message: Message) -> Result<()> {
+        self.status(TaskState::Failed, Some(message)).await
+    }
+
+    pub async fn reject(&self, message: Message) -> Result<()> {
+        self.status(TaskState::Rejected, Some(message)).await
+    }
+
+    /// Adds an artifact, or with `append` adds parts to the artifact with the same id.
+    pub async fn artifact(&self, artifact: Artifact, append: bool, last_chunk: bool) -> Result<()> {
+        self.emit(Emit::Artifact {
+            artifact,
+            append,
+            last_chunk,
+        })
+        .await
+    }
+
+    /// Answers with a message instead of a task. Only valid as the first output of a
+    /// turn that started a new task; the task is then never created. Later in a turn,
+    /// or on an existing task, the message completes the task instead.
+    pub async fn reply(&self, message: Message) -> Result<()> {
+        self.emit(Emit::Reply(message)).await
+    }
+
+    async fn emit(&self, emit: Emit) -> Result<()> {
+        self.addr
+            .send(TurnEmit {
+                task_id: self.task_id.clone(),
+                turn: self.turn,
+                emit,
+            })
+            .await
+            .map_err(|e| Error::internal(format!("thread actor unreachable: {e}")))?
+    }
+}

@@ -1,0 +1,281 @@
+//! The actor runtime: thread actors under supervision, the persistence actor, task
+//! streams, and the [`Runtime`] facade the HTTP layer calls.
+//!
+//! A request becomes a message to the `ThreadActor` of its thread (`contextId`); the
+//! actor validates it, commits it through the `PersistenceActor`, runs the turn with the
+//! [`AgentExecutor`], and publishes each committed event to the task's subscribers.
+
+pub mod executor;
+mod persistence;
+mod registry;
+mod stream;
+mod thread;
+mod turn;
+
+use std::sync::Arc;
+
+use actix::{Arbiter, ArbiterHandle};
+use futures_util::Stream;
+use tokio::sync::oneshot;
+
+pub use executor::{AgentExecutor, Turn, TurnSink};
+pub use persistence::PersistenceHandle;
+pub use stream::SeqEvent;
+pub use thread::Subscription;
+
+use crate::config::Settings;
+use crate::domain::{
+    ContextId, ListTasksQuery, SendMessage, SendOutcome, Task, TaskId, TaskPage, TenantId,
+};
+use crate::error::{Error, Result};
+use crate::store::Store;
+use registry::ThreadRegistry;
+use thread::{
+    CancelTask, GetResident, Mode, SendTurn, Shared, Subscribe, ThreadDeps, ThreadKey, Waiter,
+};
+
+/// The running actor system behind the protocol handlers.
+pub struct Runtime {
+    registry: ThreadRegistry,
+    store: Arc<dyn Store>,
+    shared: Arc<Shared>,
+    arbiters: Vec<Arbiter>,
+    replay_batch: usize,
+}
+
+impl Runtime {
+    /// Starts the arbiters, the persistence actor and an empty registry. Must be called
+    /// inside an actix `System`.
+    pub fn start(
+        settings: &Settings,
+        store: Arc<dyn Store>,
+        executor: Arc<dyn AgentExecutor>,
+    ) -> Runtime {
+        let persistence_arbiter = Arbiter::new();
+        let persistence =
+            persistence::start(store.clone(), &settings.persistence, &persistence_arbiter.handle());
+        let actor_arbiters: Vec<Arbiter> =
+            (0..settings.arbiter_count()).map(|_| Arbiter::new()).collect();
+        let handles: Vec<ArbiterHandle> = actor_arbiters.iter().map(Arbiter::handle).collect();
+        let shared = Arc::new(Shared::new());
+        let deps = Arc::new(ThreadDeps {
+            store: store.clone(),
+            persistence,
+            executor,
+            threads: settings.threads.clone(),
+            streaming: settings.streaming.clone(),
+            shared: shared.clone(),
+        });
+        let mut arbiters = actor_arbiters;
+        arbiters.push(persistence_arbiter);
+        Runtime {
+            registry: ThreadRegistry::new(deps, handles),
+            store,
+            shared,
+            arbiters,
+            replay_batch: settings.streaming.replay_batch,
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Thread actors resident in memory.
+    pub fn resident_threads(&self) -> usize {
+        self.registry.resident()
+    }
+
+    /// Runs a turn and answers when the task is terminal or interrupted — or at once
+    /// with `return_immediately`.
+    pub async fn send(&self, tenant: &TenantId, cmd: SendMessage) -> Result<SendOutcome> {
+        let mode = if cmd.config.return_immediately {
+            Mode::Immediate
+        } else {
+            Mode::Blocking
+        };
+        let history_length = cmd.config.history_length;
+        let (key, cmd) = self.route(tenant, cmd).await?;
+        let mut rx = None;
+        self.registry
+            .call(&key, || {
+                let (tx, wait) = oneshot::channel();
+                rx = Some(wait);
+                SendTurn {
+                    cmd: cmd.clone(),
+                    mode,
+                    waiter: Waiter::Outcome { tx, history_length },
+                }
+            })
+            .await?;
+        await_reply(rx).await
+    }
+
+    /// Runs a turn and returns its live events.
+    pub async fn send_streaming(&self, tenant: &TenantId, cmd: SendMessage) -> Result<Subscription> {
+        let (key, cmd) = self.route(tenant, cmd).await?;
+        let mut rx = None;
+        self.registry
+            .call(&key, || {
+                let (tx, wait) = oneshot::channel();
+                rx = Some(wait);
+                SendTurn {
+                    cmd: cmd.clone(),
+                    mode: Mode::Streaming,
+                    waiter: Waiter::Stream(tx),
+                }
+            })
+            .await?;
+        await_reply(rx).await
+    }
+
+    /// A task with at most `history_length` history messages (from memory when resident).
+    pub async fn get_task(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        history_length: Option<u32>,
+    ) -> Result<Task> {
+        if let Some(context_id) = self.resident_context(tenant, task_id) {
+            let key = ThreadKey {
+                tenant: tenant.clone(),
+                context_id,
+            };
+            let resident = self
+                .registry
+                .call(&key, || GetResident {
+                    task_id: task_id.clone(),
+                })
+                .await?;
+            if let Some(task) = resident {
+                return Ok(task.view(history_length, true));
+            }
+        }
+        let stored = self
+            .store
+            .load_task(tenant, task_id)
+            .await?
+            .ok_or_else(|| Error::TaskNotFound(task_id.clone()))?;
+        Ok(stored.task.view(history_length, true))
+    }
+
+    /// Tasks of the tenant, newest first.
+    pub async fn list_tasks(&self, tenant: &TenantId, query: &ListTasksQuery) -> Result<TaskPage> {
+        self.store
+            .list_tasks(tenant, query)
+            .await?
+            .ok_or_else(|| Error::invalid_params("pageToken: not a token this server issued"))
+    }
+
+    /// Cancels a task that is not terminal.
+    pub async fn cancel_task(&self, tenant: &TenantId, task_id: &TaskId) -> Result<Task> {
+        let key = self.task_thread(tenant, task_id).await?;
+        self.registry
+            .call(&key, || CancelTask {
+                task_id: task_id.clone(),
+            })
+            .await
+    }
+
+    /// Subscribes to a task; with `last_event_id`, resumes after that event.
+    pub async fn subscribe(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        last_event_id: Option<i64>,
+    ) -> Result<Subscription> {
+        let key = self.task_thread(tenant, task_id).await?;
+        self.registry
+            .call(&key, || Subscribe {
+                task_id: task_id.clone(),
+                last_event_id,
+            })
+            .await
+    }
+
+    /// The ordered events of a subscription.
+    pub fn events(
+        &self,
+        sub: Subscription,
+    ) -> impl Stream<Item = Result<SeqEvent>> + Send + 'static {
+        stream::events(self.store.clone(), sub, self.replay_batch)
+    }
+
+    /// Stops the actor arbiters (the persistence arbiter last).
+    pub fn shutdown(&self) {
+        for arbiter in &self.arbiters {
+            arbiter.stop();
+        }
+    }
+
+    fn resident_context(&self, tenant: &TenantId, task_id: &TaskId) -> Option<ContextId> {
+        self.shared
+            .tasks
+            .get(&(tenant.clone(), task_id.clone()))
+            .map(|c| c.clone())
+    }
+
+    /// The thread of an existing task (`TaskNotFound` for unknown and foreign ids).
+    async fn task_thread(&self, tenant: &TenantId, task_id: &TaskId) -> Result<ThreadKey> {
+        let context_id = match self.resident_context(tenant, task_id) {
+            Some(c) => c,
+            None => {
+                self.store
+                    .load_task(tenant, task_id)
+                    .await?
+                    .ok_or_else(|| Error::TaskNotFound(task_id.clone()))?
+                    .task
+                    .context_id
+            }
+        };
+        Ok(ThreadKey {
+            tenant: tenant.clone(),
+            context_id,
+        })
+    }
+
+    /// Decides which thread a message goes to: its task's thread, its `contextId`, or a
+    /// new thread. A `contextId` that disagrees with the task's is invalid.
+    async fn route(&self, tenant: &TenantId, mut cmd: SendMessage) -> Result<(ThreadKey, SendMessage)> {
+        let named_context = cmd.message.context_id.clone();
+        let context_id = match cmd.message.task_id.clone() {
+            Some(task_id) => match self.task_thread(tenant, &task_id).await {
+                Ok(key) => {
+                    if let Some(given) = &named_context
+                        && *given != key.context_id
+                    {
+                        return Err(Error::invalid_params(format!(
+                            "message.contextId: {given} does not match the context of task {task_id}"
+                        )));
+                    }
+                    key.context_id
+                }
+                Err(Error::TaskNotFound(_)) if cmd.create_missing_task => {
+                    named_context.unwrap_or_else(ContextId::generate)
+                }
+                Err(e) => return Err(e),
+            },
+            None => named_context.unwrap_or_else(ContextId::generate),
+        };
+        cmd.message.context_id = Some(context_id.clone());
+        Ok((
+            ThreadKey {
+                tenant: tenant.clone(),
+                context_id,
+            },
+            cmd,
+        ))
+    }
+}
+
+async fn await_reply<T>(rx: Option<oneshot::Receiver<Result<T>>>) -> Result<T> {
+    let rx = rx.ok_or_else(|| Error::internal("no reply channel"))?;
+    rx.await
+        .map_err(|_| Error::internal("the thread actor dropped a request"))?
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,106 @@
+//! The `ThreadRegistry`: finds or starts the actor of a thread.
+//!
+//! Actors are spread over one arbiter per core by a hash of the thread key (an actix
+//! actor lives on one arbiter thread; putting them all on one would serialise the
+//! server). Each runs under an actix `Supervisor`. An evicted actor answers `Gone` and a
+//! dead one has a closed mailbox; either way the registry starts a fresh actor and
+//! retries, a bounded number of times.
+
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+
+use actix::dev::ToEnvelope;
+use actix::prelude::*;
+use dashmap::mapref::entry::Entry;
+
+use super::thread::{ActorError, ThreadActor, ThreadDeps, ThreadKey, next_actor_id};
+use crate::error::{Error, Result};
+
+/// Attempts to reach a live actor before giving up.
+const ATTEMPTS: usize = 3;
+
+pub struct ThreadRegistry {
+    deps: Arc<ThreadDeps>,
+    arbiters: Vec<ArbiterHandle>,
+    hasher: RandomState,
+}
+
+impl ThreadRegistry {
+    pub fn new(deps: Arc<ThreadDeps>, arbiters: Vec<ArbiterHandle>) -> Self {
+        Self {
+            deps,
+            arbiters,
+            hasher: RandomState::new(),
+        }
+    }
+
+    /// Thread actors currently resident.
+    pub fn resident(&self) -> usize {
+        self.deps.shared.actors.len()
+    }
+
+    fn addr(&self, key: &ThreadKey) -> Addr<ThreadActor> {
+        if let Some(entry) = self.deps.shared.actors.get(key)
+            && entry.1.connected()
+        {
+            return entry.1.clone();
+        }
+        match self.deps.shared.actors.entry(key.clone()) {
+            Entry::Occupied(o) if o.get().1.connected() => o.get().1.clone(),
+            entry => {
+                let id = next_actor_id(&self.deps.shared);
+                let arbiter = &self.arbiters[self.hasher.hash_one(key) as usize % self.arbiters.len()];
+                let deps = self.deps.clone();
+                let actor_key = key.clone();
+                let addr = Supervisor::start_in_arbiter(arbiter, move |_| {
+                    ThreadActor::new(id, actor_key, deps)
+                });
+                match entry {
+                    Entry::Occupied(mut o) => {
+                        o.insert((id, addr.clone()));
+                    }
+                    Entry::Vacant(v) => {
+                        v.insert((id, addr.clone()));
+                    }
+                }
+                addr
+            }
+        }
+    }
+
+    /// Sends a message built by `make` to the thread's actor, retrying with a fresh actor
+    /// when the current one was evicted or has died.
+    pub async fn call<M, T, F>(&self, key: &ThreadKey, mut make: F) -> Result<T>
+    where
+        M: Message<Result = Result<T, ActorError>> + Send + 'static,
+        T: Send + 'static,
+        ThreadActor: Handler<M>,
+        <ThreadActor as Actor>::Context: ToEnvelope<ThreadActor, M>,
+        F: FnMut() -> M,
+    {
+        for _ in 0..ATTEMPTS {
+            let addr = self.addr(key);
+            match addr.send(make()).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(ActorError::Failed(e))) => return Err(e),
+                Ok(Err(ActorError::Gone)) | Err(MailboxError::Closed) => {
+                    let stale = addr.clone();
+                    self.deps
+                        .shared
+                        .actors
+                        .remove_if(key, |_, (_, current)| *current == stale);
+                }
+                Err(MailboxError::Timeout) => {
+                    return Err(Error::Unavailable {
+                        detail: "thread actor timed out".into(),
+                        retry_after_secs: 1,
+                    });
+                }
+            }
+        }
+        Err(Error::Unavailable {
+            detail: format!("thread {} could not be reached", key.context_id),
+            retry_after_secs: 1,
+        })
+    }
+}

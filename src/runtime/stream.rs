@@ -1,0 +1,112 @@
+//! Turns a [`Subscription`] into the ordered event stream a client sees.
+//!
+//! Live events come from the task's broadcast hub. A subscriber that falls behind the
+//! hub's buffer, or that resumes with `Last-Event-ID`, catches up from the durable
+//! per-task event log and then continues live — no gap, no duplicate, because every
+//! event carries its log sequence number and the stream only moves forward.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use futures_util::Stream;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::thread::{HubEvent, Subscription};
+use crate::domain::{StreamEvent, TaskId, TenantId};
+use crate::error::Error;
+use crate::store::Store;
+
+/// One event with its id (`seq` in the task's log; 0 for a message-only reply).
+pub type SeqEvent = (i64, StreamEvent);
+
+struct State {
+    store: Arc<dyn Store>,
+    tenant: TenantId,
+    task_id: Option<TaskId>,
+    first: Option<SeqEvent>,
+    live: Option<tokio::sync::broadcast::Receiver<HubEvent>>,
+    buffer: VecDeque<SeqEvent>,
+    last_seq: i64,
+    catch_up: bool,
+    replay_batch: usize,
+    done: bool,
+}
+
+/// The events of `sub`: its first event, then catch-up from the log, then live events,
+/// ending after an event that ends the stream (terminal or interrupted status).
+pub fn events(
+    store: Arc<dyn Store>,
+    sub: Subscription,
+    replay_batch: usize,
+) -> impl Stream<Item = Result<SeqEvent, Error>> + Send + 'static {
+    let catch_up = sub.first.is_none();
+    let state = State {
+        store,
+        tenant: sub.tenant,
+        task_id: sub.task_id,
+        first: sub.first,
+        live: sub.live,
+        buffer: VecDeque::new(),
+        last_seq: sub.after_seq,
+        catch_up,
+        replay_batch,
+        done: false,
+    };
+    futures_util::stream::unfold(state, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        if let Some(first) = st.first.take() {
+            st.done = first.1.ends_stream();
+            return Some((Ok(first), st));
+        }
+        loop {
+            if let Some(event) = st.buffer.pop_front() {
+                st.last_seq = event.0;
+                st.done = event.1.ends_stream();
+                return Some((Ok(event), st));
+            }
+            if st.catch_up {
+                let Some(task_id) = st.task_id.clone() else {
+                    st.catch_up = false;
+                    continue;
+                };
+                match st
+                    .store
+                    .task_events(&st.tenant, &task_id, st.last_seq, st.replay_batch)
+                    .await
+                {
+                    Ok(events) => {
+                        if events.len() < st.replay_batch {
+                            st.catch_up = false;
+                        }
+                        st.buffer.extend(events);
+                        if st.buffer.is_empty() && st.live.is_none() {
+                            return None;
+                        }
+                        continue;
+                    }
+                    Err(e) => {
+                        st.done = true;
+                        return Some((Err(e.into()), st));
+                    }
+                }
+            }
+            let rx = st.live.as_mut()?;
+            match rx.recv().await {
+                Ok(event) if event.0 <= st.last_seq => continue,
+                Ok(event) if event.0 == st.last_seq + 1 => {
+                    st.buffer.push_back((event.0, event.1.clone()));
+                }
+                // Anything else means events were skipped: read them from the log.
+                Ok(_) | Err(RecvError::Lagged(_)) => st.catch_up = true,
+                Err(RecvError::Closed) => {
+                    // The task left memory; whatever was logged after our position is
+                    // still owed to this subscriber.
+                    st.live = None;
+                    st.catch_up = true;
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,566 @@
+//! The `ThreadActor`: the single writer of one A2A thread (`contextId`).
+//!
+//! It owns the thread's history window, its resident tasks, the queue of turns waiting
+//! behind the running one, and each task's broadcast hub. It serialises turns and stays
+//! responsive to `GetTask`, `CancelTask` and `SubscribeToTask` while a turn runs: the
+//! executor runs as its own task and reports back through messages.
+//!
+//! Every state change follows the same order — plan from the current state, commit
+//! through the `PersistenceActor`, then apply to memory and publish — and the commit is
+//! awaited with `ctx.wait`, so no other message interleaves between plan and apply.
+//!
+//! **Architecture invariant:** memory never holds a change the store does not; a failed
+//! commit leaves the actor exactly as it was.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use dashmap::DashMap;
+use tokio::sync::{broadcast, oneshot};
+
+use super::executor::AgentExecutor;
+use super::persistence::PersistenceHandle;
+use crate::config::{StreamingSettings, ThreadSettings};
+use crate::domain::{
+    Artifact, ContextId, Message, Metadata, SendMessage, SendOutcome, StreamEvent, Task, TaskId,
+    TaskState, TenantId, Timestamp,
+};
+use crate::error::Error;
+use crate::store::{MessageRecord, Store, StoredTask, ThreadRecord, ThreadStatus};
+use crate::telemetry;
+
+/// One published event of a task: its log sequence number and the event.
+pub type HubEvent = Arc<(i64, StreamEvent)>;
+
+/// Identifies a thread actor: threads are scoped by tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ThreadKey {
+    pub tenant: TenantId,
+    pub context_id: ContextId,
+}
+
+/// Why an actor refused a message.
+#[derive(Debug)]
+pub enum ActorError {
+    /// The actor was evicted; ask the registry for a fresh one.
+    Gone,
+    Failed(Error),
+}
+
+impl From<Error> for ActorError {
+    fn from(e: Error) -> Self {
+        ActorError::Failed(e)
+    }
+}
+
+/// State shared by the registry and its actors.
+pub struct Shared {
+    /// Resident actors with the instance id that owns the entry.
+    pub actors: DashMap<ThreadKey, (u64, Addr<ThreadActor>)>,
+    /// Resident tasks → their thread, so `GetTask` by id finds the actor.
+    pub tasks: DashMap<(TenantId, TaskId), ContextId>,
+    pub next_actor_id: AtomicU64,
+}
+
+impl Shared {
+    pub fn new() -> Self {
+        Self {
+            actors: DashMap::new(),
+            tasks: DashMap::new(),
+            next_actor_id: AtomicU64::new(1),
+        }
+    }
+}
+
+/// What every thread actor needs.
+pub struct ThreadDeps {
+    pub store: Arc<dyn Store>,
+    pub persistence: PersistenceHandle,
+    pub executor: Arc<dyn AgentExecutor>,
+    pub threads: ThreadSettings,
+    pub streaming: StreamingSettings,
+    pub shared: Arc<Shared>,
+}
+
+/// How a `SendMessage` caller wants its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Wait until the task is terminal or interrupted.
+    Blocking,
+    /// Return as soon as the task exists.
+    Immediate,
+    /// Stream the task's events.
+    Streaming,
+}
+
+/// A live view of a task's events (or a single message).
+pub struct Subscription {
+    pub tenant: TenantId,
+    pub task_id: Option<TaskId>,
+    /// The first event with its id: a task snapshot or a message.
+    pub first: Option<(i64, StreamEvent)>,
+    /// Live events; `None` when the stream ends after `first` or after the replay.
+    pub live: Option<broadcast::Receiver<HubEvent>>,
+    /// Events with `seq <= after_seq` are covered already; later ones come from the
+    /// store (catch-up) and then from `live`.
+    pub after_seq: i64,
+}
+
+pub(super) enum Waiter {
+    Outcome {
+        tx: oneshot::Sender<Result<SendOutcome, Error>>,
+        history_length: Option<u32>,
+    },
+    Stream(oneshot::Sender<Result<Subscription, Error>>),
+}
+
+impl Waiter {
+    pub(super) fn fail(self, e: Error) {
+        match self {
+            Waiter::Outcome { tx, .. } => {
+                let _ = tx.send(Err(e));
+            }
+            Waiter::Stream(tx) => {
+                let _ = tx.send(Err(e));
+            }
+        }
+    }
+}
+
+/// A task held in memory.
+pub(super) struct TaskEntry {
+    pub task: Task,
+    /// Persisted and visible to clients (a new task is not, until its first output).
+    pub materialized: bool,
+    pub last_seq: i64,
+    pub hub: Option<broadcast::Sender<HubEvent>>,
+    pub waiters: Vec<Waiter>,
+    pub finished_at: Option<Instant>,
+    /// `seq` of each history message in the thread (for history links).
+    pub history_seqs: Vec<i64>,
+}
+
+pub(super) struct PendingTurn {
+    pub cmd: SendMessage,
+    pub mode: Mode,
+    pub waiter: Waiter,
+}
+
+pub(super) struct RunningTurn {
+    pub task_id: TaskId,
+    pub turn: u64,
+    pub abort: Option<tokio::task::AbortHandle>,
+    /// The turn answered with a message: the task will never exist.
+    pub replied: bool,
+}
+
+pub(super) struct Loaded {
+    pub thread: ThreadRecord,
+    pub thread_persisted: bool,
+    pub window: VecDeque<Message>,
+    pub next_seq: i64,
+    pub tasks: HashMap<TaskId, TaskEntry>,
+    pub running: Option<RunningTurn>,
+    pub queue: VecDeque<PendingTurn>,
+    pub last_activity: Instant,
+}
+
+enum Phase {
+    Loading,
+    Ready(Box<Loaded>),
+    /// Evicted (`None`: ask for a fresh actor) or failed to load.
+    Closed(Option<Error>),
+}
+
+/// The actor of one thread. Created by the `ThreadRegistry` under a `Supervisor`.
+pub struct ThreadActor {
+    pub(super) id: u64,
+    pub(super) key: ThreadKey,
+    pub(super) deps: Arc<ThreadDeps>,
+    phase: Phase,
+    pub(super) turn_counter: u64,
+    timer: Option<SpawnHandle>,
+}
+
+impl ThreadActor {
+    pub fn new(id: u64, key: ThreadKey, deps: Arc<ThreadDeps>) -> Self {
+        Self {
+            id,
+            key,
+            deps,
+            phase: Phase::Loading,
+            turn_counter: 0,
+            timer: None,
+        }
+    }
+
+    /// The loaded state, or why there is none.
+    pub(super) fn loaded(&mut self) -> Result<&mut Loaded, ActorError> {
+        match &mut self.phase {
+            Phase::Ready(loaded) => {
+                loaded.last_activity = Instant::now();
+                Ok(loaded)
+            }
+            Phase::Closed(None) | Phase::Loading => Err(ActorError::Gone),
+            Phase::Closed(Some(e)) => Err(ActorError::Failed(e.clone())),
+        }
+    }
+
+    fn load(&mut self, ctx: &mut Context<Self>) {
+        let store = self.deps.store.clone();
+        let key = self.key.clone();
+        let window = self.deps.threads.history_window;
+        let ttl_ms = (self.deps.threads.thread_ttl_secs as i64).saturating_mul(1000);
+        let load = async move { store.load_thread(&key.tenant, &key.context_id, window).await };
+        ctx.wait(fut::wrap_future(load).map(move |result, act: &mut Self, ctx| {
+            match result {
+                Ok(snapshot) => {
+                    let loaded = match snapshot {
+                        Some(s) => Loaded::from_snapshot(s.thread, s.recent, s.next_seq, s.open_tasks),
+                        None => Loaded::new_thread(&act.key, ttl_ms),
+                    };
+                    for task_id in loaded.tasks.keys() {
+                        act.deps.shared.tasks.insert(
+                            (act.key.tenant.clone(), task_id.clone()),
+                            act.key.context_id.clone(),
+                        );
+                    }
+                    act.phase = Phase::Ready(Box::new(loaded));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, context_id = %act.key.context_id, "thread load failed");
+                    act.close(Some(Error::from(e)), ctx);
+                }
+            }
+        }));
+    }
+
+    /// Leaves the registry and turns into a tombstone that refuses every message; the
+    /// actor stops when the last address to it is dropped.
+    fn close(&mut self, reason: Option<Error>, ctx: &mut Context<Self>) {
+        let id = self.id;
+        self.deps
+            .shared
+            .actors
+            .remove_if(&self.key, |_, (owner, _)| *owner == id);
+        if let Phase::Ready(loaded) = &mut self.phase {
+            for task_id in loaded.tasks.keys() {
+                self.deps
+                    .shared
+                    .tasks
+                    .remove(&(self.key.tenant.clone(), task_id.clone()));
+            }
+            if let Some(running) = loaded.running.take()
+                && let Some(abort) = running.abort
+            {
+                abort.abort();
+            }
+        }
+        if matches!(self.phase, Phase::Ready(_) | Phase::Loading) {
+            metrics::gauge!(telemetry::THREAD_ACTORS).decrement(1.0);
+        }
+        self.phase = Phase::Closed(reason);
+        // A tombstone must not keep itself alive: with the timer gone it stops as soon as
+        // the last address to it is dropped (and is then not restarted, having no mailbox).
+        if let Some(timer) = self.timer.take() {
+            ctx.cancel_future(timer);
+        }
+    }
+
+    /// Periodic housekeeping: finished tasks leave memory after the retention period,
+    /// and an idle actor evicts itself.
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        let retention = Duration::from_millis(self.deps.threads.task_retention_ms);
+        let idle = Duration::from_secs(self.deps.threads.idle_timeout_secs);
+        let tenant = self.key.tenant.clone();
+        let shared = self.deps.shared.clone();
+        let Phase::Ready(loaded) = &mut self.phase else {
+            return;
+        };
+        loaded.tasks.retain(|task_id, entry| {
+            let expired = entry
+                .finished_at
+                .is_some_and(|at| at.elapsed() >= retention && entry.waiters.is_empty());
+            if expired {
+                shared.tasks.remove(&(tenant.clone(), task_id.clone()));
+            }
+            !expired
+        });
+        let quiet = loaded.running.is_none()
+            && loaded.queue.is_empty()
+            && loaded.last_activity.elapsed() >= idle
+            && loaded
+                .tasks
+                .values()
+                .all(|t| t.hub.as_ref().is_none_or(|h| h.receiver_count() == 0));
+        if quiet {
+            tracing::debug!(context_id = %self.key.context_id, "evicting idle thread actor");
+            self.close(None, ctx);
+        }
+    }
+}
+
+impl Loaded {
+    fn new_thread(key: &ThreadKey, ttl_ms: i64) -> Self {
+        let now = Timestamp::now();
+        Self {
+            thread: ThreadRecord {
+                tenant: key.tenant.clone(),
+                thread_id: key.context_id.clone(),
+                created_at: now,
+                updated_at: now,
+                expires_at: Timestamp(now.0.saturating_add(ttl_ms)),
+                status: ThreadStatus::Active,
+                conversation_context: serde_json::Value::Object(Default::default()),
+            },
+            thread_persisted: false,
+            window: VecDeque::new(),
+            next_seq: 1,
+            tasks: HashMap::new(),
+            running: None,
+            queue: VecDeque::new(),
+            last_activity: Instant::now(),
+        }
+    }
+
+    fn from_snapshot(
+        thread: ThreadRecord,
+        recent: Vec<MessageRecord>,
+        next_seq: i64,
+        open_tasks: Vec<StoredTask>,
+    ) -> Self {
+        let tasks = open_tasks
+            .into_iter()
+            .map(|stored| {
+                let entry = TaskEntry {
+                    history_seqs: Vec::new(),
+                    task: stored.task,
+                    materialized: true,
+                    last_seq: stored.last_event_seq,
+                    hub: None,
+                    waiters: Vec::new(),
+                    finished_at: None,
+                };
+                (entry.task.id.clone(), entry)
+            })
+            .collect();
+        Self {
+            thread,
+            thread_persisted: true,
+            window: recent.iter().map(record_to_message).collect(),
+            next_seq,
+            tasks,
+            running: None,
+            queue: VecDeque::new(),
+            last_activity: Instant::now(),
+        }
+    }
+
+    /// Adds a message to the in-memory window, dropping the oldest beyond `cap`.
+    pub(super) fn remember(&mut self, message: Message, cap: usize) {
+        self.window.push_back(message);
+        while self.window.len() > cap {
+            self.window.pop_front();
+        }
+    }
+}
+
+/// The stored form of a message of this thread.
+pub(super) fn message_record(
+    key: &ThreadKey,
+    seq: i64,
+    message: &Message,
+    task_id: Option<&TaskId>,
+    now: Timestamp,
+) -> MessageRecord {
+    MessageRecord {
+        tenant: key.tenant.clone(),
+        thread_id: key.context_id.clone(),
+        seq,
+        message_id: Some(message.message_id.clone()),
+        task_id: task_id.cloned(),
+        role: match message.role {
+            crate::domain::Role::User => "user".into(),
+            crate::domain::Role::Agent => "agent".into(),
+        },
+        author: None,
+        content: message.text(),
+        parts: message.parts.clone(),
+        tool_calls: serde_json::Value::Array(Vec::new()),
+        metadata: message.metadata.clone(),
+        created_at: now,
+    }
+}
+
+/// A stored message as the protocol message it was.
+pub(super) fn record_to_message(record: &MessageRecord) -> Message {
+    Message {
+        message_id: record
+            .message_id
+            .clone()
+            .unwrap_or_else(crate::domain::MessageId::generate),
+        context_id: Some(record.thread_id.clone()),
+        task_id: record.task_id.clone(),
+        role: if record.role == "user" {
+            crate::domain::Role::User
+        } else {
+            crate::domain::Role::Agent
+        },
+        parts: record.parts.clone(),
+        metadata: record.metadata.clone(),
+        extensions: Vec::new(),
+        reference_task_ids: Vec::new(),
+    }
+}
+
+impl Actor for ThreadActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        metrics::gauge!(telemetry::THREAD_ACTORS).increment(1.0);
+        let retention = self.deps.threads.task_retention_ms.max(1);
+        let tick = Duration::from_millis(retention.clamp(50, 1000));
+        self.timer = Some(ctx.run_interval(tick, |act, ctx| act.tick(ctx)));
+        self.load(ctx);
+    }
+}
+
+impl Supervised for ThreadActor {
+    /// After a panic in a turn the actor stops itself; the supervisor restarts it here
+    /// and `started` reloads the thread from the store.
+    fn restarting(&mut self, ctx: &mut Context<Self>) {
+        metrics::counter!(telemetry::THREAD_RESTARTS).increment(1);
+        tracing::warn!(context_id = %self.key.context_id, "restarting thread actor; reloading from the store");
+        if let Phase::Ready(loaded) = &mut self.phase {
+            if let Some(running) = loaded.running.take()
+                && let Some(abort) = running.abort
+            {
+                abort.abort();
+            }
+            for pending in loaded.queue.drain(..) {
+                pending.waiter.fail(Error::Unavailable {
+                    detail: "thread restarted".into(),
+                    retry_after_secs: 1,
+                });
+            }
+            metrics::gauge!(telemetry::THREAD_ACTORS).decrement(1.0);
+        }
+        let _ = ctx;
+        self.timer = None;
+        self.phase = Phase::Loading;
+    }
+}
+
+// ---- messages -------------------------------------------------------------------------
+
+/// Start (or queue) a turn for a client message.
+#[derive(Message)]
+#[rtype(result = "Result<(), ActorError>")]
+pub struct SendTurn {
+    pub(super) cmd: SendMessage,
+    pub(super) mode: Mode,
+    pub(super) waiter: Waiter,
+}
+
+/// A task from memory (`None` when it is not resident).
+#[derive(Message)]
+#[rtype(result = "Result<Option<Task>, ActorError>")]
+pub struct GetResident {
+    pub task_id: TaskId,
+}
+
+/// Cancel a task of this thread.
+#[derive(Message)]
+#[rtype(result = "Result<Task, ActorError>")]
+pub struct CancelTask {
+    pub task_id: TaskId,
+}
+
+/// Subscribe to a task's events (`last_event_id`: resume after that event).
+#[derive(Message)]
+#[rtype(result = "Result<Subscription, ActorError>")]
+pub struct Subscribe {
+    pub task_id: TaskId,
+    pub last_event_id: Option<i64>,
+}
+
+/// One output of a running turn.
+#[derive(Message)]
+#[rtype(result = "Result<(), Error>")]
+pub struct TurnEmit {
+    pub task_id: TaskId,
+    pub turn: u64,
+    pub emit: Emit,
+}
+
+/// What an executor can report.
+#[derive(Debug, Clone)]
+pub enum Emit {
+    Status {
+        state: TaskState,
+        message: Option<Message>,
+        metadata: Option<Metadata>,
+    },
+    Artifact {
+        artifact: Artifact,
+        append: bool,
+        last_chunk: bool,
+    },
+    Reply(Message),
+}
+
+impl Handler<SendTurn> for ThreadActor {
+    type Result = Result<(), ActorError>;
+
+    fn handle(&mut self, msg: SendTurn, ctx: &mut Context<Self>) -> Self::Result {
+        let cap = self.deps.threads.max_pending_turns;
+        let loaded = match self.loaded() {
+            Ok(l) => l,
+            Err(e) => {
+                return Err(e);
+            }
+        };
+        if loaded.queue.len() >= cap {
+            return Err(ActorError::Failed(Error::Unavailable {
+                detail: format!(
+                    "thread {} has {cap} messages waiting (threads.max_pending_turns)",
+                    self.key.context_id
+                ),
+                retry_after_secs: 1,
+            }));
+        }
+        loaded.queue.push_back(PendingTurn {
+            cmd: msg.cmd,
+            mode: msg.mode,
+            waiter: msg.waiter,
+        });
+        self.pump(ctx);
+        Ok(())
+    }
+}
+
+impl Handler<GetResident> for ThreadActor {
+    type Result = Result<Option<Task>, ActorError>;
+
+    fn handle(&mut self, msg: GetResident, _ctx: &mut Context<Self>) -> Self::Result {
+        let loaded = self.loaded()?;
+        Ok(loaded
+            .tasks
+            .get(&msg.task_id)
+            .filter(|e| e.materialized)
+            .map(|e| e.task.clone()))
+    }
+}
+
+/// Counts a task state change.
+pub(super) fn count_transition(state: TaskState) {
+    metrics::counter!(telemetry::TASK_TRANSITIONS, "state" => state.as_str()).increment(1);
+}
+
+/// Allocates the next actor instance id.
+pub(super) fn next_actor_id(shared: &Shared) -> u64 {
+    shared.next_actor_id.fetch_add(1, Ordering::Relaxed)
+}
