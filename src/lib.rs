@@ -6,6 +6,9 @@
 pub mod config;
 pub mod domain;
 pub mod error;
+pub mod cli;
+pub mod http;
 pub mod runtime;
+pub mod skills;
 pub mod store;
 pub mod telemetry;
