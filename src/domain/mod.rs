@@ -71,6 +71,10 @@ pub struct TaskPage {
 
 /// What `SendMessage` answers: a task, or (for agents that reply without one) a message.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "built once per request and moved, never stored in bulk: boxing buys nothing"
+)]
 pub enum SendOutcome {
     Task(Task),
     Message(Message),
