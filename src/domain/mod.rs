@@ -74,6 +74,10 @@ pub struct TaskPage {
 // allocation to save a few hundred bytes of stack.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "built once per request and moved, never stored in bulk: boxing buys nothing"
+)]
 pub enum SendOutcome {
     Task(Task),
     Message(Message),
