@@ -53,7 +53,17 @@ async fn card_is_cacheable_and_honours_if_none_match() {
 #[actix_web::test]
 async fn legacy_card_path_serves_the_same_card() {
     let app = spawn_app().await;
-    let a = app.get("/.well-known/agent-card.json").await.text().await.unwrap();
-    let b = app.get("/.well-known/agent.json").await.text().await.unwrap();
+    let a = app
+        .get("/.well-known/agent-card.json")
+        .await
+        .text()
+        .await
+        .unwrap();
+    let b = app
+        .get("/.well-known/agent.json")
+        .await
+        .text()
+        .await
+        .unwrap();
     assert_eq!(a, b);
 }

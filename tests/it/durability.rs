@@ -16,7 +16,12 @@ fn start_server(data_dir: &std::path::Path) -> (Child, String) {
         l.local_addr().unwrap().port()
     };
     let mut child = Command::new(env!("CARGO_BIN_EXE_agent-a2a"))
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .args([
+            "serve",
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
         .arg(data_dir)
         .env("RUST_LOG", "info")
         .env_remove("DATABASE_URL")
@@ -60,7 +65,9 @@ async fn every_acknowledged_send_survives_sigkill() {
                 let Ok(r) = client.post(format!("{url}/")).json(&body).send().await else {
                     return;
                 };
-                let Ok(v) = r.json::<Value>().await else { return };
+                let Ok(v) = r.json::<Value>().await else {
+                    return;
+                };
                 match v["result"]["task"]["id"].as_str() {
                     Some(id) => acked.lock().unwrap().push(id.to_owned()),
                     None => return,
@@ -102,5 +109,10 @@ async fn every_acknowledged_send_survives_sigkill() {
     child.kill().ok();
     child.wait().ok();
     assert!(acked.len() >= 300);
-    assert!(missing.is_empty(), "{} of {} acknowledged tasks lost: {missing:?}", missing.len(), acked.len());
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged tasks lost: {missing:?}",
+        missing.len(),
+        acked.len()
+    );
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{spawn_app, spawn_app_with, Backend, user_message};
+use crate::support::{Backend, spawn_app, spawn_app_with, user_message};
 
 async fn post_raw(app: &crate::support::TestApp, content_type: &str, body: String) -> (u16, Value) {
     let r = app
@@ -21,13 +21,21 @@ async fn post_raw(app: &crate::support::TestApp, content_type: &str, body: Strin
 async fn jsonrpc_envelope_errors() {
     let app = spawn_app().await;
     let (status, body) = post_raw(&app, "application/json", "{oops".into()).await;
-    assert_eq!((status, body["error"]["code"].as_i64()), (200, Some(-32700)));
+    assert_eq!(
+        (status, body["error"]["code"].as_i64()),
+        (200, Some(-32700))
+    );
     assert_eq!(body["id"], Value::Null);
 
     let (_, body) = post_raw(&app, "application/json", "[{\"jsonrpc\":\"2.0\"}]".into()).await;
     assert_eq!(body["error"]["code"], -32600, "batches are refused");
 
-    let (_, body) = post_raw(&app, "application/json", json!({"jsonrpc":"1.0","id":1,"method":"GetTask"}).to_string()).await;
+    let (_, body) = post_raw(
+        &app,
+        "application/json",
+        json!({"jsonrpc":"1.0","id":1,"method":"GetTask"}).to_string(),
+    )
+    .await;
     assert_eq!(body["error"]["code"], -32600);
 
     let body = app.rpc("NoSuchMethod", json!({})).await;
@@ -35,7 +43,10 @@ async fn jsonrpc_envelope_errors() {
 
     let body = app.rpc("GetTask", json!({})).await;
     assert_eq!(body["error"]["code"], -32602);
-    assert!(body["error"]["message"].as_str().unwrap().contains("id"), "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("id"),
+        "{body}"
+    );
     let info = &body["error"]["data"][0];
     assert_eq!(info["@type"], "type.googleapis.com/google.rpc.ErrorInfo");
 }
@@ -43,7 +54,8 @@ async fn jsonrpc_envelope_errors() {
 #[actix_web::test]
 async fn wrong_content_type_is_content_type_not_supported() {
     let app = spawn_app().await;
-    let envelope = json!({"jsonrpc":"2.0","id":5,"method":"GetTask","params":{"id":"x"}}).to_string();
+    let envelope =
+        json!({"jsonrpc":"2.0","id":5,"method":"GetTask","params":{"id":"x"}}).to_string();
     let (status, body) = post_raw(&app, "text/plain", envelope).await;
     assert_eq!(status, 200);
     assert_eq!(body["error"]["code"], -32005);
@@ -73,7 +85,10 @@ async fn unsupported_versions_are_refused_on_both_bindings() {
         .unwrap();
     assert_eq!(r.status(), 400);
     let body: Value = r.json().await.unwrap();
-    assert_eq!(body["error"]["details"][0]["reason"], "VERSION_NOT_SUPPORTED");
+    assert_eq!(
+        body["error"]["details"][0]["reason"],
+        "VERSION_NOT_SUPPORTED"
+    );
 
     for ok in ["1.0", "0.3", "1.0.1", ""] {
         let r = app

@@ -25,7 +25,11 @@ async fn send_message_runs_the_turn_to_completion() {
         .collect();
     assert_eq!(
         states,
-        ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+        [
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED"
+        ]
     );
 }
 
@@ -37,11 +41,17 @@ async fn get_task_returns_the_stored_task_and_trims_history_on_request() {
     assert_eq!(got["result"]["id"], task["id"]);
     assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED");
     assert_eq!(got["result"]["artifacts"], task["artifacts"]);
-    let none = app.rpc("GetTask", json!({"id": id, "historyLength": 0})).await;
+    let none = app
+        .rpc("GetTask", json!({"id": id, "historyLength": 0}))
+        .await;
     assert!(none["result"].get("history").is_none(), "{none}");
-    let one = app.rpc("GetTask", json!({"id": id, "historyLength": 1})).await;
+    let one = app
+        .rpc("GetTask", json!({"id": id, "historyLength": 1}))
+        .await;
     assert_eq!(one["result"]["history"].as_array().unwrap().len(), 1);
-    let negative = app.rpc("GetTask", json!({"id": id, "historyLength": -1})).await;
+    let negative = app
+        .rpc("GetTask", json!({"id": id, "historyLength": -1}))
+        .await;
     assert_eq!(negative["error"]["code"], -32602);
 }
 
@@ -139,11 +149,17 @@ async fn cancel_stops_a_running_turn() {
         .await;
     let id = r["result"]["task"]["id"].as_str().unwrap().to_owned();
     let canceled = app.rpc("CancelTask", json!({"id": id})).await;
-    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{canceled}");
+    assert_eq!(
+        canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
     app.release.notify_one();
     let got = app.rpc("GetTask", json!({"id": id})).await;
     assert_eq!(got["result"]["status"]["state"], "TASK_STATE_CANCELED");
-    assert!(got["result"].get("artifacts").is_none(), "the aborted turn wrote nothing more");
+    assert!(
+        got["result"].get("artifacts").is_none(),
+        "the aborted turn wrote nothing more"
+    );
 }
 
 #[actix_web::test]
@@ -192,7 +208,10 @@ async fn list_tasks_pages_newest_first_with_a_cursor() {
     let page = &first["result"];
     assert_eq!(page["totalSize"], 5);
     assert_eq!(page["pageSize"], 2);
-    assert!(page["tasks"][0].get("artifacts").is_none(), "artifacts omitted by default");
+    assert!(
+        page["tasks"][0].get("artifacts").is_none(),
+        "artifacts omitted by default"
+    );
     let mut seen: Vec<String> = page["tasks"]
         .as_array()
         .unwrap()
@@ -211,7 +230,12 @@ async fn list_tasks_pages_newest_first_with_a_cursor() {
     }
     ids.reverse();
     assert_eq!(seen, ids, "every task once, newest first");
-    let with = app.rpc("ListTasks", json!({"includeArtifacts": true, "pageSize": 1})).await;
+    let with = app
+        .rpc(
+            "ListTasks",
+            json!({"includeArtifacts": true, "pageSize": 1}),
+        )
+        .await;
     assert!(with["result"]["tasks"][0]["artifacts"].is_array());
     let bad = app.rpc("ListTasks", json!({"pageToken": "garbage!"})).await;
     assert_eq!(bad["error"]["code"], -32602);
@@ -246,8 +270,14 @@ async fn agent_errors_fail_the_request_or_the_task_without_leaking_details() {
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{r}");
     let text = r.to_string();
     assert!(!text.contains("hunter2"), "internal detail leaked: {text}");
-    assert_eq!(task["status"]["message"]["metadata"]["errorCode"], "INTERNAL_ERROR");
+    assert_eq!(
+        task["status"]["message"]["metadata"]["errorCode"],
+        "INTERNAL_ERROR"
+    );
 
     let r = app.send_text("silent").await;
-    assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_FAILED", "{r}");
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_FAILED",
+        "{r}"
+    );
 }

@@ -14,21 +14,33 @@ async fn a_panicking_turn_fails_only_its_task_and_the_thread_recovers() {
             json!({"message": user_message("wait"), "configuration": {"returnImmediately": true}}),
         )
         .await;
-    let bystander_id = bystander["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let bystander_id = bystander["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
 
     let mut m = user_message("panic");
     m["contextId"] = json!("panicky-thread");
     let r = app.rpc("SendMessage", json!({"message": m})).await;
     let task = &r["result"]["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{r}");
-    assert_eq!(task["status"]["message"]["metadata"]["errorCode"], "INTERNAL_ERROR");
-    assert!(!r.to_string().contains("secret detail"), "panic text leaked: {r}");
+    assert_eq!(
+        task["status"]["message"]["metadata"]["errorCode"],
+        "INTERNAL_ERROR"
+    );
+    assert!(
+        !r.to_string().contains("secret detail"),
+        "panic text leaked: {r}"
+    );
 
     // The same thread serves the next message (its actor was restarted and reloaded).
     let mut again = user_message("complete");
     again["contextId"] = json!("panicky-thread");
     let r = app.rpc("SendMessage", json!({"message": again})).await;
-    assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
     let failed = app.rpc("GetTask", json!({"id": task["id"]})).await;
     assert_eq!(failed["result"]["status"]["state"], "TASK_STATE_FAILED");
 
@@ -63,7 +75,11 @@ async fn tasks_and_threads_survive_a_restart() {
     let task = &r["result"]["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
     assert_eq!(task["contextId"], open["contextId"]);
-    assert_eq!(task["history"].as_array().unwrap().len(), 4, "user, agent, user, agent: {task}");
+    assert_eq!(
+        task["history"].as_array().unwrap().len(),
+        4,
+        "user, agent, user, agent: {task}"
+    );
 }
 
 #[actix_web::test]
@@ -90,5 +106,8 @@ async fn an_expired_thread_refuses_new_messages() {
     let r = app.rpc("SendMessage", json!({"message": m})).await;
     assert_eq!(r["error"]["code"], -32004, "{r}");
     let text = r["error"]["message"].as_str().unwrap();
-    assert!(text.contains("old-thread") && text.contains("expired"), "{text}");
+    assert!(
+        text.contains("old-thread") && text.contains("expired"),
+        "{text}"
+    );
 }

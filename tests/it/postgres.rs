@@ -2,11 +2,15 @@
 
 use serde_json::json;
 
-use crate::support::{Backend, fresh_postgres, read_sse, spawn_app_in, spawn_app_with, user_message};
+use crate::support::{
+    Backend, fresh_postgres, read_sse, spawn_app_in, spawn_app_with, user_message,
+};
 
 #[actix_web::test]
 async fn postgres_send_get_follow_up_cancel_and_list() {
-    let Some(url) = fresh_postgres().await else { return };
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
     let app = spawn_app_with(Backend::Postgres(url), |_| {}).await;
     let (id, task) = app.task_with("complete").await;
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
@@ -16,7 +20,10 @@ async fn postgres_send_get_follow_up_cancel_and_list() {
     let mut follow = user_message("more");
     follow["taskId"] = json!(open);
     let r = app.rpc("SendMessage", json!({"message": follow})).await;
-    assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        r["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
     let (third, _) = app.task_with("input").await;
     let c = app.rpc("CancelTask", json!({"id": third})).await;
     assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED");
@@ -27,12 +34,20 @@ async fn postgres_send_get_follow_up_cancel_and_list() {
 
 #[actix_web::test]
 async fn postgres_streams_and_resumes() {
-    let Some(url) = fresh_postgres().await else { return };
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
     let app = spawn_app_with(Backend::Postgres(url), |_| {}).await;
     let events = app
-        .rpc_stream("SendStreamingMessage", json!({"message": user_message("chunks")}))
+        .rpc_stream(
+            "SendStreamingMessage",
+            json!({"message": user_message("chunks")}),
+        )
         .await;
-    let id = events[0].data["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let id = events[0].data["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let resumed = app
         .client
         .get(format!("{}/tasks/{id}:subscribe", app.url))
@@ -48,7 +63,9 @@ async fn postgres_streams_and_resumes() {
 
 #[actix_web::test]
 async fn postgres_tasks_survive_a_restart() {
-    let Some(url) = fresh_postgres().await else { return };
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
     let app = spawn_app_with(Backend::Postgres(url.clone()), |_| {}).await;
     let (id, task) = app.task_with("complete").await;
     app.stop().await;

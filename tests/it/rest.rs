@@ -9,15 +9,28 @@ use crate::support::{read_sse, spawn_app, user_message};
 async fn rest_send_get_list_and_cancel() {
     let app = spawn_app().await;
     let r = app
-        .post_json("/message:send", json!({"message": user_message("complete")}))
+        .post_json(
+            "/message:send",
+            json!({"message": user_message("complete")}),
+        )
         .await;
     assert_eq!(r.status(), 200);
-    assert!(r.headers()["content-type"].to_str().unwrap().contains("json"));
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .contains("json")
+    );
     let body: Value = r.json().await.unwrap();
     let id = body["task"]["id"].as_str().unwrap().to_owned();
     assert_eq!(body["task"]["status"]["state"], "TASK_STATE_COMPLETED");
 
-    let got: Value = app.get(&format!("/tasks/{id}?historyLength=1")).await.json().await.unwrap();
+    let got: Value = app
+        .get(&format!("/tasks/{id}?historyLength=1"))
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_eq!(got["id"], id.as_str());
     assert_eq!(got["history"].as_array().unwrap().len(), 1);
 
@@ -49,7 +62,12 @@ async fn rest_errors_use_google_rpc_status_with_error_info() {
     let app = spawn_app().await;
     let r = app.get("/tasks/missing").await;
     assert_eq!(r.status(), 404);
-    assert!(r.headers()["content-type"].to_str().unwrap().contains("application/json"));
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .contains("application/json")
+    );
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"]["code"], 404);
     assert_eq!(body["error"]["status"], "NOT_FOUND");
@@ -79,7 +97,10 @@ async fn rest_errors_use_google_rpc_status_with_error_info() {
     assert_eq!(r.status(), 400);
 
     let r = app
-        .post_json("/message:send", json!({"message": {"role": "ROLE_USER", "parts": []}}))
+        .post_json(
+            "/message:send",
+            json!({"message": {"role": "ROLE_USER", "parts": []}}),
+        )
         .await;
     assert_eq!(r.status(), 400);
     let body: Value = r.json().await.unwrap();
@@ -104,22 +125,39 @@ async fn rest_errors_use_google_rpc_status_with_error_info() {
 async fn rest_streaming_and_subscribe_on_both_verbs() {
     let app = spawn_app().await;
     let r = app
-        .post_json("/message:stream", json!({"message": user_message("complete")}))
+        .post_json(
+            "/message:stream",
+            json!({"message": user_message("complete")}),
+        )
         .await;
     let events = read_sse(r, usize::MAX).await;
-    assert!(events[0].data.get("task").is_some(), "bare StreamResponse: {:?}", events[0]);
-    assert_eq!(events.last().unwrap().data["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert!(
+        events[0].data.get("task").is_some(),
+        "bare StreamResponse: {:?}",
+        events[0]
+    );
+    assert_eq!(
+        events.last().unwrap().data["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
 
     let (open, _) = app.task_with("input").await;
     for verb in ["GET", "POST"] {
         let r = app
             .client
-            .request(verb.parse().unwrap(), format!("{}/tasks/{open}:subscribe", app.url))
+            .request(
+                verb.parse().unwrap(),
+                format!("{}/tasks/{open}:subscribe", app.url),
+            )
             .send()
             .await
             .unwrap();
         let events = read_sse(r, usize::MAX).await;
-        assert_eq!(events.len(), 1, "an input-required snapshot ends the stream");
+        assert_eq!(
+            events.len(),
+            1,
+            "an input-required snapshot ends the stream"
+        );
         assert_eq!(events[0].data["task"]["id"], open.as_str());
     }
 }
@@ -128,13 +166,22 @@ async fn rest_streaming_and_subscribe_on_both_verbs() {
 async fn push_notification_routes_are_refused_before_any_lookup() {
     let app = spawn_app().await;
     let r = app
-        .post_json("/tasks/t/pushNotificationConfigs", json!({"url": "http://example.invalid"}))
+        .post_json(
+            "/tasks/t/pushNotificationConfigs",
+            json!({"url": "http://example.invalid"}),
+        )
         .await;
     assert_eq!(r.status(), 400);
     let body: Value = r.json().await.unwrap();
-    assert_eq!(body["error"]["details"][0]["reason"], "PUSH_NOTIFICATION_NOT_SUPPORTED");
+    assert_eq!(
+        body["error"]["details"][0]["reason"],
+        "PUSH_NOTIFICATION_NOT_SUPPORTED"
+    );
     let rpc = app
-        .rpc("CreateTaskPushNotificationConfig", json!({"taskId": "t", "url": "http://x"}))
+        .rpc(
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "t", "url": "http://x"}),
+        )
         .await;
     assert_eq!(rpc["error"]["code"], -32003);
 }
@@ -151,9 +198,17 @@ async fn v03_rest_routes_speak_the_03_shapes() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
-    assert_eq!(body["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{body}");
+    assert_eq!(
+        body["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{body}"
+    );
     let id = body["task"]["id"].as_str().unwrap();
-    let got: Value = app.get(&format!("/v1/tasks/{id}")).await.json().await.unwrap();
+    let got: Value = app
+        .get(&format!("/v1/tasks/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_eq!(got["id"], id);
 }
 
@@ -187,9 +242,11 @@ async fn jsonrpc_03_and_01_dialects() {
     let r = app
         .client
         .post(format!("{}/", app.url))
-        .json(&json!({"jsonrpc":"2.0","id":2,"method":"tasks/send","params":{
+        .json(
+            &json!({"jsonrpc":"2.0","id":2,"method":"tasks/send","params":{
             "id":"client-task-1","sessionId":"s-1",
-            "message":{"role":"user","parts":[{"type":"text","text":"complete"}]}}}))
+            "message":{"role":"user","parts":[{"type":"text","text":"complete"}]}}}),
+        )
         .send()
         .await
         .unwrap();

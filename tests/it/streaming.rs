@@ -9,7 +9,10 @@ use crate::support::{read_sse, spawn_app, user_message};
 async fn streams_the_task_then_updates_in_order_and_closes_at_the_end() {
     let app = spawn_app().await;
     let events = app
-        .rpc_stream("SendStreamingMessage", json!({"message": user_message("complete")}))
+        .rpc_stream(
+            "SendStreamingMessage",
+            json!({"message": user_message("complete")}),
+        )
         .await;
     let kinds: Vec<String> = events
         .iter()
@@ -25,8 +28,14 @@ async fn streams_the_task_then_updates_in_order_and_closes_at_the_end() {
                 .clone()
         })
         .collect();
-    assert_eq!(kinds, ["task", "statusUpdate", "artifactUpdate", "statusUpdate"]);
-    assert_eq!(events[0].data["result"]["task"]["status"]["state"], "TASK_STATE_SUBMITTED");
+    assert_eq!(
+        kinds,
+        ["task", "statusUpdate", "artifactUpdate", "statusUpdate"]
+    );
+    assert_eq!(
+        events[0].data["result"]["task"]["status"]["state"],
+        "TASK_STATE_SUBMITTED"
+    );
     assert_eq!(
         events[3].data["result"]["statusUpdate"]["status"]["state"],
         "TASK_STATE_COMPLETED"
@@ -39,17 +48,26 @@ async fn streams_the_task_then_updates_in_order_and_closes_at_the_end() {
 async fn a_message_reply_streams_one_message_event() {
     let app = spawn_app().await;
     let events = app
-        .rpc_stream("SendStreamingMessage", json!({"message": user_message("reply")}))
+        .rpc_stream(
+            "SendStreamingMessage",
+            json!({"message": user_message("reply")}),
+        )
         .await;
     assert_eq!(events.len(), 1);
-    assert_eq!(events[0].data["result"]["message"]["parts"][0]["text"], "hello back");
+    assert_eq!(
+        events[0].data["result"]["message"]["parts"][0]["text"],
+        "hello back"
+    );
 }
 
 #[actix_web::test]
 async fn chunked_artifacts_stream_with_append_flags() {
     let app = spawn_app().await;
     let events = app
-        .rpc_stream("SendStreamingMessage", json!({"message": user_message("chunks")}))
+        .rpc_stream(
+            "SendStreamingMessage",
+            json!({"message": user_message("chunks")}),
+        )
         .await;
     let chunks: Vec<_> = events
         .iter()
@@ -60,7 +78,10 @@ async fn chunked_artifacts_stream_with_append_flags() {
     assert_eq!(chunks[1]["lastChunk"], true);
     let id = events[0].data["result"]["task"]["id"].clone();
     let task = app.rpc("GetTask", json!({"id": id})).await;
-    let parts = task["result"]["artifacts"][0]["parts"].as_array().unwrap().len();
+    let parts = task["result"]["artifacts"][0]["parts"]
+        .as_array()
+        .unwrap()
+        .len();
     assert_eq!(parts, 2, "chunks are merged into one artifact");
 }
 
@@ -74,15 +95,21 @@ async fn early_errors_are_plain_json_not_sse() {
         .send()
         .await
         .unwrap();
-    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["error"]["code"], -32001);
 
     let (done, _) = app.task_with("complete").await;
-    let r = app
-        .rpc("SubscribeToTask", json!({"id": done}))
-        .await;
-    assert_eq!(r["error"]["code"], -32004, "subscribing to a terminal task: {r}");
+    let r = app.rpc("SubscribeToTask", json!({"id": done})).await;
+    assert_eq!(
+        r["error"]["code"], -32004,
+        "subscribing to a terminal task: {r}"
+    );
 }
 
 #[actix_web::test]
@@ -124,9 +151,15 @@ async fn several_subscribers_see_the_same_events_in_the_same_order() {
 async fn resuming_with_last_event_id_replays_what_was_missed_without_duplicates() {
     let app = spawn_app().await;
     let events = app
-        .rpc_stream("SendStreamingMessage", json!({"message": user_message("chunks")}))
+        .rpc_stream(
+            "SendStreamingMessage",
+            json!({"message": user_message("chunks")}),
+        )
         .await;
-    let id = events[0].data["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let id = events[0].data["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(events.len() >= 5);
     // Pretend the connection broke after event 1; the task has finished meanwhile.
     let resumed = app
@@ -141,7 +174,10 @@ async fn resuming_with_last_event_id_replays_what_was_missed_without_duplicates(
     let expected: Vec<&str> = events[2..].iter().map(|e| e.id.as_str()).collect();
     assert_eq!(replay_ids, expected);
     for (a, b) in replay.iter().zip(&events[2..]) {
-        assert_eq!(a.data, b.data["result"], "REST events are bare StreamResponses");
+        assert_eq!(
+            a.data, b.data["result"],
+            "REST events are bare StreamResponses"
+        );
     }
 }
 
@@ -165,5 +201,9 @@ async fn a_live_resume_gets_the_gap_then_live_events() {
     app.release.notify_one();
     let events = read_sse(response, usize::MAX).await;
     let ids: Vec<i64> = events.iter().map(|e| e.id.parse().unwrap()).collect();
-    assert_eq!(ids, [1, 2, 3], "working (from the log), artifact and completed (live)");
+    assert_eq!(
+        ids,
+        [1, 2, 3],
+        "working (from the log), artifact and completed (live)"
+    );
 }

@@ -74,7 +74,6 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub runtime: Arc<Runtime>,
     pub release: Arc<Notify>,
-    pub settings: Settings,
     handle: actix_web::dev::ServerHandle,
     _dir: Option<tempfile::TempDir>,
 }
@@ -107,14 +106,18 @@ impl TestApp {
 
     /// SendMessage (1.0) with the given text; returns the JSON-RPC response.
     pub async fn send_text(&self, text: &str) -> Value {
-        self.rpc("SendMessage", json!({"message": user_message(text)})).await
+        self.rpc("SendMessage", json!({"message": user_message(text)}))
+            .await
     }
 
     /// A completed task's id after a blocking SendMessage.
     pub async fn task_with(&self, text: &str) -> (String, Value) {
         let r = self.send_text(text).await;
         let task = r["result"]["task"].clone();
-        let id = task["id"].as_str().unwrap_or_else(|| panic!("no task in {r}")).to_owned();
+        let id = task["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no task in {r}"))
+            .to_owned();
         (id, task)
     }
 
@@ -153,7 +156,6 @@ impl TestApp {
 #[derive(Debug, Clone)]
 pub struct SseEvent {
     pub id: String,
-    pub event: String,
     pub data: Value,
 }
 
@@ -180,7 +182,6 @@ pub async fn read_sse(response: reqwest::Response, max: usize) -> Vec<SseEvent> 
         match next {
             Some(Ok(e)) => events.push(SseEvent {
                 id: e.id,
-                event: e.event,
                 data: serde_json::from_str(&e.data).expect("JSON data"),
             }),
             Some(Err(e)) => panic!("SSE error: {e}"),
@@ -240,7 +241,7 @@ pub async fn spawn_app_in(
         }),
         skills: Vec::new(),
     };
-    let running = agent_a2a::http::start(settings.clone(), agent)
+    let running = agent_a2a::http::start(settings, agent)
         .await
         .expect("server starts");
     let url = format!("http://{}", running.addr);
@@ -251,7 +252,6 @@ pub async fn spawn_app_in(
         client: reqwest::Client::new(),
         runtime: running.runtime,
         release,
-        settings,
         handle,
         _dir: dir,
     }
