@@ -301,21 +301,17 @@ impl Settings {
             Ok(())
         }
         self.bind_addr()?;
-        if !self.server.public_url.is_empty()
-            && !(self.server.public_url.starts_with("http://")
-                || self.server.public_url.starts_with("https://"))
-        {
+        let public_url = &self.server.public_url;
+        let http = public_url.starts_with("http://") || public_url.starts_with("https://");
+        if !public_url.is_empty() && !http {
             return Err(ConfigError::Key {
                 key: "server.public_url",
                 problem: "must start with http:// or https://".into(),
             });
         }
         let url = &self.store.database_url;
-        if !url.is_empty()
-            && !(url.starts_with("postgres://")
-                || url.starts_with("postgresql://")
-                || url.starts_with("sqlite:"))
-        {
+        let known = ["postgres://", "postgresql://", "sqlite:"];
+        if !url.is_empty() && !known.iter().any(|scheme| url.starts_with(scheme)) {
             return Err(ConfigError::Key {
                 key: "store.database_url",
                 problem: "must be a postgres://, postgresql:// or sqlite: URL".into(),

@@ -431,7 +431,7 @@ impl ThreadActor {
         Ok(Planned {
             ops,
             apply: EmitApply::Event {
-                task,
+                task: Box::new(task),
                 event,
                 seq,
                 next_seq,
@@ -499,7 +499,7 @@ impl ThreadActor {
                     }
                 }
                 entry.history_seqs.extend(new_seqs);
-                entry.task = task;
+                entry.task = *task;
                 entry.last_seq = seq;
                 if let StreamEvent::StatusUpdate { status, .. } = &event {
                     count_transition(status.state);
@@ -715,13 +715,17 @@ struct StartTurn {
     event: Option<(i64, StreamEvent)>,
 }
 
+#[allow(
+    clippy::large_enum_variant,
+    reason = "built once per output and moved into its commit callback; never stored"
+)]
 enum EmitApply {
     Reply {
         message: Message,
         seq: i64,
     },
     Event {
-        task: Task,
+        task: Box<Task>,
         event: StreamEvent,
         seq: i64,
         next_seq: i64,
@@ -852,7 +856,7 @@ impl ThreadActor {
                 },
             ],
             apply: EmitApply::Event {
-                task,
+                task: Box::new(task),
                 event,
                 seq,
                 next_seq: loaded.next_seq,
