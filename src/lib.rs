@@ -3,9 +3,13 @@
 //! Layers, highest first (a module imports only those below it): `http` → `a2a` →
 //! `runtime` → `skills` → `store` → `domain`; `config`, `telemetry` and `error` serve all.
 
+pub mod a2a;
+pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod error;
+pub mod http;
 pub mod runtime;
+pub mod skills;
 pub mod store;
 pub mod telemetry;

@@ -10,6 +10,7 @@ mod persistence;
 mod registry;
 mod stream;
 mod thread;
+mod tool_router;
 mod turn;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ pub use executor::{AgentExecutor, Turn, TurnSink};
 pub use persistence::PersistenceHandle;
 pub use stream::SeqEvent;
 pub use thread::Subscription;
+pub use tool_router::ToolRoutingExecutor;
 
 use crate::config::Settings;
 use crate::domain::{

@@ -1,0 +1,286 @@
+//! The agent card served at `/.well-known/agent-card.json`.
+//!
+//! One "hybrid" document serves 1.0 and 0.3 clients at once, as the official SDKs do:
+//! the 1.0 fields (`supportedInterfaces` listing JSON-RPC and HTTP+JSON for both
+//! versions, in preference order) plus the 0.3 top-level fields (`protocolVersion`,
+//! `url`, `preferredTransport`, `additionalInterfaces`,
+//! `supportsAuthenticatedExtendedCard`), which 1.0 clients ignore. The capabilities say
+//! exactly what is implemented: streaming yes, push notifications and an extended card no.
+//!
+//! Skills' tools are not part of A2A; their input schemas are published through the
+//! `urn:agent-a2a:tool-schemas:v1` extension so a client can call a tool directly with a
+//! data part `{"tool": name, "arguments": {...}}`.
+
+use serde_json::{Map, Value, json};
+
+/// URI of the extension that publishes tool input schemas.
+pub const TOOL_SCHEMAS_EXTENSION: &str = "urn:agent-a2a:tool-schemas:v1";
+
+/// What the card says about this deployment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CardConfig {
+    /// Human-readable agent name.
+    pub name: String,
+    /// What the agent is for.
+    pub description: String,
+    /// The agent's own version, not the protocol's.
+    pub version: String,
+    /// Public base URL without a trailing slash, e.g. `http://127.0.0.1:8080`.
+    pub base_url: String,
+    /// `(organization, url)`.
+    pub provider: Option<(String, String)>,
+    pub documentation_url: Option<String>,
+    /// Media types the agent accepts (`defaultInputModes`).
+    pub input_modes: Vec<String>,
+    /// Media types the agent produces (`defaultOutputModes`).
+    pub output_modes: Vec<String>,
+}
+
+/// A skill as the card advertises it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkillCard {
+    /// Stable id; also the key of the skill's tools in the tool-schemas extension.
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub tags: Vec<String>,
+    /// Example prompts (omitted from the card when empty).
+    pub examples: Vec<String>,
+    /// Tools callable directly; their schemas go into the tool-schemas extension.
+    pub tools: Vec<ToolCard>,
+}
+
+/// A tool of a skill, with the JSON Schema of its arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCard {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the tool's `arguments`.
+    pub input_schema: Value,
+}
+
+/// Builds the hybrid 1.0 + 0.3 agent card.
+pub fn build_agent_card(cfg: &CardConfig, skills: &[SkillCard]) -> Value {
+    let base = cfg.base_url.trim_end_matches('/');
+    let rpc_url = format!("{base}/");
+    let interface = |url: &str, binding: &str, version: &str| json!({"url": url, "protocolBinding": binding, "protocolVersion": version});
+
+    let mut card = Map::new();
+    card.insert("name".into(), json!(cfg.name));
+    card.insert("description".into(), json!(cfg.description));
+    card.insert("version".into(), json!(cfg.version));
+    card.insert(
+        "supportedInterfaces".into(),
+        json!([
+            interface(&rpc_url, "JSONRPC", "1.0"),
+            interface(base, "HTTP+JSON", "1.0"),
+            interface(&rpc_url, "JSONRPC", "0.3"),
+            interface(base, "HTTP+JSON", "0.3"),
+        ]),
+    );
+    if let Some((organization, url)) = &cfg.provider {
+        card.insert(
+            "provider".into(),
+            json!({"organization": organization, "url": url}),
+        );
+    }
+    if let Some(url) = &cfg.documentation_url {
+        card.insert("documentationUrl".into(), json!(url));
+    }
+    card.insert("capabilities".into(), capabilities(skills));
+    card.insert("defaultInputModes".into(), json!(cfg.input_modes));
+    card.insert("defaultOutputModes".into(), json!(cfg.output_modes));
+    card.insert(
+        "skills".into(),
+        Value::Array(skills.iter().map(skill).collect()),
+    );
+
+    // 0.3 view of the same endpoints.
+    card.insert("protocolVersion".into(), json!("0.3.0"));
+    card.insert("url".into(), json!(rpc_url));
+    card.insert("preferredTransport".into(), json!("JSONRPC"));
+    card.insert(
+        "additionalInterfaces".into(),
+        json!([
+            {"url": rpc_url, "transport": "JSONRPC"},
+            {"url": base, "transport": "HTTP+JSON"},
+        ]),
+    );
+    card.insert("supportsAuthenticatedExtendedCard".into(), json!(false));
+    Value::Object(card)
+}
+
+fn capabilities(skills: &[SkillCard]) -> Value {
+    let mut extensions = Vec::new();
+    let with_tools: Map<String, Value> = skills
+        .iter()
+        .filter(|s| !s.tools.is_empty())
+        .map(|s| {
+            let tools: Vec<Value> = s
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema})
+                })
+                .collect();
+            (s.id.clone(), Value::Array(tools))
+        })
+        .collect();
+    if !with_tools.is_empty() {
+        extensions.push(json!({
+            "uri": TOOL_SCHEMAS_EXTENSION,
+            "description": "Input JSON Schemas of each skill's tools; call a tool directly \
+                            with a data part {\"tool\": name, \"arguments\": {...}}",
+            "required": false,
+            "params": {"skills": with_tools},
+        }));
+    }
+    let mut caps = json!({
+        "streaming": true,
+        "pushNotifications": false,
+        "extendedAgentCard": false,
+        "stateTransitionHistory": true,
+    });
+    if !extensions.is_empty() {
+        caps["extensions"] = Value::Array(extensions);
+    }
+    caps
+}
+
+fn skill(s: &SkillCard) -> Value {
+    let mut out = Map::new();
+    out.insert("id".into(), json!(s.id));
+    out.insert("name".into(), json!(s.name));
+    out.insert("description".into(), json!(s.description));
+    out.insert("tags".into(), json!(s.tags));
+    if !s.examples.is_empty() {
+        out.insert("examples".into(), json!(s.examples));
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> CardConfig {
+        CardConfig {
+            name: "agent-a2a".into(),
+            description: "A durable A2A agent".into(),
+            version: "0.1.0".into(),
+            base_url: "http://127.0.0.1:8080".into(),
+            provider: Some(("Example Org".into(), "https://example.org".into())),
+            documentation_url: None,
+            input_modes: vec!["text/plain".into(), "application/json".into()],
+            output_modes: vec!["text/plain".into()],
+        }
+    }
+
+    fn memory_skill() -> SkillCard {
+        SkillCard {
+            id: "memory".into(),
+            name: "Memory".into(),
+            description: "Remembers things".into(),
+            tags: vec!["memory".into()],
+            examples: vec!["remember that I like tea".into()],
+            tools: vec![ToolCard {
+                name: "remember".into(),
+                description: "Store a fact".into(),
+                input_schema: json!({"type": "object", "properties": {"fact": {"type": "string"}}}),
+            }],
+        }
+    }
+
+    #[test]
+    fn capabilities_say_what_is_implemented() {
+        let card = build_agent_card(&config(), &[memory_skill()]);
+        let caps = &card["capabilities"];
+        assert_eq!(caps["streaming"], true);
+        assert_eq!(caps["pushNotifications"], false);
+        assert_eq!(caps["extendedAgentCard"], false);
+        assert_eq!(caps["stateTransitionHistory"], true);
+        assert_eq!(card["supportsAuthenticatedExtendedCard"], false);
+    }
+
+    #[test]
+    fn four_interfaces_in_preference_order() {
+        let card = build_agent_card(&config(), &[]);
+        let got: Vec<(String, String, String)> = card["supportedInterfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                let s = |k: &str| i[k].as_str().unwrap().to_owned();
+                (s("url"), s("protocolBinding"), s("protocolVersion"))
+            })
+            .collect();
+        let want = |u: &str, b: &str, v: &str| (u.to_owned(), b.to_owned(), v.to_owned());
+        assert_eq!(
+            got,
+            vec![
+                want("http://127.0.0.1:8080/", "JSONRPC", "1.0"),
+                want("http://127.0.0.1:8080", "HTTP+JSON", "1.0"),
+                want("http://127.0.0.1:8080/", "JSONRPC", "0.3"),
+                want("http://127.0.0.1:8080", "HTTP+JSON", "0.3"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_0_3_fields_are_present() {
+        let card = build_agent_card(&config(), &[]);
+        assert_eq!(card["protocolVersion"], "0.3.0");
+        assert_eq!(card["url"], "http://127.0.0.1:8080/");
+        assert_eq!(card["preferredTransport"], "JSONRPC");
+        assert_eq!(card["additionalInterfaces"][1]["transport"], "HTTP+JSON");
+    }
+
+    #[test]
+    fn tool_schemas_are_published_in_the_extension() {
+        let card = build_agent_card(&config(), &[memory_skill()]);
+        let ext = &card["capabilities"]["extensions"][0];
+        assert_eq!(ext["uri"], TOOL_SCHEMAS_EXTENSION);
+        assert_eq!(ext["required"], false);
+        let tool = &ext["params"]["skills"]["memory"][0];
+        assert_eq!(tool["name"], "remember");
+        assert_eq!(tool["inputSchema"]["properties"]["fact"]["type"], "string");
+    }
+
+    #[test]
+    fn no_extension_without_tools_and_optional_fields_omitted() {
+        let mut skill = memory_skill();
+        skill.tools.clear();
+        skill.examples.clear();
+        let mut cfg = config();
+        cfg.provider = None;
+        cfg.base_url.push('/');
+        let card = build_agent_card(&cfg, &[skill]);
+        assert!(card["capabilities"].get("extensions").is_none());
+        assert!(card.get("provider").is_none());
+        assert!(card.get("documentationUrl").is_none());
+        assert!(card["skills"][0].get("examples").is_none());
+        assert_eq!(
+            card["url"], "http://127.0.0.1:8080/",
+            "trailing slash not doubled"
+        );
+    }
+
+    #[test]
+    fn required_1_0_fields_are_present() {
+        let card = build_agent_card(&config(), &[memory_skill()]);
+        for key in [
+            "name",
+            "description",
+            "version",
+            "supportedInterfaces",
+            "capabilities",
+            "defaultInputModes",
+            "defaultOutputModes",
+            "skills",
+        ] {
+            assert!(card.get(key).is_some(), "{key}");
+        }
+        assert_eq!(card["provider"]["organization"], "Example Org");
+        assert_eq!(card["skills"][0]["tags"], json!(["memory"]));
+    }
+}

@@ -1,0 +1,137 @@
+//! The actix-web server: routes for every binding, SSE framing, body limits, metrics,
+//! health and the agent card.
+//!
+//! [`start`] builds the whole server once for `main`, the examples and the tests alike;
+//! [`serve`] runs it until SIGINT/SIGTERM and then shuts down gracefully.
+
+mod body;
+mod respond;
+mod routes;
+mod sse;
+mod state;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::{Server, ServerHandle};
+use actix_web::middleware::{NormalizePath, TrailingSlash};
+use actix_web::{App, HttpServer, web};
+
+pub use state::AppState;
+
+use crate::cli::Agent;
+use crate::config::Settings;
+use crate::runtime::Runtime;
+use crate::store::StoreError;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot open the store: {0}")]
+    Store(#[from] StoreError),
+    #[error("invalid configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("server error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A started server (its future must be driven, e.g. by `actix_web::rt::spawn`).
+pub struct RunningServer {
+    /// The address actually bound (useful with port 0).
+    pub addr: SocketAddr,
+    pub handle: ServerHandle,
+    pub runtime: Arc<Runtime>,
+    pub server: Server,
+}
+
+/// Opens the store (applying migrations), starts the actor runtime and binds the
+/// listener. Must run inside an actix `System`.
+pub async fn start(settings: Settings, agent: Agent) -> Result<RunningServer, ServeError> {
+    let metrics = crate::telemetry::metrics_handle();
+    let store = crate::store::open(&settings.store_config()).await?;
+    tracing::info!(backend = store.backend(), "store opened");
+    let runtime = Arc::new(Runtime::start(&settings, store, agent.executor));
+    let bind = settings.bind_addr()?;
+    let listener = std::net::TcpListener::bind(bind).map_err(|source| ServeError::Bind {
+        addr: bind.to_string(),
+        source,
+    })?;
+    let addr = listener.local_addr()?;
+    let state = web::Data::new(AppState::new(&settings, addr, runtime.clone(), &agent.skills, metrics));
+    let workers = match settings.server.workers {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
+    };
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .wrap(NormalizePath::new(TrailingSlash::Trim))
+            .configure(routes::configure)
+    })
+    .workers(workers)
+    .shutdown_timeout(settings.server.shutdown_timeout_secs)
+    .listen(listener)?
+    .run();
+    let handle = server.handle();
+    actix_web::rt::spawn(upkeep(runtime.clone()));
+    Ok(RunningServer {
+        addr,
+        handle,
+        runtime,
+        server,
+    })
+}
+
+/// The card entries of the registered skills, with their tools' input schemas.
+pub fn skill_cards(skills: &crate::skills::SkillRegistry) -> Vec<crate::a2a::card::SkillCard> {
+    use crate::a2a::card::{SkillCard, ToolCard};
+    skills
+        .skills()
+        .iter()
+        .map(|s| SkillCard {
+            id: s.id().to_owned(),
+            name: s.name().to_owned(),
+            description: s.description().to_owned(),
+            tags: s.tags(),
+            examples: s.examples(),
+            tools: s
+                .tools()
+                .into_iter()
+                .map(|t| ToolCard {
+                    name: t.name,
+                    description: t.description,
+                    input_schema: t.input_schema,
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Runs the server until it is stopped by a signal.
+pub async fn serve(settings: Settings, agent: Agent) -> Result<(), ServeError> {
+    let running = start(settings, agent).await?;
+    tracing::info!(addr = %running.addr, "agent-a2a listening; card at http://{}/.well-known/agent-card.json", running.addr);
+    running.server.await?;
+    tracing::info!("HTTP server stopped; stopping actors");
+    running.runtime.shutdown();
+    Ok(())
+}
+
+/// Keeps the metrics exporter's histograms fresh and the resident-actor gauge exact.
+async fn upkeep(runtime: Arc<Runtime>) {
+    let metrics = crate::telemetry::metrics_handle();
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tick.tick().await;
+        metrics.run_upkeep();
+        if Arc::strong_count(&runtime) == 1 {
+            return;
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Building responses: success bodies, errors in each binding's shape, and request metrics.
+//!
+//! Internal and unavailability errors are logged here with their full detail; the client
+//! only ever sees the generic text of `a2a::errors`.
+
+use std::time::Instant;
+
+use actix_web::HttpResponse;
+use actix_web::http::StatusCode;
+use serde_json::Value;
+
+use crate::a2a::errors::{jsonrpc_error_object, map_error, rest_error_body};
+use crate::error::Error;
+use crate::telemetry;
+
+/// The media type of 1.0 HTTP+JSON success bodies.
+pub const A2A_JSON: &str = "application/a2a+json";
+
+/// Which binding served a request (a metrics label).
+#[derive(Debug, Clone, Copy)]
+pub enum Binding {
+    JsonRpc,
+    Rest,
+    Other,
+}
+
+impl Binding {
+    fn label(self) -> &'static str {
+        match self {
+            Binding::JsonRpc => "jsonrpc",
+            Binding::Rest => "http_json",
+            Binding::Other => "other",
+        }
+    }
+}
+
+/// Logs what the client will not see.
+pub fn log_error(err: &Error, method: &str) {
+    match err {
+        Error::Internal(detail) => tracing::error!(method, detail = %detail, "internal error"),
+        Error::Unavailable { detail, .. } => {
+            tracing::warn!(method, detail = %detail, "service unavailable")
+        }
+        other => tracing::debug!(method, error = %other, "request failed"),
+    }
+    metrics::counter!(telemetry::ERRORS, "reason" => map_error(err).reason).increment(1);
+}
+
+/// A JSON-RPC success envelope.
+pub fn jsonrpc_ok(id: &Value, result: Value) -> HttpResponse {
+    HttpResponse::Ok().json(crate::a2a::jsonrpc::success(id, result))
+}
+
+/// A JSON-RPC error envelope: HTTP 200 as the binding requires, except 413 for a body
+/// over the limit (nothing was parsed) and 503 when the client should retry later.
+pub fn jsonrpc_err(id: &Value, err: &Error, method: &str) -> HttpResponse {
+    log_error(err, method);
+    let status = match err {
+        Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::OK,
+    };
+    let mut response = HttpResponse::build(status);
+    if let Error::Unavailable {
+        retry_after_secs, ..
+    } = err
+    {
+        response.insert_header(("Retry-After", retry_after_secs.to_string()));
+    }
+    response.json(serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": jsonrpc_error_object(err),
+    }))
+}
+
+/// A REST success body.
+pub fn rest_ok(body: Value, content_type: &'static str) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(content_type)
+        .body(body.to_string())
+}
+
+/// A REST error: `google.rpc.Status` JSON with the mapped HTTP status.
+pub fn rest_err(err: &Error, method: &str) -> HttpResponse {
+    log_error(err, method);
+    let (status, body) = rest_error_body(err);
+    let mut response =
+        HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
+    if let Error::Unavailable {
+        retry_after_secs, ..
+    } = err
+    {
+        response.insert_header(("Retry-After", retry_after_secs.to_string()));
+    }
+    response
+        .content_type("application/json")
+        .body(body.to_string())
+}
+
+/// Records one request.
+pub fn observe(binding: Binding, method: &'static str, status: StatusCode, started: Instant) {
+    metrics::counter!(
+        telemetry::HTTP_REQUESTS,
+        "binding" => binding.label(),
+        "method" => method,
+        "status" => status.as_str().to_owned()
+    )
+    .increment(1);
+    metrics::histogram!(telemetry::HTTP_LATENCY_MS, "binding" => binding.label(), "method" => method)
+        .record(started.elapsed().as_secs_f64() * 1000.0);
+}

@@ -1,0 +1,43 @@
+//! The public agent card, with `Cache-Control`, `ETag`, `Last-Modified` and `304 Not
+//! Modified` for a matching `If-None-Match`.
+
+use std::time::Instant;
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HttpDate};
+use actix_web::{HttpRequest, HttpResponse, web};
+
+use crate::http::AppState;
+use crate::http::respond::{Binding, observe};
+
+pub async fn public_card(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let started = Instant::now();
+    let card = &state.card;
+    let matches = req
+        .headers()
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|tag| {
+            let tag = tag.trim().trim_start_matches("W/");
+            tag == "*" || tag == card.etag
+        }));
+    let mut response = if matches {
+        HttpResponse::NotModified()
+    } else {
+        HttpResponse::Ok()
+    };
+    response
+        .insert_header((header::CACHE_CONTROL, format!("public, max-age={}", card.max_age_secs)))
+        .insert_header((header::ETAG, card.etag.clone()))
+        .insert_header((header::LAST_MODIFIED, HttpDate::from(card.last_modified)));
+    let response = if matches {
+        response.finish()
+    } else {
+        response
+            .content_type("application/json")
+            .body(card.body.clone())
+    };
+    let status: StatusCode = response.status();
+    observe(Binding::Other, "AgentCard", status, started);
+    response
+}

@@ -1,0 +1,95 @@
+//! One implementation of every A2A operation, shared by the JSON-RPC and REST bindings.
+
+use std::pin::Pin;
+
+use actix_web::HttpRequest;
+use futures_util::Stream;
+use serde_json::Value;
+
+use crate::a2a::{self, Dialect, Operation};
+use crate::error::{Error, Result};
+use crate::http::AppState;
+use crate::http::body::last_event_id;
+use crate::runtime::SeqEvent;
+
+/// What an operation produced.
+pub enum Reply {
+    Json(Value),
+    Stream(Pin<Box<dyn Stream<Item = Result<SeqEvent>> + Send>>),
+}
+
+/// A stable name for logs and metrics labels.
+pub fn name(op: Operation) -> &'static str {
+    match op {
+        Operation::SendMessage => "SendMessage",
+        Operation::SendStreamingMessage => "SendStreamingMessage",
+        Operation::GetTask => "GetTask",
+        Operation::ListTasks => "ListTasks",
+        Operation::CancelTask => "CancelTask",
+        Operation::SubscribeToTask => "SubscribeToTask",
+        Operation::CreatePushConfig => "CreateTaskPushNotificationConfig",
+        Operation::GetPushConfig => "GetTaskPushNotificationConfig",
+        Operation::ListPushConfigs => "ListTaskPushNotificationConfigs",
+        Operation::DeletePushConfig => "DeleteTaskPushNotificationConfig",
+        Operation::GetExtendedAgentCard => "GetExtendedAgentCard",
+    }
+}
+
+/// Executes `op` with its decoded-from-JSON parameters.
+pub async fn execute(
+    state: &AppState,
+    op: Operation,
+    dialect: Dialect,
+    params: &Value,
+    req: &HttpRequest,
+) -> Result<Reply> {
+    let tenant = state.tenant();
+    let rt = &state.runtime;
+    match op {
+        Operation::SendMessage => {
+            let cmd = a2a::decode_send(dialect, params)?;
+            a2a::check_input_modes(&cmd.message, &state.input_modes)?;
+            let outcome = rt.send(&tenant, cmd).await?;
+            Ok(Reply::Json(a2a::encode_send_outcome(dialect, &outcome)))
+        }
+        Operation::SendStreamingMessage => {
+            let cmd = a2a::decode_send(dialect, params)?;
+            a2a::check_input_modes(&cmd.message, &state.input_modes)?;
+            let sub = rt.send_streaming(&tenant, cmd).await?;
+            Ok(Reply::Stream(Box::pin(rt.events(sub))))
+        }
+        Operation::GetTask => {
+            let query = a2a::decode_get_task(dialect, params)?;
+            let task = rt.get_task(&tenant, &query.id, query.history_length).await?;
+            Ok(Reply::Json(a2a::encode_task(dialect, &task)))
+        }
+        Operation::ListTasks => {
+            let query = a2a::decode_list_tasks(dialect, params)?;
+            let page = rt.list_tasks(&tenant, &query).await?;
+            Ok(Reply::Json(a2a::encode_task_page(dialect, &page)))
+        }
+        Operation::CancelTask => {
+            let id = a2a::decode_task_id(dialect, params)?;
+            let task = rt.cancel_task(&tenant, &id).await?;
+            Ok(Reply::Json(a2a::encode_task(dialect, &task)))
+        }
+        Operation::SubscribeToTask => {
+            let id = a2a::decode_task_id(dialect, params)?;
+            let resume = last_event_id(req)?;
+            let sub = rt.subscribe(&tenant, &id, resume).await?;
+            Ok(Reply::Stream(Box::pin(rt.events(sub))))
+        }
+        // Checked before anything else, as the spec requires: no task lookup happens.
+        Operation::CreatePushConfig
+        | Operation::GetPushConfig
+        | Operation::ListPushConfigs
+        | Operation::DeletePushConfig => Err(Error::PushNotificationNotSupported),
+        Operation::GetExtendedAgentCard => match dialect {
+            Dialect::V03Rpc | Dialect::V03Rest => Err(Error::ExtendedAgentCardNotConfigured),
+            Dialect::V1 | Dialect::V01 => Err(Error::UnsupportedOperation(
+                "this agent has no extended agent card (capabilities.extendedAgentCard is false)"
+                    .into(),
+            )),
+        },
+    }
+}

@@ -1,0 +1,199 @@
+//! The HTTP+JSON binding: 1.0 routes unprefixed, 0.3 routes under `/v1` (the same
+//! handlers; the prefix selects the dialect), and the seed's aliases
+//! `POST /tasks/send` and `GET /tasks/{id}/get`.
+//!
+//! `/tasks/{id}:cancel` and `/tasks/{id}:subscribe` share a path segment with the id, so
+//! one `/tasks/{tail}` route per verb splits the suffix itself: `GET /tasks/x:subscribe`
+//! can never be read as `GetTask("x:subscribe")`.
+
+use std::time::Instant;
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::{Map, Value};
+
+use super::operation::{self, Reply};
+use crate::a2a::{Dialect, Operation};
+use crate::error::Error;
+use crate::http::AppState;
+use crate::http::body::{check_json_content_type, dialect, read_limited, url_query_pairs};
+use crate::http::respond::{A2A_JSON, Binding, observe, rest_err, rest_ok};
+use crate::http::sse::{self, Framing};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/message:send", web::post().to(send))
+        .route("/message:stream", web::post().to(stream))
+        .route("/tasks", web::get().to(list))
+        .route("/tasks/{id}/pushNotificationConfigs", web::route().to(push))
+        .route(
+            "/tasks/{id}/pushNotificationConfigs/{config_id}",
+            web::route().to(push),
+        )
+        .route("/tasks/{tail}", web::get().to(task_get))
+        .route("/tasks/{tail}", web::post().to(task_post))
+        .route("/extendedAgentCard", web::get().to(extended_card))
+        .route("/card", web::get().to(extended_card));
+}
+
+/// 0.3 routes live under `/v1`; everything else is 1.0.
+fn shape(req: &HttpRequest) -> Dialect {
+    if req.path().starts_with("/v1/") {
+        Dialect::V03Rest
+    } else {
+        Dialect::V1
+    }
+}
+
+async fn send(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+    let params = json_body(&req, payload, &state, true).await;
+    run(&req, &state, Operation::SendMessage, shape(&req), params).await
+}
+
+async fn stream(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+    let params = json_body(&req, payload, &state, true).await;
+    run(&req, &state, Operation::SendStreamingMessage, shape(&req), params).await
+}
+
+async fn list(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let params = Ok(query_object(&req, None));
+    run(&req, &state, Operation::ListTasks, shape(&req), params).await
+}
+
+async fn task_get(req: HttpRequest, tail: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
+    let (id, verb) = split_verb(&tail);
+    let op = match verb {
+        None => Operation::GetTask,
+        Some("subscribe") => Operation::SubscribeToTask,
+        Some(_) => return not_found(req).await,
+    };
+    let params = Ok(query_object(&req, Some(id)));
+    run(&req, &state, op, shape(&req), params).await
+}
+
+async fn task_post(
+    req: HttpRequest,
+    tail: web::Path<String>,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let (id, verb) = split_verb(&tail);
+    let op = match verb {
+        Some("cancel") => Operation::CancelTask,
+        Some("subscribe") => Operation::SubscribeToTask,
+        _ => return not_found(req).await,
+    };
+    // Bodies of these actions are optional: empty, `{}` and `null` are all accepted.
+    let params = json_body(&req, payload, &state, false).await.map(|body| {
+        let mut object = match body {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        object.insert("id".into(), Value::String(id.to_owned()));
+        Value::Object(object)
+    });
+    run(&req, &state, op, shape(&req), params).await
+}
+
+async fn push(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    run(&req, &state, Operation::CreatePushConfig, shape(&req), Ok(Value::Null)).await
+}
+
+async fn extended_card(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let params = Ok(Value::Object(Map::new()));
+    run(&req, &state, Operation::GetExtendedAgentCard, shape(&req), params).await
+}
+
+/// `POST /tasks/send`: the seed's alias of SendMessage. It takes the 1.0 body, or the
+/// 0.1 `tasks/send` params (recognised by their client-chosen `id` and typed parts).
+pub async fn seed_send(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+    let params = json_body(&req, payload, &state, true).await;
+    let looks_v01 = params.as_ref().is_ok_and(|p| {
+        p.get("id").is_some()
+            && p.pointer("/message/parts/0/type").is_some()
+    });
+    let shape = if looks_v01 { Dialect::V01 } else { Dialect::V1 };
+    run(&req, &state, Operation::SendMessage, shape, params).await
+}
+
+/// `GET /tasks/{id}/get`: the seed's alias of GetTask.
+pub async fn seed_get(req: HttpRequest, id: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
+    let params = Ok(query_object(&req, Some(&id)));
+    run(&req, &state, Operation::GetTask, Dialect::V1, params).await
+}
+
+pub async fn not_found(req: HttpRequest) -> HttpResponse {
+    let e = Error::MethodNotFound(format!("{} {}", req.method(), req.path()));
+    rest_err(&e, "unknown")
+}
+
+async fn run(
+    req: &HttpRequest,
+    state: &AppState,
+    op: Operation,
+    shape: Dialect,
+    params: Result<Value, Error>,
+) -> HttpResponse {
+    let started = Instant::now();
+    let name = operation::name(op);
+    let prepared = params.and_then(|p| Ok((dialect(req, shape)?, p)));
+    let response = match prepared {
+        Err(e) => rest_err(&e, name),
+        Ok((dialect, params)) => match operation::execute(state, op, dialect, &params, req).await {
+            Ok(Reply::Json(body)) => rest_ok(
+                body,
+                if dialect == Dialect::V1 {
+                    A2A_JSON
+                } else {
+                    "application/json"
+                },
+            ),
+            Ok(Reply::Stream(events)) => {
+                sse::respond(events, dialect, Framing::Rest, state.keep_alive_secs, req)
+            }
+            Err(e) => rest_err(&e, name),
+        },
+    };
+    observe(Binding::Rest, name, response.status(), started);
+    response
+}
+
+/// Reads a JSON body. With `required`, an empty body is an error; otherwise it is `null`.
+async fn json_body(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &AppState,
+    required: bool,
+) -> Result<Value, Error> {
+    let body = read_limited(req, payload, state.max_body_bytes).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        if required {
+            check_json_content_type(req, false)?;
+            return Err(Error::invalid_params("body: a JSON object is required"));
+        }
+        return Ok(Value::Null);
+    }
+    check_json_content_type(req, false)?;
+    serde_json::from_slice(&body).map_err(|e| Error::Parse(e.to_string()))
+}
+
+/// Query parameters as a JSON object of strings (the decoders accept numbers and
+/// booleans written as strings), plus the path's task id.
+fn query_object(req: &HttpRequest, id: Option<&str>) -> Value {
+    let mut object = Map::new();
+    for (key, value) in url_query_pairs(req.query_string()) {
+        if key.eq_ignore_ascii_case("a2a-version") {
+            continue;
+        }
+        object.entry(key).or_insert(Value::String(value));
+    }
+    if let Some(id) = id {
+        object.insert("id".into(), Value::String(id.to_owned()));
+    }
+    Value::Object(object)
+}
+
+fn split_verb(tail: &str) -> (&str, Option<&str>) {
+    match tail.rsplit_once(':') {
+        Some((id, verb)) => (id, Some(verb)),
+        None => (tail, None),
+    }
+}

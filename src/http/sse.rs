@@ -1,0 +1,92 @@
+//! SSE framing for both bindings. Each event carries `id: <seq>` (its place in the
+//! task's durable log) so a client can resume with `Last-Event-ID`; JSON-RPC events are
+//! wrapped in the JSON-RPC envelope of the request, REST events are bare
+//! `StreamResponse`s. A failure after the stream started is sent as one `event: error`
+//! and ends the stream. Errors before the first event never reach this module: they are
+//! answered as plain JSON by the caller.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use actix_web::{HttpResponse, Responder};
+use actix_web_lab::sse;
+use futures_util::{Stream, StreamExt};
+use serde_json::Value;
+
+use crate::a2a::Dialect;
+use crate::a2a::encode_stream_event;
+use crate::a2a::errors::{jsonrpc_error_object, rest_error_body};
+use crate::error::Error;
+use crate::runtime::SeqEvent;
+use crate::telemetry;
+
+/// How events are wrapped.
+#[derive(Clone)]
+pub enum Framing {
+    /// JSON-RPC envelope with the request's id.
+    JsonRpc(Value),
+    Rest,
+}
+
+/// Decrements the subscriber gauge when the stream is dropped (client gone or done).
+struct SubscriberGuard;
+
+impl SubscriberGuard {
+    fn new() -> Self {
+        metrics::gauge!(telemetry::SSE_SUBSCRIBERS).increment(1.0);
+        SubscriberGuard
+    }
+}
+
+impl Drop for SubscriberGuard {
+    fn drop(&mut self) {
+        metrics::gauge!(telemetry::SSE_SUBSCRIBERS).decrement(1.0);
+    }
+}
+
+/// The SSE response for a stream of task events.
+pub fn respond(
+    events: impl Stream<Item = Result<SeqEvent, Error>> + Send + 'static,
+    dialect: Dialect,
+    framing: Framing,
+    keep_alive_secs: u64,
+    req: &actix_web::HttpRequest,
+) -> HttpResponse {
+    let guard = SubscriberGuard::new();
+    // The event stream ends by itself after a closing event or an error.
+    let frames = events.map(move |item| {
+            let _keep = &guard;
+            let event = match item {
+                Ok((seq, event)) => {
+                    let payload = encode_stream_event(dialect, &event);
+                    let data = match &framing {
+                        Framing::JsonRpc(id) => crate::a2a::jsonrpc::success(id, payload),
+                        Framing::Rest => payload,
+                    };
+                    let mut data = sse::Data::new(data.to_string());
+                    if !matches!(event, crate::domain::StreamEvent::Message { .. }) {
+                        data = data.id(seq.to_string());
+                    }
+                    sse::Event::Data(data)
+                }
+                Err(e) => {
+                    super::respond::log_error(&e, "stream");
+                    let data = match &framing {
+                        Framing::JsonRpc(id) => serde_json::json!({
+                            "jsonrpc": "2.0", "id": id, "error": jsonrpc_error_object(&e)
+                        }),
+                        Framing::Rest => rest_error_body(&e).1,
+                    };
+                    sse::Event::Data(sse::Data::new(data.to_string()).event("error"))
+                }
+            };
+            Ok::<_, Infallible>(event)
+        });
+    sse::Sse::from_stream(frames)
+        .with_keep_alive(Duration::from_secs(keep_alive_secs))
+        .customize()
+        .insert_header(("X-Accel-Buffering", "no"))
+        .insert_header(("Cache-Control", "no-cache"))
+        .respond_to(req)
+        .map_into_boxed_body()
+}

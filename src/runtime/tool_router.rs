@@ -1,0 +1,118 @@
+//! The default executor: routes explicit tool calls to registered skills, with no model
+//! involved, and answers free text honestly with the list of tools it can call.
+//!
+//! A tool call is a message with a data part `{"tool": "<name>", "arguments": {…}}`
+//! (optionally `"skill": "<id>"`). The result becomes an artifact and the task completes;
+//! a failing tool fails the task with the tool's message. An unknown tool is the
+//! client's error and fails the request. Free text moves the task to `INPUT_REQUIRED`
+//! with a message explaining how to call a tool.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::executor::{AgentExecutor, Turn, TurnSink};
+use crate::domain::{Artifact, Part, PartContent};
+use crate::error::{Error, Result};
+use crate::skills::{Caller, SkillError, SkillRegistry};
+
+pub struct ToolRoutingExecutor {
+    skills: Arc<SkillRegistry>,
+}
+
+/// A tool call found in a message.
+struct ToolCall {
+    tool: String,
+    skill: Option<String>,
+    arguments: Value,
+}
+
+impl ToolRoutingExecutor {
+    pub fn new(skills: Arc<SkillRegistry>) -> Self {
+        Self { skills }
+    }
+
+    fn help(&self) -> String {
+        let tools = self.skills.tool_names();
+        let listing = if tools.is_empty() {
+            "No tools are registered on this server, and no model is configured to answer \
+             free text."
+                .to_owned()
+        } else {
+            format!("Available tools: {}.", tools.join(", "))
+        };
+        format!(
+            "{listing} To call a tool, send a message with a data part \
+             {{\"tool\": \"<name>\", \"arguments\": {{...}}}}; the agent card lists each \
+             tool's input schema."
+        )
+    }
+}
+
+fn find_call(turn: &Turn) -> Result<Option<ToolCall>> {
+    for part in &turn.message.parts {
+        let PartContent::Data(Value::Object(data)) = &part.content else {
+            continue;
+        };
+        let Some(tool) = data.get("tool") else {
+            continue;
+        };
+        let tool = tool
+            .as_str()
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| Error::invalid_params("tool: must be a non-empty string"))?;
+        let skill = match data.get("skill") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => return Err(Error::invalid_params("skill: must be a string")),
+        };
+        let arguments = match data.get("arguments") {
+            None | Some(Value::Null) => json!({}),
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => return Err(Error::invalid_params("arguments: must be an object")),
+        };
+        return Ok(Some(ToolCall {
+            tool: tool.to_owned(),
+            skill,
+            arguments,
+        }));
+    }
+    Ok(None)
+}
+
+#[async_trait]
+impl AgentExecutor for ToolRoutingExecutor {
+    async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<()> {
+        let Some(call) = find_call(&turn)? else {
+            return sink.input_required(sink.text(self.help())).await;
+        };
+        let (skill, _spec) = self
+            .skills
+            .find_tool(&call.tool, call.skill.as_deref())
+            .ok_or_else(|| {
+                Error::invalid_params(format!("tool: unknown tool {:?}. {}", call.tool, self.help()))
+            })?;
+        sink.working().await?;
+        let caller = Caller {
+            tenant: turn.tenant.clone(),
+            context_id: turn.context_id.clone(),
+        };
+        match skill.invoke(&call.tool, call.arguments, &caller).await {
+            Ok(result) => {
+                let mut artifact = Artifact::new(vec![Part {
+                    media_type: Some("application/json".into()),
+                    ..Part::data(result)
+                }]);
+                artifact.name = Some(call.tool.clone());
+                sink.artifact(artifact, false, true).await?;
+                sink.complete(None).await
+            }
+            Err(SkillError::InvalidArguments(e)) => {
+                sink.reject(sink.text(format!("{}: invalid arguments: {e}", call.tool)))
+                    .await
+            }
+            Err(SkillError::Failed(e)) => sink.fail(sink.text(format!("{} failed: {e}", call.tool))).await,
+        }
+    }
+}
