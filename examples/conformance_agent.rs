@@ -89,13 +89,28 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("tck-message-response", Scenario::MessageResponse),
     ("tck-input-required", Scenario::InputRequired),
     ("tck-reject-task", Scenario::RejectTask),
-    ("tck-stream-001", Scenario::StreamText("Stream hello from TCK")),
+    (
+        "tck-stream-001",
+        Scenario::StreamText("Stream hello from TCK"),
+    ),
     ("tck-stream-002", Scenario::StreamCompleteOnly),
-    ("tck-stream-003", Scenario::StreamText("Stream task lifecycle")),
-    ("tck-stream-ordering-001", Scenario::StreamText("Ordered output")),
-    ("tck-stream-artifact-text", Scenario::StreamText("Streamed text content")),
+    (
+        "tck-stream-003",
+        Scenario::StreamText("Stream task lifecycle"),
+    ),
+    (
+        "tck-stream-ordering-001",
+        Scenario::StreamText("Ordered output"),
+    ),
+    (
+        "tck-stream-artifact-text",
+        Scenario::StreamText("Streamed text content"),
+    ),
     ("tck-stream-artifact-file", Scenario::StreamArtifactFile),
-    ("tck-stream-artifact-chunked", Scenario::StreamArtifactChunked),
+    (
+        "tck-stream-artifact-chunked",
+        Scenario::StreamArtifactChunked,
+    ),
     ("test-resubscribe-message-id", Scenario::Resubscribe),
 ];
 
@@ -147,7 +162,8 @@ impl AgentExecutor for ConformanceAgent {
             }
             Scenario::MessageResponse => sink.reply(sink.text("Direct message response")).await,
             Scenario::InputRequired => {
-                let ask = sink.text("More input is required: send a follow-up message to this task.");
+                let ask =
+                    sink.text("More input is required: send a follow-up message to this task.");
                 sink.input_required(ask).await
             }
             Scenario::RejectTask => Err(Error::UnsupportedOperation("rejected".into())),
@@ -220,20 +236,47 @@ mod tests {
 
     #[test]
     fn longest_prefix_wins() {
-        assert_eq!(scenario_for("tck-artifact-file-url-1a2b"), Scenario::ArtifactFileUrl);
-        assert_eq!(scenario_for("tck-artifact-file-1a2b"), Scenario::ArtifactFile);
-        assert_eq!(scenario_for("tck-stream-artifact-text-x"), Scenario::StreamText("Streamed text content"));
-        assert_eq!(scenario_for("tck-stream-artifact-chunked-x"), Scenario::StreamArtifactChunked);
-        assert_eq!(scenario_for("tck-stream-ordering-001-x"), Scenario::StreamText("Ordered output"));
+        assert_eq!(
+            scenario_for("tck-artifact-file-url-1a2b"),
+            Scenario::ArtifactFileUrl
+        );
+        assert_eq!(
+            scenario_for("tck-artifact-file-1a2b"),
+            Scenario::ArtifactFile
+        );
+        assert_eq!(
+            scenario_for("tck-stream-artifact-text-x"),
+            Scenario::StreamText("Streamed text content")
+        );
+        assert_eq!(
+            scenario_for("tck-stream-artifact-chunked-x"),
+            Scenario::StreamArtifactChunked
+        );
+        assert_eq!(
+            scenario_for("tck-stream-ordering-001-x"),
+            Scenario::StreamText("Ordered output")
+        );
     }
 
     #[test]
     fn the_kits_own_ids_complete_by_default() {
-        assert_eq!(scenario_for("tck-infer-ctx-1a2b3c4d"), Scenario::CompleteTask);
-        assert_eq!(scenario_for("tck-send-003-1a2b3c4d"), Scenario::CompleteTask);
+        assert_eq!(
+            scenario_for("tck-infer-ctx-1a2b3c4d"),
+            Scenario::CompleteTask
+        );
+        assert_eq!(
+            scenario_for("tck-send-003-1a2b3c4d"),
+            Scenario::CompleteTask
+        );
         assert_eq!(scenario_for("hello"), Scenario::CompleteTask);
-        assert_eq!(scenario_for("test-resubscribe-message-id"), Scenario::Resubscribe);
-        assert_eq!(scenario_for("tck-input-required-1a2b3c4d"), Scenario::InputRequired);
+        assert_eq!(
+            scenario_for("test-resubscribe-message-id"),
+            Scenario::Resubscribe
+        );
+        assert_eq!(
+            scenario_for("tck-input-required-1a2b3c4d"),
+            Scenario::InputRequired
+        );
         assert_eq!(scenario_for("tck-reject-task-1"), Scenario::RejectTask);
     }
 }
