@@ -38,7 +38,8 @@
 //! - `tck-stream-002` is named "message-only stream" but its scenario only completes
 //!   the task, without a message; the same here.
 //! - `test-resubscribe-message-id`: working, then a wait of twice the kit's streaming
-//!   timeout (2 s, so 4 s), then completed, so a client can resubscribe meanwhile.
+//!   timeout (`TCK_STREAMING_TIMEOUT`, default 2 s, so 4 s), then completed, so a client
+//!   can resubscribe meanwhile.
 //! - Raw-bytes parts hold the bytes `tck` (the generated SUTs' `b'tck'` / `"dGNr"`).
 //!
 //! Every scenario behaves the same whether it arrives through `SendMessage` or
@@ -114,9 +115,16 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("test-resubscribe-message-id", Scenario::Resubscribe),
 ];
 
-/// How long the resubscribe scenario stays `working`: twice the kit's 2 s streaming
-/// timeout.
-const RESUBSCRIBE_PAUSE: Duration = Duration::from_secs(4);
+/// How long the resubscribe scenario stays `working`: twice the kit's streaming timeout,
+/// `TCK_STREAMING_TIMEOUT` seconds (default 2, so 4 s), as its SUT requirements ask.
+fn resubscribe_pause() -> Duration {
+    let timeout = std::env::var("TCK_STREAMING_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|secs| secs.is_finite() && *secs > 0.0)
+        .unwrap_or(2.0);
+    Duration::from_secs_f64(2.0 * timeout)
+}
 
 /// The scenario of the longest prefix of `message_id` in [`SCENARIOS`], or
 /// [`Scenario::CompleteTask`] when none matches.
@@ -189,7 +197,7 @@ impl AgentExecutor for ConformanceAgent {
             }
             Scenario::Resubscribe => {
                 sink.working().await?;
-                tokio::time::sleep(RESUBSCRIBE_PAUSE).await;
+                tokio::time::sleep(resubscribe_pause()).await;
                 sink.complete(None).await
             }
         }
