@@ -15,7 +15,11 @@ use crate::config::{Overrides, Settings};
 use crate::runtime::AgentExecutor;
 
 #[derive(Debug, Parser)]
-#[command(name = "agent-a2a", version, about = "A durable A2A (Agent2Agent) server")]
+#[command(
+    name = "agent-a2a",
+    version,
+    about = "A durable A2A (Agent2Agent) server"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,

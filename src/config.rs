@@ -301,21 +301,17 @@ impl Settings {
             Ok(())
         }
         self.bind_addr()?;
-        if !self.server.public_url.is_empty()
-            && !(self.server.public_url.starts_with("http://")
-                || self.server.public_url.starts_with("https://"))
-        {
+        let public_url = &self.server.public_url;
+        let http = public_url.starts_with("http://") || public_url.starts_with("https://");
+        if !public_url.is_empty() && !http {
             return Err(ConfigError::Key {
                 key: "server.public_url",
                 problem: "must start with http:// or https://".into(),
             });
         }
         let url = &self.store.database_url;
-        if !url.is_empty()
-            && !(url.starts_with("postgres://")
-                || url.starts_with("postgresql://")
-                || url.starts_with("sqlite:"))
-        {
+        let known = ["postgres://", "postgresql://", "sqlite:"];
+        if !url.is_empty() && !known.iter().any(|scheme| url.starts_with(scheme)) {
             return Err(ConfigError::Key {
                 key: "store.database_url",
                 problem: "must be a postgres://, postgresql:// or sqlite: URL".into(),
@@ -324,14 +320,23 @@ impl Settings {
         positive("server.max_body_bytes", self.server.max_body_bytes as u64)?;
         positive("store.pool_size", self.store.pool_size as u64)?;
         positive("store.acquire_timeout_ms", self.store.acquire_timeout_ms)?;
-        positive("persistence.queue_capacity", self.persistence.queue_capacity as u64)?;
+        positive(
+            "persistence.queue_capacity",
+            self.persistence.queue_capacity as u64,
+        )?;
         positive("persistence.max_batch", self.persistence.max_batch as u64)?;
         positive("threads.history_window", self.threads.history_window as u64)?;
         positive("threads.idle_timeout_secs", self.threads.idle_timeout_secs)?;
         positive("threads.thread_ttl_secs", self.threads.thread_ttl_secs)?;
-        positive("threads.max_pending_turns", self.threads.max_pending_turns as u64)?;
+        positive(
+            "threads.max_pending_turns",
+            self.threads.max_pending_turns as u64,
+        )?;
         positive("streaming.keep_alive_secs", self.streaming.keep_alive_secs)?;
-        positive("streaming.subscriber_buffer", self.streaming.subscriber_buffer as u64)?;
+        positive(
+            "streaming.subscriber_buffer",
+            self.streaming.subscriber_buffer as u64,
+        )?;
         positive("streaming.replay_batch", self.streaming.replay_batch as u64)?;
         if self.agent.name.trim().is_empty() {
             return Err(ConfigError::Key {
@@ -458,12 +463,18 @@ mod tests {
     fn database_url_env_selects_postgres_and_the_flag_beats_it() {
         let env = [("DATABASE_URL", "postgres://a@127.0.0.1/x")];
         let s = load(&env, Overrides::default()).unwrap();
-        assert_eq!(s.store_config().database_url.as_deref(), Some("postgres://a@127.0.0.1/x"));
+        assert_eq!(
+            s.store_config().database_url.as_deref(),
+            Some("postgres://a@127.0.0.1/x")
+        );
         let o = Overrides {
             database_url: Some("sqlite:/tmp/x.db".into()),
             ..Default::default()
         };
-        assert_eq!(load(&env, o).unwrap().store.database_url, "sqlite:/tmp/x.db");
+        assert_eq!(
+            load(&env, o).unwrap().store.database_url,
+            "sqlite:/tmp/x.db"
+        );
     }
 
     #[test]
@@ -476,9 +487,12 @@ mod tests {
         let e = load(&[], o).unwrap_err().to_string();
         assert!(e.contains("threads.history_window"), "{e}");
 
-        let e = load(&[("AGENT_A2A__SERVER__BIND", "nowhere")], Overrides::default())
-            .unwrap_err()
-            .to_string();
+        let e = load(
+            &[("AGENT_A2A__SERVER__BIND", "nowhere")],
+            Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("server.bind"), "{e}");
     }
 

@@ -46,7 +46,10 @@ pub enum Error {
     /// A dependency (the database) is down or saturated: nothing was acknowledged and
     /// the client should retry after the given number of seconds.
     #[error("service unavailable: {detail}")]
-    Unavailable { detail: String, retry_after_secs: u64 },
+    Unavailable {
+        detail: String,
+        retry_after_secs: u64,
+    },
     /// A bug or an unexpected failure; the detail goes to the log, never to the client.
     #[error("internal error: {0}")]
     Internal(String),

@@ -133,7 +133,10 @@ mod tests {
     #[test]
     fn ids_refuse_empty_long_and_control_characters() {
         assert_eq!(TaskId::parse(""), Err(IdError::Empty));
-        assert_eq!(TaskId::parse("a".repeat(MAX_ID_LEN + 1)), Err(IdError::TooLong));
+        assert_eq!(
+            TaskId::parse("a".repeat(MAX_ID_LEN + 1)),
+            Err(IdError::TooLong)
+        );
         assert_eq!(TaskId::parse("a\nb"), Err(IdError::ControlCharacter));
         assert_eq!(TaskId::parse("task-1").unwrap().as_str(), "task-1");
     }

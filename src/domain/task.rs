@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ContextId, Metadata, MessageId, TaskId, TenantId, Timestamp};
+use super::{ContextId, MessageId, Metadata, TaskId, TenantId, Timestamp};
 
 /// The lifecycle state of a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -56,9 +56,10 @@ impl TaskState {
             TaskState::Submitted => next != TaskState::Submitted,
             TaskState::Working => next != TaskState::Submitted,
             TaskState::InputRequired | TaskState::AuthRequired => next != TaskState::Submitted,
-            TaskState::Completed | TaskState::Canceled | TaskState::Failed | TaskState::Rejected => {
-                false
-            }
+            TaskState::Completed
+            | TaskState::Canceled
+            | TaskState::Failed
+            | TaskState::Rejected => false,
         }
     }
 
@@ -277,7 +278,10 @@ impl Task {
     /// keeping the status message in the history.
     pub fn set_status(&mut self, status: TaskStatus) {
         if let Some(message) = &status.message
-            && !self.history.iter().any(|m| m.message_id == message.message_id)
+            && !self
+                .history
+                .iter()
+                .any(|m| m.message_id == message.message_id)
         {
             self.history.push(message.clone());
         }
@@ -391,7 +395,13 @@ mod tests {
             extensions: vec![],
             reference_task_ids: vec![],
         };
-        Task::submitted(TaskId::generate(), ctx, TenantId::default_tenant(), msg, Timestamp(1))
+        Task::submitted(
+            TaskId::generate(),
+            ctx,
+            TenantId::default_tenant(),
+            msg,
+            Timestamp(1),
+        )
     }
 
     #[test]
@@ -423,13 +433,21 @@ mod tests {
         });
         t.set_status(TaskStatus {
             state: TaskState::Completed,
-            message: Some(Message::agent(t.context_id.clone(), Some(t.id.clone()), vec![])),
+            message: Some(Message::agent(
+                t.context_id.clone(),
+                Some(t.id.clone()),
+                vec![],
+            )),
             timestamp: Timestamp(3),
         });
         let states: Vec<_> = t.transitions.iter().map(|x| x.state).collect();
         assert_eq!(
             states,
-            [TaskState::Submitted, TaskState::Working, TaskState::Completed]
+            [
+                TaskState::Submitted,
+                TaskState::Working,
+                TaskState::Completed
+            ]
         );
         assert_eq!(t.history.len(), 2, "status message joins the history");
         assert_eq!(t.updated_at, Timestamp(3));

@@ -9,7 +9,11 @@ use crate::a2a::version::{is_newer_than_supported, negotiate};
 use crate::error::Error;
 
 /// Reads the whole body, refusing it as soon as it passes `limit` bytes.
-pub async fn read_limited(req: &HttpRequest, mut payload: Payload, limit: usize) -> Result<Bytes, Error> {
+pub async fn read_limited(
+    req: &HttpRequest,
+    mut payload: Payload,
+    limit: usize,
+) -> Result<Bytes, Error> {
     let declared = req
         .headers()
         .get(actix_web::http::header::CONTENT_LENGTH)
@@ -20,7 +24,8 @@ pub async fn read_limited(req: &HttpRequest, mut payload: Payload, limit: usize)
     }
     let mut body = BytesMut::new();
     while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| Error::InvalidRequest(format!("cannot read the body: {e}")))?;
+        let chunk =
+            chunk.map_err(|e| Error::InvalidRequest(format!("cannot read the body: {e}")))?;
         if body.len() + chunk.len() > limit {
             return Err(Error::PayloadTooLarge { limit });
         }
@@ -34,7 +39,13 @@ pub fn media_type(req: &HttpRequest) -> Option<String> {
     req.headers()
         .get(actix_web::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
 }
 
 /// JSON bodies: `application/json` or `application/a2a+json`. A missing type is
@@ -54,7 +65,11 @@ pub fn check_json_content_type(req: &HttpRequest, body_is_empty: bool) -> Result
 
 /// The `A2A-Version` the request announces (header first, then query parameter).
 pub fn requested_version(req: &HttpRequest) -> Option<String> {
-    if let Some(v) = req.headers().get("a2a-version").and_then(|v| v.to_str().ok()) {
+    if let Some(v) = req
+        .headers()
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok())
+    {
         return Some(v.to_owned());
     }
     url_query_pairs(req.query_string())
@@ -94,7 +109,9 @@ pub fn last_event_id(req: &HttpRequest) -> Result<Option<i64>, Error> {
             .ok()
             .filter(|n| *n >= 0)
             .map(Some)
-            .ok_or_else(|| Error::invalid_params("Last-Event-ID: must be an event id from this stream")),
+            .ok_or_else(|| {
+                Error::invalid_params("Last-Event-ID: must be an event id from this stream")
+            }),
     }
 }
 

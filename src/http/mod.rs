@@ -63,7 +63,13 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<RunningServer, Se
         source,
     })?;
     let addr = listener.local_addr()?;
-    let state = web::Data::new(AppState::new(&settings, addr, runtime.clone(), &agent.skills, metrics));
+    let state = web::Data::new(AppState::new(
+        &settings,
+        addr,
+        runtime.clone(),
+        &agent.skills,
+        metrics,
+    ));
     let workers = match settings.server.workers {
         0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
         n => n,

@@ -85,8 +85,9 @@ pub fn rest_ok(body: Value, content_type: &'static str) -> HttpResponse {
 pub fn rest_err(err: &Error, method: &str) -> HttpResponse {
     log_error(err, method);
     let (status, body) = rest_error_body(err);
-    let mut response =
-        HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
+    let mut response = HttpResponse::build(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+    );
     if let Error::Unavailable {
         retry_after_secs, ..
     } = err

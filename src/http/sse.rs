@@ -55,33 +55,33 @@ pub fn respond(
     let guard = SubscriberGuard::new();
     // The event stream ends by itself after a closing event or an error.
     let frames = events.map(move |item| {
-            let _keep = &guard;
-            let event = match item {
-                Ok((seq, event)) => {
-                    let payload = encode_stream_event(dialect, &event);
-                    let data = match &framing {
-                        Framing::JsonRpc(id) => crate::a2a::jsonrpc::success(id, payload),
-                        Framing::Rest => payload,
-                    };
-                    let mut data = sse::Data::new(data.to_string());
-                    if !matches!(event, crate::domain::StreamEvent::Message { .. }) {
-                        data = data.id(seq.to_string());
-                    }
-                    sse::Event::Data(data)
+        let _keep = &guard;
+        let event = match item {
+            Ok((seq, event)) => {
+                let payload = encode_stream_event(dialect, &event);
+                let data = match &framing {
+                    Framing::JsonRpc(id) => crate::a2a::jsonrpc::success(id, payload),
+                    Framing::Rest => payload,
+                };
+                let mut data = sse::Data::new(data.to_string());
+                if !matches!(event, crate::domain::StreamEvent::Message { .. }) {
+                    data = data.id(seq.to_string());
                 }
-                Err(e) => {
-                    super::respond::log_error(&e, "stream");
-                    let data = match &framing {
-                        Framing::JsonRpc(id) => serde_json::json!({
-                            "jsonrpc": "2.0", "id": id, "error": jsonrpc_error_object(&e)
-                        }),
-                        Framing::Rest => rest_error_body(&e).1,
-                    };
-                    sse::Event::Data(sse::Data::new(data.to_string()).event("error"))
-                }
-            };
-            Ok::<_, Infallible>(event)
-        });
+                sse::Event::Data(data)
+            }
+            Err(e) => {
+                super::respond::log_error(&e, "stream");
+                let data = match &framing {
+                    Framing::JsonRpc(id) => serde_json::json!({
+                        "jsonrpc": "2.0", "id": id, "error": jsonrpc_error_object(&e)
+                    }),
+                    Framing::Rest => rest_error_body(&e).1,
+                };
+                sse::Event::Data(sse::Data::new(data.to_string()).event("error"))
+            }
+        };
+        Ok::<_, Infallible>(event)
+    });
     sse::Sse::from_stream(frames)
         .with_keep_alive(Duration::from_secs(keep_alive_secs))
         .customize()

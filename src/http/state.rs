@@ -49,8 +49,12 @@ impl AppState {
             description: agent.description.clone(),
             version: agent.version.clone(),
             base_url,
-            provider: (!agent.provider_organization.is_empty())
-                .then(|| (agent.provider_organization.clone(), agent.provider_url.clone())),
+            provider: (!agent.provider_organization.is_empty()).then(|| {
+                (
+                    agent.provider_organization.clone(),
+                    agent.provider_url.clone(),
+                )
+            }),
             documentation_url: (!agent.documentation_url.is_empty())
                 .then(|| agent.documentation_url.clone()),
             input_modes: agent.input_modes.clone(),

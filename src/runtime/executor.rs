@@ -11,9 +11,7 @@ use actix::Addr;
 use async_trait::async_trait;
 
 use super::thread::{Emit, ThreadActor, TurnEmit};
-use crate::domain::{
-    Artifact, ContextId, Message, Metadata, Part, TaskId, TaskState, TenantId,
-};
+use crate::domain::{Artifact, ContextId, Message, Metadata, Part, TaskId, TaskState, TenantId};
 use crate::error::{Error, Result};
 
 /// The agent logic a deployment plugs in.
@@ -61,11 +59,7 @@ impl TurnSink {
 
     /// An agent message for this task with a fresh id.
     pub fn agent_message(&self, parts: Vec<Part>) -> Message {
-        Message::agent(
-            self.context_id.clone(),
-            Some(self.task_id.clone()),
-            parts,
-        )
+        Message::agent(self.context_id.clone(), Some(self.task_id.clone()), parts)
     }
 
     /// An agent message holding one text part.

@@ -54,10 +54,14 @@ impl Runtime {
         executor: Arc<dyn AgentExecutor>,
     ) -> Runtime {
         let persistence_arbiter = Arbiter::new();
-        let persistence =
-            persistence::start(store.clone(), &settings.persistence, &persistence_arbiter.handle());
-        let actor_arbiters: Vec<Arbiter> =
-            (0..settings.arbiter_count()).map(|_| Arbiter::new()).collect();
+        let persistence = persistence::start(
+            store.clone(),
+            &settings.persistence,
+            &persistence_arbiter.handle(),
+        );
+        let actor_arbiters: Vec<Arbiter> = (0..settings.arbiter_count())
+            .map(|_| Arbiter::new())
+            .collect();
         let handles: Vec<ArbiterHandle> = actor_arbiters.iter().map(Arbiter::handle).collect();
         let shared = Arc::new(Shared::new());
         let deps = Arc::new(ThreadDeps {
@@ -114,7 +118,11 @@ impl Runtime {
     }
 
     /// Runs a turn and returns its live events.
-    pub async fn send_streaming(&self, tenant: &TenantId, cmd: SendMessage) -> Result<Subscription> {
+    pub async fn send_streaming(
+        &self,
+        tenant: &TenantId,
+        cmd: SendMessage,
+    ) -> Result<Subscription> {
         let (key, cmd) = self.route(tenant, cmd).await?;
         let mut rx = None;
         self.registry
@@ -238,7 +246,11 @@ impl Runtime {
 
     /// Decides which thread a message goes to: its task's thread, its `contextId`, or a
     /// new thread. A `contextId` that disagrees with the task's is invalid.
-    async fn route(&self, tenant: &TenantId, mut cmd: SendMessage) -> Result<(ThreadKey, SendMessage)> {
+    async fn route(
+        &self,
+        tenant: &TenantId,
+        mut cmd: SendMessage,
+    ) -> Result<(ThreadKey, SendMessage)> {
         let named_context = cmd.message.context_id.clone();
         let context_id = match cmd.message.task_id.clone() {
             Some(task_id) => match self.task_thread(tenant, &task_id).await {

@@ -103,8 +103,8 @@ impl PersistenceActor {
                     Err(_) => break,
                 }
             }
-            let remaining = self.queued.fetch_sub(group.len() as i64, Ordering::Relaxed)
-                - group.len() as i64;
+            let remaining =
+                self.queued.fetch_sub(group.len() as i64, Ordering::Relaxed) - group.len() as i64;
             metrics::gauge!(telemetry::PERSIST_QUEUE).set(remaining.max(0) as f64);
             metrics::histogram!(telemetry::PERSIST_BATCH).record(group.len() as f64);
             self.commit_group(&mut group).await;

@@ -49,7 +49,8 @@ impl ThreadRegistry {
             Entry::Occupied(o) if o.get().1.connected() => o.get().1.clone(),
             entry => {
                 let id = next_actor_id(&self.deps.shared);
-                let arbiter = &self.arbiters[self.hasher.hash_one(key) as usize % self.arbiters.len()];
+                let arbiter =
+                    &self.arbiters[self.hasher.hash_one(key) as usize % self.arbiters.len()];
                 let deps = self.deps.clone();
                 let actor_key = key.clone();
                 let addr = Supervisor::start_in_arbiter(arbiter, move |_| {

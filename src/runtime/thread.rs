@@ -214,7 +214,11 @@ impl ThreadActor {
         let key = self.key.clone();
         let window = self.deps.threads.history_window;
         let ttl_ms = (self.deps.threads.thread_ttl_secs as i64).saturating_mul(1000);
-        let load = async move { store.load_thread(&key.tenant, &key.context_id, window).await };
+        let load = async move {
+            store
+                .load_thread(&key.tenant, &key.context_id, window)
+                .await
+        };
         ctx.wait(fut::wrap_future(load).map(move |result, act: &mut Self, ctx| {
             match result {
                 Ok(snapshot) => {

@@ -91,7 +91,11 @@ impl AgentExecutor for ToolRoutingExecutor {
             .skills
             .find_tool(&call.tool, call.skill.as_deref())
             .ok_or_else(|| {
-                Error::invalid_params(format!("tool: unknown tool {:?}. {}", call.tool, self.help()))
+                Error::invalid_params(format!(
+                    "tool: unknown tool {:?}. {}",
+                    call.tool,
+                    self.help()
+                ))
             })?;
         sink.working().await?;
         let caller = Caller {
@@ -112,7 +116,10 @@ impl AgentExecutor for ToolRoutingExecutor {
                 sink.reject(sink.text(format!("{}: invalid arguments: {e}", call.tool)))
                     .await
             }
-            Err(SkillError::Failed(e)) => sink.fail(sink.text(format!("{} failed: {e}", call.tool))).await,
+            Err(SkillError::Failed(e)) => {
+                sink.fail(sink.text(format!("{} failed: {e}", call.tool)))
+                    .await
+            }
         }
     }
 }

@@ -47,16 +47,17 @@ impl ThreadActor {
         if let Some(task_id) = named {
             // A follow-up to a task that left memory: bring it back before validating.
             let create_missing = pending.cmd.create_missing_task;
-            ctx.wait(self.ensure_resident(task_id).map(
-                move |resident, act: &mut Self, ctx| match resident {
-                    Ok(()) => act.begin(pending, ctx),
-                    Err(Error::TaskNotFound(_)) if create_missing => act.begin(pending, ctx),
-                    Err(e) => {
-                        pending.waiter.fail(e);
-                        act.pump(ctx);
-                    }
-                },
-            ));
+            ctx.wait(
+                self.ensure_resident(task_id)
+                    .map(move |resident, act: &mut Self, ctx| match resident {
+                        Ok(()) => act.begin(pending, ctx),
+                        Err(Error::TaskNotFound(_)) if create_missing => act.begin(pending, ctx),
+                        Err(e) => {
+                            pending.waiter.fail(e);
+                            act.pump(ctx);
+                        }
+                    }),
+            );
             return;
         }
         self.begin(pending, ctx);
@@ -69,15 +70,17 @@ impl ThreadActor {
                 let persistence = self.deps.persistence.clone();
                 let ops = plan.ops;
                 let start = plan.apply;
-                ctx.wait(fut::wrap_future(async move { persistence.commit(ops).await }).map(
-                    move |result, act: &mut Self, ctx| {
-                        match result {
-                            Ok(()) => act.start(start, pending, ctx),
-                            Err(e) => pending.waiter.fail(e),
-                        }
-                        act.pump(ctx);
-                    },
-                ));
+                ctx.wait(
+                    fut::wrap_future(async move { persistence.commit(ops).await }).map(
+                        move |result, act: &mut Self, ctx| {
+                            match result {
+                                Ok(()) => act.start(start, pending, ctx),
+                                Err(e) => pending.waiter.fail(e),
+                            }
+                            act.pump(ctx);
+                        },
+                    ),
+                );
             }
             Err(e) => {
                 pending.waiter.fail(e);
@@ -243,9 +246,10 @@ impl ThreadActor {
             }
         }
         if start.materialized {
-            shared
-                .tasks
-                .insert((key.tenant.clone(), task_id.clone()), key.context_id.clone());
+            shared.tasks.insert(
+                (key.tenant.clone(), task_id.clone()),
+                key.context_id.clone(),
+            );
         }
         match (pending.mode, pending.waiter) {
             (Mode::Immediate, Waiter::Outcome { tx, history_length }) => {
@@ -302,7 +306,9 @@ impl ThreadActor {
             .as_ref()
             .filter(|r| r.turn == msg.turn && r.task_id == msg.task_id)
             .ok_or_else(|| {
-                Error::UnsupportedOperation("this turn is over (the task was canceled or failed)".into())
+                Error::UnsupportedOperation(
+                    "this turn is over (the task was canceled or failed)".into(),
+                )
             })?;
         if running.replied {
             return Err(Error::InvalidAgentResponse(
@@ -425,7 +431,7 @@ impl ThreadActor {
         Ok(Planned {
             ops,
             apply: EmitApply::Event {
-                task,
+                task: Box::new(task),
                 event,
                 seq,
                 next_seq,
@@ -477,9 +483,10 @@ impl ThreadActor {
                 };
                 if !entry.materialized {
                     entry.materialized = true;
-                    shared
-                        .tasks
-                        .insert((key.tenant.clone(), task_id.clone()), key.context_id.clone());
+                    shared.tasks.insert(
+                        (key.tenant.clone(), task_id.clone()),
+                        key.context_id.clone(),
+                    );
                     // Streams opened by this turn start from the task as first created.
                     let waiters = std::mem::take(&mut entry.waiters);
                     for waiter in waiters {
@@ -492,7 +499,7 @@ impl ThreadActor {
                     }
                 }
                 entry.history_seqs.extend(new_seqs);
-                entry.task = task;
+                entry.task = *task;
                 entry.last_seq = seq;
                 if let StreamEvent::StatusUpdate { status, .. } = &event {
                     count_transition(status.state);
@@ -558,9 +565,8 @@ impl ThreadActor {
         };
         let Ok(loaded) = self.loaded() else { return };
         let entry = loaded.tasks.get_mut(&task_id);
-        let client_error = !replied
-            && entry.as_ref().is_some_and(|e| !e.materialized)
-            && is_client_error(&error);
+        let client_error =
+            !replied && entry.as_ref().is_some_and(|e| !e.materialized) && is_client_error(&error);
         if client_error || replied {
             if let Some(entry) = loaded.tasks.remove(&task_id) {
                 for waiter in entry.waiters {
@@ -586,12 +592,15 @@ impl ThreadActor {
             turn: turn_id,
             emit: Emit::Status {
                 state: TaskState::Failed,
-                message: Some(Message::agent(
-                    self.key.context_id.clone(),
-                    Some(task_id.clone()),
-                    vec![Part::text(failure_text(&error))],
-                )),
-                metadata: Some(failure_metadata(&error)),
+                message: Some(Message {
+                    metadata: Some(failure_metadata(&error)),
+                    ..Message::agent(
+                        self.key.context_id.clone(),
+                        Some(task_id.clone()),
+                        vec![Part::text(failure_text(&error))],
+                    )
+                }),
+                metadata: None,
             },
         };
         match self.plan_emit(&emit) {
@@ -706,13 +715,17 @@ struct StartTurn {
     event: Option<(i64, StreamEvent)>,
 }
 
+#[allow(
+    clippy::large_enum_variant,
+    reason = "built once per output and moved into its commit callback; never stored"
+)]
 enum EmitApply {
     Reply {
         message: Message,
         seq: i64,
     },
     Event {
-        task: Task,
+        task: Box<Task>,
         event: StreamEvent,
         seq: i64,
         next_seq: i64,
@@ -749,7 +762,8 @@ impl Handler<TurnEmit> for ThreadActor {
     }
 }
 
-type CancelFuture = std::pin::Pin<Box<dyn ActorFuture<ThreadActor, Output = Result<Task, ActorError>>>>;
+type CancelFuture =
+    std::pin::Pin<Box<dyn ActorFuture<ThreadActor, Output = Result<Task, ActorError>>>>;
 
 impl Handler<CancelTask> for ThreadActor {
     type Result = AtomicResponse<Self, Result<Task, ActorError>>;
@@ -759,38 +773,41 @@ impl Handler<CancelTask> for ThreadActor {
             return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
         }
         let task_id = msg.task_id;
-        let fut = self
-            .ensure_resident(task_id.clone())
-            .then(move |resident, act: &mut Self, _ctx| {
-                let plan = resident.and_then(|()| act.plan_cancel(&task_id));
-                let persistence = act.deps.persistence.clone();
-                let (ops, apply) = match plan {
-                    Ok(p) => (p.ops, Some(p.apply)),
-                    Err(e) => {
-                        let failed: CancelFuture = Box::pin(fut::ready(Err(ActorError::Failed(e))));
-                        return failed;
-                    }
-                };
-                let commit: CancelFuture = Box::pin(
-                    fut::wrap_future(async move { persistence.commit(ops).await }).map(
-                        move |result, act: &mut Self, ctx| {
-                            result?;
-                            let Some(apply) = apply else {
-                                return Err(ActorError::Failed(Error::internal("no cancel plan")));
-                            };
-                            act.apply_emit(&task_id, apply);
-                            act.abort_if_running(&task_id, ctx);
-                            let loaded = act.loaded()?;
-                            loaded
-                                .tasks
-                                .get(&task_id)
-                                .map(|e| e.task.clone())
-                                .ok_or(ActorError::Failed(Error::TaskNotFound(task_id)))
-                        },
-                    ),
-                );
-                commit
-            });
+        let fut =
+            self.ensure_resident(task_id.clone())
+                .then(move |resident, act: &mut Self, _ctx| {
+                    let plan = resident.and_then(|()| act.plan_cancel(&task_id));
+                    let persistence = act.deps.persistence.clone();
+                    let (ops, apply) = match plan {
+                        Ok(p) => (p.ops, Some(p.apply)),
+                        Err(e) => {
+                            let failed: CancelFuture =
+                                Box::pin(fut::ready(Err(ActorError::Failed(e))));
+                            return failed;
+                        }
+                    };
+                    let commit: CancelFuture = Box::pin(
+                        fut::wrap_future(async move { persistence.commit(ops).await }).map(
+                            move |result, act: &mut Self, ctx| {
+                                result?;
+                                let Some(apply) = apply else {
+                                    return Err(ActorError::Failed(Error::internal(
+                                        "no cancel plan",
+                                    )));
+                                };
+                                act.apply_emit(&task_id, apply);
+                                act.abort_if_running(&task_id, ctx);
+                                let loaded = act.loaded()?;
+                                loaded
+                                    .tasks
+                                    .get(&task_id)
+                                    .map(|e| e.task.clone())
+                                    .ok_or(ActorError::Failed(Error::TaskNotFound(task_id)))
+                            },
+                        ),
+                    );
+                    commit
+                });
         AtomicResponse::new(Box::pin(fut))
     }
 }
@@ -839,7 +856,7 @@ impl ThreadActor {
                 },
             ],
             apply: EmitApply::Event {
-                task,
+                task: Box::new(task),
                 event,
                 seq,
                 next_seq: loaded.next_seq,
@@ -851,7 +868,11 @@ impl ThreadActor {
     /// A canceled task's turn stops at once: its executor is aborted.
     fn abort_if_running(&mut self, task_id: &TaskId, ctx: &mut Context<Self>) {
         let Ok(loaded) = self.loaded() else { return };
-        if loaded.running.as_ref().is_some_and(|r| &r.task_id == task_id) {
+        if loaded
+            .running
+            .as_ref()
+            .is_some_and(|r| &r.task_id == task_id)
+        {
             if let Some(running) = loaded.running.take()
                 && let Some(abort) = running.abort
             {
@@ -871,41 +892,45 @@ impl Handler<Subscribe> for ThreadActor {
         }
         let buffer = self.deps.streaming.subscriber_buffer;
         let task_id = msg.task_id;
-        let fut = self
-            .ensure_resident(task_id.clone())
-            .map(move |resident, act: &mut Self, _ctx| {
-                resident?;
-                let tenant = act.key.tenant.clone();
-                let loaded = act.loaded()?;
-                let entry = loaded
-                    .tasks
-                    .get_mut(&task_id)
-                    .ok_or_else(|| Error::TaskNotFound(task_id.clone()))?;
-                if entry.task.status.state.is_terminal() {
-                    // Resuming with Last-Event-ID after the end replays what was missed.
-                    return match msg.last_event_id {
-                        Some(after) => Ok(Subscription {
-                            tenant,
-                            task_id: Some(task_id),
-                            first: None,
-                            live: None,
-                            after_seq: after,
-                        }),
-                        None => Err(ActorError::Failed(Error::UnsupportedOperation(format!(
-                            "task {task_id} is {}; there is nothing left to subscribe to",
-                            entry.task.status.state.as_str()
-                        )))),
-                    };
-                }
-                Ok(subscribe_entry(entry, buffer, msg.last_event_id))
-            });
+        let fut =
+            self.ensure_resident(task_id.clone())
+                .map(move |resident, act: &mut Self, _ctx| {
+                    resident?;
+                    let tenant = act.key.tenant.clone();
+                    let loaded = act.loaded()?;
+                    let entry = loaded
+                        .tasks
+                        .get_mut(&task_id)
+                        .ok_or_else(|| Error::TaskNotFound(task_id.clone()))?;
+                    if entry.task.status.state.is_terminal() {
+                        // Resuming with Last-Event-ID after the end replays what was missed.
+                        return match msg.last_event_id {
+                            Some(after) => Ok(Subscription {
+                                tenant,
+                                task_id: Some(task_id),
+                                first: None,
+                                live: None,
+                                after_seq: after,
+                            }),
+                            None => Err(ActorError::Failed(Error::UnsupportedOperation(format!(
+                                "task {task_id} is {}; there is nothing left to subscribe to",
+                                entry.task.status.state.as_str()
+                            )))),
+                        };
+                    }
+                    Ok(subscribe_entry(entry, buffer, msg.last_event_id))
+                });
         AtomicResponse::new(Box::pin(fut))
     }
 }
 
 /// A subscription to a resident task: a snapshot first (or, when resuming after
 /// `last_event_id`, the missed events from the log), then live events.
-fn subscribe_entry(entry: &mut TaskEntry, buffer: usize, last_event_id: Option<i64>) -> Subscription {
+fn subscribe_entry(
+    entry: &mut TaskEntry,
+    buffer: usize,
+    last_event_id: Option<i64>,
+) -> Subscription {
     let hub = entry
         .hub
         .get_or_insert_with(|| broadcast::channel::<HubEvent>(buffer).0);

@@ -47,7 +47,12 @@ pub trait Skill: Send + Sync + 'static {
     fn tags(&self) -> Vec<String>;
     fn examples(&self) -> Vec<String>;
     fn tools(&self) -> Vec<ToolSpec>;
-    async fn invoke(&self, tool: &str, arguments: Value, caller: &Caller) -> Result<Value, SkillError>;
+    async fn invoke(
+        &self,
+        tool: &str,
+        arguments: Value,
+        caller: &Caller,
+    ) -> Result<Value, SkillError>;
 }
 
 /// The skills registered at start-up.
@@ -66,7 +71,11 @@ impl SkillRegistry {
     }
 
     /// The skill owning `tool` (restricted to `skill_id` when given) and the tool's spec.
-    pub fn find_tool(&self, tool: &str, skill_id: Option<&str>) -> Option<(Arc<dyn Skill>, ToolSpec)> {
+    pub fn find_tool(
+        &self,
+        tool: &str,
+        skill_id: Option<&str>,
+    ) -> Option<(Arc<dyn Skill>, ToolSpec)> {
         self.skills
             .iter()
             .filter(|s| skill_id.is_none_or(|id| s.id() == id))

@@ -9,7 +9,24 @@
 //! **Architecture invariant:** only the `PersistenceActor` calls [`Store::commit`]; every
 //! other component reads. Every query is scoped by tenant.
 
+mod page_token;
+mod postgres;
+mod queries;
+mod reads;
+mod rows;
+mod schema;
+mod sqlite;
+#[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
 use async_trait::async_trait;
+use diesel_migrations::{EmbeddedMigrations, MigrationHarness};
 use serde_json::Value;
 
 use crate::domain::{
@@ -130,6 +147,37 @@ pub enum StoreError {
     /// A stored row could not be decoded.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// The store cannot be set up as configured (unsupported URL, unusable path).
+    #[error("store misconfigured: {0}")]
+    Config(String),
+}
+
+impl From<diesel::result::Error> for StoreError {
+    fn from(e: diesel::result::Error) -> Self {
+        use diesel::result::{DatabaseErrorKind as Kind, Error};
+        match e {
+            Error::DatabaseError(Kind::UniqueViolation | Kind::ForeignKeyViolation, info) => {
+                StoreError::Conflict(info.message().to_owned())
+            }
+            // diesel-async reports a lost or closed server connection with these kinds.
+            Error::DatabaseError(Kind::ClosedConnection | Kind::UnableToSendCommand, info) => {
+                StoreError::Unavailable(info.message().to_owned())
+            }
+            // SQLITE_BUSY / SQLITE_LOCKED after the busy timeout: another writer held the
+            // lock too long; trying again later is the right answer.
+            Error::DatabaseError(_, info)
+                if info.message().starts_with("database is locked")
+                    || info.message().starts_with("database table is locked") =>
+            {
+                StoreError::Unavailable(info.message().to_owned())
+            }
+            // A transaction was interrupted mid-way (e.g. its connection dropped); the
+            // pool discards the connection, so a retry gets a fresh one.
+            Error::BrokenTransactionManager => StoreError::Unavailable(e.to_string()),
+            Error::DeserializationError(cause) => StoreError::Corrupt(cause.to_string()),
+            other => StoreError::Query(other.to_string()),
+        }
+    }
 }
 
 impl From<StoreError> for crate::error::Error {
@@ -139,9 +187,10 @@ impl From<StoreError> for crate::error::Error {
                 detail,
                 retry_after_secs: 1,
             },
-            StoreError::Conflict(_) | StoreError::Query(_) | StoreError::Corrupt(_) => {
-                crate::error::Error::Internal(e.to_string())
-            }
+            StoreError::Conflict(_)
+            | StoreError::Query(_)
+            | StoreError::Corrupt(_)
+            | StoreError::Config(_) => crate::error::Error::Internal(e.to_string()),
         }
     }
 }
@@ -192,13 +241,125 @@ pub trait Store: Send + Sync + 'static {
     async fn ping(&self) -> Result<(), StoreError>;
 }
 
+/// Name of the SQLite file inside [`StoreConfig::data_dir`].
+pub const SQLITE_FILE: &str = "agent-a2a.db";
+
 /// Where and how to connect.
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
     /// `postgres://…` selects Postgres; `sqlite://PATH` or None selects SQLite.
     pub database_url: Option<String>,
     /// Directory of the default SQLite file (`agent-a2a.db`).
-    pub data_dir: std::path::PathBuf,
+    pub data_dir: PathBuf,
+    /// Most connections the pool opens.
     pub pool_size: usize,
+    /// How long a query waits for a pooled connection (including connecting) before the
+    /// store answers `Unavailable`.
     pub acquire_timeout_ms: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            database_url: None,
+            data_dir: PathBuf::from("data"),
+            pool_size: 16,
+            acquire_timeout_ms: 2000,
+        }
+    }
+}
+
+/// Where the configuration points.
+enum Location {
+    Postgres(String),
+    Sqlite(PathBuf),
+}
+
+impl StoreConfig {
+    fn location(&self) -> Result<Location, StoreError> {
+        let url = self
+            .database_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty());
+        let Some(url) = url else {
+            return Ok(Location::Sqlite(self.data_dir.join(SQLITE_FILE)));
+        };
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(Location::Postgres(url.to_owned()));
+        }
+        match url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        {
+            // Every pooled connection to `:memory:` would see a database of its own.
+            Some("" | ":memory:") => Err(StoreError::Config(
+                "the SQLite URL needs a file path (in-memory databases are not durable)".into(),
+            )),
+            Some(path) => Ok(Location::Sqlite(PathBuf::from(path))),
+            // Only the scheme goes into the error: the rest may hold a password.
+            None => Err(StoreError::Config(format!(
+                "unsupported database URL scheme {:?} (expected postgres:// or sqlite://)",
+                url.split_once(':').map_or(url, |(scheme, _)| scheme)
+            ))),
+        }
+    }
+
+    fn acquire_timeout(&self) -> Duration {
+        Duration::from_millis(self.acquire_timeout_ms)
+    }
+}
+
+/// Applies pending migrations and opens the store.
+pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
+    let location = cfg.location()?;
+    let to_migrate = cfg.clone();
+    // Migrations block (file and network I/O); keep them off the caller's runtime thread.
+    let applied = tokio::task::spawn_blocking(move || migrate(&to_migrate))
+        .await
+        .map_err(|e| StoreError::Query(format!("the migration task failed: {e}")))??;
+    let store: Arc<dyn Store> = match location {
+        Location::Postgres(url) => Arc::new(postgres::PgStore::new(
+            &url,
+            cfg.pool_size,
+            cfg.acquire_timeout(),
+        )?),
+        Location::Sqlite(path) => Arc::new(sqlite::SqliteStore::new(
+            &path,
+            cfg.pool_size,
+            cfg.acquire_timeout(),
+        )?),
+    };
+    tracing::info!(backend = store.backend(), migrations_applied = ?applied, "store open");
+    Ok(store)
+}
+
+/// Applies pending migrations; returns the names of those applied now (sync; call off the
+/// async runtime or via `spawn_blocking`).
+pub fn migrate(cfg: &StoreConfig) -> Result<Vec<String>, StoreError> {
+    match cfg.location()? {
+        Location::Postgres(url) => postgres::migrate(&url),
+        Location::Sqlite(path) => sqlite::migrate(&path),
+    }
+}
+
+/// Runs `source`'s pending migrations, each in its own transaction, in order.
+fn run_migrations<DB, C>(
+    conn: &mut C,
+    source: EmbeddedMigrations,
+) -> Result<Vec<String>, StoreError>
+where
+    DB: diesel::backend::Backend,
+    C: MigrationHarness<DB>,
+{
+    let failed = |e: Box<dyn std::error::Error + Send + Sync>| {
+        StoreError::Query(format!("migration failed: {e}"))
+    };
+    let pending = conn.pending_migrations(source).map_err(failed)?;
+    let mut applied = Vec::with_capacity(pending.len());
+    for migration in pending {
+        conn.run_migration(&*migration).map_err(failed)?;
+        applied.push(migration.name().to_string());
+    }
+    Ok(applied)
 }

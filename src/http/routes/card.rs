@@ -17,17 +17,22 @@ pub async fn public_card(req: HttpRequest, state: web::Data<AppState>) -> HttpRe
         .headers()
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|tag| {
-            let tag = tag.trim().trim_start_matches("W/");
-            tag == "*" || tag == card.etag
-        }));
+        .is_some_and(|v| {
+            v.split(',').any(|tag| {
+                let tag = tag.trim().trim_start_matches("W/");
+                tag == "*" || tag == card.etag
+            })
+        });
     let mut response = if matches {
         HttpResponse::NotModified()
     } else {
         HttpResponse::Ok()
     };
     response
-        .insert_header((header::CACHE_CONTROL, format!("public, max-age={}", card.max_age_secs)))
+        .insert_header((
+            header::CACHE_CONTROL,
+            format!("public, max-age={}", card.max_age_secs),
+        ))
         .insert_header((header::ETAG, card.etag.clone()))
         .insert_header((header::LAST_MODIFIED, HttpDate::from(card.last_modified)));
     let response = if matches {

@@ -13,7 +13,11 @@ use crate::http::body::{check_json_content_type, dialect, read_limited};
 use crate::http::respond::{Binding, jsonrpc_err, jsonrpc_ok, observe};
 use crate::http::sse::{self, Framing};
 
-pub async fn handle(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+pub async fn handle(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
     let started = Instant::now();
     let (response, method) = dispatch(&req, payload, &state).await;
     observe(Binding::JsonRpc, method, response.status(), started);

@@ -13,7 +13,10 @@ use actix_web::web;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/", web::post().to(jsonrpc::handle))
-        .route("/.well-known/agent-card.json", web::get().to(card::public_card))
+        .route(
+            "/.well-known/agent-card.json",
+            web::get().to(card::public_card),
+        )
         .route("/.well-known/agent.json", web::get().to(card::public_card))
         .route("/health", web::get().to(health::health))
         .route("/health/live", web::get().to(health::live))

@@ -60,7 +60,9 @@ pub async fn execute(
         }
         Operation::GetTask => {
             let query = a2a::decode_get_task(dialect, params)?;
-            let task = rt.get_task(&tenant, &query.id, query.history_length).await?;
+            let task = rt
+                .get_task(&tenant, &query.id, query.history_length)
+                .await?;
             Ok(Reply::Json(a2a::encode_task(dialect, &task)))
         }
         Operation::ListTasks => {

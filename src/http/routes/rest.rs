@@ -48,9 +48,20 @@ async fn send(req: HttpRequest, payload: web::Payload, state: web::Data<AppState
     run(&req, &state, Operation::SendMessage, shape(&req), params).await
 }
 
-async fn stream(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+async fn stream(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
     let params = json_body(&req, payload, &state, true).await;
-    run(&req, &state, Operation::SendStreamingMessage, shape(&req), params).await
+    run(
+        &req,
+        &state,
+        Operation::SendStreamingMessage,
+        shape(&req),
+        params,
+    )
+    .await
 }
 
 async fn list(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
@@ -58,7 +69,11 @@ async fn list(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     run(&req, &state, Operation::ListTasks, shape(&req), params).await
 }
 
-async fn task_get(req: HttpRequest, tail: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
+async fn task_get(
+    req: HttpRequest,
+    tail: web::Path<String>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
     let (id, verb) = split_verb(&tail);
     let op = match verb {
         None => Operation::GetTask,
@@ -94,28 +109,49 @@ async fn task_post(
 }
 
 async fn push(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    run(&req, &state, Operation::CreatePushConfig, shape(&req), Ok(Value::Null)).await
+    run(
+        &req,
+        &state,
+        Operation::CreatePushConfig,
+        shape(&req),
+        Ok(Value::Null),
+    )
+    .await
 }
 
 async fn extended_card(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let params = Ok(Value::Object(Map::new()));
-    run(&req, &state, Operation::GetExtendedAgentCard, shape(&req), params).await
+    run(
+        &req,
+        &state,
+        Operation::GetExtendedAgentCard,
+        shape(&req),
+        params,
+    )
+    .await
 }
 
 /// `POST /tasks/send`: the seed's alias of SendMessage. It takes the 1.0 body, or the
 /// 0.1 `tasks/send` params (recognised by their client-chosen `id` and typed parts).
-pub async fn seed_send(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+pub async fn seed_send(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
     let params = json_body(&req, payload, &state, true).await;
-    let looks_v01 = params.as_ref().is_ok_and(|p| {
-        p.get("id").is_some()
-            && p.pointer("/message/parts/0/type").is_some()
-    });
+    let looks_v01 = params
+        .as_ref()
+        .is_ok_and(|p| p.get("id").is_some() && p.pointer("/message/parts/0/type").is_some());
     let shape = if looks_v01 { Dialect::V01 } else { Dialect::V1 };
     run(&req, &state, Operation::SendMessage, shape, params).await
 }
 
 /// `GET /tasks/{id}/get`: the seed's alias of GetTask.
-pub async fn seed_get(req: HttpRequest, id: web::Path<String>, state: web::Data<AppState>) -> HttpResponse {
+pub async fn seed_get(
+    req: HttpRequest,
+    id: web::Path<String>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
     let params = Ok(query_object(&req, Some(&id)));
     run(&req, &state, Operation::GetTask, Dialect::V1, params).await
 }

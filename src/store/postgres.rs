@@ -1,0 +1,79 @@
+//! The Postgres store: diesel-async's `AsyncPgConnection` (tokio-postgres, so no libpq)
+//! behind a deadpool pool, and the embedded `migrations/postgres`.
+//!
+//! Connections are made lazily by the pool, so building the store never touches the
+//! network; a database that is down surfaces on the first query as
+//! [`StoreError::Unavailable`] within the acquire timeout. Connections are recycled
+//! without a test query (closed ones are dropped by the pool's `is_closed` check) so
+//! that a commit costs exactly its own statements.
+
+use std::time::Duration;
+
+use diesel::connection::SimpleConnection;
+use diesel_async::AsyncPgConnection;
+use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+use diesel_async::pooled_connection::deadpool::Pool;
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+};
+use diesel_migrations::{EmbeddedMigrations, embed_migrations};
+
+use super::StoreError;
+
+const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
+
+/// Key of the advisory lock held while migrating (the bytes of "a2a_migr").
+const MIGRATION_LOCK: i64 = 0x6132_615f_6d69_6772;
+
+/// [`Store`](super::Store) on Postgres.
+pub struct PgStore {
+    pool: Pool<AsyncPgConnection>,
+    acquire_timeout: Duration,
+}
+
+impl PgStore {
+    /// A store over a pool of at most `pool_size` connections to `url`. Connects nothing
+    /// yet; migrations are applied separately ([`migrate`]).
+    pub fn new(url: &str, pool_size: usize, acquire_timeout: Duration) -> Result<Self, StoreError> {
+        let mut config = ManagerConfig::default();
+        config.recycling_method = RecyclingMethod::Fast;
+        let manager =
+            AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
+        let pool = Pool::builder(manager)
+            .max_size(pool_size.max(1))
+            .build()
+            .map_err(|e| StoreError::Config(format!("postgres pool: {e}")))?;
+        Ok(Self {
+            pool,
+            acquire_timeout,
+        })
+    }
+}
+
+super::queries::store_impl!(PgStore, AsyncPgConnection, diesel::pg::Pg, "postgres");
+
+/// Applies pending migrations to the database at `url`; blocks until done.
+///
+/// The migration harness is synchronous, so it runs over `AsyncConnectionWrapper` on a
+/// thread of its own: outside any tokio context the wrapper drives its own runtime, which
+/// it could not do on (or `block_in_place` from) the caller's, e.g. an actix arbiter.
+pub(super) fn migrate(url: &str) -> Result<Vec<String>, StoreError> {
+    let url = url.to_owned();
+    std::thread::Builder::new()
+        .name("pg-migrate".into())
+        .spawn(move || {
+            let mut conn =
+                <AsyncConnectionWrapper<AsyncPgConnection> as diesel::Connection>::establish(&url)
+                    .map_err(|e| StoreError::Unavailable(format!("postgres: {e}")))?;
+            // Nodes sharing one database may start together: the advisory lock makes
+            // them migrate one after the other, so the later ones find nothing pending.
+            // It is held by the session, so a crash cannot leave it behind.
+            conn.batch_execute(&format!("SELECT pg_advisory_lock({MIGRATION_LOCK})"))?;
+            let applied = super::run_migrations(&mut conn, MIGRATIONS);
+            conn.batch_execute(&format!("SELECT pg_advisory_unlock({MIGRATION_LOCK})"))?;
+            applied
+        })
+        .map_err(|e| StoreError::Query(format!("cannot start the migration thread: {e}")))?
+        .join()
+        .map_err(|_| StoreError::Query("the postgres migration thread panicked".into()))?
+}

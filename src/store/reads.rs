@@ -1,0 +1,321 @@
+//! The read queries of the store, stamped out per backend by `read_queries!` (invoked by
+//! `store_impl!` in `queries.rs`, for the same reason: generic code over diesel-async
+//! connection types is impractical).
+//!
+//! Reads batch per thread or page: one history query and one event-sequence query for all
+//! the tasks involved, never one per task.
+
+/// Generates the `reads` module for the connection type `super::StoreConn` (backend
+/// `super::StoreBackend`) declared by `store_impl!`.
+macro_rules! read_queries {
+    () => {
+        mod reads {
+            use std::collections::HashMap;
+
+            use diesel::dsl::max;
+            use diesel::{
+                BoolExpressionMethods, ExpressionMethods, JoinOnDsl, OptionalExtension, QueryDsl,
+                SelectableHelper,
+            };
+            use diesel_async::RunQueryDsl;
+
+            use $crate::domain::{
+                ContextId, ListTasksQuery, Message, StreamEvent, TaskId, TaskPage, TaskState,
+                TenantId,
+            };
+            use $crate::store::page_token::Cursor;
+            use $crate::store::rows::{MessageRow, TaskRow, ThreadRow, decode_event};
+            use $crate::store::schema::{messages, task_events, task_history, tasks, threads};
+            use $crate::store::{StoreError, StoredTask, ThreadSnapshot};
+
+            type Conn = super::StoreConn;
+
+            /// The names of the states a task never leaves, as the domain defines them.
+            fn terminal_states() -> Vec<&'static str> {
+                TaskState::ALL
+                    .into_iter()
+                    .filter(|s| s.is_terminal())
+                    .map(TaskState::as_str)
+                    .collect()
+            }
+
+            /// `usize` limits as SQL `LIMIT`s (saturating: nobody asks for 2^63 rows).
+            fn limit(n: usize) -> i64 {
+                i64::try_from(n).unwrap_or(i64::MAX)
+            }
+
+            pub(super) async fn load_thread(
+                conn: &mut Conn,
+                tenant: &TenantId,
+                thread_id: &ContextId,
+                window: usize,
+            ) -> Result<Option<ThreadSnapshot>, StoreError> {
+                let Some(thread) = threads::table
+                    .filter(threads::tenant_id.eq(tenant.as_str()))
+                    .filter(threads::thread_id.eq(thread_id.as_str()))
+                    .select(ThreadRow::as_select())
+                    .first(conn)
+                    .await
+                    .optional()?
+                else {
+                    return Ok(None);
+                };
+                let thread = thread.into_record()?;
+
+                let thread_messages = messages::table
+                    .filter(messages::tenant_id.eq(tenant.as_str()))
+                    .filter(messages::thread_id.eq(thread_id.as_str()));
+                let mut newest_first: Vec<MessageRow> = if window == 0 {
+                    Vec::new()
+                } else {
+                    thread_messages
+                        .order(messages::seq.desc())
+                        .limit(limit(window))
+                        .select(MessageRow::as_select())
+                        .load(conn)
+                        .await?
+                };
+                // The newest message of the window is the newest of the thread; only an
+                // empty window needs to ask for the maximum separately. (`as_slice`:
+                // `RunQueryDsl::first` would shadow the slice method on the Vec itself.)
+                let last_seq = match newest_first.as_slice().first() {
+                    Some(newest) => newest.seq,
+                    None if window > 0 => 0,
+                    None => thread_messages
+                        .select(max(messages::seq))
+                        .first::<Option<i64>>(conn)
+                        .await?
+                        .unwrap_or(0),
+                };
+                newest_first.reverse();
+                let recent = newest_first
+                    .into_iter()
+                    .map(MessageRow::into_record)
+                    .collect::<Result<Vec<_>, _>>()?;
+
+                let open: Vec<TaskRow> = tasks::table
+                    .filter(tasks::tenant_id.eq(tenant.as_str()))
+                    .filter(tasks::context_id.eq(thread_id.as_str()))
+                    .filter(tasks::state.ne_all(terminal_states()))
+                    .order((tasks::created_at.asc(), tasks::task_id.asc()))
+                    .select(TaskRow::as_select())
+                    .load(conn)
+                    .await?;
+                let open_tasks = stored_tasks(conn, tenant, open).await?;
+
+                Ok(Some(ThreadSnapshot {
+                    thread,
+                    recent,
+                    next_seq: last_seq + 1,
+                    open_tasks,
+                }))
+            }
+
+            pub(super) async fn load_task(
+                conn: &mut Conn,
+                tenant: &TenantId,
+                task_id: &TaskId,
+            ) -> Result<Option<StoredTask>, StoreError> {
+                let Some(row) = tasks::table
+                    .filter(tasks::tenant_id.eq(tenant.as_str()))
+                    .filter(tasks::task_id.eq(task_id.as_str()))
+                    .select(TaskRow::as_select())
+                    .first(conn)
+                    .await
+                    .optional()?
+                else {
+                    return Ok(None);
+                };
+                Ok(stored_tasks(conn, tenant, vec![row]).await?.pop())
+            }
+
+            /// Tasks with their full history and the sequence number of their last event.
+            async fn stored_tasks(
+                conn: &mut Conn,
+                tenant: &TenantId,
+                rows: Vec<TaskRow>,
+            ) -> Result<Vec<StoredTask>, StoreError> {
+                if rows.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let ids: Vec<&str> = rows.iter().map(|r| r.task_id.as_str()).collect();
+                let last_seqs: HashMap<String, Option<i64>> = task_events::table
+                    .filter(task_events::tenant_id.eq(tenant.as_str()))
+                    .filter(task_events::task_id.eq_any(&ids))
+                    .group_by(task_events::task_id)
+                    .select((task_events::task_id, max(task_events::seq)))
+                    .load::<(String, Option<i64>)>(conn)
+                    .await?
+                    .into_iter()
+                    .collect();
+                let mut histories = histories(conn, tenant, &ids).await?;
+                rows.into_iter()
+                    .map(|row| {
+                        let last_event_seq =
+                            last_seqs.get(&row.task_id).copied().flatten().unwrap_or(0);
+                        let history = histories.remove(&row.task_id).unwrap_or_default();
+                        Ok(StoredTask {
+                            task: row.into_task(history, true)?,
+                            last_event_seq,
+                        })
+                    })
+                    .collect()
+            }
+
+            /// The full histories of the given tasks, each in position order.
+            async fn histories(
+                conn: &mut Conn,
+                tenant: &TenantId,
+                task_ids: &[&str],
+            ) -> Result<HashMap<String, Vec<Message>>, StoreError> {
+                let linked: Vec<(String, MessageRow)> = task_history::table
+                    .inner_join(
+                        messages::table.on(messages::tenant_id
+                            .eq(task_history::tenant_id)
+                            .and(messages::thread_id.eq(task_history::thread_id))
+                            .and(messages::seq.eq(task_history::message_seq))),
+                    )
+                    .filter(task_history::tenant_id.eq(tenant.as_str()))
+                    .filter(task_history::task_id.eq_any(task_ids))
+                    .order((task_history::task_id.asc(), task_history::position.asc()))
+                    .select((task_history::task_id, MessageRow::as_select()))
+                    .load(conn)
+                    .await?;
+                let mut by_task: HashMap<String, Vec<Message>> = HashMap::new();
+                for (task_id, row) in linked {
+                    let parsed = TaskId::parse(task_id.as_str())
+                        .map_err(|e| StoreError::Corrupt(format!("history task id: {e}")))?;
+                    let message = row.into_history_message(&parsed)?;
+                    by_task.entry(task_id).or_default().push(message);
+                }
+                Ok(by_task)
+            }
+
+            /// The tenant's tasks matching the query's filters (not its cursor).
+            fn matching<'a>(
+                tenant: &'a TenantId,
+                query: &'a ListTasksQuery,
+            ) -> tasks::BoxedQuery<'a, super::StoreBackend> {
+                let mut q = tasks::table
+                    .filter(tasks::tenant_id.eq(tenant.as_str()))
+                    .into_boxed();
+                if let Some(context_id) = &query.context_id {
+                    q = q.filter(tasks::context_id.eq(context_id.as_str()));
+                }
+                if let Some(state) = query.status {
+                    q = q.filter(tasks::state.eq(state.as_str()));
+                }
+                if let Some(after) = query.status_timestamp_after {
+                    q = q.filter(tasks::status_timestamp.ge(after.millis()));
+                }
+                q
+            }
+
+            pub(super) async fn list_tasks(
+                conn: &mut Conn,
+                tenant: &TenantId,
+                query: &ListTasksQuery,
+            ) -> Result<Option<TaskPage>, StoreError> {
+                // An empty token is what clients send for "first page" as often as none.
+                let cursor = match query.page_token.as_deref() {
+                    None | Some("") => None,
+                    Some(token) => match Cursor::decode(token) {
+                        Some(cursor) => Some(cursor),
+                        None => return Ok(None),
+                    },
+                };
+                let total: i64 = matching(tenant, query).count().get_result(conn).await?;
+
+                let mut page = matching(tenant, query);
+                if let Some(c) = &cursor {
+                    page = page.filter(
+                        tasks::status_timestamp
+                            .lt(c.status_timestamp)
+                            .or(tasks::status_timestamp
+                                .eq(c.status_timestamp)
+                                .and(tasks::task_id.lt(c.task_id.as_str()))),
+                    );
+                }
+                let page_size = query.page_size as usize;
+                // One row more than asked tells whether another page follows.
+                let mut rows: Vec<TaskRow> = page
+                    .order((tasks::status_timestamp.desc(), tasks::task_id.desc()))
+                    .limit(limit(page_size + 1))
+                    .select(TaskRow::as_select())
+                    .load(conn)
+                    .await?;
+                let next_page_token = if rows.len() > page_size {
+                    rows.truncate(page_size);
+                    rows.last()
+                        .map(|last| {
+                            Cursor {
+                                status_timestamp: last.status_timestamp,
+                                task_id: last.task_id.clone(),
+                            }
+                            .encode()
+                        })
+                        .unwrap_or_default()
+                } else {
+                    String::new()
+                };
+
+                let mut histories = if query.history_length == Some(0) || rows.is_empty() {
+                    HashMap::new()
+                } else {
+                    let ids: Vec<&str> = rows.iter().map(|r| r.task_id.as_str()).collect();
+                    histories(conn, tenant, &ids).await?
+                };
+                let tasks = rows
+                    .into_iter()
+                    .map(|row| {
+                        let mut history = histories.remove(&row.task_id).unwrap_or_default();
+                        if let Some(n) = query.history_length {
+                            let keep = n as usize;
+                            if history.len() > keep {
+                                history.drain(..history.len() - keep);
+                            }
+                        }
+                        row.into_task(history, query.include_artifacts)
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+
+                Ok(Some(TaskPage {
+                    tasks,
+                    next_page_token,
+                    page_size: query.page_size,
+                    total_size: u64::try_from(total).unwrap_or(0),
+                }))
+            }
+
+            pub(super) async fn task_events(
+                conn: &mut Conn,
+                tenant: &TenantId,
+                task_id: &TaskId,
+                after_seq: i64,
+                max_events: usize,
+            ) -> Result<Vec<(i64, StreamEvent)>, StoreError> {
+                let rows: Vec<(i64, String)> = task_events::table
+                    .filter(task_events::tenant_id.eq(tenant.as_str()))
+                    .filter(task_events::task_id.eq(task_id.as_str()))
+                    .filter(task_events::seq.gt(after_seq))
+                    .order(task_events::seq.asc())
+                    .limit(limit(max_events))
+                    .select((task_events::seq, task_events::payload))
+                    .load(conn)
+                    .await?;
+                rows.into_iter()
+                    .map(|(seq, payload)| Ok((seq, decode_event(&payload)?)))
+                    .collect()
+            }
+
+            pub(super) async fn ping(conn: &mut Conn) -> Result<(), StoreError> {
+                diesel::select(diesel::dsl::sql::<diesel::sql_types::Integer>("1"))
+                    .get_result::<i32>(conn)
+                    .await?;
+                Ok(())
+            }
+        }
+    };
+}
+
+pub(super) use read_queries;

@@ -1,0 +1,352 @@
+//! Row types and their conversion to and from the domain and store records.
+//!
+//! This is the only place that knows how a record is laid out in columns: JSON columns
+//! hold the serde encoding of the domain types, states their `as_str` names. Inserts
+//! borrow from the record being written; loaded rows own their data and are decoded
+//! with [`StoreError::Corrupt`] for anything the database should never have held.
+
+use diesel::{Insertable, Queryable, Selectable};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::schema::{messages, task_events, task_history, tasks, threads};
+use super::{MessageRecord, StoreError, ThreadRecord, ThreadStatus};
+use crate::domain::{
+    ContextId, Message, MessageId, Metadata, Role, StreamEvent, Task, TaskId, TaskState,
+    TaskStatus, TenantId, Timestamp,
+};
+
+fn encode<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value)
+        .map_err(|e| StoreError::Query(format!("cannot encode {what}: {e}")))
+}
+
+fn decode<T: DeserializeOwned>(what: &str, raw: &str) -> Result<T, StoreError> {
+    serde_json::from_str(raw).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+fn decode_opt<T: DeserializeOwned>(what: &str, raw: Option<&str>) -> Result<Option<T>, StoreError> {
+    raw.map(|raw| decode(what, raw)).transpose()
+}
+
+/// Parses an id read back from a column (ids are checked before they are written).
+fn id<T>(
+    what: &str,
+    raw: String,
+    parse: fn(String) -> Result<T, crate::domain::IdError>,
+) -> Result<T, StoreError> {
+    parse(raw).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = threads)]
+pub(super) struct NewThread<'a> {
+    tenant_id: &'a str,
+    thread_id: &'a str,
+    created_at: i64,
+    updated_at: i64,
+    expires_at: i64,
+    status: &'static str,
+    conversation_context: String,
+}
+
+impl<'a> NewThread<'a> {
+    pub(super) fn new(r: &'a ThreadRecord) -> Result<Self, StoreError> {
+        Ok(Self {
+            tenant_id: r.tenant.as_str(),
+            thread_id: r.thread_id.as_str(),
+            created_at: r.created_at.millis(),
+            updated_at: r.updated_at.millis(),
+            expires_at: r.expires_at.millis(),
+            status: r.status.as_str(),
+            conversation_context: encode("conversation context", &r.conversation_context)?,
+        })
+    }
+}
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = threads)]
+#[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+pub(super) struct ThreadRow {
+    tenant_id: String,
+    thread_id: String,
+    created_at: i64,
+    updated_at: i64,
+    expires_at: i64,
+    status: String,
+    conversation_context: String,
+}
+
+impl ThreadRow {
+    pub(super) fn into_record(self) -> Result<ThreadRecord, StoreError> {
+        let status = match self.status.as_str() {
+            "active" => ThreadStatus::Active,
+            "expired" => ThreadStatus::Expired,
+            other => return Err(StoreError::Corrupt(format!("thread status {other:?}"))),
+        };
+        Ok(ThreadRecord {
+            tenant: id("thread tenant", self.tenant_id, TenantId::parse)?,
+            thread_id: id("thread id", self.thread_id, ContextId::parse)?,
+            created_at: Timestamp(self.created_at),
+            updated_at: Timestamp(self.updated_at),
+            expires_at: Timestamp(self.expires_at),
+            status,
+            conversation_context: decode("conversation context", &self.conversation_context)?,
+        })
+    }
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = messages)]
+pub(super) struct NewMessage<'a> {
+    tenant_id: &'a str,
+    thread_id: &'a str,
+    seq: i64,
+    message_id: Option<&'a str>,
+    task_id: Option<&'a str>,
+    role: &'a str,
+    author: Option<&'a str>,
+    content: &'a str,
+    parts: String,
+    tool_calls: String,
+    metadata: Option<String>,
+    created_at: i64,
+}
+
+impl<'a> NewMessage<'a> {
+    pub(super) fn new(r: &'a MessageRecord) -> Result<Self, StoreError> {
+        Ok(Self {
+            tenant_id: r.tenant.as_str(),
+            thread_id: r.thread_id.as_str(),
+            seq: r.seq,
+            message_id: r.message_id.as_ref().map(MessageId::as_str),
+            task_id: r.task_id.as_ref().map(TaskId::as_str),
+            role: &r.role,
+            author: r.author.as_deref(),
+            content: &r.content,
+            parts: encode("message parts", &r.parts)?,
+            tool_calls: encode("tool calls", &r.tool_calls)?,
+            metadata: r
+                .metadata
+                .as_ref()
+                .map(|m| encode("message metadata", m))
+                .transpose()?,
+            created_at: r.created_at.millis(),
+        })
+    }
+}
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = messages)]
+#[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+pub(super) struct MessageRow {
+    tenant_id: String,
+    thread_id: String,
+    pub(super) seq: i64,
+    message_id: Option<String>,
+    task_id: Option<String>,
+    role: String,
+    author: Option<String>,
+    content: String,
+    parts: String,
+    tool_calls: String,
+    metadata: Option<String>,
+    created_at: i64,
+}
+
+impl MessageRow {
+    pub(super) fn into_record(self) -> Result<MessageRecord, StoreError> {
+        Ok(MessageRecord {
+            tenant: id("message tenant", self.tenant_id, TenantId::parse)?,
+            thread_id: id("message thread id", self.thread_id, ContextId::parse)?,
+            seq: self.seq,
+            message_id: self
+                .message_id
+                .map(|m| id("message id", m, MessageId::parse))
+                .transpose()?,
+            task_id: self
+                .task_id
+                .map(|t| id("message task id", t, TaskId::parse))
+                .transpose()?,
+            role: self.role,
+            author: self.author,
+            content: self.content,
+            parts: decode("message parts", &self.parts)?,
+            tool_calls: decode("tool calls", &self.tool_calls)?,
+            metadata: decode_opt("message metadata", self.metadata.as_deref())?,
+            created_at: Timestamp(self.created_at),
+        })
+    }
+
+    /// The A2A message this row records, as an entry of `task`'s history. Messages the
+    /// session layer stored without an A2A id get a fresh one: A2A requires an id, and
+    /// nothing refers to such a message by it.
+    pub(super) fn into_history_message(self, task: &TaskId) -> Result<Message, StoreError> {
+        Ok(Message {
+            message_id: match self.message_id {
+                Some(m) => id("message id", m, MessageId::parse)?,
+                None => MessageId::generate(),
+            },
+            context_id: Some(id("message thread id", self.thread_id, ContextId::parse)?),
+            task_id: Some(task.clone()),
+            role: if self.role == "user" {
+                Role::User
+            } else {
+                Role::Agent
+            },
+            parts: decode("message parts", &self.parts)?,
+            metadata: decode_opt("message metadata", self.metadata.as_deref())?,
+            extensions: Vec::new(),
+            reference_task_ids: Vec::new(),
+        })
+    }
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = tasks)]
+pub(super) struct NewTask<'a> {
+    tenant_id: &'a str,
+    task_id: &'a str,
+    context_id: &'a str,
+    state: &'static str,
+    status_message: Option<String>,
+    status_timestamp: i64,
+    artifacts: String,
+    transitions: String,
+    metadata: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl<'a> NewTask<'a> {
+    pub(super) fn new(t: &'a Task) -> Result<Self, StoreError> {
+        Ok(Self {
+            tenant_id: t.tenant.as_str(),
+            task_id: t.id.as_str(),
+            context_id: t.context_id.as_str(),
+            state: t.status.state.as_str(),
+            status_message: t
+                .status
+                .message
+                .as_ref()
+                .map(|m| encode("status message", m))
+                .transpose()?,
+            status_timestamp: t.status.timestamp.millis(),
+            artifacts: encode("artifacts", &t.artifacts)?,
+            transitions: encode("transitions", &t.transitions)?,
+            metadata: t
+                .metadata
+                .as_ref()
+                .map(|m| encode("task metadata", m))
+                .transpose()?,
+            created_at: t.created_at.millis(),
+            updated_at: t.updated_at.millis(),
+        })
+    }
+}
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = tasks)]
+#[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+pub(super) struct TaskRow {
+    tenant_id: String,
+    pub(super) task_id: String,
+    context_id: String,
+    state: String,
+    status_message: Option<String>,
+    pub(super) status_timestamp: i64,
+    artifacts: String,
+    transitions: String,
+    metadata: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TaskRow {
+    /// The task with the given history; with `include_artifacts` false the artifacts
+    /// column is not even decoded.
+    pub(super) fn into_task(
+        self,
+        history: Vec<Message>,
+        include_artifacts: bool,
+    ) -> Result<Task, StoreError> {
+        let state = TaskState::from_str_opt(&self.state)
+            .ok_or_else(|| StoreError::Corrupt(format!("task state {:?}", self.state)))?;
+        Ok(Task {
+            id: id("task id", self.task_id, TaskId::parse)?,
+            context_id: id("task context id", self.context_id, ContextId::parse)?,
+            tenant: id("task tenant", self.tenant_id, TenantId::parse)?,
+            status: TaskStatus {
+                state,
+                message: decode_opt("status message", self.status_message.as_deref())?,
+                timestamp: Timestamp(self.status_timestamp),
+            },
+            artifacts: if include_artifacts {
+                decode("artifacts", &self.artifacts)?
+            } else {
+                Vec::new()
+            },
+            history,
+            metadata: decode_opt::<Metadata>("task metadata", self.metadata.as_deref())?,
+            transitions: decode("transitions", &self.transitions)?,
+            created_at: Timestamp(self.created_at),
+            updated_at: Timestamp(self.updated_at),
+        })
+    }
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = task_history)]
+pub(super) struct NewHistoryLink<'a> {
+    pub(super) tenant_id: &'a str,
+    pub(super) task_id: &'a str,
+    pub(super) position: i64,
+    pub(super) thread_id: &'a str,
+    pub(super) message_seq: i64,
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = task_events)]
+pub(super) struct NewTaskEvent<'a> {
+    tenant_id: &'a str,
+    task_id: &'a str,
+    seq: i64,
+    kind: &'static str,
+    payload: String,
+    created_at: i64,
+}
+
+impl<'a> NewTaskEvent<'a> {
+    /// Refuses `Task` snapshots: they are derived state, never part of the log.
+    pub(super) fn new(
+        tenant: &'a TenantId,
+        task_id: &'a TaskId,
+        seq: i64,
+        event: &StreamEvent,
+        created_at: Timestamp,
+    ) -> Result<Self, StoreError> {
+        let kind = match event {
+            StreamEvent::Task { .. } => {
+                return Err(StoreError::Query(format!(
+                    "task {task_id}: task snapshots are not logged as events"
+                )));
+            }
+            StreamEvent::Message { .. } => "message",
+            StreamEvent::StatusUpdate { .. } => "status_update",
+            StreamEvent::ArtifactUpdate { .. } => "artifact_update",
+        };
+        Ok(Self {
+            tenant_id: tenant.as_str(),
+            task_id: task_id.as_str(),
+            seq,
+            kind,
+            payload: encode("task event", event)?,
+            created_at: created_at.millis(),
+        })
+    }
+}
+
+/// Decodes a logged event's payload.
+pub(super) fn decode_event(payload: &str) -> Result<StreamEvent, StoreError> {
+    decode("task event", payload)
+}

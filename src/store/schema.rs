@@ -1,0 +1,92 @@
+//! The diesel schema, written by hand and shared by both backends.
+//!
+//! Only `Text` and `BigInt` (and their `Nullable`s) appear here, because those are the
+//! types Postgres and SQLite agree on: JSON is stored as TEXT in the serde encoding of the
+//! domain types and every instant as BIGINT epoch milliseconds. It must match
+//! `migrations/postgres` and `migrations/sqlite` column for column. Every table stays at
+//! or under 16 columns so diesel needs no `32-column-tables` feature.
+
+diesel::table! {
+    /// One conversation thread (an A2A `contextId`) of a tenant.
+    threads (tenant_id, thread_id) {
+        tenant_id -> Text,
+        thread_id -> Text,
+        created_at -> BigInt,
+        updated_at -> BigInt,
+        expires_at -> BigInt,
+        /// `active` or `expired`.
+        status -> Text,
+        /// The thread's state map, a JSON object.
+        conversation_context -> Text,
+    }
+}
+
+diesel::table! {
+    /// The ordered history of a thread; `seq` is monotonic per thread from 1.
+    messages (tenant_id, thread_id, seq) {
+        tenant_id -> Text,
+        thread_id -> Text,
+        seq -> BigInt,
+        message_id -> Nullable<Text>,
+        task_id -> Nullable<Text>,
+        role -> Text,
+        author -> Nullable<Text>,
+        content -> Text,
+        /// JSON array of `domain::Part`.
+        parts -> Text,
+        /// JSON array of tool-call entries.
+        tool_calls -> Text,
+        /// JSON object, or NULL.
+        metadata -> Nullable<Text>,
+        created_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    /// Tasks without their history (see `task_history`).
+    tasks (tenant_id, task_id) {
+        tenant_id -> Text,
+        task_id -> Text,
+        context_id -> Text,
+        /// `TaskState::as_str`.
+        state -> Text,
+        /// JSON `domain::Message`, or NULL.
+        status_message -> Nullable<Text>,
+        status_timestamp -> BigInt,
+        /// JSON array of `domain::Artifact`.
+        artifacts -> Text,
+        /// JSON array of `domain::Transition`.
+        transitions -> Text,
+        /// JSON object, or NULL.
+        metadata -> Nullable<Text>,
+        created_at -> BigInt,
+        updated_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    /// A task's history: each entry points at a message of a thread.
+    task_history (tenant_id, task_id, position) {
+        tenant_id -> Text,
+        task_id -> Text,
+        position -> BigInt,
+        thread_id -> Text,
+        message_seq -> BigInt,
+    }
+}
+
+diesel::table! {
+    /// The durable per-task event log that stream resubscription replays.
+    task_events (tenant_id, task_id, seq) {
+        tenant_id -> Text,
+        task_id -> Text,
+        seq -> BigInt,
+        /// The serde tag of the event (`status_update`, `artifact_update`, `message`).
+        kind -> Text,
+        /// JSON `domain::StreamEvent`.
+        payload -> Text,
+        created_at -> BigInt,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query!(messages, task_history);

@@ -1,0 +1,168 @@
+//! Opening stores: URL selection, migrations and failing fast when Postgres is down.
+
+use std::time::Duration;
+
+use crate::store::postgres::PgStore;
+use crate::store::testing::{PgTestDb, test_config};
+use crate::store::{Location, SQLITE_FILE, StoreConfig, StoreError, WriteOp, migrate, open};
+
+const INIT: &str = "2026-11-22-000000_init";
+
+fn location(url: Option<&str>) -> Result<Location, StoreError> {
+    test_config(url.map(str::to_owned), "/srv/data".into()).location()
+}
+
+#[test]
+fn urls_select_the_backend() {
+    let sqlite = |url| match location(url) {
+        Ok(Location::Sqlite(path)) => path,
+        _ => panic!("{url:?} should select SQLite"),
+    };
+    assert_eq!(
+        sqlite(None),
+        std::path::Path::new("/srv/data").join(SQLITE_FILE)
+    );
+    assert_eq!(
+        sqlite(Some("  ")),
+        std::path::Path::new("/srv/data").join(SQLITE_FILE)
+    );
+    assert_eq!(
+        sqlite(Some("sqlite:///var/lib/a2a.db")),
+        std::path::Path::new("/var/lib/a2a.db")
+    );
+    assert_eq!(
+        sqlite(Some("sqlite://rel/a2a.db")),
+        std::path::Path::new("rel/a2a.db")
+    );
+    assert_eq!(
+        sqlite(Some("sqlite:a2a.db")),
+        std::path::Path::new("a2a.db")
+    );
+    for url in ["postgres://u@h/db", "postgresql://u@h/db"] {
+        assert!(matches!(location(Some(url)), Ok(Location::Postgres(u)) if u == url));
+    }
+}
+
+#[test]
+fn unusable_urls_are_configuration_errors_that_hide_credentials() {
+    for url in ["sqlite::memory:", "sqlite://:memory:", "sqlite://"] {
+        assert!(
+            matches!(location(Some(url)), Err(StoreError::Config(_))),
+            "{url}"
+        );
+    }
+    match location(Some("mysql://root:hunter2@db/app")) {
+        Err(StoreError::Config(msg)) => {
+            assert!(msg.contains("mysql"), "{msg}");
+            assert!(!msg.contains("hunter2"), "{msg}");
+        }
+        _ => panic!("mysql:// must be refused"),
+    }
+}
+
+#[tokio::test]
+async fn sqlite_migrations_apply_once_and_create_the_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = test_config(None, dir.path().join("nested").join("data"));
+    let first = tokio::task::spawn_blocking({
+        let cfg = cfg.clone();
+        move || migrate(&cfg)
+    })
+    .await
+    .unwrap();
+    assert_eq!(first, Ok(vec![INIT.to_owned()]));
+    assert!(cfg.data_dir.join(SQLITE_FILE).is_file());
+    let again = tokio::task::spawn_blocking({
+        let cfg = cfg.clone();
+        move || migrate(&cfg)
+    })
+    .await
+    .unwrap();
+    assert_eq!(again, Ok(vec![]), "nothing is pending the second time");
+    // Opening migrates again (a no-op) and works on the existing file.
+    open(&cfg).await.unwrap().ping().await.unwrap();
+}
+
+#[tokio::test]
+async fn postgres_migrations_apply_once() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let cfg = db.config.clone();
+    let run = |cfg: StoreConfig| tokio::task::spawn_blocking(move || migrate(&cfg));
+    assert_eq!(run(cfg.clone()).await.unwrap(), Ok(vec![INIT.to_owned()]));
+    assert_eq!(
+        run(cfg.clone()).await.unwrap(),
+        Ok(vec![]),
+        "nothing is pending the second time"
+    );
+    db.open().await.ping().await.unwrap();
+}
+
+#[tokio::test]
+async fn concurrent_postgres_migrations_apply_once() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let runs: Vec<_> = (0..3)
+        .map(|_| {
+            let cfg = db.config.clone();
+            tokio::task::spawn_blocking(move || migrate(&cfg))
+        })
+        .collect();
+    let mut applied = Vec::new();
+    for run in runs {
+        applied.extend(run.await.unwrap().unwrap());
+    }
+    assert_eq!(applied, [INIT], "exactly one migrator applied it");
+}
+
+/// Nothing listens on port 1: connecting is refused at once.
+fn unreachable_postgres() -> StoreConfig {
+    StoreConfig {
+        acquire_timeout_ms: 1000,
+        ..test_config(
+            Some("postgres://postgres@127.0.0.1:1/test".into()),
+            std::env::temp_dir(),
+        )
+    }
+}
+
+#[tokio::test]
+async fn opening_an_unreachable_postgres_is_unavailable() {
+    let result = open(&unreachable_postgres()).await;
+    assert!(
+        matches!(result, Err(StoreError::Unavailable(_))),
+        "{:?}",
+        result.err()
+    );
+}
+
+#[tokio::test]
+async fn queries_against_an_unreachable_postgres_are_unavailable() {
+    let cfg = unreachable_postgres();
+    let url = cfg.database_url.as_deref().unwrap();
+    let store = PgStore::new(url, 2, Duration::from_millis(cfg.acquire_timeout_ms)).unwrap();
+    let store: &dyn crate::store::Store = &store;
+    let ping = store.ping().await;
+    assert!(matches!(ping, Err(StoreError::Unavailable(_))), "{ping:?}");
+    let ops = [WriteOp::UpsertThread(super::thread(
+        &super::tenant("acme"),
+        &super::context("thread-1"),
+        1,
+    ))];
+    let commit = store.commit(&ops).await;
+    assert!(
+        matches!(commit, Err(StoreError::Unavailable(_))),
+        "{commit:?}"
+    );
+}
+
+#[test]
+fn store_errors_map_to_service_errors() {
+    use crate::error::Error;
+    let unavailable: Error = StoreError::Unavailable("down".into()).into();
+    assert!(matches!(unavailable, Error::Unavailable { .. }));
+    let config: Error = StoreError::Config("bad url".into()).into();
+    assert!(matches!(config, Error::Internal(_)));
+}

@@ -1,0 +1,69 @@
+//! The agent card: content, aliases and HTTP caching.
+
+use crate::support::spawn_app;
+
+#[actix_web::test]
+async fn card_declares_bindings_capabilities_and_versions() {
+    let app = spawn_app().await;
+    let r = app.get("/.well-known/agent-card.json").await;
+    assert_eq!(r.status(), 200);
+    let card: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(card["capabilities"]["streaming"], true);
+    assert_eq!(card["capabilities"]["pushNotifications"], false);
+    assert_eq!(card["capabilities"]["stateTransitionHistory"], true);
+    let interfaces = card["supportedInterfaces"].as_array().unwrap();
+    let has = |binding: &str, version: &str| {
+        interfaces
+            .iter()
+            .any(|i| i["protocolBinding"] == binding && i["protocolVersion"] == version)
+    };
+    assert!(has("JSONRPC", "1.0") && has("HTTP+JSON", "1.0"));
+    assert!(has("JSONRPC", "0.3") && has("HTTP+JSON", "0.3"));
+    assert_eq!(card["protocolVersion"], "0.3.0");
+    assert_eq!(card["preferredTransport"], "JSONRPC");
+    assert!(card["url"].as_str().unwrap().starts_with(&app.url));
+}
+
+#[actix_web::test]
+async fn card_is_cacheable_and_honours_if_none_match() {
+    let app = spawn_app().await;
+    let r = app.get("/.well-known/agent-card.json").await;
+    let cache = r.headers()["cache-control"].to_str().unwrap().to_owned();
+    assert!(cache.contains("max-age="), "{cache}");
+    assert!(r.headers().contains_key("last-modified"));
+    let etag = r.headers()["etag"].to_str().unwrap().to_owned();
+    let again = app
+        .client
+        .get(format!("{}/.well-known/agent-card.json", app.url))
+        .header("If-None-Match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+    let other = app
+        .client
+        .get(format!("{}/.well-known/agent-card.json", app.url))
+        .header("If-None-Match", "\"something-else\"")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 200);
+}
+
+#[actix_web::test]
+async fn legacy_card_path_serves_the_same_card() {
+    let app = spawn_app().await;
+    let a = app
+        .get("/.well-known/agent-card.json")
+        .await
+        .text()
+        .await
+        .unwrap();
+    let b = app
+        .get("/.well-known/agent.json")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(a, b);
+}

@@ -1,0 +1,118 @@
+//! Nothing acknowledged is lost: kill the server with SIGKILL in the middle of a stream
+//! of sends, restart it, and find every acknowledged task in the store.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use crate::support::user_message;
+
+/// Starts the real binary and waits for its "listening" log line.
+fn start_server(data_dir: &std::path::Path) -> (Child, String) {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-a2a"))
+        .args([
+            "serve",
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .env("RUST_LOG", "info")
+        .env_remove("DATABASE_URL")
+        .env("AGENT_A2A__LOG__FORMAT", "text")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start agent-a2a");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("listening")
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("server reports listening");
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
+#[actix_web::test]
+async fn every_acknowledged_send_survives_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, url) = start_server(dir.path());
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let client = reqwest::Client::new();
+    let mut workers = Vec::new();
+    for w in 0..8 {
+        let client = client.clone();
+        let url = url.clone();
+        let acked = acked.clone();
+        workers.push(actix_web::rt::spawn(async move {
+            for i in 0..10_000 {
+                let body = json!({"jsonrpc":"2.0","id":i,"method":"SendMessage",
+                    "params":{"message": user_message(&format!("worker {w} message {i}"))}});
+                let Ok(r) = client.post(format!("{url}/")).json(&body).send().await else {
+                    return;
+                };
+                let Ok(v) = r.json::<Value>().await else {
+                    return;
+                };
+                match v["result"]["task"]["id"].as_str() {
+                    Some(id) => acked.lock().unwrap().push(id.to_owned()),
+                    None => return,
+                }
+            }
+        }));
+    }
+    // Kill once a good number of sends were acknowledged, while the others are in flight.
+    loop {
+        if acked.lock().unwrap().len() >= 300 {
+            break;
+        }
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().unwrap();
+    for w in workers {
+        let _ = w.await;
+    }
+    let acked = acked.lock().unwrap().clone();
+
+    let (mut child, url) = start_server(dir.path());
+    let mut missing = Vec::new();
+    for id in &acked {
+        let r: Value = client
+            .post(format!("{url}/"))
+            .json(&json!({"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id": id}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if r["result"]["id"] != id.as_str() {
+            missing.push(id.clone());
+        }
+    }
+    child.kill().ok();
+    child.wait().ok();
+    assert!(acked.len() >= 300);
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged tasks lost: {missing:?}",
+        missing.len(),
+        acked.len()
+    );
+}

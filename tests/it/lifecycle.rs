@@ -1,0 +1,113 @@
+//! Supervision, restarts and thread expiry.
+
+use serde_json::json;
+
+use crate::support::{Backend, spawn_app, spawn_app_in, user_message};
+
+#[actix_web::test]
+async fn a_panicking_turn_fails_only_its_task_and_the_thread_recovers() {
+    let app = spawn_app().await;
+    // Another thread with a turn in flight must not notice.
+    let bystander = app
+        .rpc(
+            "SendMessage",
+            json!({"message": user_message("wait"), "configuration": {"returnImmediately": true}}),
+        )
+        .await;
+    let bystander_id = bystander["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let mut m = user_message("panic");
+    m["contextId"] = json!("panicky-thread");
+    let r = app.rpc("SendMessage", json!({"message": m})).await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{r}");
+    assert_eq!(
+        task["status"]["message"]["metadata"]["errorCode"],
+        "INTERNAL_ERROR"
+    );
+    assert!(
+        !r.to_string().contains("secret detail"),
+        "panic text leaked: {r}"
+    );
+
+    // The same thread serves the next message (its actor was restarted and reloaded).
+    let mut again = user_message("complete");
+    again["contextId"] = json!("panicky-thread");
+    let r = app.rpc("SendMessage", json!({"message": again})).await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    let failed = app.rpc("GetTask", json!({"id": task["id"]})).await;
+    assert_eq!(failed["result"]["status"]["state"], "TASK_STATE_FAILED");
+
+    app.release.notify_one();
+    let response = app
+        .client
+        .post(format!("{}/tasks/{bystander_id}:subscribe", app.url))
+        .header("Last-Event-ID", "0")
+        .send()
+        .await
+        .unwrap();
+    let events = crate::support::read_sse(response, usize::MAX).await;
+    assert_eq!(
+        events.last().unwrap().data["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}
+
+#[actix_web::test]
+async fn tasks_and_threads_survive_a_restart() {
+    let app = spawn_app().await;
+    let (done_id, done) = app.task_with("complete").await;
+    let (open_id, open) = app.task_with("input").await;
+    let dir = app.stop().await;
+
+    let app = spawn_app_in(dir, Backend::Sqlite, |_| {}).await;
+    let got = app.rpc("GetTask", json!({"id": done_id})).await;
+    assert_eq!(got["result"], done, "the same task after a restart");
+    let mut follow = user_message("after restart");
+    follow["taskId"] = json!(open_id);
+    let r = app.rpc("SendMessage", json!({"message": follow})).await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(task["contextId"], open["contextId"]);
+    assert_eq!(
+        task["history"].as_array().unwrap().len(),
+        4,
+        "user, agent, user, agent: {task}"
+    );
+}
+
+#[actix_web::test]
+async fn an_expired_thread_refuses_new_messages() {
+    use agent_a2a::domain::{ContextId, TenantId, Timestamp};
+    use agent_a2a::store::{ThreadRecord, ThreadStatus, WriteOp};
+    let app = spawn_app().await;
+    let thread = ThreadRecord {
+        tenant: TenantId::default_tenant(),
+        thread_id: ContextId::parse("old-thread").unwrap(),
+        created_at: Timestamp(1_000),
+        updated_at: Timestamp(1_000),
+        expires_at: Timestamp(2_000),
+        status: ThreadStatus::Active,
+        conversation_context: json!({}),
+    };
+    app.runtime
+        .store()
+        .commit(&[WriteOp::UpsertThread(thread)])
+        .await
+        .unwrap();
+    let mut m = user_message("complete");
+    m["contextId"] = json!("old-thread");
+    let r = app.rpc("SendMessage", json!({"message": m})).await;
+    assert_eq!(r["error"]["code"], -32004, "{r}");
+    let text = r["error"]["message"].as_str().unwrap();
+    assert!(
+        text.contains("old-thread") && text.contains("expired"),
+        "{text}"
+    );
+}

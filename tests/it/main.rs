@@ -1,0 +1,11 @@
+//! Integration tests: the real server on a random port, driven over HTTP.
+
+mod card;
+mod durability;
+mod errors;
+mod jsonrpc;
+mod lifecycle;
+mod postgres;
+mod rest;
+mod streaming;
+mod support;

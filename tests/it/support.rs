@@ -1,0 +1,284 @@
+//! Test harness: `spawn_app` starts the real server (real store, real actors, real HTTP)
+//! on a random port with its own data directory or Postgres database, driven by a
+//! scripted executor whose behaviour is chosen by the message text.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_a2a::cli::Agent;
+use agent_a2a::config::Settings;
+use agent_a2a::domain::{Artifact, Part};
+use agent_a2a::error::Error;
+use agent_a2a::runtime::{AgentExecutor, Runtime, Turn, TurnSink};
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+/// Behaviour by the first word of the message text:
+/// `complete` (default) working → artifact "done" → completed with message "ok";
+/// `reply` a message without a task; `input` input-required, then a follow-up completes;
+/// `panic` working → panic; `wait` working → waits for `release` → artifact → completed;
+/// `reject-request` fails the request with InvalidParams; `internal` an internal error;
+/// `chunks` two appended chunks → completed; `silent` returns without output.
+pub struct ScriptedExecutor {
+    pub release: Arc<Notify>,
+}
+
+#[async_trait]
+impl AgentExecutor for ScriptedExecutor {
+    async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<(), Error> {
+        let text = turn.message.text();
+        if turn.continuation {
+            return sink
+                .complete(Some(sink.text(format!("continued: {text}"))))
+                .await;
+        }
+        match text.split_whitespace().next().unwrap_or("") {
+            "reply" => sink.reply(sink.text("hello back")).await,
+            "input" => sink.input_required(sink.text("need more input")).await,
+            "panic" => {
+                sink.working().await?;
+                panic!("scripted panic with secret detail");
+            }
+            "wait" => {
+                sink.working().await?;
+                self.release.notified().await;
+                sink.artifact(Artifact::new(vec![Part::text("after wait")]), false, true)
+                    .await?;
+                sink.complete(None).await
+            }
+            "reject-request" => Err(Error::invalid_params("message: rejected by the agent")),
+            "internal" => Err(Error::internal("secret detail: db password is hunter2")),
+            "chunks" => {
+                sink.working().await?;
+                let mut a = Artifact::new(vec![Part::text("chunk-1 ")]);
+                sink.artifact(a.clone(), true, false).await?;
+                a.parts = vec![Part::text("chunk-2")];
+                sink.artifact(a, true, true).await?;
+                sink.complete(None).await
+            }
+            "silent" => Ok(()),
+            _ => {
+                sink.working().await?;
+                sink.artifact(Artifact::new(vec![Part::text("done")]), false, true)
+                    .await?;
+                sink.complete(Some(sink.text("ok"))).await
+            }
+        }
+    }
+}
+
+pub struct TestApp {
+    pub url: String,
+    pub client: reqwest::Client,
+    pub runtime: Arc<Runtime>,
+    pub release: Arc<Notify>,
+    handle: actix_web::dev::ServerHandle,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestApp {
+    /// Stops the server (and its actors), keeping the data directory.
+    pub async fn stop(mut self) -> Option<tempfile::TempDir> {
+        self.handle.stop(true).await;
+        self.runtime.shutdown();
+        self._dir.take()
+    }
+
+    pub async fn rpc(&self, method: &str, params: Value) -> Value {
+        self.rpc_raw(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .await
+    }
+
+    pub async fn rpc_raw(&self, body: Value) -> Value {
+        let response = self
+            .client
+            .post(format!("{}/", self.url))
+            .header("A2A-Version", "1.0")
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status(), 200, "JSON-RPC answers with HTTP 200");
+        response.json().await.expect("JSON body")
+    }
+
+    /// SendMessage (1.0) with the given text; returns the JSON-RPC response.
+    pub async fn send_text(&self, text: &str) -> Value {
+        self.rpc("SendMessage", json!({"message": user_message(text)}))
+            .await
+    }
+
+    /// A completed task's id after a blocking SendMessage.
+    pub async fn task_with(&self, text: &str) -> (String, Value) {
+        let r = self.send_text(text).await;
+        let task = r["result"]["task"].clone();
+        let id = task["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no task in {r}"))
+            .to_owned();
+        (id, task)
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .expect("request")
+    }
+
+    pub async fn post_json(&self, path: &str, body: Value) -> reqwest::Response {
+        self.client
+            .post(format!("{}{path}", self.url))
+            .json(&body)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    /// Opens an SSE stream with a JSON-RPC request and collects all events.
+    pub async fn rpc_stream(&self, method: &str, params: Value) -> Vec<SseEvent> {
+        let response = self
+            .client
+            .post(format!("{}/", self.url))
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
+            .send()
+            .await
+            .expect("request");
+        read_sse(response, usize::MAX).await
+    }
+}
+
+/// One parsed SSE event.
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    pub id: String,
+    pub data: Value,
+}
+
+/// Reads up to `max` events (or until the server closes the stream).
+pub async fn read_sse(response: reqwest::Response, max: usize) -> Vec<SseEvent> {
+    use eventsource_stream::Eventsource;
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "expected SSE, got {content_type}: {}",
+        response.text().await.unwrap_or_default()
+    );
+    let mut stream = response.bytes_stream().eventsource();
+    let mut events = Vec::new();
+    while events.len() < max {
+        let next = tokio::time::timeout(Duration::from_secs(20), stream.next())
+            .await
+            .expect("SSE event within 20 s");
+        match next {
+            Some(Ok(e)) => events.push(SseEvent {
+                id: e.id,
+                data: serde_json::from_str(&e.data).expect("JSON data"),
+            }),
+            Some(Err(e)) => panic!("SSE error: {e}"),
+            None => break,
+        }
+    }
+    events
+}
+
+pub fn user_message(text: &str) -> Value {
+    json!({
+        "messageId": uuid::Uuid::new_v4().to_string(),
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    })
+}
+
+/// Where the app keeps its data.
+pub enum Backend {
+    Sqlite,
+    /// A fresh Postgres database with this URL.
+    Postgres(String),
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(Backend::Sqlite, |_| {}).await
+}
+
+pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut Settings)) -> TestApp {
+    let dir = tempfile::tempdir().expect("temp dir");
+    spawn_app_in(Some(dir), backend, tweak).await
+}
+
+/// Starts a server on `dir` (kept by the returned app).
+pub async fn spawn_app_in(
+    dir: Option<tempfile::TempDir>,
+    backend: Backend,
+    tweak: impl FnOnce(&mut Settings),
+) -> TestApp {
+    let mut settings = Settings::default();
+    settings.server.bind = "127.0.0.1:0".into();
+    settings.server.workers = 2;
+    settings.threads.arbiters = 2;
+    settings.log.level = "warn".into();
+    if let Some(d) = &dir {
+        settings.store.data_dir = d.path().to_path_buf();
+    }
+    if let Backend::Postgres(url) = backend {
+        settings.store.database_url = url;
+    }
+    tweak(&mut settings);
+    agent_a2a::telemetry::init_logging(&settings.log);
+    let release = Arc::new(Notify::new());
+    let agent = Agent {
+        executor: Arc::new(ScriptedExecutor {
+            release: release.clone(),
+        }),
+        skills: Vec::new(),
+    };
+    let running = agent_a2a::http::start(settings, agent)
+        .await
+        .expect("server starts");
+    let url = format!("http://{}", running.addr);
+    let handle = running.handle.clone();
+    actix_web::rt::spawn(running.server);
+    TestApp {
+        url,
+        client: reqwest::Client::new(),
+        runtime: running.runtime,
+        release,
+        handle,
+        _dir: dir,
+    }
+}
+
+/// A fresh Postgres database for one test, or `None` (with a printed reason) when no
+/// server is reachable outside CI. In CI (`CI=true`) an unreachable server fails the test.
+pub async fn fresh_postgres() -> Option<String> {
+    use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+    let admin = std::env::var("TEST_DATABASE_URL")
+        .or_else(|_| std::env::var("DATABASE_URL"))
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let mut conn = match AsyncPgConnection::establish(&admin).await {
+        Ok(c) => c,
+        Err(e) => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("Postgres is required in CI but not reachable at {admin}: {e}");
+            }
+            eprintln!("skipping: Postgres not reachable at {admin}: {e}");
+            return None;
+        }
+    };
+    let name = format!("agent_a2a_it_{}", uuid::Uuid::new_v4().simple());
+    diesel::sql_query(format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("create test database");
+    let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
+    Some(format!("{base}/{name}"))
+}
