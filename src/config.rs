@@ -42,6 +42,8 @@ pub struct ServerSettings {
     pub card_max_age_secs: u64,
     /// How long a graceful shutdown waits for running requests, in seconds.
     pub shutdown_timeout_secs: u64,
+    /// `Retry-After` seconds sent with every 503 (database or actor unavailable).
+    pub retry_after_secs: u64,
 }
 
 impl Default for ServerSettings {
@@ -53,6 +55,7 @@ impl Default for ServerSettings {
             max_body_bytes: 1024 * 1024,
             card_max_age_secs: 300,
             shutdown_timeout_secs: 30,
+            retry_after_secs: 1,
         }
     }
 }
@@ -121,8 +124,6 @@ pub struct PersistenceSettings {
     pub queue_capacity: usize,
     /// Most write batches committed in one transaction (group commit).
     pub max_batch: usize,
-    /// `Retry-After` seconds sent when the database is unavailable.
-    pub retry_after_secs: u64,
 }
 
 impl Default for PersistenceSettings {
@@ -130,7 +131,6 @@ impl Default for PersistenceSettings {
         Self {
             queue_capacity: 8192,
             max_batch: 256,
-            retry_after_secs: 1,
         }
     }
 }

@@ -85,7 +85,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<RunningServer, Se
     .listen(listener)?
     .run();
     let handle = server.handle();
-    actix_web::rt::spawn(upkeep(runtime.clone()));
+    actix_web::rt::spawn(upkeep(Arc::downgrade(&runtime)));
     Ok(RunningServer {
         addr,
         handle,
@@ -129,15 +129,13 @@ pub async fn serve(settings: Settings, agent: Agent) -> Result<(), ServeError> {
     Ok(())
 }
 
-/// Keeps the metrics exporter's histograms fresh and the resident-actor gauge exact.
-async fn upkeep(runtime: Arc<Runtime>) {
+/// Keeps the metrics exporter's histograms fresh while the runtime lives (the exporter
+/// spawns no upkeep task of its own when installed as a plain recorder).
+async fn upkeep(runtime: std::sync::Weak<Runtime>) {
     let metrics = crate::telemetry::metrics_handle();
     let mut tick = tokio::time::interval(Duration::from_secs(5));
-    loop {
+    while runtime.strong_count() > 0 {
         tick.tick().await;
         metrics.run_upkeep();
-        if Arc::strong_count(&runtime) == 1 {
-            return;
-        }
     }
 }

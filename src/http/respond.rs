@@ -51,10 +51,23 @@ pub fn jsonrpc_ok(id: &Value, result: Value) -> HttpResponse {
     HttpResponse::Ok().json(crate::a2a::jsonrpc::success(id, result))
 }
 
+/// The error as the client sees it: an unavailability carries the configured
+/// `Retry-After` whatever hint its origin gave.
+fn with_retry_after(err: &Error, retry_after_secs: u64) -> Error {
+    match err {
+        Error::Unavailable { detail, .. } => Error::Unavailable {
+            detail: detail.clone(),
+            retry_after_secs,
+        },
+        other => other.clone(),
+    }
+}
+
 /// A JSON-RPC error envelope: HTTP 200 as the binding requires, except 413 for a body
 /// over the limit (nothing was parsed) and 503 when the client should retry later.
-pub fn jsonrpc_err(id: &Value, err: &Error, method: &str) -> HttpResponse {
+pub fn jsonrpc_err(id: &Value, err: &Error, method: &str, retry_after_secs: u64) -> HttpResponse {
     log_error(err, method);
+    let err = &with_retry_after(err, retry_after_secs);
     let status = match err {
         Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -82,8 +95,9 @@ pub fn rest_ok(body: Value, content_type: &'static str) -> HttpResponse {
 }
 
 /// A REST error: `google.rpc.Status` JSON with the mapped HTTP status.
-pub fn rest_err(err: &Error, method: &str) -> HttpResponse {
+pub fn rest_err(err: &Error, method: &str, retry_after_secs: u64) -> HttpResponse {
     log_error(err, method);
+    let err = &with_retry_after(err, retry_after_secs);
     let (status, body) = rest_error_body(err);
     let mut response = HttpResponse::build(
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),

@@ -18,6 +18,7 @@ pub struct AppState {
     pub card: CachedCard,
     pub max_body_bytes: usize,
     pub keep_alive_secs: u64,
+    pub retry_after_secs: u64,
     pub input_modes: Vec<String>,
     pub metrics: PrometheusHandle,
 }
@@ -72,6 +73,7 @@ impl AppState {
             },
             max_body_bytes: settings.server.max_body_bytes,
             keep_alive_secs: settings.streaming.keep_alive_secs,
+            retry_after_secs: settings.server.retry_after_secs,
             input_modes: agent.input_modes.clone(),
             metrics,
         }

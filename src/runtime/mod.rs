@@ -5,6 +5,8 @@
 //! actor validates it, commits it through the `PersistenceActor`, runs the turn with the
 //! [`AgentExecutor`], and publishes each committed event to the task's subscribers.
 
+mod control;
+mod emit;
 pub mod executor;
 mod persistence;
 mod registry;

@@ -33,7 +33,6 @@ struct WriteRequest {
 pub struct PersistenceHandle {
     tx: mpsc::Sender<WriteRequest>,
     queued: Arc<AtomicI64>,
-    retry_after_secs: u64,
 }
 
 impl PersistenceHandle {
@@ -55,9 +54,10 @@ impl PersistenceHandle {
     }
 
     fn unavailable(&self, detail: &str) -> Error {
+        // The HTTP layer replaces the hint with `server.retry_after_secs`.
         Error::Unavailable {
             detail: detail.to_owned(),
-            retry_after_secs: self.retry_after_secs,
+            retry_after_secs: 1,
         }
     }
 }
@@ -78,11 +78,7 @@ pub fn start(
         max_batch: settings.max_batch,
     };
     arbiter.spawn(worker.run());
-    PersistenceHandle {
-        tx,
-        queued,
-        retry_after_secs: settings.retry_after_secs,
-    }
+    PersistenceHandle { tx, queued }
 }
 
 struct PersistenceActor {

@@ -26,8 +26,11 @@ use super::StoreError;
 
 const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
 
-/// Per-connection settings (see the module documentation for why).
-const PRAGMAS: &str = "PRAGMA journal_mode=WAL; PRAGMA busy_timeout=5000; \
+/// Per-connection settings (see the module documentation for why). The busy timeout
+/// comes first: switching the journal mode takes a lock, and without the timeout in
+/// force a connection that meets another one (a restart racing the old process's last
+/// checkpoint) fails at once with "database is locked".
+const PRAGMAS: &str = "PRAGMA busy_timeout=5000; PRAGMA journal_mode=WAL; \
                        PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;";
 
 type SqliteConn = SyncConnectionWrapper<SqliteConnection>;

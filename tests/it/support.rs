@@ -215,25 +215,37 @@ pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut Settings))
     spawn_app_in(Some(dir), backend, tweak).await
 }
 
+/// A server with its own agent (SQLite in a fresh directory).
+pub async fn spawn_app_with_agent(agent: Agent) -> TestApp {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut settings = test_settings(Some(&dir));
+    settings.log.level = "warn".into();
+    start(settings, Some(dir), agent, Arc::new(Notify::new())).await
+}
+
+fn test_settings(dir: Option<&tempfile::TempDir>) -> Settings {
+    let mut settings = Settings::default();
+    settings.server.bind = "127.0.0.1:0".into();
+    settings.server.workers = 2;
+    settings.threads.arbiters = 2;
+    settings.log.level = "warn".into();
+    if let Some(d) = dir {
+        settings.store.data_dir = d.path().to_path_buf();
+    }
+    settings
+}
+
 /// Starts a server on `dir` (kept by the returned app).
 pub async fn spawn_app_in(
     dir: Option<tempfile::TempDir>,
     backend: Backend,
     tweak: impl FnOnce(&mut Settings),
 ) -> TestApp {
-    let mut settings = Settings::default();
-    settings.server.bind = "127.0.0.1:0".into();
-    settings.server.workers = 2;
-    settings.threads.arbiters = 2;
-    settings.log.level = "warn".into();
-    if let Some(d) = &dir {
-        settings.store.data_dir = d.path().to_path_buf();
-    }
+    let mut settings = test_settings(dir.as_ref());
     if let Backend::Postgres(url) = backend {
         settings.store.database_url = url;
     }
     tweak(&mut settings);
-    agent_a2a::telemetry::init_logging(&settings.log);
     let release = Arc::new(Notify::new());
     let agent = Agent {
         executor: Arc::new(ScriptedExecutor {
@@ -241,6 +253,16 @@ pub async fn spawn_app_in(
         }),
         skills: Vec::new(),
     };
+    start(settings, dir, agent, release).await
+}
+
+async fn start(
+    settings: Settings,
+    dir: Option<tempfile::TempDir>,
+    agent: Agent,
+    release: Arc<Notify>,
+) -> TestApp {
+    agent_a2a::telemetry::init_logging(&settings.log);
     let running = agent_a2a::http::start(settings, agent)
         .await
         .expect("server starts");

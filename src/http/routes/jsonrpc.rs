@@ -30,9 +30,10 @@ async fn dispatch(
     state: &AppState,
 ) -> (HttpResponse, &'static str) {
     let unknown = "unknown";
+    let retry = state.retry_after_secs;
     let body = match read_limited(req, payload, state.max_body_bytes).await {
         Ok(body) => body,
-        Err(e) => return (jsonrpc_err(&Value::Null, &e, unknown), unknown),
+        Err(e) => return (jsonrpc_err(&Value::Null, &e, unknown, retry), unknown),
     };
     // A wrong content type is its own error (-32005), not a parse error; echo the id
     // when the body happens to be readable.
@@ -42,20 +43,20 @@ async fn dispatch(
             .and_then(|v| v.get("id").cloned())
             .filter(|id| id.is_string() || id.is_number())
             .unwrap_or(Value::Null);
-        return (jsonrpc_err(&id, &e, unknown), unknown);
+        return (jsonrpc_err(&id, &e, unknown, retry), unknown);
     }
     let rpc = match parse_request(&body) {
         Ok(rpc) => rpc,
-        Err((id, e)) => return (jsonrpc_err(&id, &e, unknown), unknown),
+        Err((id, e)) => return (jsonrpc_err(&id, &e, unknown, retry), unknown),
     };
     let Some((op, shape)) = a2a::method(&rpc.method) else {
         let e = Error::MethodNotFound(rpc.method.clone());
-        return (jsonrpc_err(&rpc.id, &e, unknown), unknown);
+        return (jsonrpc_err(&rpc.id, &e, unknown, retry), unknown);
     };
     let name = operation::name(op);
     let dialect = match dialect(req, shape) {
         Ok(d) => d,
-        Err(e) => return (jsonrpc_err(&rpc.id, &e, name), name),
+        Err(e) => return (jsonrpc_err(&rpc.id, &e, name, retry), name),
     };
     let response = match operation::execute(state, op, dialect, &rpc.params, req).await {
         Ok(Reply::Json(result)) => jsonrpc_ok(&rpc.id, result),
@@ -66,7 +67,7 @@ async fn dispatch(
             state.keep_alive_secs,
             req,
         ),
-        Err(e) => jsonrpc_err(&rpc.id, &e, name),
+        Err(e) => jsonrpc_err(&rpc.id, &e, name, retry),
     };
     (response, name)
 }

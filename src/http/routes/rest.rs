@@ -158,7 +158,7 @@ pub async fn seed_get(
 
 pub async fn not_found(req: HttpRequest) -> HttpResponse {
     let e = Error::MethodNotFound(format!("{} {}", req.method(), req.path()));
-    rest_err(&e, "unknown")
+    rest_err(&e, "unknown", 0)
 }
 
 async fn run(
@@ -172,7 +172,7 @@ async fn run(
     let name = operation::name(op);
     let prepared = params.and_then(|p| Ok((dialect(req, shape)?, p)));
     let response = match prepared {
-        Err(e) => rest_err(&e, name),
+        Err(e) => rest_err(&e, name, state.retry_after_secs),
         Ok((dialect, params)) => match operation::execute(state, op, dialect, &params, req).await {
             Ok(Reply::Json(body)) => rest_ok(
                 body,
@@ -185,7 +185,7 @@ async fn run(
             Ok(Reply::Stream(events)) => {
                 sse::respond(events, dialect, Framing::Rest, state.keep_alive_secs, req)
             }
-            Err(e) => rest_err(&e, name),
+            Err(e) => rest_err(&e, name, state.retry_after_secs),
         },
     };
     observe(Binding::Rest, name, response.status(), started);

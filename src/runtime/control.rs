@@ -1,0 +1,258 @@
+//! Control of resident tasks inside a `ThreadActor`: cancel, subscribe, and the
+//! resolution of callers waiting for a turn's outcome.
+
+use actix::prelude::*;
+use tokio::sync::broadcast;
+
+use super::emit::EmitApply;
+use super::thread::{
+    ActorError, CancelTask, HubEvent, Subscribe, Subscription, TaskEntry, ThreadActor, Waiter,
+};
+use super::turn::Planned;
+use crate::domain::{
+    Message, SendOutcome, StreamEvent, Task, TaskId, TaskState, TaskStatus, TenantId, Timestamp,
+};
+use crate::error::Error;
+use crate::store::WriteOp;
+
+type CancelFuture =
+    std::pin::Pin<Box<dyn ActorFuture<ThreadActor, Output = Result<Task, ActorError>>>>;
+
+impl Handler<CancelTask> for ThreadActor {
+    type Result = AtomicResponse<Self, Result<Task, ActorError>>;
+
+    fn handle(&mut self, msg: CancelTask, _ctx: &mut Context<Self>) -> Self::Result {
+        if let Err(e) = self.loaded() {
+            return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
+        }
+        let task_id = msg.task_id;
+        let fut =
+            self.ensure_resident(task_id.clone())
+                .then(move |resident, act: &mut Self, _ctx| {
+                    let plan = resident.and_then(|()| act.plan_cancel(&task_id));
+                    let persistence = act.deps.persistence.clone();
+                    let (ops, apply) = match plan {
+                        Ok(p) => (p.ops, Some(p.apply)),
+                        Err(e) => {
+                            let failed: CancelFuture =
+                                Box::pin(fut::ready(Err(ActorError::Failed(e))));
+                            return failed;
+                        }
+                    };
+                    let commit: CancelFuture = Box::pin(
+                        fut::wrap_future(async move { persistence.commit(ops).await }).map(
+                            move |result, act: &mut Self, ctx| {
+                                result?;
+                                let Some(apply) = apply else {
+                                    return Err(ActorError::Failed(Error::internal(
+                                        "no cancel plan",
+                                    )));
+                                };
+                                act.apply_emit(&task_id, apply);
+                                act.abort_if_running(&task_id, ctx);
+                                let loaded = act.loaded()?;
+                                loaded
+                                    .tasks
+                                    .get(&task_id)
+                                    .map(|e| e.task.clone())
+                                    .ok_or(ActorError::Failed(Error::TaskNotFound(task_id)))
+                            },
+                        ),
+                    );
+                    commit
+                });
+        AtomicResponse::new(Box::pin(fut))
+    }
+}
+
+impl ThreadActor {
+    pub(super) fn plan_cancel(&mut self, task_id: &TaskId) -> Result<Planned<EmitApply>, Error> {
+        let key = self.key.clone();
+        let loaded = self
+            .loaded()
+            .map_err(|_| Error::internal("thread actor closed"))?;
+        let entry = loaded
+            .tasks
+            .get(task_id)
+            .filter(|e| e.materialized)
+            .ok_or_else(|| Error::TaskNotFound(task_id.clone()))?;
+        if entry.task.status.state.is_terminal() {
+            return Err(Error::TaskNotCancelable {
+                task_id: task_id.clone(),
+                state: entry.task.status.state,
+            });
+        }
+        let now = Timestamp::now();
+        let mut task = entry.task.clone();
+        let status = TaskStatus {
+            state: TaskState::Canceled,
+            message: None,
+            timestamp: now,
+        };
+        task.set_status(status.clone());
+        let seq = entry.last_seq + 1;
+        let event = StreamEvent::StatusUpdate {
+            task_id: task_id.clone(),
+            context_id: key.context_id.clone(),
+            status,
+            metadata: None,
+        };
+        Ok(Planned {
+            ops: vec![
+                WriteOp::UpsertTask(task.clone()),
+                WriteOp::AppendTaskEvent {
+                    tenant: key.tenant.clone(),
+                    task_id: task_id.clone(),
+                    seq,
+                    event: event.clone(),
+                    created_at: now,
+                },
+            ],
+            apply: EmitApply::Event {
+                task: Box::new(task),
+                event,
+                seq,
+                next_seq: loaded.next_seq,
+                new_seqs: Vec::new(),
+            },
+        })
+    }
+
+    /// A canceled task's turn stops at once: its executor is aborted.
+    fn abort_if_running(&mut self, task_id: &TaskId, ctx: &mut Context<Self>) {
+        let Ok(loaded) = self.loaded() else { return };
+        if loaded
+            .running
+            .as_ref()
+            .is_some_and(|r| &r.task_id == task_id)
+        {
+            if let Some(running) = loaded.running.take()
+                && let Some(abort) = running.abort
+            {
+                abort.abort();
+            }
+            self.pump(ctx);
+        }
+    }
+}
+
+impl Handler<Subscribe> for ThreadActor {
+    type Result = AtomicResponse<Self, Result<Subscription, ActorError>>;
+
+    fn handle(&mut self, msg: Subscribe, _ctx: &mut Context<Self>) -> Self::Result {
+        if let Err(e) = self.loaded() {
+            return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
+        }
+        let buffer = self.deps.streaming.subscriber_buffer;
+        let task_id = msg.task_id;
+        let fut =
+            self.ensure_resident(task_id.clone())
+                .map(move |resident, act: &mut Self, _ctx| {
+                    resident?;
+                    let tenant = act.key.tenant.clone();
+                    let loaded = act.loaded()?;
+                    let entry = loaded
+                        .tasks
+                        .get_mut(&task_id)
+                        .ok_or_else(|| Error::TaskNotFound(task_id.clone()))?;
+                    if entry.task.status.state.is_terminal() {
+                        // Resuming with Last-Event-ID after the end replays what was missed.
+                        return match msg.last_event_id {
+                            Some(after) => Ok(Subscription {
+                                tenant,
+                                task_id: Some(task_id),
+                                first: None,
+                                live: None,
+                                after_seq: after,
+                            }),
+                            None => Err(ActorError::Failed(Error::UnsupportedOperation(format!(
+                                "task {task_id} is {}; there is nothing left to subscribe to",
+                                entry.task.status.state.as_str()
+                            )))),
+                        };
+                    }
+                    Ok(subscribe_entry(entry, buffer, msg.last_event_id))
+                });
+        AtomicResponse::new(Box::pin(fut))
+    }
+}
+
+/// A subscription to a resident task: a snapshot first (or, when resuming after
+/// `last_event_id`, the missed events from the log), then live events.
+pub(super) fn subscribe_entry(
+    entry: &mut TaskEntry,
+    buffer: usize,
+    last_event_id: Option<i64>,
+) -> Subscription {
+    let hub = entry
+        .hub
+        .get_or_insert_with(|| broadcast::channel::<HubEvent>(buffer).0);
+    let live = Some(hub.subscribe());
+    let (first, after_seq) = match last_event_id {
+        Some(after) => (None, after.min(entry.last_seq)),
+        None => (
+            Some((
+                entry.last_seq,
+                StreamEvent::Task {
+                    task: entry.task.clone(),
+                },
+            )),
+            entry.last_seq,
+        ),
+    };
+    Subscription {
+        tenant: entry.task.tenant.clone(),
+        task_id: Some(entry.task.id.clone()),
+        first,
+        live,
+        after_seq,
+    }
+}
+
+pub(super) fn resolve_outcomes(entry: &mut TaskEntry) {
+    for waiter in entry.waiters.drain(..) {
+        match waiter {
+            Waiter::Outcome { tx, history_length } => {
+                let _ = tx.send(Ok(SendOutcome::Task(entry.task.view(history_length, true))));
+            }
+            Waiter::Stream(tx) => {
+                // Not reachable in practice (streams are answered at materialization),
+                // but a late stream still gets a coherent view.
+                let _ = tx.send(Ok(Subscription {
+                    tenant: entry.task.tenant.clone(),
+                    task_id: Some(entry.task.id.clone()),
+                    first: Some((
+                        entry.last_seq,
+                        StreamEvent::Task {
+                            task: entry.task.clone(),
+                        },
+                    )),
+                    live: None,
+                    after_seq: entry.last_seq,
+                }));
+            }
+        }
+    }
+}
+
+pub(super) fn resolve_with_message(waiter: Waiter, message: &Message, tenant: &TenantId) {
+    match waiter {
+        Waiter::Outcome { tx, .. } => {
+            let _ = tx.send(Ok(SendOutcome::Message(message.clone())));
+        }
+        Waiter::Stream(tx) => {
+            let _ = tx.send(Ok(Subscription {
+                tenant: tenant.clone(),
+                task_id: None,
+                first: Some((
+                    0,
+                    StreamEvent::Message {
+                        message: message.clone(),
+                    },
+                )),
+                live: None,
+                after_seq: 0,
+            }));
+        }
+    }
+}

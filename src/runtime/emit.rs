@@ -1,0 +1,520 @@
+//! Executor outputs inside a `ThreadActor`: planning and applying status changes,
+//! artifacts and message replies, and ending a turn (including failures and panics).
+//!
+//! A failed turn fails its task with a status message that carries an `errorCode` and
+//! never the internal detail; a panic additionally stops the actor so its supervisor
+//! restarts it from the store.
+
+use std::time::Instant;
+
+use actix::prelude::*;
+
+use super::control::{resolve_outcomes, resolve_with_message, subscribe_entry};
+use super::thread::{
+    ActorError, Emit, HubEvent, TaskEntry, ThreadActor, TurnEmit, Waiter, count_transition,
+    message_record,
+};
+use super::turn::{Planned, link};
+use crate::domain::{Message, Part, StreamEvent, Task, TaskId, TaskState, TaskStatus, Timestamp};
+use crate::error::Error;
+use crate::store::WriteOp;
+
+impl ThreadActor {
+    /// Plans an executor output: validates it against the task state and builds the ops.
+    pub(super) fn plan_emit(&mut self, msg: &TurnEmit) -> Result<Planned<EmitApply>, Error> {
+        let key = self.key.clone();
+        let loaded = self
+            .loaded()
+            .map_err(|_| Error::internal("thread actor closed"))?;
+        let running = loaded
+            .running
+            .as_ref()
+            .filter(|r| r.turn == msg.turn && r.task_id == msg.task_id)
+            .ok_or_else(|| {
+                Error::UnsupportedOperation(
+                    "this turn is over (the task was canceled or failed)".into(),
+                )
+            })?;
+        if running.replied {
+            return Err(Error::InvalidAgentResponse(
+                "the turn already answered with a message".into(),
+            ));
+        }
+        let entry = loaded
+            .tasks
+            .get(&msg.task_id)
+            .ok_or_else(|| Error::TaskNotFound(msg.task_id.clone()))?;
+        let now = Timestamp::now();
+        let emit = match &msg.emit {
+            Emit::Reply(message) if !entry.materialized => {
+                let mut message = message.clone();
+                message.context_id = Some(key.context_id.clone());
+                message.task_id = None;
+                let seq = loaded.next_seq;
+                return Ok(Planned {
+                    ops: vec![WriteOp::AppendMessage(message_record(
+                        &key, seq, &message, None, now,
+                    ))],
+                    apply: EmitApply::Reply { message, seq },
+                });
+            }
+            Emit::Reply(message) => Emit::Status {
+                state: TaskState::Completed,
+                message: Some(message.clone()),
+                metadata: None,
+            },
+            other => other.clone(),
+        };
+        let mut ops = Vec::new();
+        let mut task = entry.task.clone();
+        let mut next_seq = loaded.next_seq;
+        let mut new_seqs = Vec::new();
+        if !entry.materialized {
+            let first = entry
+                .history_seqs
+                .first()
+                .ok_or_else(|| Error::internal("provisional task without its message"))?;
+            ops.push(link(&key, &task.id, 0, *first));
+        }
+        let event = match emit {
+            Emit::Status {
+                state,
+                message,
+                metadata,
+            } => {
+                if !task.status.state.can_transition_to(state) {
+                    return Err(Error::InvalidAgentResponse(format!(
+                        "illegal transition {} -> {}",
+                        task.status.state.as_str(),
+                        state.as_str()
+                    )));
+                }
+                let message = message.map(|mut m| {
+                    m.context_id = Some(key.context_id.clone());
+                    m.task_id = Some(task.id.clone());
+                    m
+                });
+                if let Some(m) = &message {
+                    ops.push(WriteOp::AppendMessage(message_record(
+                        &key,
+                        next_seq,
+                        m,
+                        Some(&task.id),
+                        now,
+                    )));
+                    ops.push(link(&key, &task.id, task.history.len() as i64, next_seq));
+                    new_seqs.push(next_seq);
+                    next_seq += 1;
+                }
+                let status = TaskStatus {
+                    state,
+                    message,
+                    timestamp: now,
+                };
+                task.set_status(status.clone());
+                StreamEvent::StatusUpdate {
+                    task_id: task.id.clone(),
+                    context_id: key.context_id.clone(),
+                    status,
+                    metadata,
+                }
+            }
+            Emit::Artifact {
+                artifact,
+                append,
+                last_chunk,
+            } => {
+                if task.status.state.is_terminal() {
+                    return Err(Error::InvalidAgentResponse(format!(
+                        "artifact after the task became {}",
+                        task.status.state.as_str()
+                    )));
+                }
+                task.apply_artifact(&artifact, append, now);
+                StreamEvent::ArtifactUpdate {
+                    task_id: task.id.clone(),
+                    context_id: key.context_id.clone(),
+                    artifact,
+                    append,
+                    last_chunk,
+                    metadata: None,
+                }
+            }
+            Emit::Reply(_) => {
+                return Err(Error::internal("a reply reached the event planner"));
+            }
+        };
+        let seq = entry.last_seq + 1;
+        ops.push(WriteOp::UpsertTask(task.clone()));
+        ops.push(WriteOp::AppendTaskEvent {
+            tenant: key.tenant.clone(),
+            task_id: task.id.clone(),
+            seq,
+            event: event.clone(),
+            created_at: now,
+        });
+        Ok(Planned {
+            ops,
+            apply: EmitApply::Event {
+                task: Box::new(task),
+                event,
+                seq,
+                next_seq,
+                new_seqs,
+            },
+        })
+    }
+
+    /// Applies a committed executor output: memory, hub, waiters.
+    pub(super) fn apply_emit(&mut self, task_id: &TaskId, apply: EmitApply) {
+        let window_cap = self.deps.threads.history_window;
+        let buffer = self.deps.streaming.subscriber_buffer;
+        let key = self.key.clone();
+        let shared = self.deps.shared.clone();
+        let Ok(loaded) = self.loaded() else { return };
+        match apply {
+            EmitApply::Reply { message, seq } => {
+                loaded.next_seq = seq + 1;
+                loaded.remember(message.clone(), window_cap);
+                if let Some(running) = &mut loaded.running {
+                    running.replied = true;
+                }
+                if let Some(entry) = loaded.tasks.remove(task_id) {
+                    for waiter in entry.waiters {
+                        resolve_with_message(waiter, &message, &key.tenant);
+                    }
+                }
+            }
+            EmitApply::Event {
+                task,
+                event,
+                seq,
+                next_seq,
+                new_seqs,
+            } => {
+                loaded.next_seq = next_seq;
+                if let StreamEvent::StatusUpdate {
+                    status:
+                        TaskStatus {
+                            message: Some(m), ..
+                        },
+                    ..
+                } = &event
+                {
+                    loaded.remember(m.clone(), window_cap);
+                }
+                let Some(entry) = loaded.tasks.get_mut(task_id) else {
+                    return;
+                };
+                if !entry.materialized {
+                    entry.materialized = true;
+                    shared.tasks.insert(
+                        (key.tenant.clone(), task_id.clone()),
+                        key.context_id.clone(),
+                    );
+                    // Streams opened by this turn start from the task as first created.
+                    let waiters = std::mem::take(&mut entry.waiters);
+                    for waiter in waiters {
+                        match waiter {
+                            Waiter::Stream(tx) => {
+                                let _ = tx.send(Ok(subscribe_entry(entry, buffer, None)));
+                            }
+                            outcome => entry.waiters.push(outcome),
+                        }
+                    }
+                }
+                entry.history_seqs.extend(new_seqs);
+                entry.task = *task;
+                entry.last_seq = seq;
+                if let StreamEvent::StatusUpdate { status, .. } = &event {
+                    count_transition(status.state);
+                }
+                let ends_turn = entry.task.status.state.ends_turn();
+                if let Some(hub) = &entry.hub {
+                    let _ = hub.send(HubEvent::new((seq, event)));
+                }
+                if ends_turn {
+                    resolve_outcomes(entry);
+                    if entry.task.status.state.is_terminal() {
+                        entry.finished_at = Some(Instant::now());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The executor returned (or panicked, or was aborted).
+    pub(super) fn turn_ended(
+        &mut self,
+        turn_id: u64,
+        result: Result<Result<(), Error>, tokio::task::JoinError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Ok(loaded) = self.loaded() else { return };
+        let Some(running) = loaded.running.as_ref().filter(|r| r.turn == turn_id) else {
+            return;
+        };
+        let task_id = running.task_id.clone();
+        let replied = running.replied;
+        let entry = loaded.tasks.get_mut(&task_id);
+        let (failure, panicked) = match result {
+            Ok(Ok(())) if replied => (None, false),
+            Ok(Ok(())) => match entry {
+                Some(e) if e.task.status.state.ends_turn() => (None, false),
+                _ => {
+                    tracing::error!(task_id = %task_id, "agent ended its turn without a final state");
+                    (
+                        Some(Error::InvalidAgentResponse(
+                            "the agent ended its turn without a final state".into(),
+                        )),
+                        false,
+                    )
+                }
+            },
+            Ok(Err(e)) => (Some(e), false),
+            Err(join) if join.is_panic() => {
+                let payload = join.into_panic();
+                let text = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "non-string panic payload".into());
+                tracing::error!(task_id = %task_id, panic = %text, "agent turn panicked");
+                (Some(Error::Internal(format!("panic: {text}"))), true)
+            }
+            Err(_) => (None, false),
+        };
+        let Some(error) = failure else {
+            self.finish_turn(ctx);
+            return;
+        };
+        let Ok(loaded) = self.loaded() else { return };
+        let entry = loaded.tasks.get_mut(&task_id);
+        let client_error =
+            !replied && entry.as_ref().is_some_and(|e| !e.materialized) && is_client_error(&error);
+        if client_error || replied {
+            if let Some(entry) = loaded.tasks.remove(&task_id) {
+                for waiter in entry.waiters {
+                    waiter.fail(error.clone());
+                }
+            }
+            self.finish_turn(ctx);
+            return;
+        }
+        if !matches!(error, Error::Internal(_)) {
+            tracing::warn!(task_id = %task_id, error = %error, "agent turn failed");
+        }
+        let terminal = entry.is_none_or(|e| e.task.status.state.is_terminal());
+        if terminal {
+            self.finish_turn(ctx);
+            if panicked {
+                ctx.stop();
+            }
+            return;
+        }
+        let emit = TurnEmit {
+            task_id: task_id.clone(),
+            turn: turn_id,
+            emit: Emit::Status {
+                state: TaskState::Failed,
+                message: Some(Message {
+                    metadata: Some(failure_metadata(&error)),
+                    ..Message::agent(
+                        self.key.context_id.clone(),
+                        Some(task_id.clone()),
+                        vec![Part::text(failure_text(&error))],
+                    )
+                }),
+                metadata: None,
+            },
+        };
+        match self.plan_emit(&emit) {
+            Ok(plan) => {
+                let persistence = self.deps.persistence.clone();
+                let ops = plan.ops;
+                let apply = plan.apply;
+                ctx.wait(fut::wrap_future(async move { persistence.commit(ops).await }).map(
+                    move |result, act: &mut Self, ctx| {
+                        match result {
+                            Ok(()) => act.apply_emit(&task_id, apply),
+                            Err(e) => {
+                                tracing::error!(task_id = %task_id, error = %e, "could not record the failed task");
+                                act.fail_waiters(&task_id, e);
+                            }
+                        }
+                        act.finish_turn(ctx);
+                        if panicked {
+                            // The supervisor restarts the actor, which reloads from the store.
+                            ctx.stop();
+                        }
+                    },
+                ));
+            }
+            Err(e) => {
+                tracing::error!(task_id = %task_id, error = %e, "could not fail the task");
+                self.fail_waiters(&task_id, error);
+                self.finish_turn(ctx);
+                if panicked {
+                    ctx.stop();
+                }
+            }
+        }
+    }
+
+    pub(super) fn fail_waiters(&mut self, task_id: &TaskId, error: Error) {
+        if let Ok(loaded) = self.loaded()
+            && let Some(entry) = loaded.tasks.get_mut(task_id)
+        {
+            for waiter in entry.waiters.drain(..) {
+                waiter.fail(error.clone());
+            }
+            if !entry.materialized {
+                loaded.tasks.remove(task_id);
+            }
+        }
+    }
+
+    pub(super) fn finish_turn(&mut self, ctx: &mut Context<Self>) {
+        if let Ok(loaded) = self.loaded() {
+            loaded.running = None;
+        }
+        self.pump(ctx);
+    }
+
+    /// Loads a task of this thread from the store into memory when it is not resident.
+    pub(super) fn ensure_resident(
+        &mut self,
+        task_id: TaskId,
+    ) -> impl ActorFuture<Self, Output = Result<(), Error>> + 'static {
+        let resident = self
+            .loaded()
+            .map(|l| l.tasks.get(&task_id).is_some_and(|e| e.materialized));
+        let store = self.deps.store.clone();
+        let key = self.key.clone();
+        let fetch = async move {
+            match resident {
+                Ok(true) => Ok(None),
+                Ok(false) => {
+                    let stored = store.load_task(&key.tenant, &task_id).await?;
+                    match stored {
+                        Some(s) if s.task.context_id == key.context_id => Ok(Some(s)),
+                        _ => Err(Error::TaskNotFound(task_id)),
+                    }
+                }
+                Err(ActorError::Gone) => Err(Error::internal("thread actor closed")),
+                Err(ActorError::Failed(e)) => Err(e),
+            }
+        };
+        fut::wrap_future(fetch).map(|result, act: &mut Self, _ctx| {
+            let Some(stored) = result? else { return Ok(()) };
+            let shared = act.deps.shared.clone();
+            let key = act.key.clone();
+            let loaded = act
+                .loaded()
+                .map_err(|_| Error::internal("thread actor closed"))?;
+            let id = stored.task.id.clone();
+            let finished = stored.task.status.state.is_terminal();
+            loaded.tasks.entry(id.clone()).or_insert(TaskEntry {
+                task: stored.task,
+                materialized: true,
+                last_seq: stored.last_event_seq,
+                hub: None,
+                waiters: Vec::new(),
+                finished_at: finished.then(Instant::now),
+                history_seqs: Vec::new(),
+            });
+            shared.tasks.insert((key.tenant, id), key.context_id);
+            Ok(())
+        })
+    }
+}
+
+#[allow(
+    clippy::large_enum_variant,
+    reason = "built once per output and moved into its commit callback; never stored"
+)]
+pub(super) enum EmitApply {
+    Reply {
+        message: Message,
+        seq: i64,
+    },
+    Event {
+        task: Box<Task>,
+        event: StreamEvent,
+        seq: i64,
+        next_seq: i64,
+        new_seqs: Vec<i64>,
+    },
+}
+
+impl Handler<TurnEmit> for ThreadActor {
+    type Result = AtomicResponse<Self, Result<(), Error>>;
+
+    fn handle(&mut self, msg: TurnEmit, _ctx: &mut Context<Self>) -> Self::Result {
+        let plan = match self.plan_emit(&msg) {
+            Ok(plan) => plan,
+            Err(e) => {
+                if matches!(e, Error::InvalidAgentResponse(_)) {
+                    tracing::error!(task_id = %msg.task_id, error = %e, "invalid agent output");
+                }
+                return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
+            }
+        };
+        let persistence = self.deps.persistence.clone();
+        let ops = plan.ops;
+        let apply = plan.apply;
+        let task_id = msg.task_id;
+        AtomicResponse::new(Box::pin(
+            fut::wrap_future(async move { persistence.commit(ops).await }).map(
+                move |result, act: &mut Self, _ctx| {
+                    result?;
+                    act.apply_emit(&task_id, apply);
+                    Ok(())
+                },
+            ),
+        ))
+    }
+}
+
+/// Errors an executor may raise to fail the request itself (the client's fault or a
+/// protocol condition), as opposed to failing the task.
+fn is_client_error(e: &Error) -> bool {
+    match e {
+        Error::InvalidParams(_)
+        | Error::UnsupportedOperation(_)
+        | Error::ContentTypeNotSupported(_)
+        | Error::TaskNotFound(_)
+        | Error::TaskNotCancelable { .. }
+        | Error::ThreadExpired(_)
+        | Error::Unavailable { .. } => true,
+        Error::Parse(_)
+        | Error::InvalidRequest(_)
+        | Error::MethodNotFound(_)
+        | Error::VersionNotSupported(_)
+        | Error::PayloadTooLarge { .. }
+        | Error::PushNotificationNotSupported
+        | Error::ExtendedAgentCardNotConfigured
+        | Error::InvalidAgentResponse(_)
+        | Error::Internal(_) => false,
+    }
+}
+
+/// The status text of a task failed by an error: no internals for internal errors.
+fn failure_text(e: &Error) -> String {
+    match e {
+        Error::Internal(_) => "internal error".into(),
+        Error::InvalidAgentResponse(_) => "the agent produced an invalid response".into(),
+        other => other.to_string(),
+    }
+}
+
+fn failure_metadata(e: &Error) -> crate::domain::Metadata {
+    let code = match e {
+        Error::Internal(_) => "INTERNAL_ERROR",
+        Error::InvalidAgentResponse(_) => "INVALID_AGENT_RESPONSE",
+        _ => "AGENT_ERROR",
+    };
+    let mut m = crate::domain::Metadata::new();
+    m.insert("errorCode".into(), serde_json::Value::String(code.into()));
+    m
+}

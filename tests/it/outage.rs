@@ -1,0 +1,116 @@
+//! A database outage: requests fail fast with a retryable error (503 + Retry-After,
+//! nothing acknowledged), `/health` says so, and the server recovers by itself.
+//! Postgres sits behind a TCP proxy the test can cut.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+use crate::support::{Backend, fresh_postgres, spawn_app_with, user_message};
+
+/// Forwards connections to `target` while up; when cut, drops every connection.
+struct Proxy {
+    port: u16,
+    up: Arc<AtomicBool>,
+    cut: Arc<Notify>,
+}
+
+impl Proxy {
+    async fn start(target: String) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let up = Arc::new(AtomicBool::new(true));
+        let cut = Arc::new(Notify::new());
+        let (up2, cut2) = (up.clone(), cut.clone());
+        actix_web::rt::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if !up2.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let target = target.clone();
+                let cut = cut2.clone();
+                actix_web::rt::spawn(async move {
+                    let Ok(mut outbound) = TcpStream::connect(target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut.notified() => {}
+                    }
+                });
+            }
+        });
+        Proxy { port, up, cut }
+    }
+
+    fn set_up(&self, up: bool) {
+        self.up.store(up, Ordering::SeqCst);
+        if !up {
+            self.cut.notify_waiters();
+        }
+    }
+}
+
+#[actix_web::test]
+async fn a_database_outage_fails_fast_and_the_server_recovers() {
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    // postgres://user@host:port/db → the same through the proxy.
+    let (prefix, rest) = url.split_once('@').unwrap();
+    let (host_port, db) = rest.split_once('/').unwrap();
+    let proxy = Proxy::start(host_port.to_owned()).await;
+    let proxied = format!("{prefix}@127.0.0.1:{}/{db}", proxy.port);
+    let app = spawn_app_with(Backend::Postgres(proxied), |s| {
+        s.store.acquire_timeout_ms = 500;
+        s.server.retry_after_secs = 2;
+    })
+    .await;
+    let (id, _) = app.task_with("complete").await;
+
+    proxy.set_up(false);
+    let r = app
+        .client
+        .post(format!("{}/", app.url))
+        .json(&json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message": user_message("complete")}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "2");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32000, "{body}");
+    assert!(body["result"].is_null());
+
+    let r = app
+        .post_json(
+            "/message:send",
+            json!({"message": user_message("complete")}),
+        )
+        .await;
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    let health = app.get("/health").await;
+    assert_eq!(health.status(), 503);
+
+    proxy.set_up(true);
+    // Connections broken by the outage are replaced on use; give the pool a few tries.
+    let mut recovered = None;
+    for _ in 0..20 {
+        let r = app.rpc("GetTask", json!({"id": id})).await;
+        if r["result"]["id"] == id.as_str() {
+            recovered = Some(r);
+            break;
+        }
+    }
+    assert!(
+        recovered.is_some(),
+        "the server did not recover after the database returned"
+    );
+    let (_, task) = app.task_with("complete").await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(app.get("/health").await.status(), 200);
+}

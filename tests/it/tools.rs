@@ -1,0 +1,128 @@
+//! The default executor: direct tool calls routed to a registered skill, and an honest
+//! answer to free text.
+
+use std::sync::Arc;
+
+use agent_a2a::cli::Agent;
+use agent_a2a::http::skill_cards;
+use agent_a2a::runtime::ToolRoutingExecutor;
+use agent_a2a::skills::{Caller, Skill, SkillError, SkillRegistry, ToolSpec};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+/// A skill that adds two numbers.
+struct Arithmetic;
+
+#[async_trait]
+impl Skill for Arithmetic {
+    fn id(&self) -> &str {
+        "arithmetic"
+    }
+    fn name(&self) -> &str {
+        "Arithmetic"
+    }
+    fn description(&self) -> &str {
+        "Adds numbers"
+    }
+    fn tags(&self) -> Vec<String> {
+        vec!["math".into()]
+    }
+    fn examples(&self) -> Vec<String> {
+        vec![]
+    }
+    fn tools(&self) -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "add".into(),
+            description: "a + b".into(),
+            input_schema: json!({"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}),
+        }]
+    }
+    async fn invoke(
+        &self,
+        _tool: &str,
+        args: Value,
+        _caller: &Caller,
+    ) -> Result<Value, SkillError> {
+        let a = args["a"]
+            .as_f64()
+            .ok_or_else(|| SkillError::InvalidArguments("a: a number is required".into()))?;
+        let b = args["b"]
+            .as_f64()
+            .ok_or_else(|| SkillError::InvalidArguments("b: a number is required".into()))?;
+        Ok(json!({"sum": a + b}))
+    }
+}
+
+async fn app() -> crate::support::TestApp {
+    let mut registry = SkillRegistry::default();
+    registry.register(Arc::new(Arithmetic));
+    let registry = Arc::new(registry);
+    let agent = Agent {
+        executor: Arc::new(ToolRoutingExecutor::new(registry.clone())),
+        skills: skill_cards(&registry),
+    };
+    crate::support::spawn_app_with_agent(agent).await
+}
+
+fn call(tool: &str, arguments: Value) -> Value {
+    json!({"message": {"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
+        "parts": [{"data": {"tool": tool, "arguments": arguments}}]}})
+}
+
+#[actix_web::test]
+async fn a_direct_tool_call_completes_with_the_result_as_an_artifact() {
+    let app = app().await;
+    let r = app
+        .rpc("SendMessage", call("add", json!({"a": 2, "b": 3})))
+        .await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["data"]["sum"], 5.0);
+    assert_eq!(task["artifacts"][0]["name"], "add");
+}
+
+#[actix_web::test]
+async fn bad_arguments_reject_the_task_and_unknown_tools_fail_the_request() {
+    let app = app().await;
+    let r = app.rpc("SendMessage", call("add", json!({"a": 2}))).await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED", "{r}");
+    assert!(
+        task["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("b:")
+    );
+    let r = app.rpc("SendMessage", call("multiply", json!({}))).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}
+
+#[actix_web::test]
+async fn free_text_gets_input_required_with_the_tool_list() {
+    let app = app().await;
+    let r = app.send_text("what can you do?").await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    let help = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(help.contains("add") && help.contains("\"tool\""), "{help}");
+}
+
+#[actix_web::test]
+async fn the_card_lists_skills_and_tool_schemas() {
+    let app = app().await;
+    let card: Value = app
+        .get("/.well-known/agent-card.json")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(card["skills"][0]["id"], "arithmetic");
+    let ext = &card["capabilities"]["extensions"][0];
+    assert_eq!(ext["params"]["skills"]["arithmetic"][0]["name"], "add");
+    assert_eq!(
+        ext["params"]["skills"]["arithmetic"][0]["inputSchema"]["required"][0],
+        "a"
+    );
+}
