@@ -74,6 +74,9 @@ pub struct AgentSettings {
     pub provider_organization: String,
     pub provider_url: String,
     pub documentation_url: String,
+    /// Add the 0.3 top-level fields to the card for 0.3 clients (strict 1.0 schema
+    /// validators reject them; turn off for 1.0-only deployments).
+    pub card_v03_fields: bool,
 }
 
 impl Default for AgentSettings {
@@ -89,6 +92,7 @@ impl Default for AgentSettings {
             provider_organization: String::new(),
             provider_url: String::new(),
             documentation_url: String::new(),
+            card_v03_fields: true,
         }
     }
 }
@@ -146,6 +150,9 @@ pub struct ThreadSettings {
     pub task_retention_ms: u64,
     /// A thread actor idle this long is stopped (it reloads on demand), in seconds.
     pub idle_timeout_secs: u64,
+    /// Thread actors kept in memory; above this, actors idle longer than
+    /// `task_retention_ms` are stopped at once instead of after `idle_timeout_secs`.
+    pub max_resident_actors: usize,
     /// A thread inactive this long expires and cannot be continued, in seconds.
     pub thread_ttl_secs: u64,
     /// Messages queued behind a running turn in one thread before new ones are refused.
@@ -159,6 +166,7 @@ impl Default for ThreadSettings {
             history_window: 200,
             task_retention_ms: 5000,
             idle_timeout_secs: 600,
+            max_resident_actors: 10_000,
             thread_ttl_secs: 86_400,
             max_pending_turns: 64,
         }
@@ -328,6 +336,10 @@ impl Settings {
         positive("threads.history_window", self.threads.history_window as u64)?;
         positive("threads.idle_timeout_secs", self.threads.idle_timeout_secs)?;
         positive("threads.thread_ttl_secs", self.threads.thread_ttl_secs)?;
+        positive(
+            "threads.max_resident_actors",
+            self.threads.max_resident_actors as u64,
+        )?;
         positive(
             "threads.max_pending_turns",
             self.threads.max_pending_turns as u64,

@@ -32,6 +32,11 @@ pub struct CardConfig {
     pub documentation_url: Option<String>,
     /// Media types the agent accepts (`defaultInputModes`).
     pub input_modes: Vec<String>,
+    /// Also write the 0.3 top-level fields (`protocolVersion`, `url`,
+    /// `preferredTransport`, `additionalInterfaces`, `supportsAuthenticatedExtendedCard`,
+    /// `capabilities.stateTransitionHistory`) so 0.3 clients can read the card. Strict 1.0
+    /// schema validators reject them, so a 1.0-only deployment turns them off.
+    pub v03_fields: bool,
     /// Media types the agent produces (`defaultOutputModes`).
     pub output_modes: Vec<String>,
 }
@@ -87,7 +92,7 @@ pub fn build_agent_card(cfg: &CardConfig, skills: &[SkillCard]) -> Value {
     if let Some(url) = &cfg.documentation_url {
         card.insert("documentationUrl".into(), json!(url));
     }
-    card.insert("capabilities".into(), capabilities(skills));
+    card.insert("capabilities".into(), capabilities(skills, cfg.v03_fields));
     card.insert("defaultInputModes".into(), json!(cfg.input_modes));
     card.insert("defaultOutputModes".into(), json!(cfg.output_modes));
     card.insert(
@@ -95,6 +100,9 @@ pub fn build_agent_card(cfg: &CardConfig, skills: &[SkillCard]) -> Value {
         Value::Array(skills.iter().map(skill).collect()),
     );
 
+    if !cfg.v03_fields {
+        return Value::Object(card);
+    }
     // 0.3 view of the same endpoints.
     card.insert("protocolVersion".into(), json!("0.3.0"));
     card.insert("url".into(), json!(rpc_url));
@@ -110,7 +118,7 @@ pub fn build_agent_card(cfg: &CardConfig, skills: &[SkillCard]) -> Value {
     Value::Object(card)
 }
 
-fn capabilities(skills: &[SkillCard]) -> Value {
+fn capabilities(skills: &[SkillCard], v03_fields: bool) -> Value {
     let mut extensions = Vec::new();
     let with_tools: Map<String, Value> = skills
         .iter()
@@ -139,8 +147,10 @@ fn capabilities(skills: &[SkillCard]) -> Value {
         "streaming": true,
         "pushNotifications": false,
         "extendedAgentCard": false,
-        "stateTransitionHistory": true,
     });
+    if v03_fields {
+        caps["stateTransitionHistory"] = json!(true);
+    }
     if !extensions.is_empty() {
         caps["extensions"] = Value::Array(extensions);
     }
@@ -173,7 +183,28 @@ mod tests {
             documentation_url: None,
             input_modes: vec!["text/plain".into(), "application/json".into()],
             output_modes: vec!["text/plain".into()],
+            v03_fields: true,
         }
+    }
+
+    #[test]
+    fn a_1_0_only_card_has_no_0_3_fields_but_keeps_every_interface() {
+        let cfg = CardConfig {
+            v03_fields: false,
+            ..config()
+        };
+        let card = build_agent_card(&cfg, &[memory_skill()]);
+        for key in [
+            "protocolVersion",
+            "url",
+            "preferredTransport",
+            "additionalInterfaces",
+            "supportsAuthenticatedExtendedCard",
+        ] {
+            assert!(card.get(key).is_none(), "{key} present");
+        }
+        assert!(card["capabilities"].get("stateTransitionHistory").is_none());
+        assert_eq!(card["supportedInterfaces"].as_array().unwrap().len(), 4);
     }
 
     fn memory_skill() -> SkillCard {

@@ -353,6 +353,16 @@ pub enum StreamEvent {
 }
 
 impl StreamEvent {
+    /// Whether the task is over after this event (a message reply is final too).
+    pub fn is_final(&self) -> bool {
+        match self {
+            StreamEvent::Task { task } => task.status.state.is_terminal(),
+            StreamEvent::Message { .. } => true,
+            StreamEvent::StatusUpdate { status, .. } => status.state.is_terminal(),
+            StreamEvent::ArtifactUpdate { .. } => false,
+        }
+    }
+
     /// Whether a stream closes after this event (terminal or interrupted status).
     pub fn ends_stream(&self) -> bool {
         match self {

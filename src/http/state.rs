@@ -60,6 +60,7 @@ impl AppState {
                 .then(|| agent.documentation_url.clone()),
             input_modes: agent.input_modes.clone(),
             output_modes: agent.output_modes.clone(),
+            v03_fields: agent.card_v03_fields,
         };
         let body = build_agent_card(&config, skills).to_string();
         let etag = format!("\"{:x}\"", Sha256::digest(body.as_bytes()));

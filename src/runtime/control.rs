@@ -164,6 +164,7 @@ impl Handler<Subscribe> for ThreadActor {
                                 first: None,
                                 live: None,
                                 after_seq: after,
+                                until_terminal: true,
                             }),
                             None => Err(ActorError::Failed(Error::UnsupportedOperation(format!(
                                 "task {task_id} is {}; there is nothing left to subscribe to",
@@ -171,7 +172,7 @@ impl Handler<Subscribe> for ThreadActor {
                             )))),
                         };
                     }
-                    Ok(subscribe_entry(entry, buffer, msg.last_event_id))
+                    Ok(subscribe_entry(entry, buffer, msg.last_event_id, true))
                 });
         AtomicResponse::new(Box::pin(fut))
     }
@@ -183,6 +184,7 @@ pub(super) fn subscribe_entry(
     entry: &mut TaskEntry,
     buffer: usize,
     last_event_id: Option<i64>,
+    until_terminal: bool,
 ) -> Subscription {
     let hub = entry
         .hub
@@ -206,6 +208,7 @@ pub(super) fn subscribe_entry(
         first,
         live,
         after_seq,
+        until_terminal,
     }
 }
 
@@ -229,6 +232,7 @@ pub(super) fn resolve_outcomes(entry: &mut TaskEntry) {
                     )),
                     live: None,
                     after_seq: entry.last_seq,
+                    until_terminal: false,
                 }));
             }
         }
@@ -252,6 +256,7 @@ pub(super) fn resolve_with_message(waiter: Waiter, message: &Message, tenant: &T
                 )),
                 live: None,
                 after_seq: 0,
+                until_terminal: false,
             }));
         }
     }

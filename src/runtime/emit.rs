@@ -217,7 +217,7 @@ impl ThreadActor {
                     for waiter in waiters {
                         match waiter {
                             Waiter::Stream(tx) => {
-                                let _ = tx.send(Ok(subscribe_entry(entry, buffer, None)));
+                                let _ = tx.send(Ok(subscribe_entry(entry, buffer, None, false)));
                             }
                             outcome => entry.waiters.push(outcome),
                         }

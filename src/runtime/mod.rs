@@ -103,10 +103,10 @@ impl Runtime {
             Mode::Blocking
         };
         let history_length = cmd.config.history_length;
-        let (key, cmd) = self.route(tenant, cmd).await?;
+        let (key, cmd, fresh) = self.route(tenant, cmd).await?;
         let mut rx = None;
         self.registry
-            .call(&key, || {
+            .call_new(&key, fresh, || {
                 let (tx, wait) = oneshot::channel();
                 rx = Some(wait);
                 SendTurn {
@@ -125,10 +125,10 @@ impl Runtime {
         tenant: &TenantId,
         cmd: SendMessage,
     ) -> Result<Subscription> {
-        let (key, cmd) = self.route(tenant, cmd).await?;
+        let (key, cmd, fresh) = self.route(tenant, cmd).await?;
         let mut rx = None;
         self.registry
-            .call(&key, || {
+            .call_new(&key, fresh, || {
                 let (tx, wait) = oneshot::channel();
                 rx = Some(wait);
                 SendTurn {
@@ -247,13 +247,15 @@ impl Runtime {
     }
 
     /// Decides which thread a message goes to: its task's thread, its `contextId`, or a
-    /// new thread. A `contextId` that disagrees with the task's is invalid.
+    /// new thread (then `fresh` is true). A `contextId` that disagrees with the task's is
+    /// invalid.
     async fn route(
         &self,
         tenant: &TenantId,
         mut cmd: SendMessage,
-    ) -> Result<(ThreadKey, SendMessage)> {
+    ) -> Result<(ThreadKey, SendMessage, bool)> {
         let named_context = cmd.message.context_id.clone();
+        let mut fresh = false;
         let context_id = match cmd.message.task_id.clone() {
             Some(task_id) => match self.task_thread(tenant, &task_id).await {
                 Ok(key) => {
@@ -266,12 +268,17 @@ impl Runtime {
                     }
                     key.context_id
                 }
-                Err(Error::TaskNotFound(_)) if cmd.create_missing_task => {
-                    named_context.unwrap_or_else(ContextId::generate)
-                }
+                Err(Error::TaskNotFound(_)) if cmd.create_missing_task => named_context
+                    .unwrap_or_else(|| {
+                        fresh = true;
+                        ContextId::generate()
+                    }),
                 Err(e) => return Err(e),
             },
-            None => named_context.unwrap_or_else(ContextId::generate),
+            None => named_context.unwrap_or_else(|| {
+                fresh = true;
+                ContextId::generate()
+            }),
         };
         cmd.message.context_id = Some(context_id.clone());
         Ok((
@@ -280,6 +287,7 @@ impl Runtime {
                 context_id,
             },
             cmd,
+            fresh,
         ))
     }
 }

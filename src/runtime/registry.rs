@@ -39,7 +39,7 @@ impl ThreadRegistry {
         self.deps.shared.actors.len()
     }
 
-    fn addr(&self, key: &ThreadKey) -> Addr<ThreadActor> {
+    fn addr(&self, key: &ThreadKey, fresh: bool) -> Addr<ThreadActor> {
         if let Some(entry) = self.deps.shared.actors.get(key)
             && entry.1.connected()
         {
@@ -54,7 +54,7 @@ impl ThreadRegistry {
                 let deps = self.deps.clone();
                 let actor_key = key.clone();
                 let addr = Supervisor::start_in_arbiter(arbiter, move |_| {
-                    ThreadActor::new(id, actor_key, deps)
+                    ThreadActor::new(id, actor_key, deps, fresh)
                 });
                 match entry {
                     Entry::Occupied(mut o) => {
@@ -71,7 +71,7 @@ impl ThreadRegistry {
 
     /// Sends a message built by `make` to the thread's actor, retrying with a fresh actor
     /// when the current one was evicted or has died.
-    pub async fn call<M, T, F>(&self, key: &ThreadKey, mut make: F) -> Result<T>
+    pub async fn call<M, T, F>(&self, key: &ThreadKey, make: F) -> Result<T>
     where
         M: Message<Result = Result<T, ActorError>> + Send + 'static,
         T: Send + 'static,
@@ -79,8 +79,21 @@ impl ThreadRegistry {
         <ThreadActor as Actor>::Context: ToEnvelope<ThreadActor, M>,
         F: FnMut() -> M,
     {
-        for _ in 0..ATTEMPTS {
-            let addr = self.addr(key);
+        self.call_new(key, false, make).await
+    }
+
+    /// Like [`ThreadRegistry::call`]; `fresh` says the thread id was just minted by this
+    /// server, so a new actor need not look for the thread in the store.
+    pub async fn call_new<M, T, F>(&self, key: &ThreadKey, fresh: bool, mut make: F) -> Result<T>
+    where
+        M: Message<Result = Result<T, ActorError>> + Send + 'static,
+        T: Send + 'static,
+        ThreadActor: Handler<M>,
+        <ThreadActor as Actor>::Context: ToEnvelope<ThreadActor, M>,
+        F: FnMut() -> M,
+    {
+        for attempt in 0..ATTEMPTS {
+            let addr = self.addr(key, fresh && attempt == 0);
             match addr.send(make()).await {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(ActorError::Failed(e))) => return Err(e),

@@ -29,11 +29,23 @@ struct State {
     last_seq: i64,
     catch_up: bool,
     replay_batch: usize,
+    until_terminal: bool,
     done: bool,
 }
 
+impl State {
+    fn closes_after(&self, event: &StreamEvent) -> bool {
+        if self.until_terminal {
+            event.is_final()
+        } else {
+            event.ends_stream()
+        }
+    }
+}
+
 /// The events of `sub`: its first event, then catch-up from the log, then live events,
-/// ending after an event that ends the stream (terminal or interrupted status).
+/// ending after an event that ends the stream: a terminal status, or for streams opened
+/// by a message also an interrupted one.
 pub fn events(
     store: Arc<dyn Store>,
     sub: Subscription,
@@ -50,6 +62,7 @@ pub fn events(
         last_seq: sub.after_seq,
         catch_up,
         replay_batch,
+        until_terminal: sub.until_terminal,
         done: false,
     };
     futures_util::stream::unfold(state, |mut st| async move {
@@ -57,13 +70,13 @@ pub fn events(
             return None;
         }
         if let Some(first) = st.first.take() {
-            st.done = first.1.ends_stream();
+            st.done = st.closes_after(&first.1);
             return Some((Ok(first), st));
         }
         loop {
             if let Some(event) = st.buffer.pop_front() {
                 st.last_seq = event.0;
-                st.done = event.1.ends_stream();
+                st.done = st.closes_after(&event.1);
                 return Some((Ok(event), st));
             }
             if st.catch_up {

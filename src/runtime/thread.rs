@@ -107,6 +107,9 @@ pub struct Subscription {
     /// Events with `seq <= after_seq` are covered already; later ones come from the
     /// store (catch-up) and then from `live`.
     pub after_seq: i64,
+    /// `SubscribeToTask` follows the task to a terminal state (through follow-up turns);
+    /// a stream opened by a message ends with its turn (terminal or interrupted).
+    pub until_terminal: bool,
 }
 
 pub(super) enum Waiter {
@@ -183,10 +186,12 @@ pub struct ThreadActor {
     phase: Phase,
     pub(super) turn_counter: u64,
     timer: Option<SpawnHandle>,
+    /// The thread id was minted by this server just now: nothing to load on first start.
+    fresh: bool,
 }
 
 impl ThreadActor {
-    pub fn new(id: u64, key: ThreadKey, deps: Arc<ThreadDeps>) -> Self {
+    pub fn new(id: u64, key: ThreadKey, deps: Arc<ThreadDeps>, fresh: bool) -> Self {
         Self {
             id,
             key,
@@ -194,6 +199,7 @@ impl ThreadActor {
             phase: Phase::Loading,
             turn_counter: 0,
             timer: None,
+            fresh,
         }
     }
 
@@ -278,7 +284,13 @@ impl ThreadActor {
     /// and an idle actor evicts itself.
     fn tick(&mut self, ctx: &mut Context<Self>) {
         let retention = Duration::from_millis(self.deps.threads.task_retention_ms);
-        let idle = Duration::from_secs(self.deps.threads.idle_timeout_secs);
+        // Under memory pressure (too many resident actors) idle means "nothing for the
+        // retention period" rather than the full idle timeout.
+        let idle = if self.deps.shared.actors.len() > self.deps.threads.max_resident_actors {
+            retention
+        } else {
+            Duration::from_secs(self.deps.threads.idle_timeout_secs)
+        };
         let tenant = self.key.tenant.clone();
         let shared = self.deps.shared.clone();
         let Phase::Ready(loaded) = &mut self.phase else {
@@ -428,7 +440,12 @@ impl Actor for ThreadActor {
         let retention = self.deps.threads.task_retention_ms.max(1);
         let tick = Duration::from_millis(retention.clamp(50, 1000));
         self.timer = Some(ctx.run_interval(tick, |act, ctx| act.tick(ctx)));
-        self.load(ctx);
+        if std::mem::take(&mut self.fresh) {
+            let ttl_ms = (self.deps.threads.thread_ttl_secs as i64).saturating_mul(1000);
+            self.phase = Phase::Ready(Box::new(Loaded::new_thread(&self.key, ttl_ms)));
+        } else {
+            self.load(ctx);
+        }
     }
 }
 

@@ -255,7 +255,7 @@ impl ThreadActor {
                 let _ = tx.send(Ok(SendOutcome::Task(view)));
             }
             (Mode::Streaming, Waiter::Stream(tx)) if start.existing => {
-                let _ = tx.send(Ok(subscribe_entry(entry, buffer, None)));
+                let _ = tx.send(Ok(subscribe_entry(entry, buffer, None, false)));
             }
             (_, waiter) => entry.waiters.push(waiter),
         }

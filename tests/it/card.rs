@@ -1,6 +1,6 @@
 //! The agent card: content, aliases and HTTP caching.
 
-use crate::support::spawn_app;
+use crate::support::{Backend, spawn_app, spawn_app_with};
 
 #[actix_web::test]
 async fn card_declares_bindings_capabilities_and_versions() {
@@ -66,4 +66,18 @@ async fn legacy_card_path_serves_the_same_card() {
         .await
         .unwrap();
     assert_eq!(a, b);
+}
+
+#[actix_web::test]
+async fn a_1_0_only_card_can_be_configured() {
+    let app = spawn_app_with(Backend::Sqlite, |s| s.agent.card_v03_fields = false).await;
+    let card: serde_json::Value = app
+        .get("/.well-known/agent-card.json")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(card.get("url").is_none() && card.get("protocolVersion").is_none());
+    assert!(card["capabilities"].get("stateTransitionHistory").is_none());
+    assert_eq!(card["supportedInterfaces"].as_array().unwrap().len(), 4);
 }

@@ -111,3 +111,37 @@ async fn an_expired_thread_refuses_new_messages() {
         "{text}"
     );
 }
+
+#[actix_web::test]
+async fn above_the_resident_limit_idle_actors_leave_memory_and_reload_on_demand() {
+    let app = crate::support::spawn_app_with(Backend::Sqlite, |s| {
+        s.threads.max_resident_actors = 2;
+        s.threads.task_retention_ms = 0;
+    })
+    .await;
+    let mut open = Vec::new();
+    for _ in 0..6 {
+        open.push(app.task_with("input").await.0);
+    }
+    // Eviction is driven by the actors' own housekeeping ticks (50 ms here): wait for
+    // it, bounded.
+    let mut resident = app.runtime.resident_threads();
+    for _ in 0..400 {
+        if resident <= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        resident = app.runtime.resident_threads();
+    }
+    assert!(resident <= 2, "{resident} thread actors still resident");
+    for id in open {
+        let mut follow = user_message("more");
+        follow["taskId"] = json!(id);
+        let r = app.rpc("SendMessage", json!({"message": follow})).await;
+        assert_eq!(
+            r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{r}"
+        );
+        assert_eq!(r["result"]["task"]["history"].as_array().unwrap().len(), 4);
+    }
+}

@@ -141,8 +141,8 @@ async fn rest_streaming_and_subscribe_on_both_verbs() {
         "TASK_STATE_COMPLETED"
     );
 
-    let (open, _) = app.task_with("input").await;
     for verb in ["GET", "POST"] {
+        let (open, _) = app.task_with("input").await;
         let r = app
             .client
             .request(
@@ -152,14 +152,59 @@ async fn rest_streaming_and_subscribe_on_both_verbs() {
             .send()
             .await
             .unwrap();
+        // The subscription follows the task through the follow-up turn to its end.
+        let mut follow = user_message("the rest");
+        follow["taskId"] = json!(open);
+        let done = app.rpc("SendMessage", json!({"message": follow})).await;
+        assert_eq!(
+            done["result"]["task"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
+        );
         let events = read_sse(r, usize::MAX).await;
         assert_eq!(
-            events.len(),
-            1,
-            "an input-required snapshot ends the stream"
+            events[0].data["task"]["status"]["state"],
+            "TASK_STATE_INPUT_REQUIRED"
         );
-        assert_eq!(events[0].data["task"]["id"], open.as_str());
+        let states: Vec<&str> = events[1..]
+            .iter()
+            .filter_map(|e| e.data["statusUpdate"]["status"]["state"].as_str())
+            .collect();
+        assert_eq!(
+            states,
+            ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"],
+            "{verb}"
+        );
     }
+}
+
+#[actix_web::test]
+async fn rest_answers_in_the_media_type_the_client_speaks() {
+    let app = spawn_app().await;
+    let r = app
+        .post_json(
+            "/message:send",
+            json!({"message": user_message("complete")}),
+        )
+        .await;
+    assert_eq!(r.headers()["content-type"], "application/json");
+    let r = app
+        .client
+        .post(format!("{}/message:send", app.url))
+        .header("content-type", "application/a2a+json")
+        .body(json!({"message": user_message("complete")}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/a2a+json");
+    let r = app
+        .client
+        .get(format!("{}/tasks", app.url))
+        .header("accept", "application/a2a+json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-type"], "application/a2a+json");
 }
 
 #[actix_web::test]

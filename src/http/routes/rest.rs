@@ -174,14 +174,7 @@ async fn run(
     let response = match prepared {
         Err(e) => rest_err(&e, name, state.retry_after_secs),
         Ok((dialect, params)) => match operation::execute(state, op, dialect, &params, req).await {
-            Ok(Reply::Json(body)) => rest_ok(
-                body,
-                if dialect == Dialect::V1 {
-                    A2A_JSON
-                } else {
-                    "application/json"
-                },
-            ),
+            Ok(Reply::Json(body)) => rest_ok(body, response_type(req, dialect)),
             Ok(Reply::Stream(events)) => {
                 sse::respond(events, dialect, Framing::Rest, state.keep_alive_secs, req)
             }
@@ -225,6 +218,26 @@ fn query_object(req: &HttpRequest, id: Option<&str>) -> Value {
         object.insert("id".into(), Value::String(id.to_owned()));
     }
     Value::Object(object)
+}
+
+/// `application/a2a+json` (the 1.0.1 media type) for clients that speak it — by their
+/// request's `Content-Type` or their `Accept` — and `application/json` for the rest, so a
+/// client posting `application/json` gets `application/json` back.
+fn response_type(req: &HttpRequest, dialect: Dialect) -> &'static str {
+    let speaks_a2a = |header| {
+        req.headers()
+            .get(header)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains(A2A_JSON))
+    };
+    if dialect == Dialect::V1
+        && (speaks_a2a(actix_web::http::header::CONTENT_TYPE)
+            || speaks_a2a(actix_web::http::header::ACCEPT))
+    {
+        A2A_JSON
+    } else {
+        "application/json"
+    }
 }
 
 fn split_verb(tail: &str) -> (&str, Option<&str>) {
