@@ -50,7 +50,13 @@ impl PgStore {
     }
 }
 
-super::queries::store_impl!(PgStore, AsyncPgConnection, diesel::pg::Pg, "postgres");
+super::queries::store_impl!(
+    PgStore,
+    AsyncPgConnection,
+    diesel::pg::Pg,
+    "postgres",
+    batched
+);
 
 /// Applies pending migrations to the database at `url`; blocks until done.
 ///

@@ -6,19 +6,39 @@
 //! (the schema uses only types the two backends share), and the compiler checks each
 //! instantiation against its backend.
 //!
-//! The write path (`commit`) is the hot path of every request: one transaction, one bound
-//! statement per op, nothing read back.
+//! The write path (`commit`) is the hot path of every request: one transaction with one
+//! multi-row statement per table, nothing read back.
 //!
 //! `store_impl!` generates, for one backend, a `writes` module (this file), a `reads`
 //! module (`reads.rs`) and the [`Store`](crate::store::Store) impl that acquires a pooled
 //! connection and calls into them.
 
+/// Inserts `$rows` with the statement `$stmt` built from `$chunk`: as multi-row
+/// statements of at most `$size` rows (`batched`), or one statement per row
+/// (`per_row`, for SQLite, where diesel-async cannot run diesel's SQLite batch insert and
+/// a statement is an in-process call rather than a network round trip).
+macro_rules! insert_rows {
+    (batched, $size:expr, $conn:ident, $rows:expr, |$chunk:ident| $stmt:expr) => {
+        for $chunk in $rows.chunks($size) {
+            $stmt.execute($conn).await?;
+        }
+    };
+    (per_row, $size:expr, $conn:ident, $rows:expr, |$chunk:ident| $stmt:expr) => {
+        let _ = $size;
+        for $chunk in $rows.iter() {
+            $stmt.execute($conn).await?;
+        }
+    };
+}
+
+pub(super) use insert_rows;
+
 /// Implements [`Store`](crate::store::Store) for `$store`, a struct with a
 /// `pool: Pool<$conn>` and an `acquire_timeout: Duration`; `$backend` is the diesel
 /// backend of `$conn` and `$name` what [`Store::backend`](crate::store::Store::backend)
-/// reports.
+/// reports; `$insert` is `batched` or `per_row` (see [`insert_rows`]).
 macro_rules! store_impl {
-    ($store:ty, $conn:ty, $backend:ty, $name:literal) => {
+    ($store:ty, $conn:ty, $backend:ty, $name:literal, $insert:ident) => {
         // Named here so that the generated modules can refer to them as `super::…`.
         type StoreConn = $conn;
         type StoreBackend = $backend;
@@ -36,45 +56,111 @@ macro_rules! store_impl {
 
             type Conn = super::StoreConn;
 
+            /// Rows per multi-row statement: far below Postgres' 65535 bind parameters
+            /// for the widest table (12 columns).
+            const CHUNK: usize = 500;
+
+            /// Applies a batch as one statement per table: upserts deduplicated to the
+            /// last write of each key (ops are full rows, so the last one is the state
+            /// the batch leaves; Postgres also refuses `ON CONFLICT DO UPDATE` touching
+            /// one row twice in a statement), appends in order. With no foreign keys,
+            /// the order between tables does not matter; within a table it is kept.
             pub(super) async fn commit(conn: &mut Conn, ops: &[WriteOp]) -> Result<(), StoreError> {
                 if ops.is_empty() {
                     return Ok(());
                 }
+                let mut thread_rows: Vec<NewThread<'_>> = Vec::new();
+                let mut thread_at = std::collections::HashMap::new();
+                let mut task_rows: Vec<NewTask<'_>> = Vec::new();
+                let mut task_at = std::collections::HashMap::new();
+                let mut message_rows = Vec::new();
+                let mut link_rows = Vec::new();
+                let mut event_rows = Vec::new();
+                for op in ops {
+                    match op {
+                        WriteOp::UpsertThread(thread) => {
+                            let key = (thread.tenant.as_str(), thread.thread_id.as_str());
+                            let row = NewThread::new(thread)?;
+                            match thread_at.get(&key) {
+                                Some(&i) => thread_rows[i] = row,
+                                None => {
+                                    thread_at.insert(key, thread_rows.len());
+                                    thread_rows.push(row);
+                                }
+                            }
+                        }
+                        WriteOp::UpsertTask(task) => {
+                            let key = (task.tenant.as_str(), task.id.as_str());
+                            let row = NewTask::new(task)?;
+                            match task_at.get(&key) {
+                                Some(&i) => task_rows[i] = row,
+                                None => {
+                                    task_at.insert(key, task_rows.len());
+                                    task_rows.push(row);
+                                }
+                            }
+                        }
+                        WriteOp::AppendMessage(message) => {
+                            message_rows.push(NewMessage::new(message)?)
+                        }
+                        WriteOp::LinkTaskMessage {
+                            tenant,
+                            task_id,
+                            position,
+                            thread_id,
+                            message_seq,
+                        } => link_rows.push(NewHistoryLink {
+                            tenant_id: tenant.as_str(),
+                            task_id: task_id.as_str(),
+                            position: *position,
+                            thread_id: thread_id.as_str(),
+                            message_seq: *message_seq,
+                        }),
+                        WriteOp::AppendTaskEvent {
+                            tenant,
+                            task_id,
+                            seq,
+                            event,
+                            created_at,
+                        } => event_rows.push(NewTaskEvent::new(
+                            tenant,
+                            task_id,
+                            *seq,
+                            event,
+                            *created_at,
+                        )?),
+                    }
+                }
                 conn.transaction(async |conn| {
-                    for op in ops {
-                        apply(conn, op).await?;
-                    }
-                    Ok::<(), StoreError>(())
-                })
-                .await
-            }
-
-            async fn apply(conn: &mut Conn, op: &WriteOp) -> Result<(), StoreError> {
-                match op {
-                    WriteOp::UpsertThread(thread) => {
-                        diesel::insert_into(threads::table)
-                            .values(NewThread::new(thread)?)
-                            .on_conflict((threads::tenant_id, threads::thread_id))
-                            .do_update()
-                            .set((
-                                threads::updated_at.eq(excluded(threads::updated_at)),
-                                threads::expires_at.eq(excluded(threads::expires_at)),
-                                threads::status.eq(excluded(threads::status)),
-                                threads::conversation_context
-                                    .eq(excluded(threads::conversation_context)),
-                            ))
-                            .execute(conn)
-                            .await?;
-                    }
-                    WriteOp::AppendMessage(message) => {
-                        diesel::insert_into(messages::table)
-                            .values(NewMessage::new(message)?)
-                            .execute(conn)
-                            .await?;
-                    }
-                    WriteOp::UpsertTask(task) => {
+                    $crate::store::queries::insert_rows!(
+                        $insert,
+                        CHUNK,
+                        conn,
+                        thread_rows,
+                        |rows| {
+                            diesel::insert_into(threads::table)
+                                .values(rows)
+                                .on_conflict((threads::tenant_id, threads::thread_id))
+                                .do_update()
+                                .set((
+                                    threads::updated_at.eq(excluded(threads::updated_at)),
+                                    threads::expires_at.eq(excluded(threads::expires_at)),
+                                    threads::status.eq(excluded(threads::status)),
+                                    threads::conversation_context
+                                        .eq(excluded(threads::conversation_context)),
+                                ))
+                        }
+                    );
+                    $crate::store::queries::insert_rows!(
+                        $insert,
+                        CHUNK,
+                        conn,
+                        message_rows,
+                        |rows| { diesel::insert_into(messages::table).values(rows) }
+                    );
+                    $crate::store::queries::insert_rows!($insert, CHUNK, conn, task_rows, |rows| {
                         diesel::insert_into(tasks::table)
-                            .values(NewTask::new(task)?)
+                            .values(rows)
                             .on_conflict((tasks::tenant_id, tasks::task_id))
                             .do_update()
                             .set((
@@ -87,47 +173,20 @@ macro_rules! store_impl {
                                 tasks::metadata.eq(excluded(tasks::metadata)),
                                 tasks::updated_at.eq(excluded(tasks::updated_at)),
                             ))
-                            .execute(conn)
-                            .await?;
-                    }
-                    WriteOp::LinkTaskMessage {
-                        tenant,
-                        task_id,
-                        position,
-                        thread_id,
-                        message_seq,
-                    } => {
-                        diesel::insert_into(task_history::table)
-                            .values(NewHistoryLink {
-                                tenant_id: tenant.as_str(),
-                                task_id: task_id.as_str(),
-                                position: *position,
-                                thread_id: thread_id.as_str(),
-                                message_seq: *message_seq,
-                            })
-                            .execute(conn)
-                            .await?;
-                    }
-                    WriteOp::AppendTaskEvent {
-                        tenant,
-                        task_id,
-                        seq,
-                        event,
-                        created_at,
-                    } => {
-                        diesel::insert_into(task_events::table)
-                            .values(NewTaskEvent::new(
-                                tenant,
-                                task_id,
-                                *seq,
-                                event,
-                                *created_at,
-                            )?)
-                            .execute(conn)
-                            .await?;
-                    }
-                }
-                Ok(())
+                    });
+                    $crate::store::queries::insert_rows!($insert, CHUNK, conn, link_rows, |rows| {
+                        diesel::insert_into(task_history::table).values(rows)
+                    });
+                    $crate::store::queries::insert_rows!(
+                        $insert,
+                        CHUNK,
+                        conn,
+                        event_rows,
+                        |rows| { diesel::insert_into(task_events::table).values(rows) }
+                    );
+                    Ok::<(), StoreError>(())
+                })
+                .await
             }
         }
 

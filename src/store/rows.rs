@@ -39,7 +39,7 @@ fn id<T>(
 }
 
 #[derive(Insertable)]
-#[diesel(table_name = threads)]
+#[diesel(table_name = threads, treat_none_as_default_value = false)]
 pub(super) struct NewThread<'a> {
     tenant_id: &'a str,
     thread_id: &'a str,
@@ -97,7 +97,7 @@ impl ThreadRow {
 }
 
 #[derive(Insertable)]
-#[diesel(table_name = messages)]
+#[diesel(table_name = messages, treat_none_as_default_value = false)]
 pub(super) struct NewMessage<'a> {
     tenant_id: &'a str,
     thread_id: &'a str,
@@ -203,7 +203,7 @@ impl MessageRow {
 }
 
 #[derive(Insertable)]
-#[diesel(table_name = tasks)]
+#[diesel(table_name = tasks, treat_none_as_default_value = false)]
 pub(super) struct NewTask<'a> {
     tenant_id: &'a str,
     task_id: &'a str,
@@ -296,7 +296,7 @@ impl TaskRow {
 }
 
 #[derive(Insertable)]
-#[diesel(table_name = task_history)]
+#[diesel(table_name = task_history, treat_none_as_default_value = false)]
 pub(super) struct NewHistoryLink<'a> {
     pub(super) tenant_id: &'a str,
     pub(super) task_id: &'a str,
@@ -306,7 +306,7 @@ pub(super) struct NewHistoryLink<'a> {
 }
 
 #[derive(Insertable)]
-#[diesel(table_name = task_events)]
+#[diesel(table_name = task_events, treat_none_as_default_value = false)]
 pub(super) struct NewTaskEvent<'a> {
     tenant_id: &'a str,
     task_id: &'a str,

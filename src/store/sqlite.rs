@@ -65,7 +65,13 @@ impl SqliteStore {
     }
 }
 
-super::queries::store_impl!(SqliteStore, SqliteConn, diesel::sqlite::Sqlite, "sqlite");
+super::queries::store_impl!(
+    SqliteStore,
+    SqliteConn,
+    diesel::sqlite::Sqlite,
+    "sqlite",
+    per_row
+);
 
 async fn establish(path: String) -> ConnectionResult<SqliteConn> {
     let mut conn = SqliteConn::establish(&path).await?;

@@ -6,6 +6,7 @@ use super::*;
 use crate::store::{Store, StoreError, WriteOp};
 
 on_both_backends!(
+    repeated_upserts_in_one_batch_leave_the_last_state,
     a_failing_batch_leaves_nothing_behind,
     a_failing_batch_keeps_earlier_commits,
     an_empty_batch_is_a_no_op,
@@ -79,4 +80,36 @@ async fn a_failing_batch_keeps_earlier_commits(store: Arc<dyn Store>) {
 
 async fn an_empty_batch_is_a_no_op(store: Arc<dyn Store>) {
     store.commit(&[]).await.unwrap();
+}
+
+/// Group commit puts several writes of one thread or task into one batch; the store
+/// writes each table with one statement, so repeated upserts of a key must collapse to
+/// the last (Postgres refuses `ON CONFLICT DO UPDATE` touching a row twice).
+async fn repeated_upserts_in_one_batch_leave_the_last_state(store: Arc<dyn Store>) {
+    let t = tenant("acme");
+    let ctx = context("thread-1");
+    let working = task(&t, &ctx, "task-1", TaskState::Working, 200);
+    let done = task(&t, &ctx, "task-1", TaskState::Completed, 300);
+    let mut later_thread = thread(&t, &ctx, 300);
+    later_thread.conversation_context = serde_json::json!({"step": 2});
+    store
+        .commit(&[
+            WriteOp::UpsertThread(thread(&t, &ctx, 100)),
+            WriteOp::UpsertTask(working.clone()),
+            WriteOp::UpsertThread(later_thread.clone()),
+            WriteOp::UpsertTask(done.clone()),
+            event_op(&working, 1, status_event(&working, TaskState::Working, 200)),
+            event_op(&done, 2, status_event(&done, TaskState::Completed, 300)),
+        ])
+        .await
+        .unwrap();
+    let stored = store.load_task(&t, &done.id).await.unwrap().unwrap();
+    assert_eq!(stored.task.status.state, TaskState::Completed);
+    assert_eq!(stored.last_event_seq, 2);
+    let snapshot = store.load_thread(&t, &ctx, 10).await.unwrap().unwrap();
+    assert_eq!(
+        snapshot.thread.conversation_context,
+        serde_json::json!({"step": 2})
+    );
+    assert_eq!(snapshot.thread.updated_at, later_thread.updated_at);
 }
