@@ -103,20 +103,11 @@ impl Runtime {
             Mode::Blocking
         };
         let history_length = cmd.config.history_length;
-        let (key, cmd, fresh) = self.route(tenant, cmd).await?;
-        let mut rx = None;
-        self.registry
-            .call_new(&key, fresh, || {
-                let (tx, wait) = oneshot::channel();
-                rx = Some(wait);
-                SendTurn {
-                    cmd: cmd.clone(),
-                    mode,
-                    waiter: Waiter::Outcome { tx, history_length },
-                }
-            })
-            .await?;
-        await_reply(rx).await
+        self.start_turn(tenant, cmd, mode, |tx| Waiter::Outcome {
+            tx,
+            history_length,
+        })
+        .await
     }
 
     /// Runs a turn and returns its live events.
@@ -125,16 +116,30 @@ impl Runtime {
         tenant: &TenantId,
         cmd: SendMessage,
     ) -> Result<Subscription> {
+        self.start_turn(tenant, cmd, Mode::Streaming, Waiter::Stream)
+            .await
+    }
+
+    /// Routes `cmd` to its thread, queues the turn there with a waiter built by
+    /// `waiter`, and waits for what the waiter receives.
+    async fn start_turn<T>(
+        &self,
+        tenant: &TenantId,
+        cmd: SendMessage,
+        mode: Mode,
+        waiter: impl Fn(oneshot::Sender<Result<T>>) -> Waiter,
+    ) -> Result<T> {
         let (key, cmd, fresh) = self.route(tenant, cmd).await?;
         let mut rx = None;
         self.registry
             .call_new(&key, fresh, || {
+                // A retry (the first actor was evicted) needs a fresh channel.
                 let (tx, wait) = oneshot::channel();
                 rx = Some(wait);
                 SendTurn {
                     cmd: cmd.clone(),
-                    mode: Mode::Streaming,
-                    waiter: Waiter::Stream(tx),
+                    mode,
+                    waiter: waiter(tx),
                 }
             })
             .await?;

@@ -141,13 +141,7 @@ async fn cancel_moves_an_open_task_to_canceled_once() {
 #[actix_web::test]
 async fn cancel_stops_a_running_turn() {
     let app = spawn_app().await;
-    let r = app
-        .rpc(
-            "SendMessage",
-            json!({"message": user_message("wait"), "configuration": {"returnImmediately": true}}),
-        )
-        .await;
-    let id = r["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let id = app.start_waiting_task().await;
     let canceled = app.rpc("CancelTask", json!({"id": id})).await;
     assert_eq!(
         canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",

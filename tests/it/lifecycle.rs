@@ -8,16 +8,7 @@ use crate::support::{Backend, spawn_app, spawn_app_in, user_message};
 async fn a_panicking_turn_fails_only_its_task_and_the_thread_recovers() {
     let app = spawn_app().await;
     // Another thread with a turn in flight must not notice.
-    let bystander = app
-        .rpc(
-            "SendMessage",
-            json!({"message": user_message("wait"), "configuration": {"returnImmediately": true}}),
-        )
-        .await;
-    let bystander_id = bystander["result"]["task"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let bystander_id = app.start_waiting_task().await;
 
     let mut m = user_message("panic");
     m["contextId"] = json!("panicky-thread");
@@ -45,13 +36,7 @@ async fn a_panicking_turn_fails_only_its_task_and_the_thread_recovers() {
     assert_eq!(failed["result"]["status"]["state"], "TASK_STATE_FAILED");
 
     app.release.notify_one();
-    let response = app
-        .client
-        .post(format!("{}/tasks/{bystander_id}:subscribe", app.url))
-        .header("Last-Event-ID", "0")
-        .send()
-        .await
-        .unwrap();
+    let response = app.subscribe(&bystander_id, Some("0")).await;
     let events = crate::support::read_sse(response, usize::MAX).await;
     assert_eq!(
         events.last().unwrap().data["statusUpdate"]["status"]["state"],

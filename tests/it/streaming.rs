@@ -115,22 +115,10 @@ async fn early_errors_are_plain_json_not_sse() {
 #[actix_web::test]
 async fn several_subscribers_see_the_same_events_in_the_same_order() {
     let app = spawn_app().await;
-    let r = app
-        .rpc(
-            "SendMessage",
-            json!({"message": user_message("wait"), "configuration": {"returnImmediately": true}}),
-        )
-        .await;
-    let id = r["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let id = app.start_waiting_task().await;
     let mut responses = Vec::new();
     for _ in 0..3 {
-        responses.push(
-            app.client
-                .post(format!("{}/tasks/{id}:subscribe", app.url))
-                .send()
-                .await
-                .unwrap(),
-        );
+        responses.push(app.subscribe(&id, None).await);
     }
     app.release.notify_one();
     let mut all = Vec::new();
@@ -184,20 +172,8 @@ async fn resuming_with_last_event_id_replays_what_was_missed_without_duplicates(
 #[actix_web::test]
 async fn a_live_resume_gets_the_gap_then_live_events() {
     let app = spawn_app().await;
-    let r = app
-        .rpc(
-            "SendMessage",
-            json!({"message": user_message("wait"), "configuration": {"returnImmediately": true}}),
-        )
-        .await;
-    let id = r["result"]["task"]["id"].as_str().unwrap().to_owned();
-    let response = app
-        .client
-        .post(format!("{}/tasks/{id}:subscribe", app.url))
-        .header("Last-Event-ID", "0")
-        .send()
-        .await
-        .unwrap();
+    let id = app.start_waiting_task().await;
+    let response = app.subscribe(&id, Some("0")).await;
     app.release.notify_one();
     let events = read_sse(response, usize::MAX).await;
     let ids: Vec<i64> = events.iter().map(|e| e.id.parse().unwrap()).collect();

@@ -121,6 +121,32 @@ impl TestApp {
         (id, task)
     }
 
+    /// A task whose turn waits (working) until `release` is notified; returns its id.
+    pub async fn start_waiting_task(&self) -> String {
+        let r = self
+            .rpc(
+                "SendMessage",
+                json!({"message": user_message("wait"), "configuration": {"returnImmediately": true}}),
+            )
+            .await;
+        r["result"]["task"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no task in {r}"))
+            .to_owned()
+    }
+
+    /// `POST /tasks/{id}:subscribe`, optionally resuming after `last_event_id`. The
+    /// response headers arrive once the subscription is attached.
+    pub async fn subscribe(&self, id: &str, last_event_id: Option<&str>) -> reqwest::Response {
+        let mut request = self
+            .client
+            .post(format!("{}/tasks/{id}:subscribe", self.url));
+        if let Some(last) = last_event_id {
+            request = request.header("Last-Event-ID", last);
+        }
+        request.send().await.expect("request")
+    }
+
     pub async fn get(&self, path: &str) -> reqwest::Response {
         self.client
             .get(format!("{}{path}", self.url))
