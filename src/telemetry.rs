@@ -49,8 +49,11 @@ pub fn init_logging(settings: &LogSettings) {
         let filter = EnvFilter::try_from_default_env()
             .or_else(|_| EnvFilter::try_new(&settings.level))
             .unwrap_or_else(|_| EnvFilter::new("info"));
+        // Colours only for a person at a terminal, never in files or log collectors.
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
         let builder = tracing_subscriber::fmt()
             .with_env_filter(filter)
+            .with_ansi(ansi)
             .with_writer(std::io::stderr);
         let result = match settings.format {
             LogFormat::Text => builder.try_init(),

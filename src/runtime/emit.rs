@@ -299,6 +299,9 @@ impl ThreadActor {
                 }
             }
             self.finish_turn(ctx);
+            if panicked {
+                ctx.stop();
+            }
             return;
         }
         if !matches!(error, Error::Internal(_)) {

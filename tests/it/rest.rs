@@ -315,3 +315,17 @@ async fn seed_aliases_send_and_get() {
     let got: Value = got.json().await.unwrap();
     assert_eq!(got["status"]["state"], "TASK_STATE_COMPLETED");
 }
+
+#[actix_web::test]
+async fn advertised_urls_also_answer_with_a_trailing_slash() {
+    let app = spawn_app().await;
+    let r = app
+        .post_json(
+            "/message:send/",
+            json!({"message": user_message("complete")}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let r = app.get("/tasks/").await;
+    assert_eq!(r.status(), 200);
+}

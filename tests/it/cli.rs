@@ -1,0 +1,80 @@
+//! The command line of the real binary: version, help, migrate, and configuration errors
+//! that stop start-up naming the key.
+
+use std::process::Command;
+
+fn agent_a2a() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-a2a"));
+    cmd.env_remove("DATABASE_URL")
+        .env("RUST_LOG", "warn")
+        .current_dir(std::env::temp_dir());
+    cmd
+}
+
+#[test]
+fn version_and_help() {
+    let out = agent_a2a().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(env!("CARGO_PKG_VERSION")), "{text}");
+    let out = agent_a2a().arg("--help").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for word in [
+        "serve",
+        "migrate",
+        "--config",
+        "--bind",
+        "--database-url",
+        "--data-dir",
+    ] {
+        assert!(text.contains(word), "{word} missing from help: {text}");
+    }
+}
+
+#[test]
+fn migrate_applies_once_then_reports_up_to_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = || {
+        agent_a2a()
+            .args(["migrate", "--data-dir"])
+            .arg(dir.path())
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(String::from_utf8_lossy(&first.stdout).contains("applied"));
+    assert!(dir.path().join("agent-a2a.db").exists());
+    let second = run();
+    assert!(second.status.success());
+    assert!(String::from_utf8_lossy(&second.stdout).contains("up to date"));
+}
+
+#[test]
+fn invalid_configuration_stops_start_up_naming_the_key() {
+    let out = agent_a2a()
+        .env("AGENT_A2A__THREADS__HISTORY_WINDOW", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("threads.history_window"), "{err}");
+
+    let out = agent_a2a()
+        .args(["--bind", "not-an-address"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("server.bind"));
+
+    let out = agent_a2a()
+        .args(["--config", "/nonexistent/agent-a2a.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+}
