@@ -128,6 +128,8 @@ pub struct PersistenceSettings {
     pub queue_capacity: usize,
     /// Most write batches committed in one transaction (group commit).
     pub max_batch: usize,
+    /// How long a write waits for room in a full queue before failing with 503, in ms.
+    pub enqueue_timeout_ms: u64,
 }
 
 impl Default for PersistenceSettings {
@@ -135,6 +137,7 @@ impl Default for PersistenceSettings {
         Self {
             queue_capacity: 8192,
             max_batch: 256,
+            enqueue_timeout_ms: 1000,
         }
     }
 }

@@ -13,9 +13,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::ArbiterHandle;
+use tokio::sync::mpsc::error::SendTimeoutError;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::PersistenceSettings;
@@ -33,6 +34,7 @@ struct WriteRequest {
 pub struct PersistenceHandle {
     tx: mpsc::Sender<WriteRequest>,
     queued: Arc<AtomicI64>,
+    enqueue_timeout: Duration,
 }
 
 impl PersistenceHandle {
@@ -41,9 +43,25 @@ impl PersistenceHandle {
         let (ack, done) = oneshot::channel();
         let depth = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
         metrics::gauge!(telemetry::PERSIST_QUEUE).set(depth as f64);
-        if self.tx.send(WriteRequest { ops, ack }).await.is_err() {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
-            return Err(self.unavailable("the persistence actor has stopped"));
+        // A full queue means the database cannot keep up: wait a little for room (that
+        // is ordinary backpressure), then fail fast with a retryable error rather than
+        // hold the request open without limit.
+        match self
+            .tx
+            .send_timeout(WriteRequest { ops, ack }, self.enqueue_timeout)
+            .await
+        {
+            Ok(()) => {}
+            Err(SendTimeoutError::Timeout(_)) => {
+                self.queued.fetch_sub(1, Ordering::Relaxed);
+                return Err(
+                    self.unavailable("the persistence queue is full (persistence.queue_capacity)")
+                );
+            }
+            Err(SendTimeoutError::Closed(_)) => {
+                self.queued.fetch_sub(1, Ordering::Relaxed);
+                return Err(self.unavailable("the persistence actor has stopped"));
+            }
         }
         match done.await {
             Ok(Ok(())) => Ok(()),
@@ -78,7 +96,11 @@ pub fn start(
         max_batch: settings.max_batch,
     };
     arbiter.spawn(worker.run());
-    PersistenceHandle { tx, queued }
+    PersistenceHandle {
+        tx,
+        queued,
+        enqueue_timeout: Duration::from_millis(settings.enqueue_timeout_ms),
+    }
 }
 
 struct PersistenceActor {
@@ -155,5 +177,111 @@ impl PersistenceActor {
             metrics::counter!(telemetry::PERSIST_FAILURES).increment(1);
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use tokio::sync::Notify;
+
+    use super::*;
+    use crate::domain::{ContextId, ListTasksQuery, StreamEvent, TaskId, TaskPage, TenantId};
+    use crate::store::{StoredTask, ThreadSnapshot};
+
+    /// A store whose commits wait at a gate, so a test can hold the persistence actor
+    /// busy. Only `commit` is exercised here.
+    struct GatedStore {
+        entered: Notify,
+        gate: Notify,
+    }
+
+    #[async_trait]
+    impl Store for GatedStore {
+        fn backend(&self) -> &'static str {
+            "gated"
+        }
+        async fn commit(&self, _ops: &[WriteOp]) -> Result<(), StoreError> {
+            self.entered.notify_one();
+            self.gate.notified().await;
+            Ok(())
+        }
+        async fn load_thread(
+            &self,
+            _: &TenantId,
+            _: &ContextId,
+            _: usize,
+        ) -> Result<Option<ThreadSnapshot>, StoreError> {
+            Ok(None)
+        }
+        async fn load_task(
+            &self,
+            _: &TenantId,
+            _: &TaskId,
+        ) -> Result<Option<StoredTask>, StoreError> {
+            Ok(None)
+        }
+        async fn list_tasks(
+            &self,
+            _: &TenantId,
+            _: &ListTasksQuery,
+        ) -> Result<Option<TaskPage>, StoreError> {
+            Ok(None)
+        }
+        async fn task_events(
+            &self,
+            _: &TenantId,
+            _: &TaskId,
+            _: i64,
+            _: usize,
+        ) -> Result<Vec<(i64, StreamEvent)>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn ping(&self) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    #[actix_web::test]
+    async fn a_full_queue_fails_fast_with_a_retryable_error() {
+        let store = Arc::new(GatedStore {
+            entered: Notify::new(),
+            gate: Notify::new(),
+        });
+        let settings = PersistenceSettings {
+            queue_capacity: 1,
+            max_batch: 1,
+            enqueue_timeout_ms: 20,
+        };
+        let arbiter = actix::Arbiter::new();
+        let handle = start(store.clone(), &settings, &arbiter.handle());
+        // The first write occupies the actor (its commit waits at the gate)…
+        let first = actix_web::rt::spawn({
+            let handle = handle.clone();
+            async move { handle.commit(Vec::new()).await }
+        });
+        store.entered.notified().await;
+        // …the second fills the queue…
+        let second = actix_web::rt::spawn({
+            let handle = handle.clone();
+            async move { handle.commit(Vec::new()).await }
+        });
+        while handle.tx.capacity() > 0 {
+            tokio::task::yield_now().await;
+        }
+        // …and the third finds no room.
+        let third = handle.commit(Vec::new()).await;
+        assert!(
+            matches!(&third, Err(Error::Unavailable { detail, .. }) if detail.contains("queue_capacity")),
+            "{third:?}"
+        );
+        store.gate.notify_one();
+        assert_eq!(first.await.unwrap(), Ok(()));
+        store.entered.notified().await;
+        store.gate.notify_one();
+        assert_eq!(second.await.unwrap(), Ok(()));
+        arbiter.stop();
     }
 }

@@ -123,3 +123,122 @@ pub fn events(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use futures_util::StreamExt;
+    use tokio::sync::broadcast;
+
+    use super::*;
+    use crate::domain::{ContextId, TaskState, TaskStatus, Timestamp};
+    use crate::store::WriteOp;
+    use crate::store::testing::SqliteTestStore;
+
+    fn status(task: &TaskId, state: TaskState, at: i64) -> StreamEvent {
+        StreamEvent::StatusUpdate {
+            task_id: task.clone(),
+            context_id: ContextId::parse("ctx").unwrap(),
+            status: TaskStatus {
+                state,
+                message: None,
+                timestamp: Timestamp(at),
+            },
+            metadata: None,
+        }
+    }
+
+    /// Logs the events and publishes them to `hub`, as a thread actor does.
+    async fn publish(
+        store: &Arc<dyn Store>,
+        hub: &broadcast::Sender<HubEvent>,
+        tenant: &TenantId,
+        task: &TaskId,
+        events: &[(i64, StreamEvent)],
+    ) {
+        for (seq, event) in events {
+            store
+                .commit(&[WriteOp::AppendTaskEvent {
+                    tenant: tenant.clone(),
+                    task_id: task.clone(),
+                    seq: *seq,
+                    event: event.clone(),
+                    created_at: Timestamp(*seq),
+                }])
+                .await
+                .unwrap();
+            let _ = hub.send(HubEvent::new((*seq, event.clone())));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lagging_subscriber_catches_up_from_the_log_without_gaps_or_duplicates() {
+        let db = SqliteTestStore::open().await;
+        let tenant = TenantId::default_tenant();
+        let task = TaskId::parse("t-1").unwrap();
+        // A one-event buffer: publishing three events before the subscriber reads makes
+        // it lag; the catch-up reads one event at a time (replay batch 1).
+        let (hub, live) = broadcast::channel(1);
+        // As after a snapshot: the stream starts live, at seq 0, not from the log.
+        let snapshot = (0, status(&task, TaskState::Submitted, 0));
+        let sub = Subscription {
+            tenant: tenant.clone(),
+            task_id: Some(task.clone()),
+            first: Some(snapshot.clone()),
+            live: Some(live),
+            after_seq: 0,
+            until_terminal: true,
+        };
+        let events = vec![
+            (1, status(&task, TaskState::Working, 1)),
+            (2, status(&task, TaskState::InputRequired, 2)),
+            (3, status(&task, TaskState::Working, 3)),
+        ];
+        publish(&db.store, &hub, &tenant, &task, &events).await;
+        let mut stream = Box::pin(super::events(db.store.clone(), sub, 1));
+        assert_eq!(stream.next().await.unwrap().unwrap(), snapshot);
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(stream.next().await.unwrap().unwrap());
+        }
+        assert_eq!(
+            seen, events,
+            "lagged, then caught up from the log, in order"
+        );
+        // Live again: the next event arrives through the hub and ends the stream.
+        let last = vec![(4, status(&task, TaskState::Completed, 4))];
+        publish(&db.store, &hub, &tenant, &task, &last).await;
+        assert_eq!(stream.next().await.unwrap().unwrap(), last[0]);
+        assert!(
+            stream.next().await.is_none(),
+            "closed after the terminal event"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stream_opened_by_a_message_ends_at_an_interrupted_state() {
+        let db = SqliteTestStore::open().await;
+        let tenant = TenantId::default_tenant();
+        let task = TaskId::parse("t-2").unwrap();
+        let (hub, live) = broadcast::channel(8);
+        let sub = Subscription {
+            tenant: tenant.clone(),
+            task_id: Some(task.clone()),
+            first: None,
+            live: Some(live),
+            after_seq: 0,
+            until_terminal: false,
+        };
+        let events = vec![
+            (1, status(&task, TaskState::Working, 1)),
+            (2, status(&task, TaskState::InputRequired, 2)),
+        ];
+        publish(&db.store, &hub, &tenant, &task, &events).await;
+        let seen: Vec<_> = super::events(db.store.clone(), sub, 10)
+            .map(|e| e.unwrap())
+            .collect()
+            .await;
+        assert_eq!(seen, events);
+    }
+}

@@ -130,3 +130,51 @@ async fn above_the_resident_limit_idle_actors_leave_memory_and_reload_on_demand(
         assert_eq!(r["result"]["task"]["history"].as_array().unwrap().len(), 4);
     }
 }
+
+#[actix_web::test]
+async fn messages_beyond_the_pending_limit_of_a_thread_are_refused() {
+    let app = crate::support::spawn_app_with(Backend::Sqlite, |s| {
+        s.threads.max_pending_turns = 1;
+    })
+    .await;
+    let mut waiting = user_message("wait");
+    waiting["contextId"] = json!("busy-thread");
+    app.rpc(
+        "SendMessage",
+        json!({"message": waiting, "configuration": {"returnImmediately": true}}),
+    )
+    .await;
+    // The thread's turn now waits; five more messages arrive at once. Only one fits in
+    // the queue behind it, so at least four are refused — whatever order they arrive in.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for _ in 0..5 {
+        let (client, url, tx) = (app.client.clone(), app.url.clone(), tx.clone());
+        actix_web::rt::spawn(async move {
+            let mut m = user_message("complete");
+            m["contextId"] = json!("busy-thread");
+            let r = client
+                .post(format!("{url}/"))
+                .json(
+                    &json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message": m}}),
+                )
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let body: serde_json::Value = r.json().await.unwrap();
+            let _ = tx.send((status, body));
+        });
+    }
+    for _ in 0..4 {
+        let (status, body) = rx.recv().await.unwrap();
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["error"]["code"], -32000);
+    }
+    app.release.notify_one();
+    let (status, body) = rx.recv().await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(
+        body["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}
