@@ -24,6 +24,10 @@ pub struct Settings {
     pub persistence: PersistenceSettings,
     pub threads: ThreadSettings,
     pub streaming: StreamingSettings,
+    pub skills: SkillSettings,
+    pub memory: MemorySettings,
+    pub knowledge: KnowledgeSettings,
+    pub governance: GovernanceSettings,
     pub log: LogSettings,
 }
 
@@ -198,6 +202,99 @@ impl Default for StreamingSettings {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SkillSettings {
+    /// Calls one skill runs at once; more wait.
+    pub max_concurrency: usize,
+    /// How long one tool call may take, in ms (then it fails with a timeout).
+    pub timeout_ms: u64,
+}
+
+impl Default for SkillSettings {
+    fn default() -> Self {
+        Self {
+            max_concurrency: 64,
+            timeout_ms: 30_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemorySettings {
+    /// Register the memory skill.
+    pub enabled: bool,
+    /// Results of `memory_search` when the caller gives no limit.
+    pub default_limit: usize,
+    /// Most results one search may ask for.
+    pub max_limit: usize,
+    /// Largest memory content in bytes.
+    pub max_content_bytes: usize,
+    /// OpenAI-compatible base URL for `/embeddings` (e.g. `http://127.0.0.1:11434/v1`);
+    /// empty: full-text search only.
+    pub embeddings_url: String,
+    pub embeddings_model: String,
+    /// Name of the environment variable holding the embeddings API key (empty: none).
+    pub embeddings_api_key_env: String,
+    pub embeddings_timeout_ms: u64,
+    /// Most memories of one scope compared by embedding in one search.
+    pub max_scan: usize,
+}
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            default_limit: 10,
+            max_limit: 100,
+            max_content_bytes: 64 * 1024,
+            embeddings_url: String::new(),
+            embeddings_model: String::new(),
+            embeddings_api_key_env: String::new(),
+            embeddings_timeout_ms: 10_000,
+            max_scan: 5_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KnowledgeSettings {
+    /// Register the knowledge skill.
+    pub enabled: bool,
+    /// The git repository; empty: `<store.data_dir>/knowledge` (created on first start).
+    pub repo_path: PathBuf,
+    /// Committer of every change (the caller is recorded as the author when known).
+    pub author_name: String,
+    pub author_email: String,
+    /// Largest item (front matter and body) in bytes.
+    pub max_item_bytes: usize,
+    /// Results of `knowledge_query` when the caller gives no limit.
+    pub default_limit: usize,
+}
+
+impl Default for KnowledgeSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            repo_path: PathBuf::new(),
+            author_name: "agent-a2a".into(),
+            author_email: "agent-a2a@localhost".into(),
+            max_item_bytes: 256 * 1024,
+            default_limit: 10,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct GovernanceSettings {
+    /// Policies from configuration (`[[governance.policies]]`); accepted knowledge items
+    /// of type `policy` add to them.
+    pub policies: Vec<crate::skills::governance::PolicySpec>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
@@ -353,6 +450,37 @@ impl Settings {
             self.streaming.subscriber_buffer as u64,
         )?;
         positive("streaming.replay_batch", self.streaming.replay_batch as u64)?;
+        positive("skills.max_concurrency", self.skills.max_concurrency as u64)?;
+        positive("skills.timeout_ms", self.skills.timeout_ms)?;
+        positive("memory.default_limit", self.memory.default_limit as u64)?;
+        positive("memory.max_limit", self.memory.max_limit as u64)?;
+        positive(
+            "memory.max_content_bytes",
+            self.memory.max_content_bytes as u64,
+        )?;
+        positive(
+            "memory.embeddings_timeout_ms",
+            self.memory.embeddings_timeout_ms,
+        )?;
+        positive("memory.max_scan", self.memory.max_scan as u64)?;
+        positive(
+            "knowledge.max_item_bytes",
+            self.knowledge.max_item_bytes as u64,
+        )?;
+        positive(
+            "knowledge.default_limit",
+            self.knowledge.default_limit as u64,
+        )?;
+        for policy in &self.governance.policies {
+            for rule in &policy.rules {
+                crate::skills::governance::Rule::new(rule.clone()).map_err(|e| {
+                    ConfigError::Key {
+                        key: "governance.policies",
+                        problem: format!("policy {}: {e}", policy.id),
+                    }
+                })?;
+            }
+        }
         if self.agent.name.trim().is_empty() {
             return Err(ConfigError::Key {
                 key: "agent.name",
@@ -377,6 +505,15 @@ impl Settings {
             data_dir: self.store.data_dir.clone(),
             pool_size: self.store.pool_size,
             acquire_timeout_ms: self.store.acquire_timeout_ms,
+        }
+    }
+
+    /// The knowledge repository's directory.
+    pub fn knowledge_repo(&self) -> PathBuf {
+        if self.knowledge.repo_path.as_os_str().is_empty() {
+            self.store.data_dir.join("knowledge")
+        } else {
+            self.knowledge.repo_path.clone()
         }
     }
 

@@ -116,10 +116,41 @@ impl AgentExecutor for ToolRoutingExecutor {
                 sink.reject(sink.text(format!("{}: invalid arguments: {e}", call.tool)))
                     .await
             }
-            Err(SkillError::Failed(e)) => {
-                sink.fail(sink.text(format!("{} failed: {e}", call.tool)))
+            Err(SkillError::NotFound(e)) => {
+                sink.reject(sink.text(format!("{}: not found: {e}", call.tool)))
+                    .await
+            }
+            Err(SkillError::Blocked { message, report }) => {
+                let mut status =
+                    sink.text(format!("{}: blocked by governance: {message}", call.tool));
+                status.parts.push(Part::data(report));
+                sink.reject(status).await
+            }
+            Err(SkillError::Failed(detail)) => {
+                tracing::error!(tool = %call.tool, detail = %detail, "tool failed");
+                sink.fail(failure(
+                    &sink,
+                    &call.tool,
+                    "internal error",
+                    "INTERNAL_ERROR",
+                ))
+                .await
+            }
+            Err(SkillError::Unavailable(detail)) => {
+                tracing::warn!(tool = %call.tool, detail = %detail, "tool unavailable");
+                let text = "temporarily unavailable; retry later";
+                sink.fail(failure(&sink, &call.tool, text, "UNAVAILABLE"))
                     .await
             }
         }
     }
+}
+
+/// A failure status message that names the tool and an error code, and no internals.
+fn failure(sink: &TurnSink, tool: &str, text: &str, code: &str) -> crate::domain::Message {
+    let mut message = sink.text(format!("{tool} failed: {text}"));
+    let mut metadata = crate::domain::Metadata::new();
+    metadata.insert("errorCode".into(), Value::String(code.into()));
+    message.metadata = Some(metadata);
+    message
 }

@@ -4,6 +4,8 @@
 //! The registry is filled at start-up; the agent card lists every skill and its tools'
 //! schemas. This module knows nothing about actix or wire formats.
 
+pub mod governance;
+
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -27,15 +29,26 @@ pub struct Caller {
     pub context_id: ContextId,
 }
 
-/// Why a tool call failed.
+/// Why a tool call failed. The first three are the caller's business (the task is
+/// rejected with the message); `Failed` and `Unavailable` are ours (the detail is logged,
+/// the caller gets a generic message).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SkillError {
     /// The arguments are wrong; the text names the field.
     #[error("invalid arguments: {0}")]
     InvalidArguments(String),
-    /// The call ran and failed (the message is shown to the caller).
-    #[error("{0}")]
+    /// The thing the call names does not exist (in the caller's scope).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Governance refused the write; `report` lists the violations.
+    #[error("blocked by governance: {message}")]
+    Blocked { message: String, report: Value },
+    /// The call failed for a reason inside the server (logged in full).
+    #[error("tool failed: {0}")]
     Failed(String),
+    /// A dependency (the database, the embeddings endpoint) is down: retry later.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// A skill: metadata for the card, and its tools.
