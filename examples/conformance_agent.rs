@@ -224,8 +224,7 @@ fn raw_file_part() -> Part {
 
 fn main() -> ExitCode {
     run(Agent {
-        executor: Arc::new(ConformanceAgent),
-        skills: vec![SkillCard {
+        cards: vec![SkillCard {
             id: "conformance".into(),
             name: "A2A conformance scenarios".into(),
             description: "Reacts to the A2A conformance kit by the prefix of each messageId \
@@ -235,6 +234,7 @@ fn main() -> ExitCode {
             examples: vec!["tck-complete-task".into(), "tck-input-required".into()],
             tools: Vec::new(),
         }],
+        ..Agent::new(Arc::new(ConformanceAgent))
     })
 }
 

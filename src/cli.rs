@@ -13,6 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::a2a::card::SkillCard;
 use crate::config::{Overrides, Settings};
 use crate::runtime::AgentExecutor;
+use crate::skills::SkillRegistry;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -65,8 +66,22 @@ impl CommonArgs {
 /// What a program built on the library serves.
 pub struct Agent {
     pub executor: Arc<dyn AgentExecutor>,
-    /// Skills listed in the agent card.
-    pub skills: Vec<SkillCard>,
+    /// The skills whose tools the runtime serves (each behind a skill actor) and the card
+    /// lists with their tools' schemas.
+    pub skills: SkillRegistry,
+    /// Card entries for what the executor does by itself, without tools.
+    pub cards: Vec<SkillCard>,
+}
+
+impl Agent {
+    /// An executor with no tools.
+    pub fn new(executor: Arc<dyn AgentExecutor>) -> Self {
+        Self {
+            executor,
+            skills: SkillRegistry::default(),
+            cards: Vec::new(),
+        }
+    }
 }
 
 /// Parses the command line and runs the chosen command. Errors are printed to stderr.

@@ -39,6 +39,8 @@ pub enum ServeError {
     },
     #[error("server error: {0}")]
     Io(#[from] std::io::Error),
+    #[error("cannot start the skills: {0}")]
+    Skills(#[from] crate::runtime::SkillStartError),
 }
 
 /// A started server (its future must be driven, e.g. by `actix_web::rt::spawn`).
@@ -56,7 +58,14 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<RunningServer, Se
     let metrics = crate::telemetry::metrics_handle();
     let store = crate::store::open(&settings.store_config()).await?;
     tracing::info!(backend = store.backend(), "store opened");
-    let runtime = Arc::new(Runtime::start(&settings, store, agent.executor));
+    let mut cards = skill_cards(&agent.skills);
+    cards.extend(agent.cards);
+    let runtime = Arc::new(Runtime::start(
+        &settings,
+        store,
+        agent.executor,
+        &agent.skills,
+    )?);
     let bind = settings.bind_addr()?;
     let listener = std::net::TcpListener::bind(bind).map_err(|source| ServeError::Bind {
         addr: bind.to_string(),
@@ -67,7 +76,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<RunningServer, Se
         &settings,
         addr,
         runtime.clone(),
-        &agent.skills,
+        &cards,
         metrics,
     ));
     let workers = match settings.server.workers {

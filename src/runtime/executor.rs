@@ -7,9 +7,12 @@
 //! has no "the agent just stopped" state, and silently leaving a task `working` forever
 //! would strand every client waiting on it.
 
+use std::sync::Arc;
+
 use actix::Addr;
 use async_trait::async_trait;
 
+use super::skill_actor::Tools;
 use super::thread::{Emit, ThreadActor, TurnEmit};
 use crate::domain::{Artifact, ContextId, Message, Metadata, Part, TaskId, TaskState, TenantId};
 use crate::error::{Error, Result};
@@ -37,6 +40,8 @@ pub struct Turn {
     pub history: Vec<Message>,
     /// Request metadata sent with the message.
     pub metadata: Option<Metadata>,
+    /// Every registered tool, called through its skill's actor.
+    pub tools: Arc<Tools>,
 }
 
 /// Where an executor reports. Cheap to clone.

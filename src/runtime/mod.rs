@@ -10,6 +10,7 @@ mod emit;
 pub mod executor;
 mod persistence;
 mod registry;
+mod skill_actor;
 mod stream;
 mod thread;
 mod tool_router;
@@ -23,6 +24,7 @@ use tokio::sync::oneshot;
 
 pub use executor::{AgentExecutor, Turn, TurnSink};
 pub use persistence::PersistenceHandle;
+pub use skill_actor::{SkillStartError, Tools};
 pub use stream::SeqEvent;
 pub use thread::Subscription;
 pub use tool_router::ToolRoutingExecutor;
@@ -32,6 +34,7 @@ use crate::domain::{
     ContextId, ListTasksQuery, SendMessage, SendOutcome, Task, TaskId, TaskPage, TenantId,
 };
 use crate::error::{Error, Result};
+use crate::skills::SkillRegistry;
 use crate::store::Store;
 use registry::ThreadRegistry;
 use thread::{
@@ -43,18 +46,20 @@ pub struct Runtime {
     registry: ThreadRegistry,
     store: Arc<dyn Store>,
     shared: Arc<Shared>,
+    tools: Arc<Tools>,
     arbiters: Vec<Arbiter>,
     replay_batch: usize,
 }
 
 impl Runtime {
-    /// Starts the arbiters, the persistence actor and an empty registry. Must be called
-    /// inside an actix `System`.
+    /// Starts the arbiters, the persistence actor, one actor per skill of `skills`, and
+    /// an empty thread registry. Must be called inside an actix `System`.
     pub fn start(
         settings: &Settings,
         store: Arc<dyn Store>,
         executor: Arc<dyn AgentExecutor>,
-    ) -> Runtime {
+        skills: &SkillRegistry,
+    ) -> Result<Runtime, SkillStartError> {
         let persistence_arbiter = Arbiter::new();
         let persistence = persistence::start(
             store.clone(),
@@ -65,24 +70,40 @@ impl Runtime {
             .map(|_| Arbiter::new())
             .collect();
         let handles: Vec<ArbiterHandle> = actor_arbiters.iter().map(Arbiter::handle).collect();
+        let tools = match Tools::start(skills, &settings.skills, &handles) {
+            Ok(tools) => Arc::new(tools),
+            Err(e) => {
+                for arbiter in actor_arbiters.iter().chain([&persistence_arbiter]) {
+                    arbiter.stop();
+                }
+                return Err(e);
+            }
+        };
         let shared = Arc::new(Shared::new());
         let deps = Arc::new(ThreadDeps {
             store: store.clone(),
             persistence,
             executor,
+            tools: tools.clone(),
             threads: settings.threads.clone(),
             streaming: settings.streaming.clone(),
             shared: shared.clone(),
         });
         let mut arbiters = actor_arbiters;
         arbiters.push(persistence_arbiter);
-        Runtime {
+        Ok(Runtime {
             registry: ThreadRegistry::new(deps, handles),
             store,
             shared,
+            tools,
             arbiters,
             replay_batch: settings.streaming.replay_batch,
-        }
+        })
+    }
+
+    /// Every registered tool.
+    pub fn tools(&self) -> &Arc<Tools> {
+        &self.tools
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

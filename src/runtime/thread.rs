@@ -80,6 +80,7 @@ pub struct ThreadDeps {
     pub store: Arc<dyn Store>,
     pub persistence: PersistenceHandle,
     pub executor: Arc<dyn AgentExecutor>,
+    pub tools: Arc<super::skill_actor::Tools>,
     pub threads: ThreadSettings,
     pub streaming: StreamingSettings,
     pub shared: Arc<Shared>,

@@ -7,19 +7,18 @@
 //! client's error and fails the request. Free text moves the task to `INPUT_REQUIRED`
 //! with a message explaining how to call a tool.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::executor::{AgentExecutor, Turn, TurnSink};
+use super::skill_actor::Tools;
 use crate::domain::{Artifact, Part, PartContent};
 use crate::error::{Error, Result};
-use crate::skills::{Caller, SkillError, SkillRegistry};
+use crate::skills::{Caller, SkillError};
 
-pub struct ToolRoutingExecutor {
-    skills: Arc<SkillRegistry>,
-}
+/// The default executor (no model): direct tool calls, and help for free text.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ToolRoutingExecutor;
 
 /// A tool call found in a message.
 struct ToolCall {
@@ -29,12 +28,8 @@ struct ToolCall {
 }
 
 impl ToolRoutingExecutor {
-    pub fn new(skills: Arc<SkillRegistry>) -> Self {
-        Self { skills }
-    }
-
-    fn help(&self) -> String {
-        let tools = self.skills.tool_names();
+    fn help(tools: &Tools) -> String {
+        let tools = tools.names();
         let listing = if tools.is_empty() {
             "No tools are registered on this server, and no model is configured to answer \
              free text."
@@ -85,24 +80,31 @@ fn find_call(turn: &Turn) -> Result<Option<ToolCall>> {
 impl AgentExecutor for ToolRoutingExecutor {
     async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<()> {
         let Some(call) = find_call(&turn)? else {
-            return sink.input_required(sink.text(self.help())).await;
+            return sink
+                .input_required(sink.text(Self::help(&turn.tools)))
+                .await;
         };
-        let (skill, _spec) = self
-            .skills
-            .find_tool(&call.tool, call.skill.as_deref())
-            .ok_or_else(|| {
-                Error::invalid_params(format!(
-                    "tool: unknown tool {:?}. {}",
-                    call.tool,
-                    self.help()
-                ))
-            })?;
+        let unknown = || {
+            Error::invalid_params(format!(
+                "tool: unknown tool {:?}. {}",
+                call.tool,
+                Self::help(&turn.tools)
+            ))
+        };
+        if turn.tools.spec(&call.tool, call.skill.as_deref()).is_none() {
+            return Err(unknown());
+        }
         sink.working().await?;
         let caller = Caller {
             tenant: turn.tenant.clone(),
             context_id: turn.context_id.clone(),
         };
-        match skill.invoke(&call.tool, call.arguments, &caller).await {
+        let result = turn
+            .tools
+            .call(&call.tool, call.skill.as_deref(), call.arguments, caller)
+            .await
+            .ok_or_else(unknown)?;
+        match result {
             Ok(result) => {
                 let mut artifact = Artifact::new(vec![Part {
                     media_type: Some("application/json".into()),

@@ -271,6 +271,7 @@ impl ThreadActor {
             continuation: start.existing,
             history: loaded.window.iter().cloned().collect(),
             metadata: pending.cmd.metadata,
+            tools: self.deps.tools.clone(),
         };
         let sink = TurnSink {
             addr: ctx.address(),

@@ -82,29 +82,4 @@ impl SkillRegistry {
     pub fn skills(&self) -> &[Arc<dyn Skill>] {
         &self.skills
     }
-
-    /// The skill owning `tool` (restricted to `skill_id` when given) and the tool's spec.
-    pub fn find_tool(
-        &self,
-        tool: &str,
-        skill_id: Option<&str>,
-    ) -> Option<(Arc<dyn Skill>, ToolSpec)> {
-        self.skills
-            .iter()
-            .filter(|s| skill_id.is_none_or(|id| s.id() == id))
-            .find_map(|s| {
-                s.tools()
-                    .into_iter()
-                    .find(|t| t.name == tool)
-                    .map(|t| (s.clone(), t))
-            })
-    }
-
-    /// Every tool name, in registration order.
-    pub fn tool_names(&self) -> Vec<String> {
-        self.skills
-            .iter()
-            .flat_map(|s| s.tools().into_iter().map(|t| t.name))
-            .collect()
-    }
 }

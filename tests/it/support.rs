@@ -273,12 +273,9 @@ pub async fn spawn_app_in(
     }
     tweak(&mut settings);
     let release = Arc::new(Notify::new());
-    let agent = Agent {
-        executor: Arc::new(ScriptedExecutor {
-            release: release.clone(),
-        }),
-        skills: Vec::new(),
-    };
+    let agent = Agent::new(Arc::new(ScriptedExecutor {
+        release: release.clone(),
+    }));
     start(settings, dir, agent, release).await
 }
 

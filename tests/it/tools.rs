@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use agent_a2a::cli::Agent;
-use agent_a2a::http::skill_cards;
 use agent_a2a::runtime::ToolRoutingExecutor;
 use agent_a2a::skills::{Caller, Skill, SkillError, SkillRegistry, ToolSpec};
 use async_trait::async_trait;
@@ -56,10 +55,9 @@ impl Skill for Arithmetic {
 async fn app() -> crate::support::TestApp {
     let mut registry = SkillRegistry::default();
     registry.register(Arc::new(Arithmetic));
-    let registry = Arc::new(registry);
     let agent = Agent {
-        executor: Arc::new(ToolRoutingExecutor::new(registry.clone())),
-        skills: skill_cards(&registry),
+        skills: registry,
+        ..Agent::new(Arc::new(ToolRoutingExecutor))
     };
     crate::support::spawn_app_with_agent(agent).await
 }

@@ -1,0 +1,314 @@
+//! `SkillActor`s: every registered skill runs behind one, and every tool call — a direct
+//! call from a client or a model's function call — goes through it.
+//!
+//! The actor checks the arguments against the tool's JSON Schema before the engine sees
+//! them (the error names the field), bounds how many calls of the skill run at once
+//! (`skills.max_concurrency`) and how long one may take (`skills.timeout_ms`), and records
+//! calls, latency and errors per skill and tool. Engines do their blocking work (git,
+//! SQLite) on the blocking pool, never on an arbiter thread.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use crate::config::SkillSettings;
+use crate::skills::{Caller, Skill, SkillError, SkillRegistry, ToolSpec};
+
+/// Calls of a tool by `skill`, `tool` and `outcome`.
+const CALLS: &str = "agent_a2a_skill_calls_total";
+/// Latency of a tool call in ms by `skill` and `tool`.
+const LATENCY: &str = "agent_a2a_skill_call_duration_ms";
+
+/// One tool call.
+#[derive(Message)]
+#[rtype(result = "Result<Value, SkillError>")]
+pub struct Invoke {
+    pub tool: String,
+    pub arguments: Value,
+    pub caller: Caller,
+}
+
+/// The actor in front of one skill.
+pub struct SkillActor {
+    skill: Arc<dyn Skill>,
+    schemas: Arc<HashMap<String, jsonschema::Validator>>,
+    permits: Arc<Semaphore>,
+    timeout: Duration,
+}
+
+impl Actor for SkillActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<Invoke> for SkillActor {
+    type Result = ResponseFuture<Result<Value, SkillError>>;
+
+    fn handle(&mut self, call: Invoke, _ctx: &mut Context<Self>) -> Self::Result {
+        let skill = self.skill.clone();
+        let schemas = self.schemas.clone();
+        let permits = self.permits.clone();
+        let timeout = self.timeout;
+        Box::pin(async move {
+            let started = Instant::now();
+            let skill_id = skill.id().to_owned();
+            let result = match check_arguments(&schemas, &call.tool, &call.arguments) {
+                Err(e) => Err(e),
+                Ok(()) => {
+                    // Waiting for a permit counts against the call's time budget too.
+                    let run = async {
+                        let _permit = permits
+                            .acquire_owned()
+                            .await
+                            .map_err(|_| SkillError::Unavailable("skill shut down".into()))?;
+                        skill.invoke(&call.tool, call.arguments, &call.caller).await
+                    };
+                    match tokio::time::timeout(timeout, run).await {
+                        Ok(result) => result,
+                        Err(_) => Err(SkillError::Unavailable(format!(
+                            "{} did not finish within {} ms (skills.timeout_ms)",
+                            call.tool,
+                            timeout.as_millis()
+                        ))),
+                    }
+                }
+            };
+            let outcome = match &result {
+                Ok(_) => "ok",
+                Err(SkillError::InvalidArguments(_)) => "invalid_arguments",
+                Err(SkillError::NotFound(_)) => "not_found",
+                Err(SkillError::Blocked { .. }) => "blocked",
+                Err(SkillError::Failed(_)) => "failed",
+                Err(SkillError::Unavailable(_)) => "unavailable",
+            };
+            metrics::counter!(CALLS, "skill" => skill_id.clone(), "tool" => call.tool.clone(), "outcome" => outcome)
+                .increment(1);
+            metrics::histogram!(LATENCY, "skill" => skill_id, "tool" => call.tool)
+                .record(started.elapsed().as_secs_f64() * 1000.0);
+            result
+        })
+    }
+}
+
+/// Validates `arguments` against the tool's schema; the message names each bad field.
+fn check_arguments(
+    schemas: &HashMap<String, jsonschema::Validator>,
+    tool: &str,
+    arguments: &Value,
+) -> Result<(), SkillError> {
+    let Some(schema) = schemas.get(tool) else {
+        return Err(SkillError::InvalidArguments(format!(
+            "unknown tool {tool:?}"
+        )));
+    };
+    let problems: Vec<String> = schema
+        .iter_errors(arguments)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            let mut field = path.trim_start_matches('/').replace('/', ".");
+            // A missing property is reported at its parent: name the property itself.
+            if let jsonschema::error::ValidationErrorKind::Required { property } = e.kind() {
+                let name = property
+                    .as_str()
+                    .map_or_else(|| property.to_string(), str::to_owned);
+                field = if field.is_empty() {
+                    name
+                } else {
+                    format!("{field}.{name}")
+                };
+                return format!("{field}: is required");
+            }
+            if field.is_empty() {
+                e.to_string()
+            } else {
+                format!("{field}: {e}")
+            }
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(SkillError::InvalidArguments(problems.join("; ")))
+    }
+}
+
+/// Why the skills could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SkillStartError {
+    #[error("skill {skill}: tool {tool} has an invalid input schema: {reason}")]
+    InvalidSchema {
+        skill: String,
+        tool: String,
+        reason: String,
+    },
+    #[error("tool {tool} is offered by both {first} and {second}")]
+    DuplicateTool {
+        tool: String,
+        first: String,
+        second: String,
+    },
+}
+
+/// Every tool, reachable by name through its skill's actor.
+pub struct Tools {
+    by_name: HashMap<String, (String, ToolSpec, Addr<SkillActor>)>,
+    names: Vec<String>,
+}
+
+impl Tools {
+    /// Starts one actor per skill of `registry`, spread over `arbiters`.
+    pub fn start(
+        registry: &SkillRegistry,
+        settings: &SkillSettings,
+        arbiters: &[ArbiterHandle],
+    ) -> Result<Tools, SkillStartError> {
+        let mut by_name = HashMap::new();
+        let mut names = Vec::new();
+        for (i, skill) in registry.skills().iter().enumerate() {
+            let mut schemas = HashMap::new();
+            for tool in skill.tools() {
+                let validator = jsonschema::validator_for(&tool.input_schema).map_err(|e| {
+                    SkillStartError::InvalidSchema {
+                        skill: skill.id().to_owned(),
+                        tool: tool.name.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
+                schemas.insert(tool.name.clone(), validator);
+            }
+            let actor = SkillActor {
+                skill: skill.clone(),
+                schemas: Arc::new(schemas),
+                permits: Arc::new(Semaphore::new(settings.max_concurrency)),
+                timeout: Duration::from_millis(settings.timeout_ms),
+            };
+            let addr = match arbiters.get(i % arbiters.len().max(1)) {
+                Some(arbiter) => SkillActor::start_in_arbiter(arbiter, |_| actor),
+                None => actor.start(),
+            };
+            for tool in skill.tools() {
+                if let Some((first, _, _)) = by_name.get(&tool.name) {
+                    return Err(SkillStartError::DuplicateTool {
+                        tool: tool.name.clone(),
+                        first: String::clone(first),
+                        second: skill.id().to_owned(),
+                    });
+                }
+                names.push(tool.name.clone());
+                by_name.insert(
+                    tool.name.clone(),
+                    (skill.id().to_owned(), tool, addr.clone()),
+                );
+            }
+        }
+        Ok(Tools { by_name, names })
+    }
+
+    /// No tools at all.
+    pub fn none() -> Tools {
+        Tools {
+            by_name: HashMap::new(),
+            names: Vec::new(),
+        }
+    }
+
+    /// Every tool name, in registration order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The spec of a tool (restricted to `skill` when given).
+    pub fn spec(&self, tool: &str, skill: Option<&str>) -> Option<&ToolSpec> {
+        self.by_name
+            .get(tool)
+            .filter(|(owner, _, _)| skill.is_none_or(|s| s == owner))
+            .map(|(_, spec, _)| spec)
+    }
+
+    /// Calls a tool through its skill's actor. `None`: no such tool (in that skill).
+    pub async fn call(
+        &self,
+        tool: &str,
+        skill: Option<&str>,
+        arguments: Value,
+        caller: Caller,
+    ) -> Option<Result<Value, SkillError>> {
+        let (owner, _, addr) = self.by_name.get(tool)?;
+        if skill.is_some_and(|s| s != owner) {
+            return None;
+        }
+        let invoke = Invoke {
+            tool: tool.to_owned(),
+            arguments,
+            caller,
+        };
+        Some(match addr.send(invoke).await {
+            Ok(result) => result,
+            Err(e) => Err(SkillError::Unavailable(format!(
+                "skill {owner} unreachable: {e}"
+            ))),
+        })
+    }
+}
+
+impl std::fmt::Debug for Tools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tools").field("names", &self.names).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn schemas() -> HashMap<String, jsonschema::Validator> {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "filter": {"type": "object", "properties": {"layer": {"enum": ["user", "team"]}},
+                           "required": ["layer"], "additionalProperties": false},
+                "limit": {"type": "integer", "minimum": 1}
+            },
+            "required": ["query"],
+            "additionalProperties": false
+        });
+        HashMap::from([(
+            "search".to_owned(),
+            jsonschema::validator_for(&schema).unwrap(),
+        )])
+    }
+
+    fn problem(arguments: Value) -> String {
+        match check_arguments(&schemas(), "search", &arguments) {
+            Err(SkillError::InvalidArguments(text)) => text,
+            other => panic!("expected invalid arguments, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        assert_eq!(problem(json!({})), "query: is required");
+        assert!(problem(json!({"query": 3})).starts_with("query: "));
+        assert!(problem(json!({"query": "x", "limit": 0})).starts_with("limit: "));
+        assert_eq!(
+            problem(json!({"query": "x", "filter": {}})),
+            "filter.layer: is required"
+        );
+        assert!(
+            problem(json!({"query": "x", "filter": {"layer": "org"}}))
+                .starts_with("filter.layer: ")
+        );
+        assert!(problem(json!({"query": "x", "extra": true})).contains("extra"));
+        assert!(check_arguments(&schemas(), "search", &json!({"query": "x", "limit": 5})).is_ok());
+        assert!(matches!(
+            check_arguments(&schemas(), "nope", &json!({})),
+            Err(SkillError::InvalidArguments(_))
+        ));
+    }
+}
