@@ -127,6 +127,12 @@ pub enum RuleError {
     },
     #[error("a rule needs a non-empty id")]
     EmptyId,
+    /// A rule of a policy could not be built; names the policy as well as the rule.
+    #[error("policy {policy_id}: {error}")]
+    InPolicy {
+        policy_id: String,
+        error: Box<RuleError>,
+    },
 }
 
 impl Rule {
@@ -296,6 +302,18 @@ pub struct Scope {
     pub project_id: Option<String>,
 }
 
+impl Scope {
+    /// The id of the company, org, team or project (as `layer` says) the scope is in.
+    pub fn id_for(&self, layer: Layer) -> Option<&str> {
+        match layer {
+            Layer::Company => self.company_id.as_deref(),
+            Layer::Org => self.org_id.as_deref(),
+            Layer::Team => self.team_id.as_deref(),
+            Layer::Project => self.project_id.as_deref(),
+        }
+    }
+}
+
 /// Whether a lower layer may override a policy.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -323,6 +341,19 @@ pub struct PolicySpec {
     #[serde(default)]
     pub description: Option<String>,
     pub rules: Vec<RuleSpec>,
+}
+
+impl PolicySpec {
+    /// Whether the policy is meant for `scope`: it names no particular company, org, team
+    /// or project of its layer, or it names the one the scope is in.
+    pub fn applies_at(&self, scope: &Scope) -> bool {
+        applies_at(self.layer, self.scope_id.as_deref(), scope)
+    }
+}
+
+/// A policy of `layer` limited to `scope_id` (when given) applies at `scope`.
+pub(crate) fn applies_at(layer: Layer, scope_id: Option<&str>, scope: &Scope) -> bool {
+    scope_id.is_none_or(|id| scope.id_for(layer) == Some(id))
 }
 
 /// Policies that live outside the configuration (accepted knowledge items of type
