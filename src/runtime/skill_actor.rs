@@ -80,6 +80,7 @@ impl Handler<Invoke> for SkillActor {
                 Ok(_) => "ok",
                 Err(SkillError::InvalidArguments(_)) => "invalid_arguments",
                 Err(SkillError::NotFound(_)) => "not_found",
+                Err(SkillError::Conflict(_)) => "conflict",
                 Err(SkillError::Blocked { .. }) => "blocked",
                 Err(SkillError::Failed(_)) => "failed",
                 Err(SkillError::Unavailable(_)) => "unavailable",

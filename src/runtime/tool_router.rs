@@ -122,6 +122,10 @@ impl AgentExecutor for ToolRoutingExecutor {
                 sink.reject(sink.text(format!("{}: not found: {e}", call.tool)))
                     .await
             }
+            Err(SkillError::Conflict(e)) => {
+                sink.reject(sink.text(format!("{}: conflict: {e}", call.tool)))
+                    .await
+            }
             Err(SkillError::Blocked { message, report }) => {
                 let mut status =
                     sink.text(format!("{}: blocked by governance: {message}", call.tool));

@@ -30,7 +30,7 @@ pub struct Caller {
     pub context_id: ContextId,
 }
 
-/// Why a tool call failed. The first three are the caller's business (the task is
+/// Why a tool call failed. The first four are the caller's business (the task is
 /// rejected with the message); `Failed` and `Unavailable` are ours (the detail is logged,
 /// the caller gets a generic message).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -41,6 +41,9 @@ pub enum SkillError {
     /// The thing the call names does not exist (in the caller's scope).
     #[error("not found: {0}")]
     NotFound(String),
+    /// The call clashes with what exists (an item already at that path).
+    #[error("conflict: {0}")]
+    Conflict(String),
     /// Governance refused the write; `report` lists the violations.
     #[error("blocked by governance: {message}")]
     Blocked { message: String, report: Value },

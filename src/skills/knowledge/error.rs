@@ -53,7 +53,7 @@ impl From<KnowledgeError> for SkillError {
             KnowledgeError::NotFound(id) => SkillError::NotFound(format!("knowledge item {id}")),
             // `SkillError` has no conflict kind; it is the caller's to fix, so it is
             // reported like an argument error, naming the item.
-            e @ KnowledgeError::Conflict(_) => SkillError::InvalidArguments(e.to_string()),
+            e @ KnowledgeError::Conflict(_) => SkillError::Conflict(e.to_string()),
             e @ KnowledgeError::TooLarge { .. } => SkillError::InvalidArguments(e.to_string()),
             KnowledgeError::Blocked { message, report } => SkillError::Blocked {
                 message,

@@ -280,7 +280,10 @@ async fn bad_arguments_are_refused_naming_the_field() {
     ));
 
     call(&skill, "knowledge_propose", adr()).await.unwrap();
-    assert!(invalid(call(&skill, "knowledge_propose", adr()).await).contains("already exists"));
+    assert!(matches!(
+        call(&skill, "knowledge_propose", adr()).await,
+        Err(SkillError::Conflict(text)) if text.contains("already exists")
+    ));
     let refused = json!({"id": "project/adr/0001-use-postgres", "status": "deprecated"});
     assert!(
         invalid(call(&skill, "knowledge_update_status", refused).await)
