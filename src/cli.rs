@@ -63,12 +63,20 @@ impl CommonArgs {
     }
 }
 
+/// Where the skills of a server come from.
+pub enum SkillSource {
+    /// Governance, knowledge and memory, as enabled in the settings.
+    Configured,
+    /// Exactly these (possibly none).
+    Registry(SkillRegistry),
+}
+
 /// What a program built on the library serves.
 pub struct Agent {
     pub executor: Arc<dyn AgentExecutor>,
     /// The skills whose tools the runtime serves (each behind a skill actor) and the card
     /// lists with their tools' schemas.
-    pub skills: SkillRegistry,
+    pub skills: SkillSource,
     /// Card entries for what the executor does by itself, without tools.
     pub cards: Vec<SkillCard>,
 }
@@ -78,7 +86,7 @@ impl Agent {
     pub fn new(executor: Arc<dyn AgentExecutor>) -> Self {
         Self {
             executor,
-            skills: SkillRegistry::default(),
+            skills: SkillSource::Registry(SkillRegistry::default()),
             cards: Vec::new(),
         }
     }

@@ -3,9 +3,12 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use agent_a2a::cli::{Agent, run};
+use agent_a2a::cli::{Agent, SkillSource, run};
 use agent_a2a::runtime::ToolRoutingExecutor;
 
 fn main() -> ExitCode {
-    run(Agent::new(Arc::new(ToolRoutingExecutor)))
+    run(Agent {
+        skills: SkillSource::Configured,
+        ..Agent::new(Arc::new(ToolRoutingExecutor))
+    })
 }

@@ -20,7 +20,7 @@ use actix_web::{App, HttpServer, web};
 
 pub use state::AppState;
 
-use crate::cli::Agent;
+use crate::cli::{Agent, SkillSource};
 use crate::config::Settings;
 use crate::runtime::Runtime;
 use crate::store::StoreError;
@@ -41,6 +41,8 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
     #[error("cannot start the skills: {0}")]
     Skills(#[from] crate::runtime::SkillStartError),
+    #[error("cannot build the skills: {0}")]
+    Bootstrap(#[from] crate::skills::bootstrap::BootstrapError),
 }
 
 /// A started server (its future must be driven, e.g. by `actix_web::rt::spawn`).
@@ -58,14 +60,13 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<RunningServer, Se
     let metrics = crate::telemetry::metrics_handle();
     let store = crate::store::open(&settings.store_config()).await?;
     tracing::info!(backend = store.backend(), "store opened");
-    let mut cards = skill_cards(&agent.skills);
+    let skills = match agent.skills {
+        SkillSource::Registry(registry) => registry,
+        SkillSource::Configured => crate::skills::bootstrap::configured(&settings).await?,
+    };
+    let mut cards = skill_cards(&skills);
     cards.extend(agent.cards);
-    let runtime = Arc::new(Runtime::start(
-        &settings,
-        store,
-        agent.executor,
-        &agent.skills,
-    )?);
+    let runtime = Arc::new(Runtime::start(&settings, store, agent.executor, &skills)?);
     let bind = settings.bind_addr()?;
     let listener = std::net::TcpListener::bind(bind).map_err(|source| ServeError::Bind {
         addr: bind.to_string(),

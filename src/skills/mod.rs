@@ -4,6 +4,7 @@
 //! The registry is filled at start-up; the agent card lists every skill and its tools'
 //! schemas. This module knows nothing about actix or wire formats.
 
+pub mod bootstrap;
 pub mod governance;
 pub mod knowledge;
 

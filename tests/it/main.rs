@@ -9,6 +9,7 @@ mod lifecycle;
 mod outage;
 mod postgres;
 mod rest;
+mod skills;
 mod streaming;
 mod support;
 mod tools;

@@ -241,6 +241,39 @@ pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut Settings))
     spawn_app_in(Some(dir), backend, tweak).await
 }
 
+/// The binary's own agent: the tool-routing executor over the configured skills
+/// (governance, knowledge, memory), on `backend`, with `tweak` applied to the settings.
+pub async fn spawn_configured(backend: Backend, tweak: impl FnOnce(&mut Settings)) -> TestApp {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut settings = test_settings(Some(&dir));
+    if let Backend::Postgres(url) = backend {
+        settings.store.database_url = url;
+    }
+    tweak(&mut settings);
+    let agent = Agent {
+        skills: agent_a2a::cli::SkillSource::Configured,
+        ..Agent::new(Arc::new(agent_a2a::runtime::ToolRoutingExecutor))
+    };
+    start(settings, Some(dir), agent, Arc::new(Notify::new())).await
+}
+
+/// Calls a tool directly over JSON-RPC and returns the task.
+pub async fn call_tool(app: &TestApp, tool: &str, arguments: Value) -> Value {
+    let message = json!({
+        "messageId": uuid::Uuid::new_v4().to_string(),
+        "role": "ROLE_USER",
+        "parts": [{"data": {"tool": tool, "arguments": arguments}}],
+    });
+    let r = app.rpc("SendMessage", json!({"message": message})).await;
+    r["result"]["task"].clone()
+}
+
+/// The data of a completed tool call's artifact (panics with the task otherwise).
+pub fn tool_result(task: &Value) -> Value {
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    task["artifacts"][0]["parts"][0]["data"].clone()
+}
+
 /// A server with its own agent (SQLite in a fresh directory).
 pub async fn spawn_app_with_agent(agent: Agent) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agent_a2a::cli::Agent;
+use agent_a2a::cli::{Agent, SkillSource};
 use agent_a2a::runtime::ToolRoutingExecutor;
 use agent_a2a::skills::{Caller, Skill, SkillError, SkillRegistry, ToolSpec};
 use async_trait::async_trait;
@@ -56,7 +56,7 @@ async fn app() -> crate::support::TestApp {
     let mut registry = SkillRegistry::default();
     registry.register(Arc::new(Arithmetic));
     let agent = Agent {
-        skills: registry,
+        skills: SkillSource::Registry(registry),
         ..Agent::new(Arc::new(ToolRoutingExecutor))
     };
     crate::support::spawn_app_with_agent(agent).await

@@ -1,0 +1,56 @@
+//! The skills a server runs unless its program brings its own: governance, knowledge and
+//! memory, built from the settings and wired to each other.
+//!
+//! The engines depend on each other in a circle — knowledge proposals (and memory
+//! writes) are validated by governance, and governance reads the policies of accepted
+//! knowledge items — so the knowledge engine is opened first, governance is built over
+//! its policy source, and the knowledge engine is then given governance as its validator.
+
+use std::sync::Arc;
+
+use super::SkillRegistry;
+use super::governance::{GovernanceEngine, GovernanceSkill, PolicySource, RuleError};
+use super::knowledge::{KnowledgeEngine, KnowledgeError, KnowledgeSkill};
+use crate::config::Settings;
+
+/// Why the configured skills could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    #[error("governance policies: {0}")]
+    Governance(#[from] RuleError),
+    #[error("knowledge repository: {0}")]
+    Knowledge(#[from] KnowledgeError),
+    #[error("start-up task failed: {0}")]
+    Join(String),
+}
+
+/// Builds the skills enabled in `settings`, in the order the card lists them.
+pub async fn configured(settings: &Settings) -> Result<SkillRegistry, BootstrapError> {
+    let knowledge = if settings.knowledge.enabled {
+        let path = settings.knowledge_repo();
+        let knowledge_settings = settings.knowledge.clone();
+        // Opening creates the repository on first start: git work, off the async threads.
+        let engine = tokio::task::spawn_blocking(move || {
+            KnowledgeEngine::open(path, &knowledge_settings, None)
+        })
+        .await
+        .map_err(|e| BootstrapError::Join(e.to_string()))??;
+        Some(Arc::new(engine))
+    } else {
+        None
+    };
+    let source = knowledge
+        .as_ref()
+        .map(|k| Arc::new(k.policy_source()) as Arc<dyn PolicySource>);
+    let governance = Arc::new(GovernanceEngine::new(
+        settings.governance.policies.clone(),
+        source,
+    )?);
+    let mut registry = SkillRegistry::default();
+    if let Some(knowledge) = knowledge {
+        knowledge.set_validator(governance.clone());
+        registry.register(Arc::new(KnowledgeSkill::new(knowledge)));
+    }
+    registry.register(Arc::new(GovernanceSkill::new(governance)));
+    Ok(registry)
+}

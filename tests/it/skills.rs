@@ -1,0 +1,190 @@
+//! The configured skills through A2A: governance and knowledge tools called directly
+//! over JSON-RPC and REST, and the card listing every tool's schema.
+
+use agent_a2a::config::Settings;
+use agent_a2a::skills::governance::{
+    Layer, Mode, Operator, PolicySpec, RuleSpec, Severity, Target,
+};
+use serde_json::{Value, json};
+
+use crate::support::{Backend, call_tool, spawn_configured, tool_result};
+
+/// A company policy that blocks cloud credentials anywhere.
+fn no_secrets(settings: &mut Settings) {
+    settings.governance.policies = vec![PolicySpec {
+        id: "no-secrets".into(),
+        layer: Layer::Company,
+        mode: Mode::Mandatory,
+        scope_id: None,
+        description: None,
+        rules: vec![RuleSpec {
+            id: "no-aws-keys".into(),
+            target: Target::Content,
+            operator: Operator::MustNotMatch,
+            value: Some("AKIA[0-9A-Z]{16}".into()),
+            severity: Severity::Block,
+            message: "no cloud credentials".into(),
+        }],
+    }];
+}
+
+#[actix_web::test]
+async fn governance_validates_and_lists_constraints() {
+    let app = spawn_configured(Backend::Sqlite, no_secrets).await;
+    let ok =
+        tool_result(&call_tool(&app, "governance_validate", json!({"content": "hello"})).await);
+    assert_eq!(ok["passed"], true);
+    let leaked = json!({"content": "key AKIAABCDEFGHIJKLMNOP"});
+    let bad = tool_result(&call_tool(&app, "governance_validate", leaked).await);
+    assert_eq!(bad["passed"], false);
+    assert_eq!(bad["counts"]["block"], 1);
+    assert_eq!(bad["violations"][0]["ruleId"], "no-aws-keys");
+    let constraints = tool_result(&call_tool(&app, "governance_constraints", json!({})).await);
+    assert_eq!(constraints["constraints"][0]["policyId"], "no-secrets");
+}
+
+#[actix_web::test]
+async fn knowledge_items_go_through_their_lifecycle_with_history() {
+    let app = spawn_configured(Backend::Sqlite, no_secrets).await;
+    let proposal = json!({
+        "layer": "project", "path": "adr/0001-use-postgres", "type": "adr",
+        "title": "Use Postgres", "body": "We store everything in Postgres.", "tags": ["storage"]
+    });
+    let proposed = tool_result(&call_tool(&app, "knowledge_propose", proposal.clone()).await);
+    let id = proposed["item"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(id, "project/adr/0001-use-postgres");
+    assert_eq!(proposed["item"]["status"], "draft");
+    for status in ["proposed", "accepted"] {
+        let r = call_tool(
+            &app,
+            "knowledge_update_status",
+            json!({"id": id, "status": status}),
+        )
+        .await;
+        assert_eq!(tool_result(&r)["item"]["status"], status);
+    }
+    let found =
+        tool_result(&call_tool(&app, "knowledge_query", json!({"query": "postgres"})).await);
+    assert_eq!(found["items"][0]["id"], id.as_str(), "{found}");
+    let shown = tool_result(
+        &call_tool(
+            &app,
+            "knowledge_show",
+            json!({"id": id, "includeHistory": true}),
+        )
+        .await,
+    );
+    assert_eq!(shown["history"].as_array().unwrap().len(), 3, "{shown}");
+
+    // Accepted items are deprecated, not deleted; an illegal transition is rejected.
+    let refused = call_tool(&app, "knowledge_delete", json!({"id": id})).await;
+    assert_eq!(
+        refused["status"]["state"], "TASK_STATE_REJECTED",
+        "{refused}"
+    );
+    let back = call_tool(
+        &app,
+        "knowledge_update_status",
+        json!({"id": id, "status": "draft"}),
+    )
+    .await;
+    assert_eq!(back["status"]["state"], "TASK_STATE_REJECTED");
+    // Proposing the same path again is a conflict.
+    let again = call_tool(&app, "knowledge_propose", proposal).await;
+    assert_eq!(again["status"]["state"], "TASK_STATE_REJECTED");
+    assert!(
+        again["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("conflict")
+    );
+}
+
+#[actix_web::test]
+async fn a_governance_block_rejects_a_proposal_and_lists_the_violations() {
+    let app = spawn_configured(Backend::Sqlite, no_secrets).await;
+    let leaking = json!({
+        "layer": "team", "path": "pattern/deploy", "type": "pattern",
+        "title": "Deploying", "body": "Use the key AKIAABCDEFGHIJKLMNOP to deploy."
+    });
+    let task = call_tool(&app, "knowledge_propose", leaking).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED", "{task}");
+    let parts = task["status"]["message"]["parts"].as_array().unwrap();
+    assert!(
+        parts[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("blocked by governance")
+    );
+    assert_eq!(parts[1]["data"]["violations"][0]["ruleId"], "no-aws-keys");
+    let nothing =
+        tool_result(&call_tool(&app, "knowledge_query", json!({"status": "draft"})).await);
+    assert_eq!(
+        nothing["items"].as_array().unwrap().len(),
+        0,
+        "nothing was written"
+    );
+}
+
+#[actix_web::test]
+async fn schema_violations_are_rejected_naming_the_field() {
+    let app = spawn_configured(Backend::Sqlite, |_| {}).await;
+    let task = call_tool(&app, "knowledge_propose", json!({"layer": "project"})).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED");
+    let text = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(text.contains("path: is required"), "{text}");
+}
+
+#[actix_web::test]
+async fn tools_are_callable_over_rest_too() {
+    let app = spawn_configured(Backend::Sqlite, |_| {}).await;
+    let body = json!({"message": {"messageId": "m-rest", "role": "ROLE_USER",
+        "parts": [{"data": {"tool": "governance_validate", "arguments": {"content": "fine"}}}]}});
+    let r: Value = app
+        .post_json("/message:send", body)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        r["task"]["artifacts"][0]["parts"][0]["data"]["passed"], true,
+        "{r}"
+    );
+}
+
+#[actix_web::test]
+async fn the_card_lists_every_configured_tool_with_its_schema() {
+    let app = spawn_configured(Backend::Sqlite, |_| {}).await;
+    let card: Value = app
+        .get("/.well-known/agent-card.json")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let skills: Vec<&str> = card["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        skills.contains(&"knowledge") && skills.contains(&"governance"),
+        "{skills:?}"
+    );
+    let schemas = &card["capabilities"]["extensions"][0]["params"]["skills"];
+    for (skill, tool) in [
+        ("knowledge", "knowledge_propose"),
+        ("knowledge", "knowledge_query"),
+        ("governance", "governance_validate"),
+    ] {
+        let tools = schemas[skill].as_array().unwrap();
+        let entry = tools
+            .iter()
+            .find(|t| t["name"] == tool)
+            .unwrap_or_else(|| panic!("{tool}"));
+        assert_eq!(entry["inputSchema"]["type"], "object");
+        assert_eq!(entry["inputSchema"]["additionalProperties"], false);
+    }
+}
