@@ -5,6 +5,7 @@
 //! schemas. This module knows nothing about actix or wire formats.
 
 pub mod governance;
+pub mod memory;
 
 use std::sync::Arc;
 
