@@ -57,6 +57,9 @@ pub struct RunningServer {
 /// Opens the store (applying migrations), starts the actor runtime and binds the
 /// listener. Must run inside an actix `System`.
 pub async fn start(settings: Settings, agent: Agent) -> Result<RunningServer, ServeError> {
+    // Outgoing HTTPS (embeddings, model providers) uses rustls with ring; it must be
+    // chosen once per process before any client is built. A second call is harmless.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let metrics = crate::telemetry::metrics_handle();
     let store = crate::store::open(&settings.store_config()).await?;
     tracing::info!(backend = store.backend(), "store opened");

@@ -1,5 +1,5 @@
-//! The skills a server runs unless its program brings its own: governance, knowledge and
-//! memory, built from the settings and wired to each other.
+//! The skills a server runs unless its program brings its own: memory, knowledge and
+//! governance, built from the settings and wired to each other.
 //!
 //! The engines depend on each other in a circle — knowledge proposals (and memory
 //! writes) are validated by governance, and governance reads the policies of accepted
@@ -11,7 +11,9 @@ use std::sync::Arc;
 use super::SkillRegistry;
 use super::governance::{GovernanceEngine, GovernanceSkill, PolicySource, RuleError};
 use super::knowledge::{KnowledgeEngine, KnowledgeError, KnowledgeSkill};
+use super::memory::{EmbeddingsError, MemoryEngine, MemorySkill};
 use crate::config::Settings;
+use crate::store::StoreError;
 
 /// Why the configured skills could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +22,10 @@ pub enum BootstrapError {
     Governance(#[from] RuleError),
     #[error("knowledge repository: {0}")]
     Knowledge(#[from] KnowledgeError),
+    #[error("memory store: {0}")]
+    MemoryStore(#[from] StoreError),
+    #[error("memory embeddings: {0}")]
+    Embeddings(#[from] EmbeddingsError),
     #[error("start-up task failed: {0}")]
     Join(String),
 }
@@ -47,6 +53,16 @@ pub async fn configured(settings: &Settings) -> Result<SkillRegistry, BootstrapE
         source,
     )?);
     let mut registry = SkillRegistry::default();
+    if settings.memory.enabled {
+        // The memory tables share the store's database (migrated by `store::open`).
+        let repository = crate::store::open_memories(&settings.store_config())?;
+        let engine = MemoryEngine::new(
+            repository,
+            settings.memory.clone(),
+            Some(governance.clone()),
+        )?;
+        registry.register(Arc::new(MemorySkill::new(Arc::new(engine))));
+    }
     if let Some(knowledge) = knowledge {
         knowledge.set_validator(governance.clone());
         registry.register(Arc::new(KnowledgeSkill::new(knowledge)));

@@ -7,6 +7,7 @@
 pub mod bootstrap;
 pub mod governance;
 pub mod knowledge;
+pub mod memory;
 
 use std::sync::Arc;
 

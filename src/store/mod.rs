@@ -1,5 +1,6 @@
 //! Durable storage: the `Store` trait and its two implementations, Postgres (diesel-async
 //! with a deadpool pool) and embedded SQLite (diesel-async `SyncConnectionWrapper`).
+//! The memory skill's repository lives in [`memories`] (same database, own pool).
 //!
 //! Both share one diesel schema (`schema.rs`); JSON lives in TEXT columns and time in
 //! BIGINT epoch milliseconds so the same queries serve both backends. Migrations are
@@ -9,6 +10,7 @@
 //! **Architecture invariant:** only the `PersistenceActor` calls [`Store::commit`]; every
 //! other component reads. Every query is scoped by tenant.
 
+pub mod memories;
 mod page_token;
 mod postgres;
 mod queries;
@@ -28,6 +30,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness};
 use serde_json::Value;
+
+pub use memories::MemoryRepository;
 
 use crate::domain::{
     ContextId, ListTasksQuery, MessageId, Metadata, Part, StreamEvent, Task, TaskId, TaskPage,
@@ -341,6 +345,12 @@ pub fn migrate(cfg: &StoreConfig) -> Result<Vec<String>, StoreError> {
         Location::Postgres(url) => postgres::migrate(&url),
         Location::Sqlite(path) => sqlite::migrate(&path),
     }
+}
+
+/// The memory repository on the configured database, with a small pool of its own; the
+/// schema must already be migrated ([`open`] or [`migrate`]). Connects nothing yet.
+pub fn open_memories(cfg: &StoreConfig) -> Result<Arc<dyn MemoryRepository>, StoreError> {
+    memories::open(cfg)
 }
 
 /// Runs `source`'s pending migrations, each in its own transaction, in order.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use crate::support::user_message;
+use crate::support::{http_client, user_message};
 
 /// Starts the real binary and waits for its "listening" log line.
 fn start_server(data_dir: &std::path::Path) -> (Child, String) {
@@ -52,7 +52,7 @@ async fn every_acknowledged_send_survives_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, url) = start_server(dir.path());
     let acked: Arc<Mutex<Vec<String>>> = Arc::default();
-    let client = reqwest::Client::new();
+    let client = http_client();
     let mut workers = Vec::new();
     for w in 0..8 {
         let client = client.clone();

@@ -217,6 +217,15 @@ pub async fn read_sse(response: reqwest::Response, max: usize) -> Vec<SseEvent> 
     events
 }
 
+/// An HTTP client for the tests. reqwest is built with `rustls-no-provider` (for the
+/// memory skill's embeddings client), so a client can only be built once a rustls crypto
+/// provider is installed, even for plain-HTTP use.
+pub fn http_client() -> reqwest::Client {
+    // Err means one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
 pub fn user_message(text: &str) -> Value {
     json!({
         "messageId": uuid::Uuid::new_v4().to_string(),
@@ -327,7 +336,7 @@ async fn start(
     actix_web::rt::spawn(running.server);
     TestApp {
         url,
-        client: reqwest::Client::new(),
+        client: http_client(),
         runtime: running.runtime,
         release,
         handle,

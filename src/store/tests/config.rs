@@ -6,7 +6,8 @@ use crate::store::postgres::PgStore;
 use crate::store::testing::{PgTestDb, test_config};
 use crate::store::{Location, SQLITE_FILE, StoreConfig, StoreError, WriteOp, migrate, open};
 
-const INIT: &str = "2026-11-22-000000_init";
+/// Every migration, in the order they apply.
+const ALL_MIGRATIONS: [&str; 2] = ["2026-11-22-000000_init", "2026-11-22-000100_memories"];
 
 fn location(url: Option<&str>) -> Result<Location, StoreError> {
     test_config(url.map(str::to_owned), "/srv/data".into()).location()
@@ -70,7 +71,7 @@ async fn sqlite_migrations_apply_once_and_create_the_data_dir() {
     })
     .await
     .unwrap();
-    assert_eq!(first, Ok(vec![INIT.to_owned()]));
+    assert_eq!(first, Ok(ALL_MIGRATIONS.map(str::to_owned).to_vec()));
     assert!(cfg.data_dir.join(SQLITE_FILE).is_file());
     let again = tokio::task::spawn_blocking({
         let cfg = cfg.clone();
@@ -90,7 +91,10 @@ async fn postgres_migrations_apply_once() {
     };
     let cfg = db.config.clone();
     let run = |cfg: StoreConfig| tokio::task::spawn_blocking(move || migrate(&cfg));
-    assert_eq!(run(cfg.clone()).await.unwrap(), Ok(vec![INIT.to_owned()]));
+    assert_eq!(
+        run(cfg.clone()).await.unwrap(),
+        Ok(ALL_MIGRATIONS.map(str::to_owned).to_vec())
+    );
     assert_eq!(
         run(cfg.clone()).await.unwrap(),
         Ok(vec![]),
@@ -114,7 +118,7 @@ async fn concurrent_postgres_migrations_apply_once() {
     for run in runs {
         applied.extend(run.await.unwrap().unwrap());
     }
-    assert_eq!(applied, [INIT], "exactly one migrator applied it");
+    assert_eq!(applied, ALL_MIGRATIONS, "exactly one migrator applied them");
 }
 
 /// Nothing listens on port 1: connecting is refused at once.

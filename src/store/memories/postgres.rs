@@ -1,0 +1,50 @@
+//! The memory repository on Postgres: its own small deadpool pool of diesel-async
+//! `AsyncPgConnection`s (tokio-postgres, no libpq) on the store's database.
+//!
+//! Like the main store's pool, it connects lazily and recycles connections without a
+//! test query; a database that is down surfaces as `StoreError::Unavailable` within the
+//! acquire timeout.
+
+use std::time::Duration;
+
+use diesel_async::AsyncPgConnection;
+use diesel_async::pooled_connection::deadpool::Pool;
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+};
+
+/// [`MemoryRepository`](super::MemoryRepository) on Postgres.
+pub(crate) struct PgMemories {
+    pool: Pool<AsyncPgConnection>,
+    acquire_timeout: Duration,
+}
+
+impl PgMemories {
+    /// A repository over at most `pool_size` connections to `url` (none opened yet).
+    pub(crate) fn new(
+        url: &str,
+        pool_size: usize,
+        acquire_timeout: Duration,
+    ) -> Result<Self, crate::store::StoreError> {
+        let mut config = ManagerConfig::default();
+        config.recycling_method = RecyclingMethod::Fast;
+        let manager =
+            AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
+        let pool = Pool::builder(manager)
+            .max_size(pool_size.max(1))
+            .build()
+            .map_err(|e| crate::store::StoreError::Config(format!("postgres memory pool: {e}")))?;
+        Ok(Self {
+            pool,
+            acquire_timeout,
+        })
+    }
+}
+
+super::repository::memory_repository_impl!(
+    PgMemories,
+    AsyncPgConnection,
+    diesel::pg::Pg,
+    "postgres",
+    statements::Dialect::Postgres
+);

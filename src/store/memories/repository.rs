@@ -1,0 +1,275 @@
+//! The [`MemoryRepository`](super::MemoryRepository) implementation, written once and
+//! stamped out per backend by [`memory_repository_impl!`] (generic code over diesel-async
+//! connection types is impractical; see `store/queries.rs`).
+//!
+//! The SQL comes from `statements.rs`; this file encodes values for storage, runs the
+//! statements on a pooled connection and decodes the rows.
+
+use serde_json::{Map, Value};
+
+use super::statements::{InsertRow, UpdateRow};
+use super::{MemoryChange, NewMemory, content_hash};
+use crate::store::StoreError;
+
+/// Encodes a new memory; refuses values the table's constraints would refuse less
+/// clearly (or, for non-finite numbers, not at all).
+pub(crate) fn insert_row<'a>(
+    memory: &'a NewMemory,
+    id: &'a str,
+    hash: &'a str,
+) -> Result<InsertRow<'a>, StoreError> {
+    if !(memory.importance.is_finite() && (0.0..=1.0).contains(&memory.importance)) {
+        return Err(StoreError::Query(format!(
+            "importance {} is not within [0, 1]",
+            memory.importance
+        )));
+    }
+    Ok(InsertRow {
+        id,
+        tenant: memory.tenant.as_str(),
+        scope: &memory.scope,
+        content: &memory.content,
+        content_hash: hash,
+        tags: encode_tags(&memory.tags),
+        metadata: encode_metadata(&memory.metadata),
+        importance: memory.importance,
+        embedding: encode_embedding(memory.embedding.as_deref())?,
+        at: memory.at.millis(),
+    })
+}
+
+/// Encodes an update (the new content's hash computed here).
+pub(crate) fn update_row(change: &MemoryChange) -> Result<UpdateRow, StoreError> {
+    let content = match &change.content {
+        Some(content) => Some((
+            content.clone(),
+            content_hash(content),
+            encode_embedding(change.embedding.as_deref())?,
+        )),
+        None => None,
+    };
+    Ok(UpdateRow {
+        content,
+        tags: change.tags.as_deref().map(encode_tags),
+        metadata: change.metadata.as_ref().map(encode_metadata),
+        at: change.at.millis(),
+    })
+}
+
+fn encode_tags(tags: &[String]) -> String {
+    Value::from(tags.to_vec()).to_string()
+}
+
+fn encode_metadata(metadata: &Map<String, Value>) -> String {
+    Value::Object(metadata.clone()).to_string()
+}
+
+/// JSON array; serde_json would write a non-finite number as `null`, which would not
+/// read back, so those are refused.
+fn encode_embedding(embedding: Option<&[f32]>) -> Result<Option<String>, StoreError> {
+    let Some(vector) = embedding else {
+        return Ok(None);
+    };
+    if vector.is_empty() || !vector.iter().all(|x| x.is_finite()) {
+        return Err(StoreError::Query(
+            "an embedding must be a non-empty vector of finite numbers".into(),
+        ));
+    }
+    Ok(Some(Value::from(vector.to_vec()).to_string()))
+}
+
+/// Implements [`MemoryRepository`](super::MemoryRepository) for `$repo`, a struct with a
+/// `pool: Pool<$conn>` and an `acquire_timeout: Duration`; `$backend` is the diesel
+/// backend of `$conn`, `$name` what `backend()` reports and `$dialect` the
+/// `statements::Dialect` of its SQL.
+macro_rules! memory_repository_impl {
+    ($repo:ty, $conn:ty, $backend:ty, $name:literal, $dialect:expr) => {
+        use diesel_async::RunQueryDsl;
+
+        use $crate::domain::TenantId;
+        use $crate::store::StoreError;
+        use $crate::store::memories::repository::{insert_row, update_row};
+        use $crate::store::memories::rows::{IdRow, ImportanceRow, MemoryRow, ScoredRow};
+        use $crate::store::memories::statements::{self, Bind, Statement};
+        use $crate::store::memories::{
+            Added, MemoryChange, MemoryRecord, MemoryRepository, MemoryScope, NewMemory,
+            ScoredMemory, TextQuery, content_hash,
+        };
+
+        const DIALECT: statements::Dialect = $dialect;
+
+        /// `st` as a diesel query with its values bound in order.
+        fn query(
+            st: Statement,
+        ) -> diesel::query_builder::BoxedSqlQuery<'static, $backend, diesel::query_builder::SqlQuery>
+        {
+            use diesel::sql_types::{BigInt, Double, Nullable, Text};
+            let mut query = diesel::sql_query(st.sql).into_boxed::<$backend>();
+            for bind in st.binds {
+                query = match bind {
+                    Bind::Text(v) => query.bind::<Text, _>(v),
+                    Bind::NullableText(v) => query.bind::<Nullable<Text>, _>(v),
+                    Bind::Double(v) => query.bind::<Double, _>(v),
+                    Bind::BigInt(v) => query.bind::<BigInt, _>(v),
+                };
+            }
+            query
+        }
+
+        impl $repo {
+            /// A pooled connection, or `Unavailable` once the acquire timeout has passed.
+            async fn conn(
+                &self,
+            ) -> Result<diesel_async::pooled_connection::deadpool::Object<$conn>, StoreError>
+            {
+                match tokio::time::timeout(self.acquire_timeout, self.pool.get()).await {
+                    Ok(Ok(conn)) => Ok(conn),
+                    Ok(Err(e)) => Err(StoreError::Unavailable(format!("{} pool: {e}", $name))),
+                    Err(_) => Err(StoreError::Unavailable(format!(
+                        "{} pool: no connection within {:?}",
+                        $name, self.acquire_timeout
+                    ))),
+                }
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl MemoryRepository for $repo {
+            fn backend(&self) -> &'static str {
+                $name
+            }
+
+            async fn add(&self, memory: &NewMemory) -> Result<Added, StoreError> {
+                let id = uuid::Uuid::now_v7().to_string();
+                let hash = content_hash(&memory.content);
+                let insert = statements::insert(DIALECT, insert_row(memory, &id, &hash)?);
+                let mut conn = self.conn().await?;
+                let inserted: Vec<IdRow> = query(insert).load(&mut *conn).await?;
+                if let Some(row) = inserted.into_iter().next() {
+                    return Ok(Added {
+                        id: row.id,
+                        duplicate: false,
+                    });
+                }
+                let find = statements::find_by_hash(
+                    DIALECT,
+                    memory.tenant.as_str(),
+                    &memory.scope,
+                    &hash,
+                );
+                let existing: Vec<IdRow> = query(find).load(&mut *conn).await?;
+                match existing.into_iter().next() {
+                    Some(row) => Ok(Added {
+                        id: row.id,
+                        duplicate: true,
+                    }),
+                    // The duplicate was deleted between the two statements.
+                    None => Err(StoreError::Conflict(
+                        "the same memory was deleted concurrently; try again".into(),
+                    )),
+                }
+            }
+
+            async fn get(
+                &self,
+                tenant: &TenantId,
+                scopes: &[MemoryScope],
+                id: &str,
+            ) -> Result<Option<MemoryRecord>, StoreError> {
+                if scopes.is_empty() {
+                    return Ok(None);
+                }
+                let select = statements::select(DIALECT, tenant.as_str(), scopes, id);
+                let rows: Vec<MemoryRow> = query(select).load(&mut *self.conn().await?).await?;
+                rows.into_iter().next().map(MemoryRow::into_record).transpose()
+            }
+
+            async fn update(
+                &self,
+                tenant: &TenantId,
+                scopes: &[MemoryScope],
+                id: &str,
+                change: &MemoryChange,
+            ) -> Result<Option<MemoryRecord>, StoreError> {
+                if scopes.is_empty() {
+                    return Ok(None);
+                }
+                let update =
+                    statements::update(DIALECT, tenant.as_str(), scopes, id, update_row(change)?);
+                let rows: Vec<MemoryRow> = query(update).load(&mut *self.conn().await?).await?;
+                rows.into_iter().next().map(MemoryRow::into_record).transpose()
+            }
+
+            async fn delete(
+                &self,
+                tenant: &TenantId,
+                scopes: &[MemoryScope],
+                id: &str,
+            ) -> Result<bool, StoreError> {
+                if scopes.is_empty() {
+                    return Ok(false);
+                }
+                let delete = statements::delete(DIALECT, tenant.as_str(), scopes, id);
+                let deleted = query(delete).execute(&mut *self.conn().await?).await?;
+                Ok(deleted > 0)
+            }
+
+            async fn search_text(
+                &self,
+                tenant: &TenantId,
+                scope: &MemoryScope,
+                text: &TextQuery,
+                tags: &[String],
+                max: usize,
+            ) -> Result<Vec<ScoredMemory>, StoreError> {
+                if max == 0 {
+                    return Ok(Vec::new());
+                }
+                let search =
+                    statements::search_text(DIALECT, tenant.as_str(), scope, text, tags, max);
+                let rows: Vec<ScoredRow> = query(search).load(&mut *self.conn().await?).await?;
+                rows.into_iter().map(ScoredRow::into_scored).collect()
+            }
+
+            async fn scan_with_embeddings(
+                &self,
+                tenant: &TenantId,
+                scope: &MemoryScope,
+                tags: &[String],
+                max: usize,
+            ) -> Result<Vec<MemoryRecord>, StoreError> {
+                if max == 0 {
+                    return Ok(Vec::new());
+                }
+                let scan =
+                    statements::scan_with_embeddings(DIALECT, tenant.as_str(), scope, tags, max);
+                let rows: Vec<MemoryRow> = query(scan).load(&mut *self.conn().await?).await?;
+                rows.into_iter().map(MemoryRow::into_record).collect()
+            }
+
+            async fn adjust_importance(
+                &self,
+                tenant: &TenantId,
+                scopes: &[MemoryScope],
+                id: &str,
+                delta: f64,
+            ) -> Result<Option<f64>, StoreError> {
+                if !delta.is_finite() {
+                    return Err(StoreError::Query(format!(
+                        "importance delta {delta} is not finite"
+                    )));
+                }
+                if scopes.is_empty() {
+                    return Ok(None);
+                }
+                let adjust =
+                    statements::adjust_importance(DIALECT, tenant.as_str(), scopes, id, delta);
+                let rows: Vec<ImportanceRow> =
+                    query(adjust).load(&mut *self.conn().await?).await?;
+                Ok(rows.into_iter().next().map(|r| r.importance))
+            }
+        }
+    };
+}
+
+pub(crate) use memory_repository_impl;
