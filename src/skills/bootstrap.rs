@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use super::SkillRegistry;
+use super::context::SessionContextSkill;
 use super::governance::{GovernanceEngine, GovernanceSkill, PolicySource, RuleError};
 use super::knowledge::{KnowledgeEngine, KnowledgeError, KnowledgeSkill};
 use super::memory::{EmbeddingsError, MemoryEngine, MemorySkill};
@@ -53,20 +54,24 @@ pub async fn configured(settings: &Settings) -> Result<SkillRegistry, BootstrapE
         source,
     )?);
     let mut registry = SkillRegistry::default();
-    if settings.memory.enabled {
+    let memory = if settings.memory.enabled {
         // The memory tables share the store's database (migrated by `store::open`).
         let repository = crate::store::open_memories(&settings.store_config())?;
-        let engine = MemoryEngine::new(
+        let engine = Arc::new(MemoryEngine::new(
             repository,
             settings.memory.clone(),
             Some(governance.clone()),
-        )?;
-        registry.register(Arc::new(MemorySkill::new(Arc::new(engine))));
-    }
+        )?);
+        registry.register(Arc::new(MemorySkill::new(engine.clone())));
+        Some(engine)
+    } else {
+        None
+    };
     if let Some(knowledge) = knowledge {
         knowledge.set_validator(governance.clone());
         registry.register(Arc::new(KnowledgeSkill::new(knowledge)));
     }
-    registry.register(Arc::new(GovernanceSkill::new(governance)));
+    registry.register(Arc::new(GovernanceSkill::new(governance.clone())));
+    registry.register(Arc::new(SessionContextSkill::new(memory, governance)));
     Ok(registry)
 }

@@ -5,6 +5,7 @@
 //! schemas. This module knows nothing about actix or wire formats.
 
 pub mod bootstrap;
+pub mod context;
 pub mod governance;
 pub mod knowledge;
 pub mod memory;

@@ -175,6 +175,9 @@ async fn the_card_lists_every_configured_tool_with_its_schema() {
     );
     let schemas = &card["capabilities"]["extensions"][0]["params"]["skills"];
     for (skill, tool) in [
+        ("memory", "memory_add"),
+        ("memory", "memory_search"),
+        ("context", "session_context"),
         ("knowledge", "knowledge_propose"),
         ("knowledge", "knowledge_query"),
         ("governance", "governance_validate"),
@@ -187,4 +190,111 @@ async fn the_card_lists_every_configured_tool_with_its_schema() {
         assert_eq!(entry["inputSchema"]["type"], "object");
         assert_eq!(entry["inputSchema"]["additionalProperties"], false);
     }
+}
+
+/// Every memory tool through A2A, with isolation between users and a governance block.
+async fn memory_tools_round_trip(app: crate::support::TestApp) {
+    let add = json!({"content": "Alice prefers green tea in the morning", "layer": "user",
+                     "userId": "alice", "tags": ["preferences"]});
+    let added = tool_result(&call_tool(&app, "memory_add", add.clone()).await);
+    let id = added["memoryId"].as_str().unwrap().to_owned();
+    assert_eq!(added["duplicate"], false);
+    let again = tool_result(&call_tool(&app, "memory_add", add).await);
+    assert_eq!(
+        (again["memoryId"].as_str(), again["duplicate"].as_bool()),
+        (Some(id.as_str()), Some(true))
+    );
+
+    let search = json!({"query": "green tea", "userId": "alice"});
+    let found = tool_result(&call_tool(&app, "memory_search", search).await);
+    assert_eq!(found["results"][0]["memoryId"], id.as_str(), "{found}");
+    let other = json!({"query": "green tea", "userId": "bob"});
+    let none = tool_result(&call_tool(&app, "memory_search", other).await);
+    assert_eq!(none["totalCount"], 0, "another user sees nothing: {none}");
+
+    let got = tool_result(
+        &call_tool(
+            &app,
+            "memory_get",
+            json!({"memoryId": id, "userId": "alice"}),
+        )
+        .await,
+    );
+    assert_eq!(
+        got["content"], "Alice prefers green tea in the morning",
+        "{got}"
+    );
+    let hidden = call_tool(&app, "memory_get", json!({"memoryId": id, "userId": "bob"})).await;
+    assert_eq!(hidden["status"]["state"], "TASK_STATE_REJECTED", "{hidden}");
+    let update = json!({"memoryId": id, "userId": "alice", "content": "Alice prefers jasmine tea"});
+    let updated = tool_result(&call_tool(&app, "memory_update", update).await);
+    assert_eq!(updated["content"], "Alice prefers jasmine tea");
+    let feedback = json!({"memoryId": id, "userId": "alice", "reward": 1.0, "kind": "helpful"});
+    let rewarded = tool_result(&call_tool(&app, "memory_feedback", feedback).await);
+    assert!(rewarded["importance"].as_f64().unwrap() > 0.5, "{rewarded}");
+
+    let secret =
+        json!({"content": "deploy key AKIAABCDEFGHIJKLMNOP", "layer": "user", "userId": "alice"});
+    let blocked = call_tool(&app, "memory_add", secret).await;
+    assert_eq!(
+        blocked["status"]["state"], "TASK_STATE_REJECTED",
+        "{blocked}"
+    );
+    assert_eq!(
+        blocked["status"]["message"]["parts"][1]["data"]["violations"][0]["ruleId"],
+        "no-aws-keys"
+    );
+    let missing_scope = call_tool(
+        &app,
+        "memory_add",
+        json!({"content": "x", "layer": "session", "userId": "alice"}),
+    )
+    .await;
+    assert_eq!(missing_scope["status"]["state"], "TASK_STATE_REJECTED");
+    assert!(
+        missing_scope["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("sessionId")
+    );
+
+    let deleted = tool_result(
+        &call_tool(
+            &app,
+            "memory_delete",
+            json!({"memoryId": id, "userId": "alice"}),
+        )
+        .await,
+    );
+    assert_eq!(deleted["deleted"], true);
+}
+
+#[actix_web::test]
+async fn memory_tools_on_sqlite() {
+    memory_tools_round_trip(spawn_configured(Backend::Sqlite, no_secrets).await).await;
+}
+
+#[actix_web::test]
+async fn memory_tools_on_postgres() {
+    let Some(url) = crate::support::fresh_postgres().await else {
+        return;
+    };
+    memory_tools_round_trip(spawn_configured(Backend::Postgres(url), no_secrets).await).await;
+}
+
+#[actix_web::test]
+async fn session_context_brings_memories_and_constraints_together() {
+    let app = spawn_configured(Backend::Sqlite, no_secrets).await;
+    let add = json!({"content": "The staging cluster is in eu-west-1", "layer": "project", "projectId": "atlas"});
+    tool_result(&call_tool(&app, "memory_add", add).await);
+    let ask = json!({"query": "staging cluster", "projectId": "atlas", "userId": "alice"});
+    let context = tool_result(&call_tool(&app, "session_context", ask).await);
+    assert_eq!(context["memories"][0]["layer"], "project", "{context}");
+    assert_eq!(context["constraints"][0]["ruleId"], "no-aws-keys");
+    let text = context["systemPromptAdditions"].as_str().unwrap();
+    assert!(
+        text.contains("## Relevant memories") && text.contains("eu-west-1"),
+        "{text}"
+    );
+    assert!(text.contains("[BLOCK] no cloud credentials"), "{text}");
 }
