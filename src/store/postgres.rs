@@ -35,19 +35,26 @@ impl PgStore {
     /// A store over a pool of at most `pool_size` connections to `url`. Connects nothing
     /// yet; migrations are applied separately ([`migrate`]).
     pub fn new(url: &str, pool_size: usize, acquire_timeout: Duration) -> Result<Self, StoreError> {
-        let mut config = ManagerConfig::default();
-        config.recycling_method = RecyclingMethod::Fast;
-        let manager =
-            AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
-        let pool = Pool::builder(manager)
-            .max_size(pool_size.max(1))
-            .build()
-            .map_err(|e| StoreError::Config(format!("postgres pool: {e}")))?;
         Ok(Self {
-            pool,
+            pool: pool(url, pool_size, "postgres pool")?,
             acquire_timeout,
         })
     }
+}
+
+/// A pool of at most `size` connections to `url` (connects nothing yet).
+pub(super) fn pool(
+    url: &str,
+    size: usize,
+    label: &str,
+) -> Result<Pool<AsyncPgConnection>, StoreError> {
+    let mut config = ManagerConfig::default();
+    config.recycling_method = RecyclingMethod::Fast;
+    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
+    Pool::builder(manager)
+        .max_size(size.max(1))
+        .build()
+        .map_err(|e| StoreError::Config(format!("{label}: {e}")))
 }
 
 super::queries::store_impl!(

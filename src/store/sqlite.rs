@@ -33,7 +33,7 @@ const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
 const PRAGMAS: &str = "PRAGMA busy_timeout=5000; PRAGMA journal_mode=WAL; \
                        PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;";
 
-type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
+pub(super) type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
 
 /// [`Store`](super::Store) on an SQLite file.
 pub struct SqliteStore {
@@ -49,20 +49,25 @@ impl SqliteStore {
         pool_size: usize,
         acquire_timeout: Duration,
     ) -> Result<Self, StoreError> {
-        let mut config = ManagerConfig::<SqliteConn>::default();
-        config.recycling_method = RecyclingMethod::Fast;
-        config.custom_setup = Box::new(|url| Box::pin(establish(url.to_owned())));
-        let manager =
-            AsyncDieselConnectionManager::<SqliteConn>::new_with_config(path_str(path)?, config);
-        let pool = Pool::builder(manager)
-            .max_size(pool_size.max(1))
-            .build()
-            .map_err(|e| StoreError::Config(format!("sqlite pool: {e}")))?;
         Ok(Self {
-            pool,
+            pool: pool(path, pool_size, "sqlite pool")?,
             acquire_timeout,
         })
     }
+}
+
+/// A pool of at most `size` connections to the SQLite file at `path`, each set up with
+/// [`PRAGMAS`]. Every pool on the file is built here, so they all agree on the settings.
+pub(super) fn pool(path: &Path, size: usize, label: &str) -> Result<Pool<SqliteConn>, StoreError> {
+    let mut config = ManagerConfig::<SqliteConn>::default();
+    config.recycling_method = RecyclingMethod::Fast;
+    config.custom_setup = Box::new(|url| Box::pin(establish(url.to_owned())));
+    let manager =
+        AsyncDieselConnectionManager::<SqliteConn>::new_with_config(path_str(path)?, config);
+    Pool::builder(manager)
+        .max_size(size.max(1))
+        .build()
+        .map_err(|e| StoreError::Config(format!("{label}: {e}")))
 }
 
 super::queries::store_impl!(

@@ -9,9 +9,6 @@ use std::time::Duration;
 
 use diesel_async::AsyncPgConnection;
 use diesel_async::pooled_connection::deadpool::Pool;
-use diesel_async::pooled_connection::{
-    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
-};
 
 /// [`MemoryRepository`](super::MemoryRepository) on Postgres.
 pub(crate) struct PgMemories {
@@ -26,16 +23,8 @@ impl PgMemories {
         pool_size: usize,
         acquire_timeout: Duration,
     ) -> Result<Self, crate::store::StoreError> {
-        let mut config = ManagerConfig::default();
-        config.recycling_method = RecyclingMethod::Fast;
-        let manager =
-            AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
-        let pool = Pool::builder(manager)
-            .max_size(pool_size.max(1))
-            .build()
-            .map_err(|e| crate::store::StoreError::Config(format!("postgres memory pool: {e}")))?;
         Ok(Self {
-            pool,
+            pool: crate::store::postgres::pool(url, pool_size, "postgres memory pool")?,
             acquire_timeout,
         })
     }
