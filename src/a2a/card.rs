@@ -62,6 +62,8 @@ pub struct ToolCard {
     pub description: String,
     /// JSON Schema of the tool's `arguments`.
     pub input_schema: Value,
+    /// JSON Schema of the tool's result.
+    pub output_schema: Value,
 }
 
 /// Builds the hybrid 1.0 + 0.3 agent card.
@@ -128,7 +130,7 @@ fn capabilities(skills: &[SkillCard], v03_fields: bool) -> Value {
                 .tools
                 .iter()
                 .map(|t| {
-                    json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema})
+                    json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema, "outputSchema": t.output_schema})
                 })
                 .collect();
             (s.id.clone(), Value::Array(tools))
@@ -137,7 +139,7 @@ fn capabilities(skills: &[SkillCard], v03_fields: bool) -> Value {
     if !with_tools.is_empty() {
         extensions.push(json!({
             "uri": TOOL_SCHEMAS_EXTENSION,
-            "description": "Input JSON Schemas of each skill's tools; call a tool directly \
+            "description": "Input and output JSON Schemas of each skill's tools; call a tool directly \
                             with a data part {\"tool\": name, \"arguments\": {...}}",
             "required": false,
             "params": {"skills": with_tools},
@@ -218,6 +220,7 @@ mod tests {
                 name: "remember".into(),
                 description: "Store a fact".into(),
                 input_schema: json!({"type": "object", "properties": {"fact": {"type": "string"}}}),
+                output_schema: json!({"type": "object"}),
             }],
         }
     }
@@ -275,6 +278,7 @@ mod tests {
         let tool = &ext["params"]["skills"]["memory"][0];
         assert_eq!(tool["name"], "remember");
         assert_eq!(tool["inputSchema"]["properties"]["fact"]["type"], "string");
+        assert_eq!(tool["outputSchema"]["type"], "object");
     }
 
     #[test]

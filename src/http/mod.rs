@@ -126,6 +126,7 @@ pub fn skill_cards(skills: &crate::skills::SkillRegistry) -> Vec<crate::a2a::car
                     name: t.name,
                     description: t.description,
                     input_schema: t.input_schema,
+                    output_schema: t.output_schema,
                 })
                 .collect(),
         })

@@ -36,6 +36,7 @@ pub struct Invoke {
 pub struct SkillActor {
     skill: Arc<dyn Skill>,
     schemas: Arc<HashMap<String, jsonschema::Validator>>,
+    outputs: Arc<HashMap<String, jsonschema::Validator>>,
     permits: Arc<Semaphore>,
     timeout: Duration,
 }
@@ -50,6 +51,7 @@ impl Handler<Invoke> for SkillActor {
     fn handle(&mut self, call: Invoke, _ctx: &mut Context<Self>) -> Self::Result {
         let skill = self.skill.clone();
         let schemas = self.schemas.clone();
+        let outputs = self.outputs.clone();
         let permits = self.permits.clone();
         let timeout = self.timeout;
         Box::pin(async move {
@@ -67,7 +69,8 @@ impl Handler<Invoke> for SkillActor {
                         skill.invoke(&call.tool, call.arguments, &call.caller).await
                     };
                     match tokio::time::timeout(timeout, run).await {
-                        Ok(result) => result,
+                        Ok(Ok(value)) => check_output(&outputs, &call.tool, value),
+                        Ok(Err(e)) => Err(e),
                         Err(_) => Err(SkillError::Unavailable(format!(
                             "{} did not finish within {} ms (skills.timeout_ms)",
                             call.tool,
@@ -136,10 +139,34 @@ fn check_arguments(
     }
 }
 
+/// A result that breaks its tool's output schema is a bug of the skill: it fails the
+/// call (logged with the problems) rather than reaching callers who rely on the schema.
+fn check_output(
+    outputs: &HashMap<String, jsonschema::Validator>,
+    tool: &str,
+    value: Value,
+) -> Result<Value, SkillError> {
+    let Some(schema) = outputs.get(tool) else {
+        return Ok(value);
+    };
+    let problems: Vec<String> = schema
+        .iter_errors(&value)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    if problems.is_empty() {
+        Ok(value)
+    } else {
+        Err(SkillError::Failed(format!(
+            "{tool} answered outside its output schema: {}",
+            problems.join("; ")
+        )))
+    }
+}
+
 /// Why the skills could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum SkillStartError {
-    #[error("skill {skill}: tool {tool} has an invalid input schema: {reason}")]
+    #[error("skill {skill}: tool {tool} has an invalid {reason}")]
     InvalidSchema {
         skill: String,
         tool: String,
@@ -170,19 +197,22 @@ impl Tools {
         let mut names = Vec::new();
         for (i, skill) in registry.skills().iter().enumerate() {
             let mut schemas = HashMap::new();
+            let mut outputs = HashMap::new();
             for tool in skill.tools() {
-                let validator = jsonschema::validator_for(&tool.input_schema).map_err(|e| {
-                    SkillStartError::InvalidSchema {
+                let compile = |schema: &Value, which: &str| {
+                    jsonschema::validator_for(schema).map_err(|e| SkillStartError::InvalidSchema {
                         skill: skill.id().to_owned(),
                         tool: tool.name.clone(),
-                        reason: e.to_string(),
-                    }
-                })?;
-                schemas.insert(tool.name.clone(), validator);
+                        reason: format!("{which} schema: {e}"),
+                    })
+                };
+                schemas.insert(tool.name.clone(), compile(&tool.input_schema, "input")?);
+                outputs.insert(tool.name.clone(), compile(&tool.output_schema, "output")?);
             }
             let actor = SkillActor {
                 skill: skill.clone(),
                 schemas: Arc::new(schemas),
+                outputs: Arc::new(outputs),
                 permits: Arc::new(Semaphore::new(settings.max_concurrency)),
                 timeout: Duration::from_millis(settings.timeout_ms),
             };
@@ -290,6 +320,28 @@ mod tests {
             Err(SkillError::InvalidArguments(text)) => text,
             other => panic!("expected invalid arguments, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn results_outside_the_output_schema_fail_the_call() {
+        let schema = json!({"type": "object", "required": ["sum"], "properties": {"sum": {"type": "number"}}});
+        let outputs = HashMap::from([(
+            "add".to_owned(),
+            jsonschema::validator_for(&schema).unwrap(),
+        )]);
+        assert_eq!(
+            check_output(&outputs, "add", json!({"sum": 3})),
+            Ok(json!({"sum": 3}))
+        );
+        let wrong = check_output(&outputs, "add", json!({"sum": "three"}));
+        assert!(
+            matches!(&wrong, Err(SkillError::Failed(text)) if text.contains("/sum")),
+            "{wrong:?}"
+        );
+        assert!(matches!(
+            check_output(&outputs, "add", json!({})),
+            Err(SkillError::Failed(_))
+        ));
     }
 
     #[test]

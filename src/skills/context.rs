@@ -195,6 +195,25 @@ impl Skill for SessionContextSkill {
                 "required": [],
                 "additionalProperties": false
             }),
+            output_schema: {
+                use crate::skills::output::{array_of, object, of};
+                object(
+                    &["memories", "constraints", "systemPromptAdditions"],
+                    json!({
+                        "memories": array_of(object(
+                            &["memoryId", "content", "layer", "score"],
+                            json!({"memoryId": of("string"), "content": of("string"),
+                                   "layer": of("string"), "score": of("number")}),
+                        )),
+                        "constraints": array_of(object(
+                            &["policyId", "ruleId", "severity", "message"],
+                            json!({"policyId": of("string"), "ruleId": of("string"),
+                                   "severity": of("string"), "message": of("string")}),
+                        )),
+                        "systemPromptAdditions": of("string"),
+                    }),
+                )
+            },
         }]
     }
 

@@ -24,6 +24,30 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the `arguments` object.
     pub input_schema: Value,
+    /// JSON Schema of the result. Results are checked against it: a tool that answers
+    /// outside its contract fails instead of surprising its callers.
+    pub output_schema: Value,
+}
+
+/// Helpers for output schemas: objects list the properties they always carry; further
+/// properties are allowed so results can grow without breaking callers.
+pub mod output {
+    use serde_json::{Value, json};
+
+    /// An object that always has `required`, typed by `properties`.
+    pub fn object(required: &[&str], properties: Value) -> Value {
+        json!({"type": "object", "required": required, "properties": properties})
+    }
+
+    /// An array of `items`.
+    pub fn array_of(items: Value) -> Value {
+        json!({"type": "array", "items": items})
+    }
+
+    /// A value of JSON type `name`.
+    pub fn of(name: &str) -> Value {
+        json!({"type": name})
+    }
 }
 
 /// Who is calling a tool.

@@ -189,6 +189,12 @@ async fn the_card_lists_every_configured_tool_with_its_schema() {
             .unwrap_or_else(|| panic!("{tool}"));
         assert_eq!(entry["inputSchema"]["type"], "object");
         assert_eq!(entry["inputSchema"]["additionalProperties"], false);
+        assert_eq!(entry["outputSchema"]["type"], "object", "{tool}");
+        assert!(
+            entry["outputSchema"]["required"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty())
+        );
     }
 }
 

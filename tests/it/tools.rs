@@ -34,6 +34,7 @@ impl Skill for Arithmetic {
             name: "add".into(),
             description: "a + b".into(),
             input_schema: json!({"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}),
+            output_schema: json!({"type":"object","required":["sum"],"properties":{"sum":{"type":"number"}}}),
         }]
     }
     async fn invoke(

@@ -15,6 +15,6 @@ pub use effective::{
 pub use engine::{ActiveConstraint, GovernanceEngine};
 pub use rules::{
     EvalContext, Layer, Mode, Operator, PolicySource, PolicySpec, Report, Rule, RuleError,
-    RuleSpec, Scope, Severity, SeverityCounts, Target, Validator, Violation,
+    RuleSpec, Scope, Severity, SeverityCounts, Target, Validator, Violation, report_schema,
 };
 pub use skill::GovernanceSkill;

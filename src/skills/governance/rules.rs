@@ -292,6 +292,26 @@ impl Report {
     }
 }
 
+/// The JSON Schema of a serialised [`Report`] (the output of every check tool).
+pub fn report_schema() -> serde_json::Value {
+    use crate::skills::output::{array_of, object, of};
+    object(
+        &["passed", "violations", "counts"],
+        serde_json::json!({
+            "passed": of("boolean"),
+            "violations": array_of(object(
+                &["ruleId", "severity", "target", "message"],
+                serde_json::json!({"ruleId": of("string"), "policyId": of("string"),
+                                   "severity": of("string"), "target": of("string"), "message": of("string")}),
+            )),
+            "counts": object(
+                &["info", "warn", "block"],
+                serde_json::json!({"info": of("integer"), "warn": of("integer"), "block": of("integer")}),
+            ),
+        }),
+    )
+}
+
 /// Where a write happens, for choosing the policies that apply to it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

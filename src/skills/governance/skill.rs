@@ -287,6 +287,7 @@ impl Skill for GovernanceSkill {
                               passes unless a `block` rule is broken."
                     .into(),
                 input_schema: validate_schema(),
+                output_schema: super::rules::report_schema(),
             },
             ToolSpec {
                 name: CONSTRAINTS_TOOL.into(),
@@ -295,6 +296,7 @@ impl Skill for GovernanceSkill {
                               policies that are invalid."
                     .into(),
                 input_schema: constraints_schema(),
+                output_schema: constraints_output_schema(),
             },
         ]
     }
@@ -319,3 +321,22 @@ impl Skill for GovernanceSkill {
 #[cfg(test)]
 #[path = "skill_tests.rs"]
 mod tests;
+
+/// What `governance_constraints` answers.
+fn constraints_output_schema() -> Value {
+    use crate::skills::output::{array_of, object, of};
+    object(
+        &["constraints", "invalidPolicies", "setAsidePolicies"],
+        json!({
+            "constraints": array_of(object(
+                &["policyId", "layer", "mode", "ruleId", "target", "operator", "severity", "message"],
+                json!({"policyId": of("string"), "layer": of("string"), "mode": of("string"),
+                       "origin": of("string"), "ruleId": of("string"), "target": of("string"),
+                       "operator": of("string"), "value": of("string"), "severity": of("string"),
+                       "message": of("string")}),
+            )),
+            "invalidPolicies": array_of(of("object")),
+            "setAsidePolicies": array_of(of("object")),
+        }),
+    )
+}

@@ -107,6 +107,7 @@ fn object(properties: Value, required: &[&str]) -> Value {
 /// Every tool of the knowledge skill, in a fixed order.
 pub fn tools() -> Vec<ToolSpec> {
     let tool = |name: &str, description: &str, input_schema: Value| ToolSpec {
+        output_schema: output_schema(name),
         name: name.to_owned(),
         description: description.to_owned(),
         input_schema,
@@ -208,4 +209,41 @@ pub fn tools() -> Vec<ToolSpec> {
             ),
         ),
     ]
+}
+
+/// What each tool answers (see `skill.rs`).
+fn output_schema(tool: &str) -> Value {
+    use crate::skills::output::{array_of, object, of};
+    let item = || {
+        object(
+            &["id", "layer", "path", "type", "status", "title"],
+            json!({"id": of("string"), "layer": of("string"), "path": of("string"),
+                   "type": of("string"), "status": of("string"), "title": of("string"),
+                   "tags": array_of(of("string"))}),
+        )
+    };
+    let commit = object(
+        &["commit", "author", "time", "message"],
+        json!({"commit": of("string"), "author": of("string"), "time": of("string"), "message": of("string")}),
+    );
+    match tool {
+        QUERY => object(
+            &["items", "totalCount"],
+            json!({"items": array_of(item()), "totalCount": of("integer")}),
+        ),
+        SHOW => object(
+            &["item"],
+            json!({"item": item(), "history": array_of(commit)}),
+        ),
+        UPDATE_STATUS => object(
+            &["item", "previousStatus"],
+            json!({"item": item(), "previousStatus": of("string")}),
+        ),
+        DELETE => object(
+            &["id", "deleted", "commit"],
+            json!({"id": of("string"), "deleted": of("boolean"), "commit": of("string")}),
+        ),
+        CHECK => crate::skills::governance::report_schema(),
+        _ => object(&["item"], json!({"item": item()})),
+    }
 }

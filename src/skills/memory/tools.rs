@@ -86,6 +86,57 @@ fn spec(name: &str, description: &str, input_schema: Value) -> ToolSpec {
         name: name.to_owned(),
         description: description.to_owned(),
         input_schema,
+        output_schema: output_schema(name),
+    }
+}
+
+/// What each tool answers (see `skill.rs`).
+fn output_schema(tool: &str) -> Value {
+    use crate::skills::output::{array_of, object, of};
+    let memory = || {
+        object(
+            &[
+                "memoryId",
+                "content",
+                "layer",
+                "scope",
+                "tags",
+                "metadata",
+                "importance",
+                "createdAt",
+                "updatedAt",
+            ],
+            json!({
+                "memoryId": of("string"), "content": of("string"), "layer": of("string"),
+                "scope": of("object"), "tags": array_of(of("string")), "metadata": of("object"),
+                "importance": of("number"), "hasEmbedding": of("boolean"),
+                "createdAt": of("string"), "updatedAt": of("string")
+            }),
+        )
+    };
+    match tool {
+        "memory_add" => object(
+            &["memoryId", "duplicate"],
+            json!({"memoryId": of("string"), "duplicate": of("boolean")}),
+        ),
+        "memory_search" => object(
+            &["results", "totalCount", "searchedLayers"],
+            json!({
+                "results": array_of(object(
+                    &["memoryId", "content", "layer", "score"],
+                    json!({"memoryId": of("string"), "content": of("string"), "layer": of("string"),
+                           "score": of("number"), "tags": array_of(of("string")), "importance": of("number")}),
+                )),
+                "totalCount": of("integer"),
+                "searchedLayers": array_of(of("string")),
+            }),
+        ),
+        "memory_delete" => object(&["deleted"], json!({"deleted": of("boolean")})),
+        "memory_feedback" => object(
+            &["memoryId", "importance"],
+            json!({"memoryId": of("string"), "importance": of("number")}),
+        ),
+        _ => memory(),
     }
 }
 
