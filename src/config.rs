@@ -28,6 +28,9 @@ pub struct Settings {
     pub memory: MemorySettings,
     pub knowledge: KnowledgeSettings,
     pub governance: GovernanceSettings,
+    pub history: HistorySettings,
+    pub state: StateSettings,
+    pub providers: std::collections::BTreeMap<String, ProviderSettings>,
     pub log: LogSettings,
 }
 
@@ -293,6 +296,99 @@ pub struct GovernanceSettings {
     /// Policies from configuration (`[[governance.policies]]`); accepted knowledge items
     /// of type `policy` add to them.
     pub policies: Vec<crate::skills::governance::PolicySpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HistorySettings {
+    /// Tokens of history sent to a model (newest first until spent); 0 means 32000.
+    pub token_budget: usize,
+    /// Most history messages sent to a model on top of the budget; 0: no cap.
+    pub max_messages: usize,
+}
+
+impl Default for HistorySettings {
+    fn default() -> Self {
+        Self {
+            token_budget: 32_000,
+            max_messages: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateSettings {
+    /// How long a thread-state entry lives, in seconds.
+    pub ttl_secs: u64,
+    /// Largest thread state (all entries, serialised) in bytes; a write past it fails.
+    pub max_bytes: usize,
+}
+
+impl Default for StateSettings {
+    fn default() -> Self {
+        Self {
+            ttl_secs: 3_600,
+            max_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// Which API a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI-compatible Chat Completions (OpenAI, vLLM, Ollama, llama.cpp, LM Studio, …).
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Google Gemini `streamGenerateContent`.
+    Gemini,
+}
+
+/// One model provider (`[providers.<name>]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSettings {
+    pub kind: ProviderKind,
+    /// e.g. `http://127.0.0.1:11434/v1` for a local Ollama.
+    pub base_url: String,
+    pub model: String,
+    /// Name of the environment variable holding the API key (empty: no key).
+    #[serde(default)]
+    pub api_key_env: String,
+    /// Whole-request timeout (including the stream), in ms.
+    #[serde(default = "ProviderSettings::default_timeout_ms")]
+    pub timeout_ms: u64,
+    #[serde(default = "ProviderSettings::default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// Retries of a request answered 429 or 5xx (or not connected), with backoff.
+    #[serde(default = "ProviderSettings::default_max_retries")]
+    pub max_retries: u32,
+    /// First backoff delay in ms (doubled each retry; `Retry-After` wins when given).
+    #[serde(default = "ProviderSettings::default_retry_base_ms")]
+    pub retry_base_ms: u64,
+    /// Requests to this provider at once.
+    #[serde(default = "ProviderSettings::default_max_concurrency")]
+    pub max_concurrency: usize,
+}
+
+impl ProviderSettings {
+    fn default_timeout_ms() -> u64 {
+        120_000
+    }
+    fn default_connect_timeout_ms() -> u64 {
+        5_000
+    }
+    fn default_max_retries() -> u32 {
+        2
+    }
+    fn default_retry_base_ms() -> u64 {
+        500
+    }
+    fn default_max_concurrency() -> usize {
+        8
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
