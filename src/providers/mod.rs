@@ -16,6 +16,8 @@ mod anthropic;
 mod gemini;
 mod http;
 mod openai;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;

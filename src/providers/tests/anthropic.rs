@@ -1,0 +1,1 @@
+//! Anthropic Messages streams in the recorded format.

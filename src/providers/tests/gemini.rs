@@ -1,0 +1,1 @@
+//! Gemini streamGenerateContent streams in the recorded format.
