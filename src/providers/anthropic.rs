@@ -64,8 +64,10 @@ impl Provider for AnthropicProvider {
         let mut headers = HeaderMap::new();
         headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
         if let Some(key) = &self.api_key {
-            let value = HeaderValue::from_str(key)
+            let mut value = HeaderValue::from_str(key)
                 .map_err(|_| ProviderError::Config("API key is not a valid header".into()))?;
+            // Keeps the key out of any debug output of the request.
+            value.set_sensitive(true);
             headers.insert("x-api-key", value);
         }
         let url = self.transport.url("/messages");

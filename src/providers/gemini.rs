@@ -62,8 +62,10 @@ impl Provider for GeminiProvider {
         let body = request_body(&params);
         let mut headers = HeaderMap::new();
         if let Some(key) = &self.api_key {
-            let value = HeaderValue::from_str(key)
+            let mut value = HeaderValue::from_str(key)
                 .map_err(|_| ProviderError::Config("API key is not a valid header".into()))?;
+            // Keeps the key out of any debug output of the request.
+            value.set_sensitive(true);
             headers.insert("x-goog-api-key", value);
         }
         let url = self

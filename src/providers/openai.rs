@@ -59,8 +59,10 @@ impl Provider for OpenAiProvider {
         let body = request_body(&self.model, &params);
         let mut headers = HeaderMap::new();
         if let Some(key) = &self.api_key {
-            let value = HeaderValue::from_str(&format!("Bearer {key}"))
+            let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
                 .map_err(|_| ProviderError::Config("API key is not a valid header".into()))?;
+            // Keeps the key out of any debug output of the request.
+            value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);
         }
         let url = self.transport.url("/chat/completions");

@@ -299,3 +299,43 @@ fn retryable_errors_are_the_transient_ones() {
     assert!(!ProviderError::Decode("x".into()).is_retryable());
     assert!(!ProviderError::Config("x".into()).is_retryable());
 }
+
+#[tokio::test]
+async fn a_stream_that_already_started_is_never_retried() {
+    // The first answer breaks off after some text; the second would succeed if asked for.
+    let server = FakeServer::start(vec![
+        Reply::sse(&["data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n"]),
+        hi_reply(ProviderKind::Openai),
+    ])
+    .await;
+    let got = events(
+        provider(ProviderKind::Openai, &server, None).as_ref(),
+        conversation(),
+    )
+    .await;
+    assert_eq!(
+        got,
+        [
+            ProviderEvent::TextDelta("Hel".into()),
+            ProviderEvent::Error(ProviderError::StreamEnded),
+        ]
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn server_errors_that_outlast_the_retries_are_reported_with_their_body() {
+    let replies = (0..3)
+        .map(|n| Reply::status(502, &format!("bad gateway {n}")))
+        .collect();
+    let server = FakeServer::start(replies).await;
+    let result = provider(ProviderKind::Gemini, &server, None)
+        .generate(conversation())
+        .await;
+    match result {
+        Err(ProviderError::Http { status: 502, body }) => assert_eq!(body, "bad gateway 2"),
+        Err(other) => panic!("unexpected error {other:?}"),
+        Ok(_) => panic!("a 502 produced a stream"),
+    }
+    assert_eq!(server.requests().len(), 3);
+}
