@@ -9,6 +9,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod http;
+pub mod providers;
 pub mod runtime;
 pub mod skills;
 pub mod store;
