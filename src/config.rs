@@ -31,6 +31,7 @@ pub struct Settings {
     pub history: HistorySettings,
     pub state: StateSettings,
     pub providers: std::collections::BTreeMap<String, ProviderSettings>,
+    pub models: ModelSettings,
     pub log: LogSettings,
 }
 
@@ -330,6 +331,24 @@ impl Default for StateSettings {
         Self {
             ttl_secs: 3_600,
             max_bytes: 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelSettings {
+    /// Consecutive failed generations after which a provider's circuit opens.
+    pub breaker_failures: u32,
+    /// How long an open circuit fails calls at once before letting one through, in seconds.
+    pub breaker_cooldown_secs: u64,
+}
+
+impl Default for ModelSettings {
+    fn default() -> Self {
+        Self {
+            breaker_failures: 5,
+            breaker_cooldown_secs: 30,
         }
     }
 }

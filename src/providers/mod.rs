@@ -16,6 +16,7 @@ mod anthropic;
 mod gemini;
 mod http;
 mod openai;
+mod scripted;
 #[cfg(test)]
 mod tests;
 
@@ -28,6 +29,7 @@ use futures_util::stream::BoxStream;
 use crate::config::{ProviderKind, ProviderSettings};
 
 pub use anthropic::AnthropicProvider;
+pub use scripted::ScriptedProvider;
 pub use gemini::GeminiProvider;
 pub use openai::OpenAiProvider;
 
@@ -160,6 +162,9 @@ pub enum ProviderError {
     StreamEnded,
     #[error("provider configuration: {0}")]
     Config(String),
+    /// The provider kept failing; calls fail fast until it has had time to recover.
+    #[error("provider unavailable after repeated failures (retry after {retry_after:?})")]
+    CircuitOpen { retry_after: Duration },
 }
 
 impl ProviderError {
@@ -171,6 +176,7 @@ impl ProviderError {
                 *status == 408 || *status == 429 || *status >= 500
             }
             ProviderError::RateLimited { .. }
+            | ProviderError::CircuitOpen { .. }
             | ProviderError::Timeout
             | ProviderError::Connect(_)
             | ProviderError::StreamEnded => true,
