@@ -1,0 +1,1 @@
+//! Tests for the session module (filled in below).
