@@ -4,6 +4,9 @@
 //! and genai's `Content`/`Part`), but `session` sits below `agent` and must speak them, so
 //! they live here and `agent` re-exports them. Roles inside [`Content`] are ADK's strings
 //! (`user`, `model`, `function`, `system`), not our stored roles.
+//!
+//! [`system_instruction_text`] is contract A.10's rule for the system message, kept here so
+//! the model adapter and any other caller join instructions the same way.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -82,5 +85,56 @@ impl Event {
             actions: EventActions::default(),
             timestamp,
         }
+    }
+}
+
+/// The text of a system instruction: its non-empty text parts joined with `"\n"`, or `None`
+/// when there is no instruction or it holds no text (then no system message is sent).
+pub fn system_instruction_text(instruction: Option<&Content>) -> Option<String> {
+    let texts: Vec<&str> = instruction?
+        .parts
+        .iter()
+        .filter_map(|part| match part {
+            Part::Text(text) if !text.is_empty() => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instruction(parts: &[&str]) -> Content {
+        Content {
+            role: "system".into(),
+            parts: parts.iter().map(|t| Part::Text((*t).to_owned())).collect(),
+        }
+    }
+
+    #[test]
+    fn system_instruction_present_in_request() {
+        let one = instruction(&["You are a helpful assistant."]);
+        assert_eq!(
+            system_instruction_text(Some(&one)).as_deref(),
+            Some("You are a helpful assistant.")
+        );
+    }
+
+    #[test]
+    fn multi_part_system_instruction() {
+        let two = instruction(&["You are a helpful assistant.", "Always be concise."]);
+        assert_eq!(
+            system_instruction_text(Some(&two)).as_deref(),
+            Some("You are a helpful assistant.\nAlways be concise.")
+        );
+    }
+
+    #[test]
+    fn system_instruction_absent() {
+        assert_eq!(system_instruction_text(None), None);
+        assert_eq!(system_instruction_text(Some(&instruction(&[]))), None);
+        assert_eq!(system_instruction_text(Some(&instruction(&[""]))), None);
     }
 }

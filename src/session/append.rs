@@ -114,6 +114,14 @@ pub fn append_event(history: &History, event: &Event, ids: &mut IdSource) -> App
         }
     }
 
+    if text.is_empty() && tool_calls.is_empty() {
+        // Only empty text: nothing a model could read back, so no empty row either.
+        return if state_delta.is_empty() {
+            Appended::Nothing
+        } else {
+            Appended::StateOnly(state_delta)
+        };
+    }
     let role = stored_role(content, &tool_calls, &event.author);
     let author = Some(event.author.clone()).filter(|a| !a.is_empty());
     Appended::Message {

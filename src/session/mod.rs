@@ -20,7 +20,9 @@ mod state;
 #[cfg(test)]
 mod properties;
 
-pub use adk::{Content, Event, EventActions, FunctionCall, FunctionResponse, Part};
+pub use adk::{
+    Content, Event, EventActions, FunctionCall, FunctionResponse, Part, system_instruction_text,
+};
 pub use append::{Appended, IdSource, append_event};
 pub use budget::{DEFAULT_TOKEN_BUDGET, HeuristicEstimator, TokenEstimator, truncate_to_budget};
 pub use reconstruct::{FALLBACK_AGENT_NAME, HistoryConfig, events};

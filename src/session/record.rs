@@ -150,6 +150,8 @@ impl History {
     /// A history resumed from stored records (ascending by `seq`), as a thread restarts.
     /// Only the newest `capacity` are kept.
     pub fn from_records(records: Vec<StoredMessage>, next_seq: i64, capacity: usize) -> Self {
+        // Never hand out a seq the store already holds, whatever the caller passed.
+        let next_seq = records.last().map_or(next_seq, |m| next_seq.max(m.seq + 1));
         let mut history = Self::new(next_seq, capacity);
         history.messages = records.into();
         history.evict();
@@ -207,3 +209,7 @@ impl History {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "record_tests.rs"]
+mod tests;
