@@ -29,9 +29,9 @@ use futures_util::stream::BoxStream;
 use crate::config::{ProviderKind, ProviderSettings};
 
 pub use anthropic::AnthropicProvider;
-pub use scripted::ScriptedProvider;
 pub use gemini::GeminiProvider;
 pub use openai::OpenAiProvider;
+pub use scripted::ScriptedProvider;
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

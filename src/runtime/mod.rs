@@ -8,6 +8,7 @@
 mod control;
 mod emit;
 pub mod executor;
+pub mod model_actor;
 mod persistence;
 mod registry;
 mod skill_actor;

@@ -1,0 +1,353 @@
+//! `ModelActor`s: one per configured provider. Every generation goes through its actor,
+//! which records time to first token, tokens in and out, and errors by kind, and keeps a
+//! circuit breaker: after `models.breaker_failures` consecutive failed generations the
+//! provider is not called for `models.breaker_cooldown_secs`; calls fail at once with
+//! `CircuitOpen`, then one call is let through, and its success closes the circuit.
+//! (The provider's own `max_concurrency` bounds how many generations run at once.)
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+
+use crate::config::{ModelSettings, ProviderSettings};
+use crate::providers::{GenerateParams, Provider, ProviderError, ProviderEvent};
+
+/// Generations started, by `provider`.
+const REQUESTS: &str = "agent_a2a_model_requests_total";
+/// Time to the first event of a stream, in ms, by `provider`.
+const TTFT: &str = "agent_a2a_model_time_to_first_token_ms";
+/// Tokens by `provider` and `direction` (`input`, `output`).
+const TOKENS: &str = "agent_a2a_model_tokens_total";
+/// Failed generations by `provider` and `kind`.
+const ERRORS: &str = "agent_a2a_model_errors_total";
+
+/// A stream of provider events.
+pub type EventStream = BoxStream<'static, ProviderEvent>;
+
+/// Starts a generation.
+#[derive(Message)]
+#[rtype(result = "Result<EventStream, ProviderError>")]
+pub struct Generate(pub GenerateParams);
+
+/// How a generation ended (sent by the stream wrapper, for the breaker).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Finished {
+    ok: bool,
+}
+
+/// The actor in front of one provider.
+pub struct ModelActor {
+    provider: Arc<dyn Provider>,
+    failures: u32,
+    open_until: Option<Instant>,
+    threshold: u32,
+    cooldown: Duration,
+}
+
+impl ModelActor {
+    pub fn new(provider: Arc<dyn Provider>, settings: &ModelSettings) -> Self {
+        Self {
+            provider,
+            failures: 0,
+            open_until: None,
+            threshold: settings.breaker_failures.max(1),
+            cooldown: Duration::from_secs(settings.breaker_cooldown_secs),
+        }
+    }
+}
+
+impl Actor for ModelActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<Finished> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, outcome: Finished, _ctx: &mut Context<Self>) {
+        if outcome.ok {
+            self.failures = 0;
+            self.open_until = None;
+            return;
+        }
+        self.failures = self.failures.saturating_add(1);
+        if self.failures >= self.threshold {
+            if self.open_until.is_none() {
+                tracing::warn!(
+                    provider = self.provider.id(),
+                    failures = self.failures,
+                    "model circuit opened"
+                );
+            }
+            self.open_until = Some(Instant::now() + self.cooldown);
+        }
+    }
+}
+
+impl Handler<Generate> for ModelActor {
+    type Result = ResponseFuture<Result<EventStream, ProviderError>>;
+
+    fn handle(&mut self, Generate(params): Generate, ctx: &mut Context<Self>) -> Self::Result {
+        if let Some(until) = self.open_until {
+            let now = Instant::now();
+            if now < until {
+                let error = ProviderError::CircuitOpen {
+                    retry_after: until - now,
+                };
+                record_error(self.provider.id(), &error);
+                return Box::pin(std::future::ready(Err(error)));
+            }
+            // Half-open: let this call through; its outcome decides.
+            self.open_until = None;
+        }
+        let provider = self.provider.clone();
+        let me = ctx.address();
+        Box::pin(async move {
+            let name = provider.id().to_owned();
+            metrics::counter!(REQUESTS, "provider" => name.clone()).increment(1);
+            let started = Instant::now();
+            match provider.generate(params).await {
+                Ok(stream) => Ok(observe(stream, name, started, me)),
+                Err(e) => {
+                    record_error(&name, &e);
+                    me.do_send(Finished { ok: false });
+                    Err(e)
+                }
+            }
+        })
+    }
+}
+
+/// Passes the events through, recording the first one's latency, usage and the outcome.
+fn observe(
+    stream: EventStream,
+    name: String,
+    started: Instant,
+    me: Addr<ModelActor>,
+) -> EventStream {
+    let mut first = true;
+    stream
+        .inspect(move |event| {
+            if first {
+                first = false;
+                metrics::histogram!(TTFT, "provider" => name.clone())
+                    .record(started.elapsed().as_secs_f64() * 1000.0);
+            }
+            match event {
+                ProviderEvent::Usage(usage) => {
+                    metrics::counter!(TOKENS, "provider" => name.clone(), "direction" => "input")
+                        .increment(usage.input_tokens);
+                    metrics::counter!(TOKENS, "provider" => name.clone(), "direction" => "output")
+                        .increment(usage.output_tokens);
+                }
+                ProviderEvent::Done => me.do_send(Finished { ok: true }),
+                ProviderEvent::Error(e) => {
+                    record_error(&name, e);
+                    me.do_send(Finished { ok: false });
+                }
+                ProviderEvent::TextDelta(_) | ProviderEvent::ToolCallFragment(_) => {}
+            }
+        })
+        .boxed()
+}
+
+fn record_error(provider: &str, error: &ProviderError) {
+    let kind = match error {
+        ProviderError::Http { .. } => "http",
+        ProviderError::RateLimited { .. } => "rate_limited",
+        ProviderError::Timeout => "timeout",
+        ProviderError::Connect(_) => "connect",
+        ProviderError::Decode(_) => "decode",
+        ProviderError::StreamEnded => "stream_ended",
+        ProviderError::Config(_) => "config",
+        ProviderError::CircuitOpen { .. } => "circuit_open",
+    };
+    metrics::counter!(ERRORS, "provider" => provider.to_owned(), "kind" => kind).increment(1);
+}
+
+/// The model actors of every configured provider, by name.
+#[derive(Default)]
+pub struct Models {
+    by_name: HashMap<String, Addr<ModelActor>>,
+}
+
+impl Models {
+    /// Builds every `[providers.<name>]` and starts its actor on `arbiter`. A provider that
+    /// cannot be built (its API key variable unset) stops start-up with its name.
+    pub fn start(
+        providers: &std::collections::BTreeMap<String, ProviderSettings>,
+        settings: &ModelSettings,
+        arbiter: &ArbiterHandle,
+    ) -> Result<Models, ProviderError> {
+        let mut by_name = HashMap::new();
+        for (name, provider_settings) in providers {
+            let provider = crate::providers::build(name, provider_settings)?;
+            by_name.insert(name.clone(), Self::spawn(provider, settings, arbiter));
+        }
+        Ok(Models { by_name })
+    }
+
+    /// Starts an actor for an already built provider.
+    pub fn spawn(
+        provider: Arc<dyn Provider>,
+        settings: &ModelSettings,
+        arbiter: &ArbiterHandle,
+    ) -> Addr<ModelActor> {
+        let actor = ModelActor::new(provider, settings);
+        ModelActor::start_in_arbiter(arbiter, |_| actor)
+    }
+
+    /// The actor of provider `name`.
+    pub fn get(&self, name: &str) -> Option<&Addr<ModelActor>> {
+        self.by_name.get(name)
+    }
+
+    /// Starts a generation on provider `name`.
+    pub async fn generate(
+        &self,
+        name: &str,
+        params: GenerateParams,
+    ) -> Result<EventStream, ProviderError> {
+        let addr = self
+            .by_name
+            .get(name)
+            .ok_or_else(|| ProviderError::Config(format!("no provider named {name:?}")))?;
+        addr.send(Generate(params))
+            .await
+            .map_err(|e| ProviderError::Connect(format!("model actor unreachable: {e}")))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::{ScriptedProvider, Usage};
+
+    fn settings(failures: u32) -> ModelSettings {
+        ModelSettings {
+            breaker_failures: failures,
+            breaker_cooldown_secs: 3600,
+        }
+    }
+
+    async fn drain(stream: EventStream) -> Vec<ProviderEvent> {
+        stream.collect().await
+    }
+
+    #[actix_web::test]
+    async fn streams_pass_through_unchanged() {
+        let events = vec![
+            ProviderEvent::TextDelta("Hello ".into()),
+            ProviderEvent::TextDelta("world".into()),
+            ProviderEvent::Usage(Usage {
+                input_tokens: 3,
+                output_tokens: 2,
+            }),
+            ProviderEvent::Done,
+        ];
+        let provider = Arc::new(ScriptedProvider::new("p", "m", [Ok(events.clone())]));
+        let arbiter = Arbiter::new();
+        let models = Models {
+            by_name: HashMap::from([(
+                "p".to_owned(),
+                Models::spawn(provider.clone(), &settings(5), &arbiter.handle()),
+            )]),
+        };
+        let got = drain(
+            models
+                .generate("p", GenerateParams::default())
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(got, events);
+        assert_eq!(provider.requests().len(), 1);
+        assert!(matches!(
+            models.generate("nope", GenerateParams::default()).await,
+            Err(ProviderError::Config(_))
+        ));
+        arbiter.stop();
+    }
+
+    #[actix_web::test]
+    async fn repeated_failures_open_the_circuit_and_calls_fail_fast() {
+        let failure = || {
+            Err(ProviderError::Http {
+                status: 503,
+                body: "overloaded".into(),
+            })
+        };
+        let mid_stream = Ok(vec![
+            ProviderEvent::TextDelta("partial".into()),
+            ProviderEvent::Error(ProviderError::StreamEnded),
+        ]);
+        let provider = Arc::new(ScriptedProvider::new(
+            "p",
+            "m",
+            [failure(), mid_stream, Ok(vec![ProviderEvent::Done])],
+        ));
+        let arbiter = Arbiter::new();
+        let addr = Models::spawn(provider.clone(), &settings(2), &arbiter.handle());
+        // Two failures: one before the stream, one inside it.
+        assert!(
+            addr.send(Generate(GenerateParams::default()))
+                .await
+                .unwrap()
+                .is_err()
+        );
+        let stream = addr
+            .send(Generate(GenerateParams::default()))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(drain(stream).await.len(), 2);
+        // The failure report travels as a message; the next call queues behind it.
+        let third = addr
+            .send(Generate(GenerateParams::default()))
+            .await
+            .unwrap();
+        let error = third.err();
+        assert!(
+            matches!(error, Some(ProviderError::CircuitOpen { .. })),
+            "{error:?}"
+        );
+        assert_eq!(
+            provider.requests().len(),
+            2,
+            "the open circuit did not call the provider"
+        );
+        arbiter.stop();
+    }
+
+    #[actix_web::test]
+    async fn a_success_resets_the_failure_count() {
+        let fail = || Err(ProviderError::Timeout);
+        let ok = || Ok(vec![ProviderEvent::Done]);
+        let provider = Arc::new(ScriptedProvider::new(
+            "p",
+            "m",
+            [fail(), ok(), fail(), ok()],
+        ));
+        let arbiter = Arbiter::new();
+        let addr = Models::spawn(provider.clone(), &settings(2), &arbiter.handle());
+        for _ in 0..4 {
+            if let Ok(stream) = addr
+                .send(Generate(GenerateParams::default()))
+                .await
+                .unwrap()
+            {
+                drain(stream).await;
+            }
+        }
+        assert_eq!(
+            provider.requests().len(),
+            4,
+            "never two failures in a row: never open"
+        );
+        arbiter.stop();
+    }
+}
