@@ -99,7 +99,7 @@ async fn a_database_outage_fails_fast_and_the_server_recovers() {
     proxy.set_up(true);
     // Connections broken by the outage are replaced on use; give the pool a few tries.
     let mut recovered = None;
-    for _ in 0..20 {
+    for _ in 0..50 {
         let r = app.rpc("GetTask", json!({"id": id})).await;
         if r["result"]["id"] == id.as_str() {
             recovered = Some(r);

@@ -121,18 +121,40 @@ async fn several_subscribers_see_the_same_events_in_the_same_order() {
         responses.push(app.subscribe(&id, None).await);
     }
     app.release.notify_one();
-    let mut all = Vec::new();
+    // A subscriber may attach before or after the agent's first update, so snapshots may
+    // differ; what must hold is that after its snapshot (id N) each one receives events
+    // N+1, N+2, … to the end, identical for everyone.
+    let mut by_id: std::collections::BTreeMap<i64, String> = Default::default();
+    let mut last_ids = Vec::new();
     for response in responses {
         let events = read_sse(response, usize::MAX).await;
-        all.push(
-            events
-                .iter()
-                .map(|e| (e.id.clone(), e.data.to_string()))
-                .collect::<Vec<_>>(),
+        assert!(
+            events[0].data.get("task").is_some(),
+            "a snapshot first: {:?}",
+            events[0]
+        );
+        let ids: Vec<i64> = events.iter().map(|e| e.id.parse().unwrap()).collect();
+        let expected: Vec<i64> = (ids[0]..ids[0] + ids.len() as i64).collect();
+        assert_eq!(ids, expected, "consecutive after the snapshot");
+        for event in &events[1..] {
+            let data = event.data.to_string();
+            let seen = by_id
+                .entry(event.id.parse().unwrap())
+                .or_insert_with(|| data.clone());
+            assert_eq!(
+                *seen, data,
+                "event {} differs between subscribers",
+                event.id
+            );
+        }
+        last_ids.push(*ids.last().unwrap());
+        let last = &events.last().unwrap().data;
+        assert_eq!(
+            last["statusUpdate"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
         );
     }
-    assert!(all[0].len() >= 3, "{:?}", all[0]);
-    assert!(all.iter().all(|a| *a == all[0]), "{all:?}");
+    assert!(last_ids.iter().all(|id| *id == last_ids[0]), "{last_ids:?}");
 }
 
 #[actix_web::test]
