@@ -1,0 +1,1 @@
+//! Contract A.11 scenarios for `ModelAdapter` (origins' `model_test.go` and accumulator tests).
