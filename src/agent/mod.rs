@@ -5,16 +5,20 @@
 //! [`Message`](crate::providers::Message)s; [`function_declarations`] and
 //! [`transfer_to_agent_declaration`] describe the tools the model may call; [`ModelAdapter`]
 //! runs one model turn over any [`Provider`](crate::providers::Provider) and yields
-//! [`LlmResponse`]s (seed contract A.10–A.15).
+//! [`LlmResponse`]s; [`collect_text`] reads a run's answer out of its events and
+//! [`extract_missing_agent`] recognises a transfer to an agent that does not exist
+//! (seed contract A.10–A.15).
 //!
 //! **Architecture invariant:** this module knows no actix, no wire format and no SQL; it
 //! speaks only the session's ADK types and the providers' vocabulary.
 
+mod collect;
 mod convert;
 mod model;
 mod tools;
 
 pub use crate::session::{Content, Event, EventActions, FunctionCall, FunctionResponse, Part};
+pub use collect::{collect_text, extract_missing_agent};
 pub use convert::{convert_messages, convert_messages_with_ids};
 pub use model::{AgentError, ModelAdapter};
 pub use tools::{TRANSFER_TO_AGENT, function_declarations, transfer_to_agent_declaration};
