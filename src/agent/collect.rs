@@ -29,6 +29,17 @@ pub fn extract_missing_agent(error: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The one correction sent before retrying a run whose model named an agent that does not
+/// exist (contract A.13): the name quoted as Go's `%q` would (Rust's debug quoting escapes
+/// the same characters for names), and the valid names joined by `", "`.
+pub fn missing_agent_correction(name: &str, valid: &[&str]) -> String {
+    format!(
+        "[System: Agent {name:?} does not exist. Valid agents: {}. Please retry using one of \
+         the valid agent names listed above.]",
+        valid.join(", ")
+    )
+}
+
 /// The text of the model turns in `events`, in order, turns joined by a blank line.
 /// A turn is a run of partial events closed by a non-partial one (or by the end of the
 /// events, when a stream was cut short); events authored by the user are skipped.
@@ -91,6 +102,15 @@ mod tests {
         for (error, expected) in cases {
             assert_eq!(extract_missing_agent(error).as_deref(), expected, "{error}");
         }
+    }
+
+    #[test]
+    fn missing_agent_correction_message() {
+        assert_eq!(
+            missing_agent_correction("browser_agent", &["operator", "librarian"]),
+            "[System: Agent \"browser_agent\" does not exist. Valid agents: operator, \
+             librarian. Please retry using one of the valid agent names listed above.]"
+        );
     }
 
     fn event(author: &str, parts: Vec<Part>, partial: bool) -> Event {

@@ -18,7 +18,7 @@ mod model;
 mod tools;
 
 pub use crate::session::{Content, Event, EventActions, FunctionCall, FunctionResponse, Part};
-pub use collect::{collect_text, extract_missing_agent};
+pub use collect::{collect_text, extract_missing_agent, missing_agent_correction};
 pub use convert::{convert_messages, convert_messages_with_ids};
 pub use model::{AgentError, ModelAdapter};
 pub use tools::{TRANSFER_TO_AGENT, function_declarations, transfer_to_agent_declaration};
