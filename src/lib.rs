@@ -4,6 +4,7 @@
 //! `runtime` → `session` → `skills` → `store` → `domain`; `config`, `telemetry` and `error` serve all.
 
 pub mod a2a;
+pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod domain;
