@@ -200,43 +200,10 @@ fn proto_stream_event(d: Dialect, event: &StreamEvent) -> Value {
             let key = if v03 { "msg" } else { "message" };
             json!({ key: encode_message(d, message) })
         }
-        StreamEvent::StatusUpdate {
-            task_id,
-            context_id,
-            status,
-            metadata,
-        } => {
-            let mut out = Map::new();
-            out.insert("taskId".into(), json!(task_id.as_str()));
-            out.insert("contextId".into(), json!(context_id.as_str()));
-            out.insert("status".into(), encode_status(d, status));
-            if v03 {
-                out.insert("final".into(), json!(is_final(status.state)));
-            }
-            insert_metadata(&mut out, metadata.as_ref());
-            json!({ "statusUpdate": out })
-        }
-        StreamEvent::ArtifactUpdate {
-            task_id,
-            context_id,
-            artifact,
-            append,
-            last_chunk,
-            metadata,
-        } => {
-            let mut out = Map::new();
-            out.insert("taskId".into(), json!(task_id.as_str()));
-            out.insert("contextId".into(), json!(context_id.as_str()));
-            out.insert("artifact".into(), encode_artifact(d, artifact, None));
-            // ProtoJSON leaves default `false` out; the 0.3 proto shape always had them.
-            if *append || v03 {
-                out.insert("append".into(), json!(append));
-            }
-            if *last_chunk || v03 {
-                out.insert("lastChunk".into(), json!(last_chunk));
-            }
-            insert_metadata(&mut out, metadata.as_ref());
-            json!({ "artifactUpdate": out })
+        // ProtoJSON leaves default values out; the 0.3 proto shape always had them.
+        StreamEvent::StatusUpdate { .. } => json!({ "statusUpdate": update_fields(d, event, v03) }),
+        StreamEvent::ArtifactUpdate { .. } => {
+            json!({ "artifactUpdate": update_fields(d, event, v03) })
         }
     }
 }
@@ -246,20 +213,38 @@ fn v03_rpc_stream_event(event: &StreamEvent) -> Value {
     match event {
         StreamEvent::Task { task } => encode_task(d, task),
         StreamEvent::Message { message } => encode_message(d, message),
+        StreamEvent::StatusUpdate { .. } | StreamEvent::ArtifactUpdate { .. } => {
+            let mut out = update_fields(d, event, true);
+            let kind = match event {
+                StreamEvent::StatusUpdate { .. } => "status-update",
+                _ => "artifact-update",
+            };
+            out.insert("kind".into(), json!(kind));
+            Value::Object(out)
+        }
+    }
+}
+
+/// The fields of a status or artifact update, shared by the proto-shaped dialects and
+/// 0.3 JSON-RPC. With `always_flags`, `final` (status) and `append`/`lastChunk`
+/// (artifact) are written even when false, as 0.3 did; 1.0 has no `final` at all and
+/// leaves false flags out. Snapshots and messages have no update fields (empty map).
+fn update_fields(d: Dialect, event: &StreamEvent, always_flags: bool) -> Map<String, Value> {
+    let mut out = Map::new();
+    match event {
         StreamEvent::StatusUpdate {
             task_id,
             context_id,
             status,
             metadata,
         } => {
-            let mut out = Map::new();
-            out.insert("kind".into(), json!("status-update"));
             out.insert("taskId".into(), json!(task_id.as_str()));
             out.insert("contextId".into(), json!(context_id.as_str()));
             out.insert("status".into(), encode_status(d, status));
-            out.insert("final".into(), json!(is_final(status.state)));
+            if always_flags {
+                out.insert("final".into(), json!(is_final(status.state)));
+            }
             insert_metadata(&mut out, metadata.as_ref());
-            Value::Object(out)
         }
         StreamEvent::ArtifactUpdate {
             task_id,
@@ -269,17 +254,20 @@ fn v03_rpc_stream_event(event: &StreamEvent) -> Value {
             last_chunk,
             metadata,
         } => {
-            let mut out = Map::new();
-            out.insert("kind".into(), json!("artifact-update"));
             out.insert("taskId".into(), json!(task_id.as_str()));
             out.insert("contextId".into(), json!(context_id.as_str()));
             out.insert("artifact".into(), encode_artifact(d, artifact, None));
-            out.insert("append".into(), json!(append));
-            out.insert("lastChunk".into(), json!(last_chunk));
+            if *append || always_flags {
+                out.insert("append".into(), json!(append));
+            }
+            if *last_chunk || always_flags {
+                out.insert("lastChunk".into(), json!(last_chunk));
+            }
             insert_metadata(&mut out, metadata.as_ref());
-            Value::Object(out)
         }
+        StreamEvent::Task { .. } | StreamEvent::Message { .. } => {}
     }
+    out
 }
 
 /// 0.1 streams only knew `{id, status, final}` and `{id, artifact}`; a task snapshot is
