@@ -281,10 +281,10 @@ fn item_id(args: &mut Args, key: &str) -> Result<ItemId, SkillError> {
     ItemId::parse(&raw).map_err(|e| SkillError::InvalidArguments(format!("`{key}`: {e}")))
 }
 
-/// An item as `knowledge_show`, `knowledge_propose` and `knowledge_update_status` return it.
-fn item_json(item: &Item, include_constraints: bool) -> Value {
+/// The fields every view of an item starts from: what identifies and classifies it.
+fn identity_json(item: &Item) -> Value {
     let f = &item.front;
-    let mut out = json!({
+    json!({
         "id": item.id.to_string(),
         "layer": item.id.layer,
         "path": item.id.path.as_str(),
@@ -292,12 +292,18 @@ fn item_json(item: &Item, include_constraints: bool) -> Value {
         "status": f.status,
         "title": f.title,
         "tags": f.tags,
-        "body": item.body,
-        "author": f.author,
-        "createdAt": f.created_at.to_rfc3339(),
         "updatedAt": f.updated_at.to_rfc3339(),
-        "commit": item.commit,
-    });
+    })
+}
+
+/// An item as `knowledge_show`, `knowledge_propose` and `knowledge_update_status` return it.
+fn item_json(item: &Item, include_constraints: bool) -> Value {
+    let f = &item.front;
+    let mut out = identity_json(item);
+    out["body"] = json!(item.body);
+    out["author"] = json!(f.author);
+    out["createdAt"] = json!(f.created_at.to_rfc3339());
+    out["commit"] = json!(item.commit);
     if let Some(mode) = f.mode {
         out["mode"] = json!(mode);
     }
@@ -318,18 +324,10 @@ fn summary_json(item: &Item) -> Value {
     if summary.len() < body.len() {
         summary.push('…');
     }
-    json!({
-        "id": item.id.to_string(),
-        "layer": item.id.layer,
-        "path": item.id.path.as_str(),
-        "type": f.item_type,
-        "status": f.status,
-        "title": f.title,
-        "tags": f.tags,
-        "summary": summary,
-        "hasConstraints": !f.constraints.is_empty(),
-        "updatedAt": f.updated_at.to_rfc3339(),
-    })
+    let mut out = identity_json(item);
+    out["summary"] = json!(summary);
+    out["hasConstraints"] = json!(!f.constraints.is_empty());
+    out
 }
 
 fn commit_json(commit: &CommitInfo) -> Value {
