@@ -85,6 +85,53 @@ pub struct AgentSettings {
     /// Add the 0.3 top-level fields to the card for 0.3 clients (strict 1.0 schema
     /// validators reject them; turn off for 1.0-only deployments).
     pub card_v03_fields: bool,
+    /// The `[providers.<name>]` of the root agent's model; empty: no model, the server
+    /// routes explicit tool calls only.
+    pub provider: String,
+    /// Model name sent to the provider; empty: the provider's `model`.
+    pub model: String,
+    /// The root agent's system instruction.
+    pub instruction: String,
+    /// Tools the root agent may call, by name; `"*"` stands for every registered tool.
+    pub tools: Vec<String>,
+    /// Agents the root agent can hand the conversation to (`transfer_to_agent`).
+    pub sub_agents: Vec<SubAgentSettings>,
+    /// Model calls one run may make (each tool round trip is one); past it the task fails.
+    pub max_turns: u32,
+    /// One tool call by the model may take this long; then the model gets an error result.
+    pub tool_timeout_ms: u64,
+    /// Streamed answer text is sent to clients at most this often (ms), in artifact chunks.
+    pub stream_flush_ms: u64,
+    /// Most output tokens per model call; 0: the provider's default.
+    pub max_output_tokens: u32,
+    /// A cheaper provider that turns free text into tool calls when no `provider` is set,
+    /// seeing only skill descriptions and tool schemas; empty: none.
+    pub routing_provider: String,
+    /// Model name for the routing provider; empty: its `model`.
+    pub routing_model: String,
+}
+
+/// An agent the root agent can transfer to (`[[agent.sub_agents]]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubAgentSettings {
+    pub name: String,
+    /// Shown to the model deciding whether to transfer.
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub instruction: String,
+    /// Empty: the parent agent's provider.
+    #[serde(default)]
+    pub provider: String,
+    /// Empty: the provider's `model`.
+    #[serde(default)]
+    pub model: String,
+    /// Tools by name (`"*"`: all); none by default.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    #[serde(default)]
+    pub sub_agents: Vec<SubAgentSettings>,
 }
 
 impl Default for AgentSettings {
@@ -101,6 +148,19 @@ impl Default for AgentSettings {
             provider_url: String::new(),
             documentation_url: String::new(),
             card_v03_fields: true,
+            provider: String::new(),
+            model: String::new(),
+            instruction: "You are a helpful assistant. Use the tools you are given when they \
+                          help answer the user; answer concisely."
+                .into(),
+            tools: vec!["*".into()],
+            sub_agents: Vec::new(),
+            max_turns: 10,
+            tool_timeout_ms: 30_000,
+            stream_flush_ms: 100,
+            max_output_tokens: 0,
+            routing_provider: String::new(),
+            routing_model: String::new(),
         }
     }
 }
@@ -601,6 +661,64 @@ impl Settings {
                 key: "agent.name",
                 problem: "must not be empty".into(),
             });
+        }
+        positive("agent.max_turns", u64::from(self.agent.max_turns))?;
+        positive("agent.tool_timeout_ms", self.agent.tool_timeout_ms)?;
+        self.validate_agents()?;
+        Ok(())
+    }
+
+    /// Providers named by agents exist, agent names are unique, and sub-agents have a model.
+    fn validate_agents(&self) -> Result<(), ConfigError> {
+        let provider = |key: &'static str, name: &str| {
+            if name.is_empty() || self.providers.contains_key(name) {
+                Ok(())
+            } else {
+                Err(ConfigError::Key {
+                    key,
+                    problem: format!("names provider {name:?}, which no [providers.{name}] defines"),
+                })
+            }
+        };
+        provider("agent.provider", &self.agent.provider)?;
+        provider("agent.routing_provider", &self.agent.routing_provider)?;
+        let mut names = vec![self.agent.name.as_str()];
+        let mut stack: Vec<(&SubAgentSettings, &str)> = self
+            .agent
+            .sub_agents
+            .iter()
+            .map(|sub| (sub, self.agent.provider.as_str()))
+            .collect();
+        while let Some((sub, parent_provider)) = stack.pop() {
+            let sub_provider = if sub.provider.is_empty() {
+                parent_provider
+            } else {
+                sub.provider.as_str()
+            };
+            if sub.name.trim().is_empty() {
+                return Err(ConfigError::Key {
+                    key: "agent.sub_agents",
+                    problem: "an agent has an empty name".into(),
+                });
+            }
+            if names.contains(&sub.name.as_str()) {
+                return Err(ConfigError::Key {
+                    key: "agent.sub_agents",
+                    problem: format!("agent name {:?} is used twice", sub.name),
+                });
+            }
+            names.push(&sub.name);
+            provider("agent.sub_agents", &sub.provider)?;
+            if sub_provider.is_empty() {
+                return Err(ConfigError::Key {
+                    key: "agent.sub_agents",
+                    problem: format!(
+                        "agent {:?} has no provider (set agent.provider or its own)",
+                        sub.name
+                    ),
+                });
+            }
+            stack.extend(sub.sub_agents.iter().map(|s| (s, sub_provider)));
         }
         Ok(())
     }
