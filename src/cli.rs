@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::a2a::card::SkillCard;
 use crate::config::{Overrides, Settings};
-use crate::runtime::AgentExecutor;
+use crate::runtime::{AgentExecutor, ExecutorSource};
 use crate::skills::SkillRegistry;
 
 #[derive(Debug, Parser)]
@@ -73,7 +73,7 @@ pub enum SkillSource {
 
 /// What a program built on the library serves.
 pub struct Agent {
-    pub executor: Arc<dyn AgentExecutor>,
+    pub executor: ExecutorSource,
     /// The skills whose tools the runtime serves (each behind a skill actor) and the card
     /// lists with their tools' schemas.
     pub skills: SkillSource,
@@ -85,8 +85,18 @@ impl Agent {
     /// An executor with no tools.
     pub fn new(executor: Arc<dyn AgentExecutor>) -> Self {
         Self {
-            executor,
+            executor: ExecutorSource::Custom(executor),
             skills: SkillSource::Registry(SkillRegistry::default()),
+            cards: Vec::new(),
+        }
+    }
+
+    /// What the configuration describes: its skills, and its agent (a model-backed agent
+    /// loop when `agent.provider` is set, direct tool routing otherwise).
+    pub fn configured() -> Self {
+        Self {
+            executor: ExecutorSource::Configured,
+            skills: SkillSource::Configured,
             cards: Vec::new(),
         }
     }

@@ -676,7 +676,9 @@ impl Settings {
             } else {
                 Err(ConfigError::Key {
                     key,
-                    problem: format!("names provider {name:?}, which no [providers.{name}] defines"),
+                    problem: format!(
+                        "names provider {name:?}, which no [providers.{name}] defines"
+                    ),
                 })
             }
         };

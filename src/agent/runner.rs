@@ -55,7 +55,10 @@ impl std::fmt::Debug for AgentNode {
         f.debug_struct("AgentNode")
             .field("name", &self.name)
             .field("provider", &self.model.provider.id())
-            .field("tools", &self.tools.iter().map(|t| &t.name).collect::<Vec<_>>())
+            .field(
+                "tools",
+                &self.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+            )
             .field("sub_agents", &self.sub_agents)
             .finish()
     }
@@ -211,7 +214,11 @@ impl<'a> NodeConfig<'a> {
 }
 
 /// The specs named by `wanted` (`"*"`: all of them, in registration order).
-fn select_tools(agent: &str, wanted: &[String], tools: &[ToolSpec]) -> Result<Vec<ToolSpec>, TreeError> {
+fn select_tools(
+    agent: &str,
+    wanted: &[String],
+    tools: &[ToolSpec],
+) -> Result<Vec<ToolSpec>, TreeError> {
     if wanted.iter().any(|w| w == ALL_TOOLS) {
         return Ok(tools.to_vec());
     }
@@ -530,8 +537,7 @@ pub async fn run_and_collect(
         Err(error) => error,
     };
     let valid = runner.tree().root_sub_agent_names();
-    let Some(name) = extract_missing_agent(&error.to_string()).filter(|_| !valid.is_empty())
-    else {
+    let Some(name) = extract_missing_agent(&error.to_string()).filter(|_| !valid.is_empty()) else {
         return Err(error);
     };
     tracing::info!(agent = %name, "model named an agent that does not exist; retrying once");

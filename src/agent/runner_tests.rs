@@ -37,7 +37,9 @@ impl ToolInvoker for Tools {
             }
             "broken" => Err("invalid arguments: q: required".into()),
             "scalar" => Ok(json!(42)),
-            _ => Ok(json!({"answer": format!("{name} says {}", args.get("q").unwrap_or(&Value::Null))})),
+            _ => Ok(
+                json!({"answer": format!("{name} says {}", args.get("q").unwrap_or(&Value::Null))}),
+            ),
         }
     }
 }
@@ -176,7 +178,10 @@ async fn agent_initialization() {
     assert_eq!(tree.root_sub_agent_names(), ["billing"]);
     let billing = tree.node(tree.find("billing").unwrap());
     assert!(billing.tools.is_empty());
-    assert_eq!(tree.transfer_targets(tree.find("billing").unwrap()), ["root"]);
+    assert_eq!(
+        tree.transfer_targets(tree.find("billing").unwrap()),
+        ["root"]
+    );
 }
 
 #[test]
@@ -187,13 +192,21 @@ fn tree_errors_name_the_agent_and_the_problem() {
     let mut unknown_tool = settings(&[]);
     unknown_tool.tools = vec!["nope".into()];
     let e = AgentTree::build(&unknown_tool, &model, &[spec("lookup")]).unwrap_err();
-    assert!(matches!(&e, TreeError::UnknownTool { tool, .. } if tool == "nope"), "{e}");
+    assert!(
+        matches!(&e, TreeError::UnknownTool { tool, .. } if tool == "nope"),
+        "{e}"
+    );
     assert!(e.to_string().contains("lookup"), "{e}");
 
     let mut no_provider = settings(&[]);
     no_provider.provider = String::new();
     let e = AgentTree::build(&no_provider, &model, &[]).unwrap_err();
-    assert_eq!(e, TreeError::NoProvider { agent: "root".into() });
+    assert_eq!(
+        e,
+        TreeError::NoProvider {
+            agent: "root".into()
+        }
+    );
 
     let mut unknown_provider = settings(&[]);
     unknown_provider.provider = "q".into();
@@ -218,16 +231,41 @@ async fn execute_legacy_tool() {
     );
     let mut contents = user("what is rust?");
     let mut recorder = Recorder::default();
-    s.runner.run(&mut contents, "", &mut recorder).await.unwrap();
+    s.runner
+        .run(&mut contents, "", &mut recorder)
+        .await
+        .unwrap();
 
     let calls = s.tools.calls.lock().unwrap().clone();
-    assert_eq!(calls, vec![("lookup".to_owned(), json!({"q": "rust"}).as_object().unwrap().clone())]);
-    assert_eq!(responses(&recorder), vec![json!({"answer": "lookup says \"rust\""}).as_object().unwrap().clone()]);
+    assert_eq!(
+        calls,
+        vec![(
+            "lookup".to_owned(),
+            json!({"q": "rust"}).as_object().unwrap().clone()
+        )]
+    );
+    assert_eq!(
+        responses(&recorder),
+        vec![
+            json!({"answer": "lookup says \"rust\""})
+                .as_object()
+                .unwrap()
+                .clone()
+        ]
+    );
     // Second request: the call and its response, ids paired.
     let second = &s.provider.requests()[1];
-    let tool = second.messages.iter().find(|m| m.role == Role::Tool).unwrap();
+    let tool = second
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Tool)
+        .unwrap();
     assert_eq!(tool.tool_call_id.as_deref(), Some("c1"));
-    let assistant = second.messages.iter().find(|m| m.role == Role::Assistant).unwrap();
+    let assistant = second
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Assistant)
+        .unwrap();
     assert_eq!(assistant.tool_calls[0].id, "c1");
     // Events: call (complete), response, two partials, the final answer.
     let complete = recorder.complete();
@@ -240,7 +278,11 @@ async fn the_system_instruction_carries_the_session_context() {
     let s = setup(vec![answer(vec![text("ok")])], &["billing"], 4);
     let mut recorder = Recorder::default();
     s.runner
-        .run(&mut user("hi"), "## Relevant memories\n- likes tea", &mut recorder)
+        .run(
+            &mut user("hi"),
+            "## Relevant memories\n- likes tea",
+            &mut recorder,
+        )
         .await
         .unwrap();
     let request = &s.provider.requests()[0];
@@ -249,8 +291,15 @@ async fn the_system_instruction_carries_the_session_context() {
     assert!(system.starts_with("Be brief.\n"), "{system}");
     assert!(system.contains("- billing: billing things"), "{system}");
     assert!(system.ends_with("- likes tea"), "{system}");
-    let transfer = request.tools.iter().find(|t| t.name == TRANSFER_TO_AGENT).unwrap();
-    assert_eq!(transfer.parameters["properties"]["agent_name"]["enum"], json!(["billing"]));
+    let transfer = request
+        .tools
+        .iter()
+        .find(|t| t.name == TRANSFER_TO_AGENT)
+        .unwrap();
+    assert_eq!(
+        transfer.parameters["properties"]["agent_name"]["enum"],
+        json!(["billing"])
+    );
 }
 
 #[tokio::test]
@@ -269,11 +318,19 @@ async fn tool_failures_and_timeouts_become_error_responses() {
         4,
     );
     let mut recorder = Recorder::default();
-    s.runner.run(&mut user("go"), "", &mut recorder).await.unwrap();
+    s.runner
+        .run(&mut user("go"), "", &mut recorder)
+        .await
+        .unwrap();
     let got = responses(&recorder);
     assert_eq!(got[0]["error"], json!("invalid arguments: q: required"));
     assert_eq!(got[1]["error"], json!("tool slow timed out after 200 ms"));
-    assert!(got[2]["error"].as_str().unwrap().starts_with("unknown tool \"missing\""));
+    assert!(
+        got[2]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("unknown tool \"missing\"")
+    );
     assert_eq!(got[3], json!({"result": 42}).as_object().unwrap().clone());
     assert_eq!(s.tools.count(), 3, "the unknown tool is never invoked");
 }
@@ -283,7 +340,11 @@ async fn the_turn_limit_ends_a_run_that_keeps_calling_tools() {
     let looping = || answer(vec![call(0, "", "lookup", r#"{"q":"again"}"#)]);
     let s = setup(vec![looping(), looping(), looping()], &[], 2);
     let mut recorder = Recorder::default();
-    let e = s.runner.run(&mut user("go"), "", &mut recorder).await.unwrap_err();
+    let e = s
+        .runner
+        .run(&mut user("go"), "", &mut recorder)
+        .await
+        .unwrap_err();
     assert!(matches!(e, RunError::TurnLimit(2)), "{e}");
     assert_eq!(s.tools.count(), 2);
     assert_eq!(s.provider.requests().len(), 2);
@@ -293,16 +354,27 @@ async fn the_turn_limit_ends_a_run_that_keeps_calling_tools() {
 async fn a_transfer_hands_the_conversation_to_the_sub_agent() {
     let s = setup(
         vec![
-            answer(vec![call(0, "t1", TRANSFER_TO_AGENT, r#"{"agent_name":"billing"}"#)]),
+            answer(vec![call(
+                0,
+                "t1",
+                TRANSFER_TO_AGENT,
+                r#"{"agent_name":"billing"}"#,
+            )]),
             answer(vec![text("Billing here.")]),
         ],
         &["billing"],
         4,
     );
     let mut recorder = Recorder::default();
-    s.runner.run(&mut user("my invoice"), "", &mut recorder).await.unwrap();
+    s.runner
+        .run(&mut user("my invoice"), "", &mut recorder)
+        .await
+        .unwrap();
     let complete = recorder.complete();
-    assert_eq!(complete[1].actions.transfer_to_agent.as_deref(), Some("billing"));
+    assert_eq!(
+        complete[1].actions.transfer_to_agent.as_deref(),
+        Some("billing")
+    );
     assert_eq!(complete[2].author, "billing");
     let second = &s.provider.requests()[1];
     assert!(second.messages[0].content.starts_with("You are billing."));
@@ -312,13 +384,21 @@ async fn a_transfer_hands_the_conversation_to_the_sub_agent() {
 }
 
 fn hallucinating() -> Result<Vec<ProviderEvent>, ProviderError> {
-    answer(vec![call(0, "t1", TRANSFER_TO_AGENT, r#"{"agent_name":"ghost"}"#)])
+    answer(vec![call(
+        0,
+        "t1",
+        TRANSFER_TO_AGENT,
+        r#"{"agent_name":"ghost"}"#,
+    )])
 }
 
 #[tokio::test]
 async fn hallucinated_agent_name_triggers_retry() {
     let s = setup(
-        vec![hallucinating(), answer(vec![text("Sorry, answering myself.")])],
+        vec![
+            hallucinating(),
+            answer(vec![text("Sorry, answering myself.")]),
+        ],
         &["billing", "support"],
         4,
     );
@@ -339,7 +419,11 @@ async fn hallucinated_agent_name_triggers_retry() {
     // The failed call was answered before the correction, so the history stays well formed.
     let tool = &requests[1].messages[requests[1].messages.len() - 2];
     assert_eq!(tool.role, Role::Tool);
-    assert!(tool.content.contains("failed to find agent: ghost"), "{}", tool.content);
+    assert!(
+        tool.content.contains("failed to find agent: ghost"),
+        "{}",
+        tool.content
+    );
     // The correction went through the observer (it is persisted like any input).
     assert!(recorder.events.iter().any(|e| e.author == "user"));
 }
@@ -347,7 +431,10 @@ async fn hallucinated_agent_name_triggers_retry() {
 #[tokio::test]
 async fn retry_succeeds() {
     let s = setup(
-        vec![hallucinating(), answer(vec![text("Fixed "), text("answer.")])],
+        vec![
+            hallucinating(),
+            answer(vec![text("Fixed "), text("answer.")]),
+        ],
         &["billing"],
         4,
     );
@@ -362,7 +449,12 @@ async fn retry_also_fails() {
     let s = setup(
         vec![
             hallucinating(),
-            answer(vec![call(0, "t2", TRANSFER_TO_AGENT, r#"{"agent_name":"phantom"}"#)]),
+            answer(vec![call(
+                0,
+                "t2",
+                TRANSFER_TO_AGENT,
+                r#"{"agent_name":"phantom"}"#,
+            )]),
         ],
         &["billing"],
         4,
@@ -370,7 +462,11 @@ async fn retry_also_fails() {
     let e = run_and_collect(&s.runner, &mut user("help"), "", &mut Recorder::default())
         .await
         .unwrap_err();
-    assert_eq!(e.to_string(), "failed to find agent: phantom", "the retry's error");
+    assert_eq!(
+        e.to_string(),
+        "failed to find agent: phantom",
+        "the retry's error"
+    );
     assert_eq!(s.provider.requests().len(), 2);
 }
 
@@ -384,7 +480,13 @@ async fn non_hallucination_error_is_not_retried() {
     let e = run_and_collect(&s.runner, &mut user("help"), "", &mut Recorder::default())
         .await
         .unwrap_err();
-    assert!(matches!(e, RunError::Model(AgentError::Provider(ProviderError::Timeout))), "{e}");
+    assert!(
+        matches!(
+            e,
+            RunError::Model(AgentError::Provider(ProviderError::Timeout))
+        ),
+        "{e}"
+    );
     assert_eq!(s.provider.requests().len(), 1);
 }
 
@@ -429,7 +531,15 @@ async fn a_failing_observer_stops_the_run_before_tools_run() {
         }
     }
     let s = setup(vec![answer(vec![call(0, "c", "lookup", "{}")])], &[], 4);
-    let e = s.runner.run(&mut user("go"), "", &mut Refusing).await.unwrap_err();
+    let e = s
+        .runner
+        .run(&mut user("go"), "", &mut Refusing)
+        .await
+        .unwrap_err();
     assert!(matches!(e, RunError::Observer(_)), "{e}");
-    assert_eq!(s.tools.count(), 0, "a call that was not persisted never runs");
+    assert_eq!(
+        s.tools.count(),
+        0,
+        "a call that was not persisted never runs"
+    );
 }

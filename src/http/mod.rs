@@ -40,7 +40,7 @@ pub enum ServeError {
     #[error("server error: {0}")]
     Io(#[from] std::io::Error),
     #[error("cannot start the skills: {0}")]
-    Skills(#[from] crate::runtime::SkillStartError),
+    Runtime(#[from] crate::runtime::StartError),
     #[error("cannot build the skills: {0}")]
     Bootstrap(#[from] crate::skills::bootstrap::BootstrapError),
 }

@@ -114,6 +114,7 @@ impl ThreadActor {
                 seq,
                 next_seq: loaded.next_seq,
                 new_seqs: Vec::new(),
+                record: None,
             },
         })
     }

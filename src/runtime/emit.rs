@@ -11,13 +11,14 @@ use actix::prelude::*;
 
 use super::control::{resolve_outcomes, resolve_with_message, subscribe_entry};
 use super::thread::{
-    ActorError, Emit, HubEvent, TaskEntry, ThreadActor, TurnEmit, Waiter, count_transition,
-    message_record,
+    ActorError, Emit, HubEvent, Loaded, TaskEntry, ThreadActor, ThreadKey, TurnEmit, Waiter,
+    count_transition, message_record, session_record,
 };
 use super::turn::{Planned, link};
 use crate::domain::{Message, Part, StreamEvent, Task, TaskId, TaskState, TaskStatus, Timestamp};
 use crate::error::Error;
-use crate::store::WriteOp;
+use crate::session::{Appended, Event, IdSource, ThreadState, append_event};
+use crate::store::{MessageRecord, ThreadRecord, WriteOp};
 
 impl ThreadActor {
     /// Plans an executor output: validates it against the task state and builds the ops.
@@ -46,16 +47,18 @@ impl ThreadActor {
             .ok_or_else(|| Error::TaskNotFound(msg.task_id.clone()))?;
         let now = Timestamp::now();
         let emit = match &msg.emit {
+            Emit::Event(event) => {
+                return plan_session_event(&key, loaded, &msg.task_id, event, now);
+            }
             Emit::Reply(message) if !entry.materialized => {
                 let mut message = message.clone();
                 message.context_id = Some(key.context_id.clone());
                 message.task_id = None;
                 let seq = loaded.next_seq;
+                let record = message_record(&key, seq, &message, None, now);
                 return Ok(Planned {
-                    ops: vec![WriteOp::AppendMessage(message_record(
-                        &key, seq, &message, None, now,
-                    ))],
-                    apply: EmitApply::Reply { message, seq },
+                    ops: vec![WriteOp::AppendMessage(record.clone())],
+                    apply: EmitApply::Reply { message, record },
                 });
             }
             Emit::Reply(message) => Emit::Status {
@@ -69,6 +72,7 @@ impl ThreadActor {
         let mut task = entry.task.clone();
         let mut next_seq = loaded.next_seq;
         let mut new_seqs = Vec::new();
+        let mut status_record = None;
         if !entry.materialized {
             let first = entry
                 .history_seqs
@@ -95,13 +99,9 @@ impl ThreadActor {
                     m
                 });
                 if let Some(m) = &message {
-                    ops.push(WriteOp::AppendMessage(message_record(
-                        &key,
-                        next_seq,
-                        m,
-                        Some(&task.id),
-                        now,
-                    )));
+                    let record = message_record(&key, next_seq, m, Some(&task.id), now);
+                    ops.push(WriteOp::AppendMessage(record.clone()));
+                    status_record = Some(record);
                     ops.push(link(&key, &task.id, task.history.len() as i64, next_seq));
                     new_seqs.push(next_seq);
                     next_seq += 1;
@@ -140,8 +140,10 @@ impl ThreadActor {
                     metadata: None,
                 }
             }
-            Emit::Reply(_) => {
-                return Err(Error::internal("a reply reached the event planner"));
+            Emit::Reply(_) | Emit::Event(_) => {
+                return Err(Error::internal(
+                    "a reply or session event reached the task planner",
+                ));
             }
         };
         let seq = entry.last_seq + 1;
@@ -161,21 +163,32 @@ impl ThreadActor {
                 seq,
                 next_seq,
                 new_seqs,
+                record: status_record,
             },
         })
     }
 
     /// Applies a committed executor output: memory, hub, waiters.
     pub(super) fn apply_emit(&mut self, task_id: &TaskId, apply: EmitApply) {
-        let window_cap = self.deps.threads.history_window;
         let buffer = self.deps.streaming.subscriber_buffer;
         let key = self.key.clone();
         let shared = self.deps.shared.clone();
         let Ok(loaded) = self.loaded() else { return };
         match apply {
-            EmitApply::Reply { message, seq } => {
-                loaded.next_seq = seq + 1;
-                loaded.remember(message.clone(), window_cap);
+            EmitApply::Session { record, state } => {
+                if let Some(record) = record {
+                    loaded.next_seq = record.seq + 1;
+                    loaded.remember(&record);
+                }
+                if let Some((state, thread)) = state {
+                    loaded.state = *state;
+                    loaded.thread = *thread;
+                    loaded.thread_persisted = true;
+                }
+            }
+            EmitApply::Reply { message, record } => {
+                loaded.next_seq = record.seq + 1;
+                loaded.remember(&record);
                 if let Some(running) = &mut loaded.running {
                     running.replied = true;
                 }
@@ -191,17 +204,11 @@ impl ThreadActor {
                 seq,
                 next_seq,
                 new_seqs,
+                record,
             } => {
                 loaded.next_seq = next_seq;
-                if let StreamEvent::StatusUpdate {
-                    status:
-                        TaskStatus {
-                            message: Some(m), ..
-                        },
-                    ..
-                } = &event
-                {
-                    loaded.remember(m.clone(), window_cap);
+                if let Some(record) = &record {
+                    loaded.remember(record);
                 }
                 let Some(entry) = loaded.tasks.get_mut(task_id) else {
                     return;
@@ -437,9 +444,14 @@ impl ThreadActor {
     reason = "built once per output and moved into its commit callback; never stored"
 )]
 pub(super) enum EmitApply {
+    /// A session record and/or a new thread state (with the thread row that stores it).
+    Session {
+        record: Option<MessageRecord>,
+        state: Option<(Box<ThreadState>, Box<ThreadRecord>)>,
+    },
     Reply {
         message: Message,
-        seq: i64,
+        record: MessageRecord,
     },
     Event {
         task: Box<Task>,
@@ -447,6 +459,8 @@ pub(super) enum EmitApply {
         seq: i64,
         next_seq: i64,
         new_seqs: Vec<i64>,
+        /// The status message's record, for the history.
+        record: Option<MessageRecord>,
     },
 }
 
@@ -467,6 +481,10 @@ impl Handler<TurnEmit> for ThreadActor {
         let ops = plan.ops;
         let apply = plan.apply;
         let task_id = msg.task_id;
+        if ops.is_empty() {
+            self.apply_emit(&task_id, apply);
+            return AtomicResponse::new(Box::pin(fut::ready(Ok(()))));
+        }
         AtomicResponse::new(Box::pin(
             fut::wrap_future(async move { persistence.commit(ops).await }).map(
                 move |result, act: &mut Self, _ctx| {
@@ -477,6 +495,58 @@ impl Handler<TurnEmit> for ThreadActor {
             ),
         ))
     }
+}
+
+/// Plans a complete agent-loop event: the record `append_event` makes of it (at the
+/// thread's next `seq`, linked to the running task) and the state its delta leads to. A
+/// delta that would take the state past its limit refuses the whole event and changes
+/// nothing.
+fn plan_session_event(
+    key: &ThreadKey,
+    loaded: &Loaded,
+    task_id: &crate::domain::TaskId,
+    event: &Event,
+    now: Timestamp,
+) -> Result<Planned<EmitApply>, Error> {
+    if event.partial {
+        return Err(Error::InvalidAgentResponse(
+            "partial events are streamed, not stored".into(),
+        ));
+    }
+    let (record, delta) = match append_event(&loaded.history, event, &mut IdSource::random()) {
+        Appended::Message {
+            mut record,
+            state_delta,
+        } => {
+            record.seq = loaded.next_seq;
+            (Some(record), state_delta)
+        }
+        Appended::StateOnly(delta) => (None, delta),
+        Appended::Nothing => (None, serde_json::Map::new()),
+    };
+    let mut ops = Vec::new();
+    let record = record.map(|r| {
+        let stored = session_record(key, &r, task_id);
+        ops.push(WriteOp::AppendMessage(stored.clone()));
+        stored
+    });
+    let state = if delta.is_empty() {
+        None
+    } else {
+        let mut state = loaded.state.clone();
+        state
+            .apply_delta(&delta, now)
+            .map_err(|e| Error::InvalidAgentResponse(format!("state delta refused: {e}")))?;
+        let mut thread = loaded.thread.clone();
+        thread.conversation_context = state.to_json();
+        thread.updated_at = now;
+        ops.insert(0, WriteOp::UpsertThread(thread.clone()));
+        Some((Box::new(state), Box::new(thread)))
+    };
+    Ok(Planned {
+        ops,
+        apply: EmitApply::Session { record, state },
+    })
 }
 
 /// Errors an executor may raise to fail the request itself (the client's fault or a

@@ -16,6 +16,7 @@ use super::skill_actor::Tools;
 use super::thread::{Emit, ThreadActor, TurnEmit};
 use crate::domain::{Artifact, ContextId, Message, Metadata, Part, TaskId, TaskState, TenantId};
 use crate::error::{Error, Result};
+use crate::session::{Event, StoredMessage};
 
 /// The agent logic a deployment plugs in.
 #[async_trait]
@@ -36,8 +37,9 @@ pub struct Turn {
     pub message: Message,
     /// True when the message continues an existing (interrupted) task.
     pub continuation: bool,
-    /// The thread's recent history (the actor's window), oldest first, this message last.
-    pub history: Vec<Message>,
+    /// The thread's recent history (the actor's window), oldest first, this message last:
+    /// the A2A messages and the agent loop's records, as the session layer reads them.
+    pub history: Vec<StoredMessage>,
     /// Request metadata sent with the message.
     pub metadata: Option<Metadata>,
     /// Every registered tool, called through its skill's actor.
@@ -110,6 +112,13 @@ impl TurnSink {
             last_chunk,
         })
         .await
+    }
+
+    /// Writes a complete agent-loop event through `session::append_event` into the
+    /// thread's history (and its state delta into the thread state); returns once durable.
+    /// A state delta past the thread's state limit refuses the event and changes nothing.
+    pub async fn append_event(&self, event: Event) -> Result<()> {
+        self.emit(Emit::Event(Box::new(event))).await
     }
 
     /// Answers with a message instead of a task. Only valid as the first output of a

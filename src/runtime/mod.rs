@@ -5,6 +5,7 @@
 //! actor validates it, commits it through the `PersistenceActor`, runs the turn with the
 //! [`AgentExecutor`], and publishes each committed event to the task's subscribers.
 
+mod agent_loop;
 mod control;
 mod emit;
 pub mod executor;
@@ -23,7 +24,9 @@ use actix::{Arbiter, ArbiterHandle};
 use futures_util::Stream;
 use tokio::sync::oneshot;
 
+pub use agent_loop::{AgentLoopExecutor, RoutingExecutor};
 pub use executor::{AgentExecutor, Turn, TurnSink};
+pub use model_actor::Models;
 pub use persistence::PersistenceHandle;
 pub use skill_actor::{SkillStartError, Tools};
 pub use stream::SeqEvent;
@@ -42,6 +45,26 @@ use thread::{
     CancelTask, GetResident, Mode, SendTurn, Shared, Subscribe, ThreadDeps, ThreadKey, Waiter,
 };
 
+/// Which executor runs the turns.
+pub enum ExecutorSource {
+    /// The one `[agent]` describes: the agent loop when `agent.provider` is set, the routing
+    /// model when only `agent.routing_provider` is, direct tool routing otherwise.
+    Configured,
+    /// Exactly this one.
+    Custom(Arc<dyn AgentExecutor>),
+}
+
+/// Why the runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Skills(#[from] SkillStartError),
+    #[error("model provider: {0}")]
+    Provider(#[from] crate::providers::ProviderError),
+    #[error("agent configuration: {0}")]
+    Agent(#[from] crate::agent::TreeError),
+}
+
 /// The running actor system behind the protocol handlers.
 pub struct Runtime {
     registry: ThreadRegistry,
@@ -53,14 +76,15 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Starts the arbiters, the persistence actor, one actor per skill of `skills`, and
-    /// an empty thread registry. Must be called inside an actix `System`.
+    /// Starts the arbiters, the persistence actor, one actor per skill of `skills`, one
+    /// model actor per configured provider, and an empty thread registry. Must be called
+    /// inside an actix `System`.
     pub fn start(
         settings: &Settings,
         store: Arc<dyn Store>,
-        executor: Arc<dyn AgentExecutor>,
+        executor: ExecutorSource,
         skills: &SkillRegistry,
-    ) -> Result<Runtime, SkillStartError> {
+    ) -> Result<Runtime, StartError> {
         let persistence_arbiter = Arbiter::new();
         let persistence = persistence::start(
             store.clone(),
@@ -71,8 +95,25 @@ impl Runtime {
             .map(|_| Arbiter::new())
             .collect();
         let handles: Vec<ArbiterHandle> = actor_arbiters.iter().map(Arbiter::handle).collect();
-        let tools = match Tools::start(skills, &settings.skills, &handles) {
-            Ok(tools) => Arc::new(tools),
+        let started = Tools::start(skills, &settings.skills, &handles)
+            .map_err(StartError::from)
+            .and_then(|tools| {
+                let models = Models::start(&settings.providers, &settings.models, &handles[0])?;
+                let executor = match executor {
+                    ExecutorSource::Custom(executor) => executor,
+                    ExecutorSource::Configured => {
+                        let described: Vec<(String, String)> = skills
+                            .skills()
+                            .iter()
+                            .map(|s| (s.name().to_owned(), s.description().to_owned()))
+                            .collect();
+                        agent_loop::configured(settings, &models, &tools, &described)?
+                    }
+                };
+                Ok((Arc::new(tools), executor))
+            });
+        let (tools, executor) = match started {
+            Ok(started) => started,
             Err(e) => {
                 for arbiter in actor_arbiters.iter().chain([&persistence_arbiter]) {
                     arbiter.stop();
@@ -88,6 +129,7 @@ impl Runtime {
             tools: tools.clone(),
             threads: settings.threads.clone(),
             streaming: settings.streaming.clone(),
+            state: settings.state.clone(),
             shared: shared.clone(),
         });
         let mut arbiters = actor_arbiters;

@@ -169,10 +169,37 @@ fn record_error(provider: &str, error: &ProviderError) {
     metrics::counter!(ERRORS, "provider" => provider.to_owned(), "kind" => kind).increment(1);
 }
 
+/// A [`Provider`] whose every generation goes through a [`ModelActor`] (breaker, metrics).
+struct ModelHandle {
+    id: String,
+    model: String,
+    addr: Addr<ModelActor>,
+}
+
+#[async_trait::async_trait]
+impl Provider for ModelHandle {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    async fn generate(&self, params: GenerateParams) -> Result<EventStream, ProviderError> {
+        self.addr
+            .send(Generate(params))
+            .await
+            .map_err(|e| ProviderError::Connect(format!("model actor unreachable: {e}")))?
+    }
+}
+
 /// The model actors of every configured provider, by name.
 #[derive(Default)]
 pub struct Models {
     by_name: HashMap<String, Addr<ModelActor>>,
+    /// Each provider's configured model.
+    models: HashMap<String, String>,
 }
 
 impl Models {
@@ -183,12 +210,26 @@ impl Models {
         settings: &ModelSettings,
         arbiter: &ArbiterHandle,
     ) -> Result<Models, ProviderError> {
-        let mut by_name = HashMap::new();
+        let mut models = Models::default();
         for (name, provider_settings) in providers {
             let provider = crate::providers::build(name, provider_settings)?;
-            by_name.insert(name.clone(), Self::spawn(provider, settings, arbiter));
+            models.add(name, provider, settings, arbiter);
         }
-        Ok(Models { by_name })
+        Ok(models)
+    }
+
+    /// Starts an actor for `provider` under `name`.
+    pub fn add(
+        &mut self,
+        name: &str,
+        provider: Arc<dyn Provider>,
+        settings: &ModelSettings,
+        arbiter: &ArbiterHandle,
+    ) {
+        self.models
+            .insert(name.to_owned(), provider.model().to_owned());
+        self.by_name
+            .insert(name.to_owned(), Self::spawn(provider, settings, arbiter));
     }
 
     /// Starts an actor for an already built provider.
@@ -204,6 +245,16 @@ impl Models {
     /// The actor of provider `name`.
     pub fn get(&self, name: &str) -> Option<&Addr<ModelActor>> {
         self.by_name.get(name)
+    }
+
+    /// A model adapter whose generations go through provider `name`'s actor.
+    pub fn adapter(&self, name: &str) -> Option<crate::agent::ModelAdapter> {
+        let (addr, model) = self.by_name.get(name).zip(self.models.get(name))?;
+        Some(crate::agent::ModelAdapter::new(Arc::new(ModelHandle {
+            id: name.to_owned(),
+            model: model.clone(),
+            addr: addr.clone(),
+        })))
     }
 
     /// Starts a generation on provider `name`.
@@ -251,12 +302,8 @@ mod tests {
         ];
         let provider = Arc::new(ScriptedProvider::new("p", "m", [Ok(events.clone())]));
         let arbiter = Arbiter::new();
-        let models = Models {
-            by_name: HashMap::from([(
-                "p".to_owned(),
-                Models::spawn(provider.clone(), &settings(5), &arbiter.handle()),
-            )]),
-        };
+        let mut models = Models::default();
+        models.add("p", provider.clone(), &settings(5), &arbiter.handle());
         let got = drain(
             models
                 .generate("p", GenerateParams::default())
@@ -270,6 +317,10 @@ mod tests {
             models.generate("nope", GenerateParams::default()).await,
             Err(ProviderError::Config(_))
         ));
+        // The adapter goes through the same actor and names the provider's model.
+        let adapter = models.adapter("p").unwrap();
+        assert_eq!(adapter.name(), "m");
+        assert!(models.adapter("nope").is_none());
         arbiter.stop();
     }
 

@@ -23,13 +23,14 @@ use tokio::sync::{broadcast, oneshot};
 
 use super::executor::AgentExecutor;
 use super::persistence::PersistenceHandle;
-use crate::config::{StreamingSettings, ThreadSettings};
+use crate::config::{StateSettings, StreamingSettings, ThreadSettings};
 use crate::domain::{
     Artifact, ContextId, Message, Metadata, SendMessage, SendOutcome, StreamEvent, Task, TaskId,
     TaskState, TenantId, Timestamp,
 };
 use crate::error::Error;
-use crate::store::{MessageRecord, Store, StoredTask, ThreadRecord, ThreadStatus};
+use crate::session::{History, StoredMessage, ThreadState, ToolCall};
+use crate::store::{MessageRecord, Store, ThreadRecord, ThreadStatus};
 use crate::telemetry;
 
 /// One published event of a task: its log sequence number and the event.
@@ -83,6 +84,7 @@ pub struct ThreadDeps {
     pub tools: Arc<super::skill_actor::Tools>,
     pub threads: ThreadSettings,
     pub streaming: StreamingSettings,
+    pub state: StateSettings,
     pub shared: Arc<Shared>,
 }
 
@@ -164,7 +166,10 @@ pub(super) struct RunningTurn {
 pub(super) struct Loaded {
     pub thread: ThreadRecord,
     pub thread_persisted: bool,
-    pub window: VecDeque<Message>,
+    /// The thread's recent messages (A2A messages and the agent loop's records), by `seq`.
+    pub history: History,
+    /// The thread's state map; its stored form is `thread.conversation_context`.
+    pub state: ThreadState,
     pub next_seq: i64,
     pub tasks: HashMap<TaskId, TaskEntry>,
     pub running: Option<RunningTurn>,
@@ -229,9 +234,10 @@ impl ThreadActor {
         ctx.wait(fut::wrap_future(load).map(move |result, act: &mut Self, ctx| {
             match result {
                 Ok(snapshot) => {
+                    let deps = act.deps.clone();
                     let loaded = match snapshot {
-                        Some(s) => Loaded::from_snapshot(s.thread, s.recent, s.next_seq, s.open_tasks),
-                        None => Loaded::new_thread(&act.key, ttl_ms),
+                        Some(s) => Loaded::from_snapshot(s, &deps),
+                        None => Loaded::new_thread(&act.key, ttl_ms, &deps),
                     };
                     for task_id in loaded.tasks.keys() {
                         act.deps.shared.tasks.insert(
@@ -321,7 +327,7 @@ impl ThreadActor {
 }
 
 impl Loaded {
-    fn new_thread(key: &ThreadKey, ttl_ms: i64) -> Self {
+    pub(super) fn new_thread(key: &ThreadKey, ttl_ms: i64, deps: &ThreadDeps) -> Self {
         let now = Timestamp::now();
         Self {
             thread: ThreadRecord {
@@ -334,7 +340,8 @@ impl Loaded {
                 conversation_context: serde_json::Value::Object(Default::default()),
             },
             thread_persisted: false,
-            window: VecDeque::new(),
+            history: History::new(1, deps.threads.history_window),
+            state: ThreadState::new(&deps.state),
             next_seq: 1,
             tasks: HashMap::new(),
             running: None,
@@ -343,12 +350,22 @@ impl Loaded {
         }
     }
 
-    fn from_snapshot(
-        thread: ThreadRecord,
-        recent: Vec<MessageRecord>,
-        next_seq: i64,
-        open_tasks: Vec<StoredTask>,
-    ) -> Self {
+    fn from_snapshot(snapshot: crate::store::ThreadSnapshot, deps: &ThreadDeps) -> Self {
+        let crate::store::ThreadSnapshot {
+            thread,
+            recent,
+            next_seq,
+            open_tasks,
+        } = snapshot;
+        let now = Timestamp::now();
+        // A state that cannot be read is logged and started afresh rather than making the
+        // whole thread unusable; the next state write replaces it.
+        let state = ThreadState::from_json(&thread.conversation_context, &deps.state, now)
+            .unwrap_or_else(|e| {
+                tracing::warn!(context_id = %thread.thread_id, error = %e, "thread state unreadable");
+                ThreadState::new(&deps.state)
+            });
+        let records = recent.iter().map(stored_message).collect();
         let tasks = open_tasks
             .into_iter()
             .map(|stored| {
@@ -367,7 +384,8 @@ impl Loaded {
         Self {
             thread,
             thread_persisted: true,
-            window: recent.iter().map(record_to_message).collect(),
+            history: History::from_records(records, next_seq, deps.threads.history_window),
+            state,
             next_seq,
             tasks,
             running: None,
@@ -376,11 +394,13 @@ impl Loaded {
         }
     }
 
-    /// Adds a message to the in-memory window, dropping the oldest beyond `cap`.
-    pub(super) fn remember(&mut self, message: Message, cap: usize) {
-        self.window.push_back(message);
-        while self.window.len() > cap {
-            self.window.pop_front();
+    /// Adds a committed message record to the in-memory history (the window drops the
+    /// oldest beyond its capacity).
+    pub(super) fn remember(&mut self, record: &MessageRecord) {
+        if let Err(e) = self.history.push(stored_message(record)) {
+            // Every append takes `next_seq` under the actor, so this is a bug; the store
+            // holds the truth and the window heals on the next load.
+            tracing::error!(error = %e, "history window out of step with the store");
         }
     }
 }
@@ -412,24 +432,46 @@ pub(super) fn message_record(
     }
 }
 
-/// A stored message as the protocol message it was.
-pub(super) fn record_to_message(record: &MessageRecord) -> Message {
-    Message {
-        message_id: record
-            .message_id
-            .clone()
-            .unwrap_or_else(crate::domain::MessageId::generate),
-        context_id: Some(record.thread_id.clone()),
-        task_id: record.task_id.clone(),
-        role: if record.role == "user" {
-            crate::domain::Role::User
-        } else {
-            crate::domain::Role::Agent
-        },
-        parts: record.parts.clone(),
-        metadata: record.metadata.clone(),
-        extensions: Vec::new(),
-        reference_task_ids: Vec::new(),
+/// A stored message as the session layer reads it. Tool-call entries that do not parse
+/// (written by something else) are dropped with a warning rather than failing the thread.
+pub(super) fn stored_message(record: &MessageRecord) -> StoredMessage {
+    let tool_calls = match &record.tool_calls {
+        serde_json::Value::Null => Vec::new(),
+        value => serde_json::from_value::<Vec<ToolCall>>(value.clone()).unwrap_or_else(|e| {
+            tracing::warn!(seq = record.seq, error = %e, "unreadable tool calls in a stored message");
+            Vec::new()
+        }),
+    };
+    StoredMessage {
+        seq: record.seq,
+        role: record.role.clone(),
+        author: record.author.clone(),
+        content: record.content.clone(),
+        tool_calls,
+        created_at: record.created_at,
+    }
+}
+
+/// The stored form of a session record (no A2A parts: only the agent loop reads it).
+pub(super) fn session_record(
+    key: &ThreadKey,
+    record: &StoredMessage,
+    task_id: &TaskId,
+) -> MessageRecord {
+    MessageRecord {
+        tenant: key.tenant.clone(),
+        thread_id: key.context_id.clone(),
+        seq: record.seq,
+        message_id: None,
+        task_id: Some(task_id.clone()),
+        role: record.role.clone(),
+        author: record.author.clone(),
+        content: record.content.clone(),
+        parts: Vec::new(),
+        tool_calls: serde_json::to_value(&record.tool_calls)
+            .unwrap_or_else(|_| serde_json::Value::Array(Vec::new())),
+        metadata: None,
+        created_at: record.created_at,
     }
 }
 
@@ -443,7 +485,7 @@ impl Actor for ThreadActor {
         self.timer = Some(ctx.run_interval(tick, |act, ctx| act.tick(ctx)));
         if std::mem::take(&mut self.fresh) {
             let ttl_ms = (self.deps.threads.thread_ttl_secs as i64).saturating_mul(1000);
-            self.phase = Phase::Ready(Box::new(Loaded::new_thread(&self.key, ttl_ms)));
+            self.phase = Phase::Ready(Box::new(Loaded::new_thread(&self.key, ttl_ms, &self.deps)));
         } else {
             self.load(ctx);
         }
@@ -532,6 +574,8 @@ pub enum Emit {
         last_chunk: bool,
     },
     Reply(Message),
+    /// A complete agent-loop event, written through `session::append_event`.
+    Event(Box<crate::session::Event>),
 }
 
 impl Handler<SendTurn> for ThreadActor {

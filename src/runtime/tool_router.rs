@@ -28,7 +28,12 @@ struct ToolCall {
 }
 
 impl ToolRoutingExecutor {
-    fn help(tools: &Tools) -> String {
+    /// Whether the turn's message holds an explicit tool call (well formed or not).
+    pub(super) fn is_tool_call(turn: &Turn) -> bool {
+        !matches!(find_call(turn), Ok(None))
+    }
+
+    pub(super) fn help(tools: &Tools) -> String {
         let tools = tools.names();
         let listing = if tools.is_empty() {
             "No tools are registered on this server, and no model is configured to answer \

@@ -130,15 +130,16 @@ impl ThreadActor {
         let mut thread = loaded.thread.clone();
         thread.updated_at = now;
         thread.expires_at = Timestamp(now.0.saturating_add(ttl_ms));
+        let record = message_record(
+            &key,
+            seq,
+            &message,
+            materialize_now.then_some(&task_id),
+            now,
+        );
         let mut ops = vec![
             WriteOp::UpsertThread(thread.clone()),
-            WriteOp::AppendMessage(message_record(
-                &key,
-                seq,
-                &message,
-                materialize_now.then_some(&task_id),
-                now,
-            )),
+            WriteOp::AppendMessage(record.clone()),
         ];
         let mut event = None;
         let task = if existing {
@@ -193,6 +194,7 @@ impl ThreadActor {
             apply: StartTurn {
                 thread,
                 message,
+                record,
                 seq,
                 task,
                 existing,
@@ -204,7 +206,6 @@ impl ThreadActor {
 
     /// Applies a committed turn start and launches the executor.
     fn start(&mut self, start: StartTurn, pending: PendingTurn, ctx: &mut Context<Self>) {
-        let window_cap = self.deps.threads.history_window;
         let buffer = self.deps.streaming.subscriber_buffer;
         let key = self.key.clone();
         self.turn_counter += 1;
@@ -219,7 +220,7 @@ impl ThreadActor {
         loaded.thread = start.thread;
         loaded.thread_persisted = true;
         loaded.next_seq = start.seq + 1;
-        loaded.remember(start.message.clone(), window_cap);
+        loaded.remember(&start.record);
         let task_id = start.task.id.clone();
         let entry = loaded
             .tasks
@@ -269,7 +270,7 @@ impl ThreadActor {
             task_id: task_id.clone(),
             message: start.message,
             continuation: start.existing,
-            history: loaded.window.iter().cloned().collect(),
+            history: loaded.history.iter().cloned().collect(),
             metadata: pending.cmd.metadata,
             tools: self.deps.tools.clone(),
         };
@@ -298,6 +299,8 @@ impl ThreadActor {
 struct StartTurn {
     thread: crate::store::ThreadRecord,
     message: Message,
+    /// The message's stored record, for the history.
+    record: crate::store::MessageRecord,
     seq: i64,
     task: Task,
     existing: bool,

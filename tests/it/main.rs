@@ -1,5 +1,6 @@
 //! Integration tests: the real server on a random port, driven over HTTP.
 
+mod agent;
 mod card;
 mod cli;
 mod durability;

@@ -259,10 +259,25 @@ pub async fn spawn_configured(backend: Backend, tweak: impl FnOnce(&mut Settings
         settings.store.database_url = url;
     }
     tweak(&mut settings);
-    let agent = Agent {
-        skills: agent_a2a::cli::SkillSource::Configured,
-        ..Agent::new(Arc::new(agent_a2a::runtime::ToolRoutingExecutor))
-    };
+    start(
+        settings,
+        Some(dir),
+        Agent::configured(),
+        Arc::new(Notify::new()),
+    )
+    .await
+}
+
+/// A server running `agent` on SQLite in `dir` (a fresh one when `None`), with `tweak`
+/// applied to the settings.
+pub async fn spawn_agent_in(
+    dir: Option<tempfile::TempDir>,
+    agent: Agent,
+    tweak: impl FnOnce(&mut Settings),
+) -> TestApp {
+    let dir = dir.unwrap_or_else(|| tempfile::tempdir().expect("temp dir"));
+    let mut settings = test_settings(Some(&dir));
+    tweak(&mut settings);
     start(settings, Some(dir), agent, Arc::new(Notify::new())).await
 }
 

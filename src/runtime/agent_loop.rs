@@ -1,0 +1,534 @@
+//! Model-backed executors: [`AgentLoopExecutor`] runs the configured agent tree over a
+//! turn, and [`RoutingExecutor`] lets a cheap model turn free text into tool calls.
+//!
+//! Both leave explicit tool calls (a data part `{"tool": …}`) to the
+//! [`ToolRoutingExecutor`], so clients can always call a tool directly, model or not.
+//!
+//! How a run maps to A2A: the task goes `working`; model text streams into one artifact
+//! (`answer`) in chunks at most every `agent.stream_flush_ms`, turns separated by a blank
+//! line, the last chunk marked `lastChunk`; the task completes when the run ends, or fails
+//! with an `errorCode` (`MODEL_UNAVAILABLE`, `MODEL_ERROR`, `AGENT_TURN_LIMIT`,
+//! `AGENT_NOT_FOUND`) and no internals. Every complete event (calls, tool results,
+//! answers) is written to the thread's history through `TurnSink::append_event` before
+//! the run goes on, so a later turn — or the same thread after a restart — sees it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use serde_json::{Map, Value, json};
+
+use super::executor::{AgentExecutor, Turn, TurnSink};
+use super::skill_actor::Tools;
+use super::tool_router::ToolRoutingExecutor;
+use crate::agent::{
+    AgentError, AgentTree, Content, Event, LlmRequest, ModelAdapter, Part, RunError, RunObserver,
+    RunSettings, Runner, ToolInvoker, function_declarations, run_and_collect,
+};
+use crate::config::{AgentSettings, HistorySettings};
+use crate::domain::{Artifact, Message, Metadata, Part as A2aPart, Timestamp};
+use crate::error::Result;
+use crate::providers::ProviderError;
+use crate::session::{FunctionCall, FunctionResponse, HeuristicEstimator, HistoryConfig};
+use crate::skills::{Caller, SkillError};
+
+/// The tool whose output is added to the instruction at the start of each run.
+const SESSION_CONTEXT_TOOL: &str = crate::skills::context::SESSION_CONTEXT_TOOL;
+/// Request/message metadata keys passed to `session_context` as scope ids.
+const SCOPE_KEYS: [&str; 7] = [
+    "userId",
+    "agentId",
+    "sessionId",
+    "projectId",
+    "teamId",
+    "orgId",
+    "companyId",
+];
+
+/// Runs the configured agent tree: the executor of a server with `agent.provider` set.
+pub struct AgentLoopExecutor {
+    tree: Arc<AgentTree>,
+    settings: RunSettings,
+    history: HistoryConfig,
+    flush: Duration,
+}
+
+impl AgentLoopExecutor {
+    pub fn new(tree: AgentTree, agent: &AgentSettings, history: &HistorySettings) -> Self {
+        Self {
+            tree: Arc::new(tree),
+            settings: RunSettings::from_settings(agent),
+            history: HistoryConfig::from(history),
+            flush: Duration::from_millis(agent.stream_flush_ms),
+        }
+    }
+}
+
+#[async_trait]
+impl AgentExecutor for AgentLoopExecutor {
+    async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<()> {
+        if ToolRoutingExecutor::is_tool_call(&turn) {
+            return ToolRoutingExecutor.execute(turn, sink).await;
+        }
+        sink.working().await?;
+        let context = session_context(&turn).await;
+        let root = self.tree.root().name.clone();
+        let mut contents: Vec<Content> =
+            crate::session::events(&turn.history, &root, &HeuristicEstimator, &self.history)
+                .into_iter()
+                .filter_map(|event| event.content)
+                .collect();
+        let tools = SkillTools::new(&turn);
+        let runner = Runner::new(self.tree.clone(), Arc::new(tools), self.settings);
+        let mut observer = SinkObserver::new(&sink, self.flush);
+        match run_and_collect(&runner, &mut contents, &context, &mut observer).await {
+            Ok(_) => {
+                observer.finish().await?;
+                sink.complete(None).await
+            }
+            Err(RunError::Observer(e)) => Err(e),
+            Err(e) => sink.fail(run_failure(&sink, &e)).await,
+        }
+    }
+}
+
+/// The memories and constraints of the session, from the `session_context` tool when it is
+/// registered: the user's text is the query, and scope ids come from the request's or the
+/// message's metadata. A failure is logged and the run goes on without context.
+async fn session_context(turn: &Turn) -> String {
+    if turn.tools.spec(SESSION_CONTEXT_TOOL, None).is_none() {
+        return String::new();
+    }
+    let mut arguments = Map::new();
+    let text = turn.message.text();
+    if !text.trim().is_empty() {
+        arguments.insert("query".into(), Value::String(text));
+    }
+    let sources = [turn.metadata.as_ref(), turn.message.metadata.as_ref()];
+    for key in SCOPE_KEYS {
+        let id = sources
+            .iter()
+            .flatten()
+            .find_map(|m: &&Metadata| m.get(key).and_then(Value::as_str))
+            .filter(|id| !id.is_empty());
+        if let Some(id) = id {
+            arguments.insert(key.into(), Value::String(id.to_owned()));
+        }
+    }
+    let caller = Caller {
+        tenant: turn.tenant.clone(),
+        context_id: turn.context_id.clone(),
+    };
+    match turn
+        .tools
+        .call(SESSION_CONTEXT_TOOL, None, Value::Object(arguments), caller)
+        .await
+    {
+        Some(Ok(value)) => value["systemPromptAdditions"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "session context unavailable; running without it");
+            String::new()
+        }
+        None => String::new(),
+    }
+}
+
+/// The status message of a failed run: what went wrong in a sentence, and an `errorCode`.
+fn run_failure(sink: &TurnSink, error: &RunError) -> Message {
+    let (code, text) = match error {
+        RunError::Model(AgentError::Provider(e)) if e.is_retryable() => (
+            "MODEL_UNAVAILABLE",
+            format!(
+                "the model is unavailable ({}); retry later",
+                provider_kind(e)
+            ),
+        ),
+        RunError::Model(AgentError::StreamEndedWithoutDone) => (
+            "MODEL_UNAVAILABLE",
+            "the model's answer was cut off; retry later".to_owned(),
+        ),
+        RunError::Model(AgentError::Provider(e)) => (
+            "MODEL_ERROR",
+            format!("the model request failed ({})", provider_kind(e)),
+        ),
+        RunError::TurnLimit(_) => ("AGENT_TURN_LIMIT", error.to_string()),
+        RunError::AgentNotFound(_) => ("AGENT_NOT_FOUND", error.to_string()),
+        RunError::Observer(_) => ("INTERNAL_ERROR", "internal error".to_owned()),
+    };
+    tracing::warn!(error = %error, code, "agent run failed");
+    let mut message = sink.text(text);
+    let mut metadata = Metadata::new();
+    metadata.insert("errorCode".into(), Value::String(code.into()));
+    message.metadata = Some(metadata);
+    message
+}
+
+/// A provider error's kind, without the provider's own words (they stay in the log).
+fn provider_kind(error: &ProviderError) -> String {
+    match error {
+        ProviderError::Http { status, .. } => format!("HTTP {status}"),
+        ProviderError::RateLimited { .. } => "rate limited".into(),
+        ProviderError::Timeout => "timed out".into(),
+        ProviderError::Connect(_) => "unreachable".into(),
+        ProviderError::Decode(_) => "unreadable response".into(),
+        ProviderError::StreamEnded => "stream cut off".into(),
+        ProviderError::Config(_) => "misconfigured".into(),
+        ProviderError::CircuitOpen { .. } => "failing repeatedly".into(),
+    }
+}
+
+/// The turn's tools as the runner calls them: through the skill actors, as the turn's
+/// tenant and thread.
+struct SkillTools {
+    tools: Arc<Tools>,
+    caller: Caller,
+}
+
+impl SkillTools {
+    fn new(turn: &Turn) -> Self {
+        Self {
+            tools: turn.tools.clone(),
+            caller: Caller {
+                tenant: turn.tenant.clone(),
+                context_id: turn.context_id.clone(),
+            },
+        }
+    }
+}
+
+#[async_trait]
+impl ToolInvoker for SkillTools {
+    async fn invoke(
+        &self,
+        name: &str,
+        args: Map<String, Value>,
+    ) -> std::result::Result<Value, String> {
+        let result = self
+            .tools
+            .call(name, None, Value::Object(args), self.caller.clone())
+            .await;
+        match result {
+            Some(Ok(value)) => Ok(value),
+            Some(Err(e)) => Err(model_error_text(name, e)),
+            None => Err(format!("unknown tool {name:?}")),
+        }
+    }
+}
+
+/// What the model is told about a failed tool call: the caller's mistakes in full, our own
+/// failures without internals (those are logged).
+fn model_error_text(tool: &str, error: SkillError) -> String {
+    match error {
+        SkillError::Failed(detail) => {
+            tracing::error!(tool, detail = %detail, "tool failed");
+            "the tool failed with an internal error".into()
+        }
+        SkillError::Unavailable(detail) => {
+            tracing::warn!(tool, detail = %detail, "tool unavailable");
+            "the tool is temporarily unavailable".into()
+        }
+        SkillError::Blocked { message, report } => {
+            format!("blocked by governance: {message} (report: {report})")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Writes a run's events to the thread and streams its text into the `answer` artifact.
+struct SinkObserver<'a> {
+    sink: &'a TurnSink,
+    artifact_id: String,
+    /// Answer text not yet sent.
+    pending: String,
+    /// Chunks sent so far (the artifact exists).
+    sent: bool,
+    /// The next chunk replaces the artifact (the run was retried).
+    replace: bool,
+    /// Any answer text exists (the next turn's text needs a separator).
+    wrote: bool,
+    /// The current model turn streamed partial text.
+    streaming_turn: bool,
+    last_flush: Instant,
+    flush: Duration,
+}
+
+impl<'a> SinkObserver<'a> {
+    fn new(sink: &'a TurnSink, flush: Duration) -> Self {
+        Self {
+            sink,
+            artifact_id: uuid::Uuid::new_v4().to_string(),
+            pending: String::new(),
+            sent: false,
+            replace: false,
+            wrote: false,
+            streaming_turn: false,
+            last_flush: Instant::now(),
+            flush,
+        }
+    }
+
+    /// Adds answer text of the current turn (a separator first when a new turn starts).
+    fn add_text(&mut self, text: &str, new_turn: bool) {
+        if text.is_empty() {
+            return;
+        }
+        if new_turn && self.wrote {
+            self.pending.push_str("\n\n");
+        }
+        self.pending.push_str(text);
+        self.wrote = true;
+    }
+
+    async fn send_chunk(&mut self, last_chunk: bool) -> Result<()> {
+        if self.pending.is_empty() && !(last_chunk && self.sent) {
+            return Ok(());
+        }
+        let mut artifact = Artifact::new(vec![A2aPart::text(std::mem::take(&mut self.pending))]);
+        artifact.artifact_id = self.artifact_id.clone();
+        artifact.name = Some("answer".into());
+        let append = self.sent && !self.replace;
+        self.sink.artifact(artifact, append, last_chunk).await?;
+        self.sent = true;
+        self.replace = false;
+        self.last_flush = Instant::now();
+        Ok(())
+    }
+
+    /// Sends what is left of the answer as the last chunk.
+    async fn finish(&mut self) -> Result<()> {
+        self.send_chunk(true).await
+    }
+}
+
+#[async_trait]
+impl RunObserver for SinkObserver<'_> {
+    async fn on_event(&mut self, event: &Event) -> Result<()> {
+        if event.partial {
+            let new_turn = !self.streaming_turn;
+            self.streaming_turn = true;
+            self.add_text(&event_text(event), new_turn);
+            if self.last_flush.elapsed() >= self.flush {
+                self.send_chunk(false).await?;
+            }
+            return Ok(());
+        }
+        if event.author == "user" {
+            // The run is being retried: its answer starts over.
+            self.pending.clear();
+            self.wrote = false;
+            self.streaming_turn = false;
+            self.replace = self.sent;
+        } else if event.turn_complete {
+            if !self.streaming_turn {
+                self.add_text(&event_text(event), true);
+            }
+            self.streaming_turn = false;
+        }
+        self.sink.append_event(event.clone()).await?;
+        if has_calls(event) {
+            // Text said before the tools run reaches the client before they do.
+            self.send_chunk(false).await?;
+        }
+        Ok(())
+    }
+}
+
+fn event_text(event: &Event) -> String {
+    event
+        .content
+        .iter()
+        .flat_map(|c| c.parts.iter())
+        .filter_map(|p| match p {
+            Part::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn has_calls(event: &Event) -> bool {
+    event
+        .content
+        .iter()
+        .flat_map(|c| c.parts.iter())
+        .any(|p| matches!(p, Part::FunctionCall(_)))
+}
+
+/// Turns free text into tool calls with a cheap model that sees only the skills'
+/// descriptions and the tools' schemas (no history, no instruction of the agent). The
+/// results become artifacts, as for an explicit call; a model that calls nothing asks the
+/// user for what is missing (`input-required`), in its own words.
+pub struct RoutingExecutor {
+    model: ModelAdapter,
+    model_name: Option<String>,
+    instruction: String,
+    max_output_tokens: u32,
+    tool_timeout: Duration,
+}
+
+impl RoutingExecutor {
+    /// `skills` are the (name, description) of every registered skill.
+    pub fn new(model: ModelAdapter, agent: &AgentSettings, skills: &[(String, String)]) -> Self {
+        let listing: Vec<String> = skills
+            .iter()
+            .map(|(name, description)| format!("- {name}: {description}"))
+            .collect();
+        Self {
+            model,
+            model_name: (!agent.routing_model.is_empty()).then(|| agent.routing_model.clone()),
+            instruction: format!(
+                "Turn the user's request into calls of the tools provided, with arguments \
+                 that follow each tool's schema. Do not answer the request yourself. When the \
+                 request is unclear or lacks a required argument, call no tool and ask one \
+                 short question instead.\nSkills:\n{}",
+                listing.join("\n")
+            ),
+            max_output_tokens: agent.max_output_tokens,
+            tool_timeout: Duration::from_millis(agent.tool_timeout_ms),
+        }
+    }
+}
+
+#[async_trait]
+impl AgentExecutor for RoutingExecutor {
+    async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<()> {
+        if ToolRoutingExecutor::is_tool_call(&turn) {
+            return ToolRoutingExecutor.execute(turn, sink).await;
+        }
+        sink.working().await?;
+        let specs: Vec<_> = turn
+            .tools
+            .names()
+            .iter()
+            .filter_map(|name| turn.tools.spec(name, None).cloned())
+            .collect();
+        let request = LlmRequest {
+            contents: vec![Content {
+                role: "user".into(),
+                parts: vec![Part::Text(turn.message.text())],
+            }],
+            system_instruction: Some(Content {
+                role: "system".into(),
+                parts: vec![Part::Text(self.instruction.clone())],
+            }),
+            tools: function_declarations(&specs),
+            temperature: Some(0.0),
+            max_tokens: Some(self.max_output_tokens),
+            model: self.model_name.clone(),
+        };
+        let mut responses = Box::pin(self.model.generate(request, false));
+        let response = match responses.next().await {
+            Some(Ok(response)) => response,
+            Some(Err(e)) => return sink.fail(run_failure(&sink, &RunError::Model(e))).await,
+            None => {
+                let e = RunError::Model(AgentError::StreamEndedWithoutDone);
+                return sink.fail(run_failure(&sink, &e)).await;
+            }
+        };
+        let root = "router";
+        let event = Event::new(root, response.content.clone(), Timestamp::now());
+        let calls: Vec<FunctionCall> = event
+            .content
+            .iter()
+            .flat_map(|c| c.parts.iter())
+            .filter_map(|p| match p {
+                Part::FunctionCall(call) => Some(call.clone()),
+                _ => None,
+            })
+            .collect();
+        if calls.is_empty() {
+            let question = event_text(&event);
+            let text = if question.trim().is_empty() {
+                ToolRoutingExecutor::help(&turn.tools)
+            } else {
+                question
+            };
+            return sink.input_required(sink.text(text)).await;
+        }
+        sink.append_event(event).await?;
+        let tools = SkillTools::new(&turn);
+        let mut failures = Vec::new();
+        for call in &calls {
+            let invoke = tools.invoke(&call.name, call.args.clone());
+            let result = match tokio::time::timeout(self.tool_timeout, invoke).await {
+                Ok(result) => result,
+                Err(_) => Err(format!(
+                    "timed out after {} ms",
+                    self.tool_timeout.as_millis()
+                )),
+            };
+            let response = match &result {
+                Ok(Value::Object(map)) => map.clone(),
+                Ok(other) => Map::from_iter([("result".to_owned(), other.clone())]),
+                Err(e) => Map::from_iter([("error".to_owned(), Value::String(e.clone()))]),
+            };
+            let content = Content {
+                role: "user".into(),
+                parts: vec![Part::FunctionResponse(FunctionResponse {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    response: response.clone(),
+                })],
+            };
+            sink.append_event(Event::new(root, Some(content), Timestamp::now()))
+                .await?;
+            let mut artifact = Artifact::new(vec![A2aPart {
+                media_type: Some("application/json".into()),
+                ..A2aPart::data(Value::Object(response))
+            }]);
+            artifact.name = Some(call.name.clone());
+            sink.artifact(artifact, false, true).await?;
+            if let Err(e) = result {
+                failures.push(format!("{}: {e}", call.name));
+            }
+        }
+        if failures.len() == calls.len() {
+            let mut message = sink.text(failures.join("; "));
+            let mut metadata = Metadata::new();
+            metadata.insert("errorCode".into(), json!("TOOL_ERROR"));
+            message.metadata = Some(metadata);
+            return sink.fail(message).await;
+        }
+        sink.complete(None).await
+    }
+}
+
+/// The executor `[agent]` describes: the agent tree when `provider` is set, the routing
+/// model when only `routing_provider` is, and direct tool routing otherwise.
+pub(super) fn configured(
+    settings: &crate::config::Settings,
+    models: &super::model_actor::Models,
+    tools: &Tools,
+    skills: &[(String, String)],
+) -> std::result::Result<Arc<dyn AgentExecutor>, crate::agent::TreeError> {
+    let agent = &settings.agent;
+    if !agent.provider.is_empty() {
+        let specs: Vec<_> = tools
+            .names()
+            .iter()
+            .filter_map(|name| tools.spec(name, None).cloned())
+            .collect();
+        let tree = AgentTree::build(agent, &|name| models.adapter(name), &specs)?;
+        tracing::info!(agent = %agent.name, provider = %agent.provider, "agent loop enabled");
+        return Ok(Arc::new(AgentLoopExecutor::new(
+            tree,
+            agent,
+            &settings.history,
+        )));
+    }
+    if !agent.routing_provider.is_empty() {
+        let model = models.adapter(&agent.routing_provider).ok_or_else(|| {
+            crate::agent::TreeError::UnknownProvider {
+                agent: agent.name.clone(),
+                provider: agent.routing_provider.clone(),
+            }
+        })?;
+        tracing::info!(provider = %agent.routing_provider, "routing model enabled");
+        return Ok(Arc::new(RoutingExecutor::new(model, agent, skills)));
+    }
+    tracing::info!("no model configured: explicit tool calls only");
+    Ok(Arc::new(ToolRoutingExecutor))
+}

@@ -1,0 +1,396 @@
+//! The agent loop end to end: the real server with `[agent] provider` pointing at an
+//! OpenAI-compatible endpoint on loopback that replays recorded-format SSE streams.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use actix_web::{App, HttpResponse, HttpServer, web};
+use agent_a2a::cli::{Agent, SkillSource};
+use agent_a2a::config::{ProviderKind, ProviderSettings, Settings};
+use agent_a2a::runtime::ExecutorSource;
+use agent_a2a::skills::{Caller, Skill, SkillError, SkillRegistry, ToolSpec};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use crate::support::{SseEvent, TestApp, spawn_agent_in, user_message};
+
+/// A model endpoint answering each completion with the next scripted SSE body.
+struct FakeModel {
+    url: String,
+    requests: Arc<Mutex<Vec<Value>>>,
+    scripts: Arc<Mutex<VecDeque<String>>>,
+    handle: actix_web::dev::ServerHandle,
+}
+
+impl FakeModel {
+    async fn start() -> FakeModel {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let scripts: Arc<Mutex<VecDeque<String>>> = Arc::new(Mutex::new(VecDeque::new()));
+        let (r, s) = (requests.clone(), scripts.clone());
+        let server = HttpServer::new(move || {
+            let (r, s) = (r.clone(), s.clone());
+            App::new().route(
+                "/v1/chat/completions",
+                web::post().to(move |body: web::Json<Value>| {
+                    let (r, s) = (r.clone(), s.clone());
+                    async move {
+                        r.lock().unwrap().push(body.into_inner());
+                        match s.lock().unwrap().pop_front() {
+                            Some(sse) => HttpResponse::Ok()
+                                .content_type("text/event-stream")
+                                .body(sse),
+                            None => HttpResponse::InternalServerError().body("no script left"),
+                        }
+                    }
+                }),
+            )
+        })
+        .workers(1)
+        .bind("127.0.0.1:0")
+        .unwrap();
+        let addr = server.addrs()[0];
+        let server = server.run();
+        let handle = server.handle();
+        actix_web::rt::spawn(server);
+        FakeModel {
+            url: format!("http://{addr}/v1"),
+            requests,
+            scripts,
+            handle,
+        }
+    }
+
+    fn script(&self, chunks: &[Value]) {
+        let mut body: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+        body.push_str("data: [DONE]\n\n");
+        self.scripts.lock().unwrap().push_back(body);
+    }
+
+    fn requests(&self) -> Vec<Value> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn delta(delta: Value) -> Value {
+    json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]})
+}
+
+fn finish(reason: &str) -> Value {
+    json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+}
+
+/// A skill with one tool, `weather`, that counts its calls.
+struct WeatherSkill {
+    calls: AtomicUsize,
+    cities: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl Skill for WeatherSkill {
+    fn id(&self) -> &str {
+        "weather"
+    }
+    fn name(&self) -> &str {
+        "Weather"
+    }
+    fn description(&self) -> &str {
+        "Forecasts by city."
+    }
+    fn tags(&self) -> Vec<String> {
+        vec!["weather".into()]
+    }
+    fn examples(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn tools(&self) -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "weather".into(),
+            description: "Today's forecast for a city.".into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {"city": {"type": "string", "minLength": 1}},
+                "required": ["city"],
+                "additionalProperties": false
+            }),
+            output_schema: json!({"type": "object"}),
+        }]
+    }
+    async fn invoke(
+        &self,
+        _tool: &str,
+        arguments: Value,
+        _caller: &Caller,
+    ) -> Result<Value, SkillError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let city = arguments["city"].as_str().unwrap_or_default().to_owned();
+        self.cities.lock().unwrap().push(city.clone());
+        Ok(json!({"city": city, "forecast": "sunny"}))
+    }
+}
+
+fn agent(skill: &Arc<WeatherSkill>) -> Agent {
+    let mut registry = SkillRegistry::default();
+    registry.register(skill.clone());
+    Agent {
+        executor: ExecutorSource::Configured,
+        skills: SkillSource::Registry(registry),
+        cards: Vec::new(),
+    }
+}
+
+fn with_model(url: &str) -> impl FnOnce(&mut Settings) + '_ {
+    move |s: &mut Settings| {
+        s.providers.insert(
+            "default".into(),
+            ProviderSettings {
+                kind: ProviderKind::Openai,
+                base_url: url.to_owned(),
+                model: "test-model".into(),
+                api_key_env: String::new(),
+                timeout_ms: 10_000,
+                connect_timeout_ms: 2_000,
+                max_retries: 0,
+                retry_base_ms: 10,
+                max_concurrency: 4,
+            },
+        );
+        s.agent.provider = "default".into();
+        s.agent.instruction = "You forecast the weather.".into();
+    }
+}
+
+async fn stream_message(app: &TestApp, message: Value) -> Vec<SseEvent> {
+    app.rpc_stream("SendStreamingMessage", json!({"message": message}))
+        .await
+}
+
+fn results(events: &[SseEvent]) -> Vec<Value> {
+    events.iter().map(|e| e.data["result"].clone()).collect()
+}
+
+#[actix_web::test]
+async fn a_streamed_turn_calls_the_tool_once_and_completes_with_the_answer() {
+    let model = FakeModel::start().await;
+    // Turn 1: text, then one call whose arguments arrive in two fragments.
+    model.script(&[
+        delta(json!({"role": "assistant", "content": "Let me check. "})),
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_w1", "type": "function",
+            "function": {"name": "weather", "arguments": "{\"ci"}}]}),
+        ),
+        delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": "ty\":\"Oslo\"}"}}]})),
+        finish("tool_calls"),
+    ]);
+    // Turn 2: the answer, streamed.
+    model.script(&[
+        delta(json!({"content": "It is sunny "})),
+        delta(json!({"content": "in Oslo."})),
+        finish("stop"),
+    ]);
+    let skill = Arc::new(WeatherSkill {
+        calls: AtomicUsize::new(0),
+        cities: Mutex::new(Vec::new()),
+    });
+    let app = spawn_agent_in(None, agent(&skill), with_model(&model.url)).await;
+
+    let mut first = user_message("What is the weather in Oslo?");
+    first["contextId"] = json!("ctx-weather");
+    let events = stream_message(&app, first).await;
+    let results = results(&events);
+
+    // working → artifact chunks → completed.
+    assert!(results[0]["task"].is_object(), "{results:?}");
+    let states: Vec<&str> = results
+        .iter()
+        .filter_map(|r| r["statusUpdate"]["status"]["state"].as_str())
+        .collect();
+    assert_eq!(
+        states,
+        ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"],
+        "{results:?}"
+    );
+    let working = results
+        .iter()
+        .position(|r| r["statusUpdate"].is_object())
+        .unwrap();
+    let completed = results
+        .iter()
+        .rposition(|r| r["statusUpdate"].is_object())
+        .unwrap();
+    let chunks: Vec<&Value> = results[working..completed]
+        .iter()
+        .filter(|r| r["artifactUpdate"].is_object())
+        .map(|r| &r["artifactUpdate"])
+        .collect();
+    assert!(!chunks.is_empty(), "{results:?}");
+    let answer: String = chunks
+        .iter()
+        .map(|c| c["artifact"]["parts"][0]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(answer, "Let me check. \n\nIt is sunny in Oslo.");
+    assert_eq!(chunks.last().unwrap()["lastChunk"], true);
+    assert_eq!(chunks[0]["artifact"]["name"], "answer");
+
+    // The tool ran exactly once, with the assembled arguments.
+    assert_eq!(skill.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(*skill.cities.lock().unwrap(), ["Oslo"]);
+
+    // The second model call saw the call and its result, paired by id.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    let messages = requests[1]["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["role"], "system");
+    assert_eq!(messages[0]["content"], "You forecast the weather.");
+    assert_eq!(messages[1]["content"], "What is the weather in Oslo?");
+    assert_eq!(messages[2]["tool_calls"][0]["id"], "call_w1");
+    assert_eq!(messages[3]["role"], "tool");
+    assert_eq!(messages[3]["tool_call_id"], "call_w1");
+    let result: Value = serde_json::from_str(messages[3]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(result, json!({"city": "Oslo", "forecast": "sunny"}));
+    assert_eq!(requests[1]["tools"][0]["function"]["name"], "weather");
+
+    // The task, read back, holds the answer artifact.
+    let task_id = results[0]["task"]["id"].as_str().unwrap().to_owned();
+    let task = app.rpc("GetTask", json!({"id": task_id})).await;
+    assert_eq!(task["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let artifacts = task["result"]["artifacts"].as_array().unwrap();
+    assert_eq!(
+        artifacts.len(),
+        1,
+        "one answer artifact, built from the chunks"
+    );
+    let stored: String = artifacts[0]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(stored, "Let me check. \n\nIt is sunny in Oslo.");
+
+    // After a restart the thread's stored history is what the model sees again.
+    let dir = app.stop().await;
+    model.script(&[delta(json!({"content": "Still sunny."})), finish("stop")]);
+    let app = spawn_agent_in(dir, agent(&skill), with_model(&model.url)).await;
+    let mut second = user_message("And tomorrow?");
+    second["contextId"] = json!("ctx-weather");
+    let r = app.rpc("SendMessage", json!({"message": second})).await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    let requests = model.requests();
+    let before = requests[1]["messages"].as_array().unwrap();
+    let after = requests[2]["messages"].as_array().unwrap();
+    assert_eq!(
+        &after[..before.len()],
+        &before[..],
+        "the same history, reloaded"
+    );
+    assert_eq!(after[before.len()]["role"], "assistant");
+    assert_eq!(after[before.len()]["content"], "It is sunny in Oslo.");
+    assert_eq!(after[before.len() + 1]["content"], "And tomorrow?");
+    assert_eq!(after.len(), before.len() + 2);
+    assert_eq!(skill.calls.load(Ordering::SeqCst), 1, "no tool ran again");
+    app.stop().await;
+    model.handle.stop(false).await;
+}
+
+#[actix_web::test]
+async fn a_failing_model_fails_the_task_with_an_error_code_and_no_internals() {
+    let model = FakeModel::start().await; // no script: every call answers HTTP 500
+    let skill = Arc::new(WeatherSkill {
+        calls: AtomicUsize::new(0),
+        cities: Mutex::new(Vec::new()),
+    });
+    let app = spawn_agent_in(None, agent(&skill), with_model(&model.url)).await;
+    let r = app
+        .rpc("SendMessage", json!({"message": user_message("hello")}))
+        .await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{r}");
+    let status = &task["status"]["message"];
+    assert_eq!(status["metadata"]["errorCode"], "MODEL_UNAVAILABLE", "{r}");
+    let text = status["parts"][0]["text"].as_str().unwrap();
+    assert!(text.contains("HTTP 500"), "{text}");
+    assert!(
+        !text.contains("no script left"),
+        "provider bodies stay in the log: {text}"
+    );
+    app.stop().await;
+    model.handle.stop(false).await;
+}
+
+#[actix_web::test]
+async fn explicit_tool_calls_bypass_the_model() {
+    let model = FakeModel::start().await;
+    let skill = Arc::new(WeatherSkill {
+        calls: AtomicUsize::new(0),
+        cities: Mutex::new(Vec::new()),
+    });
+    let app = spawn_agent_in(None, agent(&skill), with_model(&model.url)).await;
+    let task = crate::support::call_tool(&app, "weather", json!({"city": "Bergen"})).await;
+    assert_eq!(crate::support::tool_result(&task)["forecast"], "sunny");
+    assert!(model.requests().is_empty());
+    app.stop().await;
+    model.handle.stop(false).await;
+}
+
+#[actix_web::test]
+async fn a_routing_model_turns_free_text_into_a_tool_call() {
+    let model = FakeModel::start().await;
+    model.script(&[
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "r1", "type": "function",
+            "function": {"name": "weather", "arguments": "{\"city\":\"Tromsø\"}"}}]}),
+        ),
+        finish("tool_calls"),
+    ]);
+    model.script(&[delta(json!({"content": "Which city?"})), finish("stop")]);
+    let skill = Arc::new(WeatherSkill {
+        calls: AtomicUsize::new(0),
+        cities: Mutex::new(Vec::new()),
+    });
+    let url = model.url.clone();
+    let app = spawn_agent_in(None, agent(&skill), move |s| {
+        with_model(&url)(s);
+        s.agent.provider = String::new();
+        s.agent.routing_provider = "default".into();
+        s.agent.routing_model = "tiny-router".into();
+    })
+    .await;
+    let r = app
+        .rpc(
+            "SendMessage",
+            json!({"message": user_message("weather up north in Tromsø")}),
+        )
+        .await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(task["artifacts"][0]["name"], "weather");
+    assert_eq!(task["artifacts"][0]["parts"][0]["data"]["city"], "Tromsø");
+    assert_eq!(*skill.cities.lock().unwrap(), ["Tromsø"]);
+    // It saw only the skills and the tool schemas, and the routing model's name.
+    let request = &model.requests()[0];
+    assert_eq!(request["model"], "tiny-router");
+    let messages = request["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2);
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("- Weather: Forecasts by city.")
+    );
+    assert_eq!(request["tools"][0]["function"]["name"], "weather");
+
+    // Unclear text: no call, the task asks back in the model's words.
+    let r = app
+        .rpc("SendMessage", json!({"message": user_message("weather?")}))
+        .await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+    assert_eq!(task["status"]["message"]["parts"][0]["text"], "Which city?");
+    assert_eq!(skill.calls.load(Ordering::SeqCst), 1);
+    app.stop().await;
+    model.handle.stop(false).await;
+}
