@@ -883,6 +883,70 @@ mod tests {
         assert!(e.contains("server.bind"), "{e}");
     }
 
+    const OLLAMA: &str = "[providers.default]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"llama3.1\"\n";
+
+    #[test]
+    fn the_readme_ollama_lines_configure_the_agent() {
+        let text = format!("{OLLAMA}[agent]\nprovider = \"default\"\n");
+        let (_d, o) = with_file(&text);
+        let s = load(&[], o).unwrap();
+        assert_eq!(s.agent.provider, "default");
+        assert_eq!(s.providers["default"].model, "llama3.1");
+        assert_eq!(
+            s.providers["default"].max_retries, 2,
+            "unset keys take defaults"
+        );
+        // The same through the environment only.
+        let s = load(
+            &[
+                ("AGENT_A2A__PROVIDERS__DEFAULT__KIND", "openai"),
+                (
+                    "AGENT_A2A__PROVIDERS__DEFAULT__BASE_URL",
+                    "http://127.0.0.1:11434/v1",
+                ),
+                ("AGENT_A2A__PROVIDERS__DEFAULT__MODEL", "llama3.1"),
+                ("AGENT_A2A__AGENT__PROVIDER", "default"),
+            ],
+            Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(s.providers["default"].base_url, "http://127.0.0.1:11434/v1");
+    }
+
+    #[test]
+    fn agent_settings_are_checked() {
+        let cases = [
+            ("[agent]\nprovider = \"nope\"\n", "agent.provider"),
+            (
+                "[agent]\nrouting_provider = \"nope\"\n",
+                "agent.routing_provider",
+            ),
+            ("[agent]\nmax_turns = 0\n", "agent.max_turns"),
+            ("[agent]\ntool_timeout_ms = 0\n", "agent.tool_timeout_ms"),
+            (
+                "[[agent.sub_agents]]\nname = \"billing\"\n",
+                "agent \"billing\" has no provider",
+            ),
+            (
+                "[agent]\nprovider = \"default\"\n[[agent.sub_agents]]\nname = \"a\"\n[[agent.sub_agents]]\nname = \"a\"\n",
+                "\"a\" is used twice",
+            ),
+            (
+                "[agent]\nprovider = \"default\"\n[[agent.sub_agents]]\nname = \"agent-a2a\"\n",
+                "is used twice",
+            ),
+        ];
+        for (agent, expected) in cases {
+            let (_d, o) = with_file(&format!("{OLLAMA}{agent}"));
+            let e = load(&[], o).unwrap_err().to_string();
+            assert!(e.contains(expected), "{agent}: {e}");
+        }
+        let nested = "[agent]\nprovider = \"default\"\n[[agent.sub_agents]]\nname = \"a\"\ntools = [\"memory_add\"]\n[[agent.sub_agents.sub_agents]]\nname = \"b\"\n";
+        let (_d, o) = with_file(&format!("{OLLAMA}{nested}"));
+        let s = load(&[], o).unwrap();
+        assert_eq!(s.agent.sub_agents[0].sub_agents[0].name, "b");
+    }
+
     #[test]
     fn unknown_keys_are_refused() {
         let (_d, o) = with_file("[threads]\nhistory_windo = 3\n");

@@ -40,6 +40,8 @@ pub struct Turn {
     /// The thread's recent history (the actor's window), oldest first, this message last:
     /// the A2A messages and the agent loop's records, as the session layer reads them.
     pub history: Vec<StoredMessage>,
+    /// The thread's state (live entries) when the turn started.
+    pub state: serde_json::Map<String, serde_json::Value>,
     /// Request metadata sent with the message.
     pub metadata: Option<Metadata>,
     /// Every registered tool, called through its skill's actor.

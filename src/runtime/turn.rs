@@ -271,6 +271,11 @@ impl ThreadActor {
             message: start.message,
             continuation: start.existing,
             history: loaded.history.iter().cloned().collect(),
+            state: loaded
+                .state
+                .iter(Timestamp::now())
+                .map(|(k, v)| (k.to_owned(), v.clone()))
+                .collect(),
             metadata: pending.cmd.metadata,
             tools: self.deps.tools.clone(),
         };

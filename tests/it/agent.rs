@@ -8,7 +8,11 @@ use std::sync::{Arc, Mutex};
 use actix_web::{App, HttpResponse, HttpServer, web};
 use agent_a2a::cli::{Agent, SkillSource};
 use agent_a2a::config::{ProviderKind, ProviderSettings, Settings};
-use agent_a2a::runtime::ExecutorSource;
+use agent_a2a::error::Error;
+use agent_a2a::runtime::{AgentExecutor, ExecutorSource, Turn, TurnSink};
+use agent_a2a::session::{
+    Content as AdkContent, Event, FunctionCall, FunctionResponse, Part as AdkPart, StoredMessage,
+};
 use agent_a2a::skills::{Caller, Skill, SkillError, SkillRegistry, ToolSpec};
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -393,4 +397,186 @@ async fn a_routing_model_turns_free_text_into_a_tool_call() {
     assert_eq!(skill.calls.load(Ordering::SeqCst), 1);
     app.stop().await;
     model.handle.stop(false).await;
+}
+
+/// What a [`SessionExecutor`] saw at the start of each turn.
+#[derive(Default)]
+struct Seen {
+    turns: Mutex<Vec<(Vec<StoredMessage>, serde_json::Map<String, Value>)>>,
+}
+
+/// Records each turn's history and state, then writes events by the message text:
+/// `save` a model answer with a state delta, `delta` a state-only event, `big` a delta
+/// past the state limit; then completes.
+struct SessionExecutor {
+    seen: Arc<Seen>,
+}
+
+#[async_trait]
+impl AgentExecutor for SessionExecutor {
+    async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<(), Error> {
+        self.seen
+            .turns
+            .lock()
+            .unwrap()
+            .push((turn.history.clone(), turn.state.clone()));
+        sink.working().await?;
+        let now = agent_a2a::domain::Timestamp::now();
+        let text = turn.message.text();
+        let model = |parts: Vec<AdkPart>| AdkContent {
+            role: "model".into(),
+            parts,
+        };
+        match text.as_str() {
+            "save" => {
+                let mut event = Event::new(
+                    "assistant",
+                    Some(model(vec![
+                        AdkPart::Text("Saving.".into()),
+                        AdkPart::FunctionCall(FunctionCall {
+                            id: "call-1".into(),
+                            name: "note".into(),
+                            args: json!({"text": "hi"}).as_object().unwrap().clone(),
+                        }),
+                    ])),
+                    now,
+                );
+                event.actions.state_delta.insert("count".into(), json!(1));
+                sink.append_event(event).await?;
+                let response = AdkContent {
+                    role: "user".into(),
+                    parts: vec![AdkPart::FunctionResponse(FunctionResponse {
+                        id: "call-1".into(),
+                        name: "note".into(),
+                        response: json!({"saved": true}).as_object().unwrap().clone(),
+                    })],
+                };
+                sink.append_event(Event::new("assistant", Some(response), now))
+                    .await?;
+            }
+            "delta" => {
+                let mut event = Event::new("assistant", None, now);
+                event
+                    .actions
+                    .state_delta
+                    .insert("mood".into(), json!("calm"));
+                sink.append_event(event).await?;
+            }
+            "big" => {
+                let mut event = Event::new(
+                    "assistant",
+                    Some(model(vec![AdkPart::Text("x".into())])),
+                    now,
+                );
+                event
+                    .actions
+                    .state_delta
+                    .insert("blob".into(), json!("y".repeat(4096)));
+                let refused = sink.append_event(event).await;
+                let e = refused.expect_err("a delta past the state limit is refused");
+                return sink.fail(sink.text(e.to_string())).await;
+            }
+            _ => {}
+        }
+        sink.complete(None).await
+    }
+}
+
+fn session_agent(seen: &Arc<Seen>) -> Agent {
+    Agent::new(Arc::new(SessionExecutor { seen: seen.clone() }))
+}
+
+async fn send_in(app: &TestApp, context: &str, text: &str) -> Value {
+    let mut message = user_message(text);
+    message["contextId"] = json!(context);
+    app.rpc("SendMessage", json!({"message": message})).await
+}
+
+fn small_state(s: &mut Settings) {
+    s.state.max_bytes = 1024;
+}
+
+#[actix_web::test]
+async fn save_session() {
+    let seen = Arc::new(Seen::default());
+    let app = spawn_agent_in(None, session_agent(&seen), small_state).await;
+    let r = send_in(&app, "ctx-s", "save").await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    send_in(&app, "ctx-s", "next").await;
+    let turns = seen.turns.lock().unwrap();
+    let (history, state) = &turns[1];
+    // In memory at once: user "save", the model's call, the tool result, user "next".
+    let roles: Vec<&str> = history.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "user"]);
+    assert_eq!(history[1].content, "Saving.");
+    assert_eq!(history[1].tool_calls[0].id, "call-1");
+    assert_eq!(
+        history[2].tool_calls[0].output.as_deref(),
+        Some(r#"{"saved":true}"#)
+    );
+    let seqs: Vec<i64> = history.iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4]);
+    assert_eq!(state["count"], 1);
+    drop(turns);
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn load_session() {
+    let seen = Arc::new(Seen::default());
+    let app = spawn_agent_in(None, session_agent(&seen), small_state).await;
+    send_in(&app, "ctx-l", "save").await;
+    send_in(&app, "ctx-l", "delta").await;
+    let dir = app.stop().await;
+    let app = spawn_agent_in(dir, session_agent(&seen), small_state).await;
+    send_in(&app, "ctx-l", "after restart").await;
+    let turns = seen.turns.lock().unwrap();
+    let (history, state) = turns.last().unwrap();
+    let roles: Vec<&str> = history.iter().map(|m| m.role.as_str()).collect();
+    // The state-only event left no message; everything else came back from the store.
+    assert_eq!(roles, ["user", "assistant", "tool", "user", "user"]);
+    assert_eq!(history[1].author.as_deref(), Some("assistant"));
+    assert_eq!(history[1].tool_calls[0].name, "note");
+    assert_eq!(state["count"], 1);
+    assert_eq!(state["mood"], "calm");
+    // The reloaded records rebuild into the ADK events the agent wrote.
+    let events = agent_a2a::session::events(
+        history,
+        "assistant",
+        &agent_a2a::session::HeuristicEstimator,
+        &agent_a2a::session::HistoryConfig::default(),
+    );
+    let call = &events[1].content.as_ref().unwrap().parts[1];
+    assert!(matches!(call, AdkPart::FunctionCall(c) if c.id == "call-1" && c.args["text"] == "hi"));
+    let response = &events[2].content.as_ref().unwrap();
+    assert_eq!(response.role, "function");
+    drop(turns);
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn a_state_delta_past_the_limit_is_refused_and_the_state_kept() {
+    let seen = Arc::new(Seen::default());
+    let app = spawn_agent_in(None, session_agent(&seen), small_state).await;
+    send_in(&app, "ctx-b", "save").await;
+    let r = send_in(&app, "ctx-b", "big").await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{r}");
+    let text = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(text.contains("over the limit of 1024 bytes"), "{text}");
+    send_in(&app, "ctx-b", "check").await;
+    let turns = seen.turns.lock().unwrap();
+    let (history, state) = turns.last().unwrap();
+    assert_eq!(state.len(), 1, "the old state, unchanged: {state:?}");
+    assert!(
+        history.iter().all(|m| m.content != "x"),
+        "the refused event left no message"
+    );
+    drop(turns);
+    app.stop().await;
 }
