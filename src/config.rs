@@ -914,6 +914,22 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_two_line_config_file_works_alone() {
+        let readme = include_str!("../README.md");
+        let lines: Vec<&str> = readme
+            .lines()
+            .skip_while(|l| !l.starts_with("providers.default = "))
+            .take(2)
+            .collect();
+        assert_eq!(lines.len(), 2, "the README shows the two lines");
+        let (_d, o) = with_file(&lines.join("\n"));
+        let s = load(&[], o).unwrap();
+        assert_eq!(s.agent.provider, "default");
+        assert_eq!(s.providers["default"].base_url, "http://127.0.0.1:11434/v1");
+        assert_eq!(s.server, ServerSettings::default());
+    }
+
+    #[test]
     fn agent_settings_are_checked() {
         let cases = [
             ("[agent]\nprovider = \"nope\"\n", "agent.provider"),
