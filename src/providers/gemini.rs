@@ -3,7 +3,8 @@
 //! Gemini differs from the other two in three ways this file absorbs: the assistant role is
 //! `model` and tool results are `functionResponse` parts addressed by the tool's *name*;
 //! function calls arrive whole (one [`ToolCallFragment`] each) and without ids, so we give
-//! them unique ones (`call_<name>_<n>`); and the stream has no end marker — it is complete
+//! them ids unique across streams and restarts (`call_<name>_<random>`, the session's own
+//! fallback shape); and the stream has no end marker — it is complete
 //! when a chunk carried a `finishReason`, and cut short otherwise.
 
 use std::collections::HashMap;
@@ -219,10 +220,10 @@ impl SseDecoder for ChunkDecoder {
                 let name = call["name"].as_str().unwrap_or_default().to_owned();
                 let index = self.calls;
                 self.calls += 1;
-                let id = call["id"]
-                    .as_str()
-                    .filter(|id| !id.is_empty())
-                    .map_or_else(|| format!("call_{name}_{index}"), str::to_owned);
+                let id = call["id"].as_str().filter(|id| !id.is_empty()).map_or_else(
+                    || format!("call_{name}_{}", uuid::Uuid::new_v4().simple()),
+                    str::to_owned,
+                );
                 let args = call.get("args").cloned().unwrap_or_else(|| json!({}));
                 out.push(ProviderEvent::ToolCallFragment(ToolCallFragment {
                     index: Some(index),
