@@ -399,10 +399,19 @@ async fn a_routing_model_turns_free_text_into_a_tool_call() {
     model.handle.stop(false).await;
 }
 
+/// A turn's history and state as the executor got them.
+type TurnView = (Vec<StoredMessage>, serde_json::Map<String, Value>);
+
 /// What a [`SessionExecutor`] saw at the start of each turn.
 #[derive(Default)]
 struct Seen {
-    turns: Mutex<Vec<(Vec<StoredMessage>, serde_json::Map<String, Value>)>>,
+    turns: Mutex<Vec<TurnView>>,
+}
+
+impl Seen {
+    fn turns(&self) -> Vec<TurnView> {
+        self.turns.lock().unwrap().clone()
+    }
 }
 
 /// Records each turn's history and state, then writes events by the message text:
@@ -506,7 +515,7 @@ async fn save_session() {
         "{r}"
     );
     send_in(&app, "ctx-s", "next").await;
-    let turns = seen.turns.lock().unwrap();
+    let turns = seen.turns();
     let (history, state) = &turns[1];
     // In memory at once: user "save", the model's call, the tool result, user "next".
     let roles: Vec<&str> = history.iter().map(|m| m.role.as_str()).collect();
@@ -520,7 +529,6 @@ async fn save_session() {
     let seqs: Vec<i64> = history.iter().map(|m| m.seq).collect();
     assert_eq!(seqs, [1, 2, 3, 4]);
     assert_eq!(state["count"], 1);
-    drop(turns);
     app.stop().await;
 }
 
@@ -533,7 +541,7 @@ async fn load_session() {
     let dir = app.stop().await;
     let app = spawn_agent_in(dir, session_agent(&seen), small_state).await;
     send_in(&app, "ctx-l", "after restart").await;
-    let turns = seen.turns.lock().unwrap();
+    let turns = seen.turns();
     let (history, state) = turns.last().unwrap();
     let roles: Vec<&str> = history.iter().map(|m| m.role.as_str()).collect();
     // The state-only event left no message; everything else came back from the store.
@@ -553,7 +561,6 @@ async fn load_session() {
     assert!(matches!(call, AdkPart::FunctionCall(c) if c.id == "call-1" && c.args["text"] == "hi"));
     let response = &events[2].content.as_ref().unwrap();
     assert_eq!(response.role, "function");
-    drop(turns);
     app.stop().await;
 }
 
@@ -570,13 +577,12 @@ async fn a_state_delta_past_the_limit_is_refused_and_the_state_kept() {
         .unwrap();
     assert!(text.contains("over the limit of 1024 bytes"), "{text}");
     send_in(&app, "ctx-b", "check").await;
-    let turns = seen.turns.lock().unwrap();
+    let turns = seen.turns();
     let (history, state) = turns.last().unwrap();
     assert_eq!(state.len(), 1, "the old state, unchanged: {state:?}");
     assert!(
         history.iter().all(|m| m.content != "x"),
         "the refused event left no message"
     );
-    drop(turns);
     app.stop().await;
 }
