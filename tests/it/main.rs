@@ -6,6 +6,7 @@ mod durability;
 mod errors;
 mod jsonrpc;
 mod lifecycle;
+mod metrics;
 mod outage;
 mod postgres;
 mod rest;

@@ -138,12 +138,13 @@
       ctx.fillText(fmt((max * i) / 4), left - 4, y);
     }
     const n = times.length;
-    ctx.textAlign = "center";
-    ctx.textBaseline = "top";
     const span = n > 1 ? times[n - 1] - times[0] : 0;
-    for (const back of [span, (span * 3) / 4, span / 2, span / 4, 0]) {
-      const x = left + plotW - (n > 1 ? (plotW * back) / span : 0);
-      ctx.fillText(back === 0 ? "now" : "-" + Math.round(back) + "s", x, top + plotH + 4);
+    ctx.textBaseline = "top";
+    // A tick every 30 s back from now.
+    for (let back = 0; span > 0 && back <= span; back += 30) {
+      const x = left + plotW - (plotW * back) / span;
+      ctx.textAlign = back === 0 ? "right" : "center";
+      ctx.fillText(back === 0 ? "now" : "-" + back + "s", x, top + plotH + 4);
     }
 
     const xAt = (i) => left + (n > 1 ? (plotW * i) / (n - 1) : plotW);
@@ -152,22 +153,28 @@
       ctx.strokeStyle = s.color;
       ctx.lineWidth = 1.5;
       ctx.beginPath();
+      const missing = (v) => v === null || v === undefined;
       let open = false;
       s.values.forEach((v, i) => {
-        if (v === null || v === undefined) {
+        if (missing(v)) {
           open = false;
-          return;
-        }
-        if (open) {
+        } else if (open) {
           ctx.lineTo(xAt(i), yAt(v));
         } else {
           ctx.moveTo(xAt(i), yAt(v));
-          // A lone point between gaps still shows.
-          ctx.lineTo(xAt(i) + 0.5, yAt(v));
           open = true;
         }
       });
       ctx.stroke();
+      // A point between two gaps has no line: mark it with a dot.
+      ctx.fillStyle = s.color;
+      s.values.forEach((v, i) => {
+        if (!missing(v) && missing(s.values[i - 1]) && missing(s.values[i + 1])) {
+          ctx.beginPath();
+          ctx.arc(xAt(i), yAt(v), 2, 0, 2 * Math.PI);
+          ctx.fill();
+        }
+      });
     }
     legend(ctx, width, series);
     report(canvas, series.flatMap((s) => s.values));
