@@ -2,6 +2,7 @@
 
 mod card;
 mod cli;
+mod dashboard;
 mod durability;
 mod errors;
 mod jsonrpc;
