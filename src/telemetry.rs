@@ -165,11 +165,13 @@ pub fn metrics_handle() -> PrometheusHandle {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64());
             metrics::gauge!(START_TIME).set(now);
-            // Counters that only move on rare events are exported from the start, so a
-            // query over them has a series (at 0) before the first event. Incrementing
-            // by 0 leaves an existing value alone.
+            // Series that only move on rare events are exported from the start, so a
+            // query over them has a value (0) before the first event. Adding 0 leaves
+            // an existing value alone.
             metrics::counter!(THREAD_RESTARTS).increment(0);
             metrics::counter!(PERSIST_FAILURES).increment(0);
+            metrics::gauge!(SSE_SUBSCRIBERS).increment(0.0);
+            metrics::gauge!(THREAD_ACTORS).increment(0.0);
             handle
         })
         .clone()

@@ -1,7 +1,8 @@
 //! `/metrics`: after ordinary traffic every metric family the server emits is exported,
 //! with help text, millisecond buckets, and labels that never carry an id.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::Arc;
 
 use agent_a2a::config::ModelSettings;
@@ -9,9 +10,41 @@ use agent_a2a::providers::{GenerateParams, ProviderError, ProviderEvent, Scripte
 use agent_a2a::runtime::model_actor::{Generate, Models};
 use agent_a2a::telemetry as t;
 use futures_util::StreamExt;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::{Backend, TestApp, call_tool, spawn_configured, tool_result, user_message};
+
+/// Every family `telemetry` declares.
+const CATALOGUE: &[&str] = &[
+    t::HTTP_REQUESTS,
+    t::HTTP_LATENCY_MS,
+    t::ERRORS,
+    t::SSE_SUBSCRIBERS,
+    t::RATE_LIMITED,
+    t::THREADS_ACTIVE,
+    t::TASKS,
+    t::THREAD_ACTORS,
+    t::THREAD_RESTARTS,
+    t::TASK_TRANSITIONS,
+    t::PERSIST_BATCH,
+    t::PERSIST_COMMIT_MS,
+    t::PERSIST_QUEUE,
+    t::PERSIST_FAILURES,
+    t::SKILL_CALLS,
+    t::SKILL_ERRORS,
+    t::SKILL_LATENCY_MS,
+    t::MODEL_REQUESTS,
+    t::MODEL_TTFT_MS,
+    t::MODEL_TOKENS,
+    t::MODEL_ERRORS,
+    t::JANITOR_RUNS,
+    t::JANITOR_RUN_MS,
+    t::JANITOR_THREADS_EXPIRED,
+    t::JANITOR_STATE_REMOVED,
+    t::JANITOR_ACTORS_EVICTED,
+    t::BUILD_INFO,
+    t::START_TIME,
+];
 
 /// `name → type` from the `# TYPE` lines of an exposition.
 fn families(text: &str) -> BTreeMap<String, String> {
@@ -166,6 +199,15 @@ async fn every_metric_family_is_exported_after_traffic() {
         );
     }
 
+    // Prometheus naming: counters end in `_total`, and only they do.
+    for (name, kind) in found.iter().filter(|(n, _)| n.starts_with("agent_a2a_")) {
+        assert_eq!(
+            kind == "counter",
+            name.ends_with("_total"),
+            "{name} ({kind})"
+        );
+    }
+
     // The label sets operators query by.
     for series in [
         r#"agent_a2a_http_requests_total{binding="jsonrpc",method="SendMessage",status="200"}"#,
@@ -208,4 +250,43 @@ async fn every_metric_family_is_exported_after_traffic() {
     }
     assert!(!text.contains("00000000-0000-4000-8000-000000000000"));
     assert!(!text.contains("/no/such"));
+}
+
+/// The Grafana dashboard and the Prometheus example in `deploy/` query the names the
+/// server exports, and every family of the catalogue has a panel.
+#[test]
+fn the_deploy_examples_use_the_real_metric_names() {
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let grafana = std::fs::read_to_string(deploy.join("grafana-dashboard.json")).unwrap();
+    let dashboard: Value = serde_json::from_str(&grafana).expect("the dashboard is JSON");
+    let panels = dashboard["panels"].as_array().expect("panels");
+    let queries: Vec<&str> = panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().into_iter().flatten())
+        .map(|target| target["expr"].as_str().expect("a PromQL expression"))
+        .collect();
+    assert!(queries.len() > 20, "{} queries", queries.len());
+    let names = regex::Regex::new(r"agent_a2a_[a-z0-9_]+").unwrap();
+    let used: BTreeSet<&str> = names
+        .find_iter(&grafana)
+        .map(|m| m.as_str())
+        .map(|n| {
+            ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| n.strip_suffix(suffix))
+                .unwrap_or(n)
+        })
+        .collect();
+    for name in &used {
+        assert!(
+            CATALOGUE.contains(name),
+            "the dashboard queries unknown {name}"
+        );
+    }
+    for name in CATALOGUE {
+        assert!(used.contains(name), "no panel shows {name}");
+    }
+    let prometheus = std::fs::read_to_string(deploy.join("prometheus.yml")).unwrap();
+    assert!(prometheus.contains("metrics_path: /metrics"));
+    assert!(prometheus.contains("job_name: agent-a2a"));
 }
