@@ -11,6 +11,7 @@
 //! error codes (and, for rate limiting, tenants).
 
 pub mod stats;
+mod tap;
 
 use std::sync::{Arc, OnceLock};
 
@@ -154,7 +155,7 @@ pub fn metrics_handle() -> PrometheusHandle {
             let handle = prometheus.handle();
             let recorder = FanoutBuilder::default()
                 .add_recorder(prometheus)
-                .add_recorder(stats::Tap::new(Arc::clone(stats::global())))
+                .add_recorder(tap::Tap::new(Arc::clone(stats::global())))
                 .build();
             if let Err(e) = metrics::set_global_recorder(recorder) {
                 tracing::warn!(error = %e, "a metrics recorder was already installed");

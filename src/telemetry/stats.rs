@@ -1,5 +1,5 @@
 //! The numbers behind the operators' dashboard: the last [`WINDOW_SECS`] seconds, one
-//! bucket per second, fed by a [`Tap`] on the metrics recorder.
+//! bucket per second, fed by the tap (`telemetry/tap.rs`) on the metrics recorder.
 //!
 //! The tap sits beside the Prometheus recorder (see `telemetry::metrics_handle`), so the
 //! dashboard counts exactly the samples `/metrics` exports — requests, A2A errors,
@@ -18,10 +18,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use metrics::{
-    Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
-    SharedString, Unit,
-};
 use metrics_util::storage::Summary;
 use serde::Serialize;
 
@@ -47,7 +43,7 @@ pub fn global() -> &'static Arc<Stats> {
 
 /// What a tapped counter counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Count {
+pub(super) enum Count {
     /// An HTTP request; `server_error` for a 5xx status.
     Request { server_error: bool },
     /// An A2A error answered.
@@ -58,7 +54,7 @@ enum Count {
 
 /// What a tapped histogram measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sample {
+pub(super) enum Sample {
     /// HTTP request latency (ms).
     RequestLatency,
     /// Commit latency (ms); one sample per commit.
@@ -69,7 +65,7 @@ enum Sample {
 
 /// Which mirrored gauge a tapped gauge moves.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Level {
+pub(super) enum Level {
     ThreadActors,
     ThreadsActive,
     SseSubscribers,
@@ -80,7 +76,7 @@ enum Level {
 
 /// How a gauge changes.
 #[derive(Debug, Clone, Copy)]
-enum Change {
+pub(super) enum Change {
     Add(f64),
     Set(f64),
 }
@@ -208,7 +204,7 @@ impl Stats {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn count(&self, second: u64, what: Count, n: u64) {
+    pub(super) fn count(&self, second: u64, what: Count, n: u64) {
         self.lock().at(second, |bucket| match what {
             Count::Request { server_error } => {
                 bucket.requests += n;
@@ -221,7 +217,7 @@ impl Stats {
         });
     }
 
-    fn sample(&self, second: u64, what: Sample, value: f64) {
+    pub(super) fn sample(&self, second: u64, what: Sample, value: f64) {
         if !value.is_finite() {
             return;
         }
@@ -235,7 +231,7 @@ impl Stats {
         });
     }
 
-    fn level(&self, second: u64, level: &Level, change: Change) {
+    pub(super) fn level(&self, second: u64, level: &Level, change: Change) {
         let mut inner = self.lock();
         if let Level::Tasks(state) = level {
             let value = inner.tasks.entry(state.clone()).or_insert(0.0);
@@ -332,7 +328,7 @@ impl Stats {
     }
 }
 
-fn now_secs() -> u64 {
+pub(super) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -425,242 +421,6 @@ pub struct Current {
     pub persist_queue: f64,
 }
 
-/// A recorder that hands the dashboard's metrics to a [`Stats`] and ignores the rest.
-/// Installed beside the Prometheus recorder, never alone.
-pub struct Tap {
-    stats: Arc<Stats>,
-}
-
-impl Tap {
-    pub fn new(stats: Arc<Stats>) -> Self {
-        Self { stats }
-    }
-}
-
-fn label<'k>(key: &'k Key, name: &str) -> Option<&'k str> {
-    key.labels().find(|l| l.key() == name).map(|l| l.value())
-}
-
-impl Recorder for Tap {
-    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-
-    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
-        let what = match key.name() {
-            super::HTTP_REQUESTS => Count::Request {
-                server_error: label(key, "status").is_some_and(|s| s.starts_with('5')),
-            },
-            super::ERRORS => Count::Error,
-            super::RATE_LIMITED => Count::RateLimited,
-            _ => return Counter::noop(),
-        };
-        Counter::from_arc(Arc::new(CounterTap {
-            stats: self.stats.clone(),
-            what,
-        }))
-    }
-
-    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
-        let level = match key.name() {
-            super::THREAD_ACTORS => Level::ThreadActors,
-            super::THREADS_ACTIVE => Level::ThreadsActive,
-            super::SSE_SUBSCRIBERS => Level::SseSubscribers,
-            super::PERSIST_QUEUE => Level::PersistQueue,
-            super::TASKS => match label(key, "state") {
-                Some(state) => Level::Tasks(state.to_owned()),
-                None => return Gauge::noop(),
-            },
-            _ => return Gauge::noop(),
-        };
-        Gauge::from_arc(Arc::new(GaugeTap {
-            stats: self.stats.clone(),
-            level,
-        }))
-    }
-
-    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
-        let what = match key.name() {
-            super::HTTP_LATENCY_MS => Sample::RequestLatency,
-            super::PERSIST_COMMIT_MS => Sample::CommitLatency,
-            super::PERSIST_BATCH => Sample::BatchSize,
-            _ => return Histogram::noop(),
-        };
-        Histogram::from_arc(Arc::new(HistogramTap {
-            stats: self.stats.clone(),
-            what,
-        }))
-    }
-}
-
-struct CounterTap {
-    stats: Arc<Stats>,
-    what: Count,
-}
-
-impl CounterFn for CounterTap {
-    fn increment(&self, value: u64) {
-        if value > 0 {
-            self.stats.count(now_secs(), self.what, value);
-        }
-    }
-
-    /// The per-second view counts increments; nothing here sets a counter outright.
-    fn absolute(&self, _value: u64) {}
-}
-
-struct GaugeTap {
-    stats: Arc<Stats>,
-    level: Level,
-}
-
-impl GaugeFn for GaugeTap {
-    fn increment(&self, value: f64) {
-        self.stats
-            .level(now_secs(), &self.level, Change::Add(value));
-    }
-
-    fn decrement(&self, value: f64) {
-        self.stats
-            .level(now_secs(), &self.level, Change::Add(-value));
-    }
-
-    fn set(&self, value: f64) {
-        self.stats
-            .level(now_secs(), &self.level, Change::Set(value));
-    }
-}
-
-struct HistogramTap {
-    stats: Arc<Stats>,
-    what: Sample,
-}
-
-impl HistogramFn for HistogramTap {
-    fn record(&self, value: f64) {
-        self.stats.sample(now_secs(), self.what, value);
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const T: u64 = 1_000_000;
-
-    #[test]
-    fn counts_and_latencies_land_in_their_second() {
-        let stats = Stats::new();
-        stats.count(
-            T - 2,
-            Count::Request {
-                server_error: false,
-            },
-            3,
-        );
-        stats.count(T - 2, Count::Request { server_error: true }, 1);
-        for ms in 1..=100 {
-            stats.sample(T - 2, Sample::RequestLatency, f64::from(ms));
-        }
-        stats.count(T, Count::Error, 2);
-        stats.count(T, Count::RateLimited, 1);
-        stats.sample(T, Sample::CommitLatency, 8.0);
-        stats.sample(T, Sample::BatchSize, 3.0);
-        stats.sample(T, Sample::BatchSize, 1.0);
-        let s = stats.snapshot_at(T);
-        let n = s.series.time.len();
-        assert_eq!(n, WINDOW_SECS as usize);
-        assert_eq!(s.series.time[n - 1], T);
-        assert_eq!(s.series.requests[n - 3], 4);
-        assert_eq!(s.series.server_errors[n - 3], 1);
-        assert_eq!(s.series.requests[n - 2], 0, "a quiet second counts nothing");
-        assert_eq!(s.series.errors[n - 1], 2);
-        assert_eq!(s.series.rate_limited[n - 1], 1);
-        let p50 = s.series.latency_p50_ms[n - 3].unwrap();
-        assert!((p50 - 50.0).abs() <= 1.5, "{p50}");
-        let p99 = s.series.latency_p99_ms[n - 3].unwrap();
-        assert!((p99 - 99.0).abs() <= 2.0, "{p99}");
-        assert_eq!(s.series.latency_p50_ms[n - 2], None);
-        assert_eq!(s.series.commits[n - 1], 1);
-        assert_eq!(s.series.mean_batch[n - 1], Some(2.0));
-        assert_eq!(s.window.requests, 4);
-        assert_eq!(s.window.errors, 2);
-        assert_eq!(s.window.commits, 1);
-        assert!(s.window.latency_p99_ms.is_some());
-    }
-
-    #[test]
-    fn gauges_hold_their_value_through_quiet_seconds() {
-        let stats = Stats::new();
-        stats.level(T - 10, &Level::ThreadActors, Change::Add(2.0));
-        stats.level(T - 5, &Level::ThreadActors, Change::Add(-1.0));
-        stats.level(T - 5, &Level::ThreadsActive, Change::Set(7.0));
-        let s = stats.snapshot_at(T);
-        let n = s.series.time.len();
-        let at = |ago: usize| s.series.thread_actors[n - 1 - ago];
-        // Before the first change the gauge had its opening value (0).
-        assert_eq!(at(11), 0.0);
-        assert_eq!(at(10), 2.0);
-        assert_eq!(at(6), 2.0);
-        assert_eq!(at(5), 1.0);
-        assert_eq!(at(0), 1.0);
-        assert_eq!(
-            s.series.threads_active[n - 7],
-            None,
-            "unknown before the census"
-        );
-        assert_eq!(s.series.threads_active[n - 1], Some(7.0));
-        assert_eq!(s.current.thread_actors, 1.0);
-    }
-
-    #[test]
-    fn old_seconds_fall_out_of_the_window() {
-        let stats = Stats::new();
-        stats.count(T, Count::Error, 1);
-        stats.level(T, &Level::SseSubscribers, Change::Add(1.0));
-        stats.count(T + WINDOW_SECS + 5, Count::Error, 1);
-        let s = stats.snapshot_at(T + WINDOW_SECS + 5);
-        assert_eq!(s.window.errors, 1);
-        assert_eq!(stats.lock().buckets.len(), 1);
-        // The evicted bucket's gauges still carry through: the new bucket opened with them.
-        assert!(s.series.sse_subscribers.iter().all(|&v| v == 1.0));
-    }
-
-    #[test]
-    fn a_clock_that_steps_back_does_not_rewrite_history() {
-        let stats = Stats::new();
-        stats.count(T, Count::Error, 1);
-        stats.count(T - 30, Count::Error, 1);
-        let s = stats.snapshot_at(T);
-        assert_eq!(s.series.errors.last(), Some(&2));
-        assert_eq!(s.window.errors, 2);
-    }
-
-    #[test]
-    fn the_tap_sees_only_the_dashboard_metrics() {
-        let stats = Arc::new(Stats::new());
-        let tap = Tap::new(stats.clone());
-        metrics::with_local_recorder(&tap, || {
-            metrics::counter!(super::super::HTTP_REQUESTS, "binding" => "jsonrpc", "method" => "SendMessage", "status" => "200").increment(2);
-            metrics::counter!(super::super::HTTP_REQUESTS, "status" => "503").increment(1);
-            metrics::counter!(super::super::ERRORS, "reason" => "TASK_NOT_FOUND").increment(1);
-            metrics::counter!(super::super::RATE_LIMITED, "tenant_id" => "t", "skill_name" => "s")
-                .increment(1);
-            metrics::counter!(super::super::TASK_TRANSITIONS, "state" => "completed").increment(5);
-            metrics::histogram!(super::super::HTTP_LATENCY_MS).record(4.0);
-            metrics::histogram!(super::super::SKILL_LATENCY_MS).record(400.0);
-            metrics::gauge!(super::super::SSE_SUBSCRIBERS).increment(1.0);
-            metrics::gauge!(super::super::PERSIST_QUEUE).set(3.0);
-            metrics::gauge!(super::super::TASKS, "state" => "working").set(4.0);
-        });
-        let s = stats.snapshot();
-        assert_eq!(s.window.requests, 3);
-        assert_eq!(s.window.server_errors, 1);
-        assert_eq!(s.window.errors, 1);
-        assert_eq!(s.window.rate_limited, 1);
-        assert_eq!(s.window.latency_p50_ms.map(f64::round), Some(4.0));
-        assert_eq!(s.current.sse_subscribers, 1.0);
-        assert_eq!(s.current.persist_queue, 3.0);
-        assert_eq!(s.tasks_by_state.get("working"), Some(&4.0));
-    }
-}
+#[path = "stats_tests.rs"]
+mod tests;
