@@ -33,6 +33,7 @@ pub struct Settings {
     pub providers: std::collections::BTreeMap<String, ProviderSettings>,
     pub models: ModelSettings,
     pub log: LogSettings,
+    pub metrics: MetricsSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -491,6 +492,25 @@ impl Default for LogSettings {
         Self {
             format: LogFormat::Text,
             level: "info".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSettings {
+    /// Serve the operators' dashboard at `/dashboard` (and its `/dashboard/stats.json`).
+    pub dashboard: bool,
+    /// How often active threads and tasks by state are counted in the store, in
+    /// seconds; 0: never (those gauges are then not exported).
+    pub census_interval_secs: u64,
+}
+
+impl Default for MetricsSettings {
+    fn default() -> Self {
+        Self {
+            dashboard: true,
+            census_interval_secs: 15,
         }
     }
 }

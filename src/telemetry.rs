@@ -1,30 +1,58 @@
-//! Logging (tracing to stderr, text or JSON) and metrics (the Prometheus recorder and
-//! the names of every metric the server emits).
+//! Logging (tracing to stderr, text or JSON) and metrics: the process-wide recorder, and
+//! the name of every metric the server emits, with its help text.
+//!
+//! One recorder serves two readers: the Prometheus exporter behind `/metrics`, and the
+//! per-second [`stats`] behind the operators' dashboard (`/dashboard/stats.json`), which
+//! taps a few of the same metrics. Both see every sample, so the page and a Prometheus
+//! server never disagree about what happened.
 //!
 //! Metric labels never carry task or thread ids: cardinality stays bounded by the
-//! number of methods, bindings, states and error codes.
+//! number of methods, bindings, route patterns, states, skills, tools, providers and
+//! error codes (and, for rate limiting, tenants).
 
-use std::sync::OnceLock;
+pub mod stats;
+mod tap;
+
+use std::sync::{Arc, OnceLock};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_util::layers::FanoutBuilder;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogFormat, LogSettings};
 
-/// HTTP requests by `binding`, `method` and `status`.
+// HTTP (recorded by the request middleware in `http`).
+
+/// HTTP requests by `binding` (`jsonrpc`, `http_json`, `other`), `method` (the A2A
+/// operation, or the route pattern for other routes) and `status`.
 pub const HTTP_REQUESTS: &str = "agent_a2a_http_requests_total";
-/// Request latency in milliseconds by `binding` and `method`.
+/// Request latency in milliseconds (until the response head; an SSE stream's lifetime is
+/// not included) by `binding` and `method`.
 pub const HTTP_LATENCY_MS: &str = "agent_a2a_http_request_duration_ms";
-/// Errors answered, by A2A `reason`.
+/// A2A errors answered (including those ending an SSE stream), by JSON-RPC `code`, A2A
+/// `reason` and `method`.
 pub const ERRORS: &str = "agent_a2a_errors_total";
+/// Open SSE streams.
+pub const SSE_SUBSCRIBERS: &str = "agent_a2a_sse_subscribers";
+/// Requests refused by the rate limiter, by `tenant_id` and `skill_name`.
+pub const RATE_LIMITED: &str = "agent_a2a_rate_limited_total";
+
+// Threads and tasks.
+
+/// Threads that can still be continued (status `active`, not past their expiry), counted
+/// in the store every `metrics.census_interval_secs`.
+pub const THREADS_ACTIVE: &str = "agent_a2a_threads_active";
+/// Tasks in the store by `state`, counted with [`THREADS_ACTIVE`].
+pub const TASKS: &str = "agent_a2a_tasks";
 /// Thread actors resident in memory.
 pub const THREAD_ACTORS: &str = "agent_a2a_thread_actors";
 /// Thread actors restarted by their supervisor after a panic.
 pub const THREAD_RESTARTS: &str = "agent_a2a_thread_actor_restarts_total";
-/// Task state changes by `state`.
+/// Task state changes by `state` (the state entered).
 pub const TASK_TRANSITIONS: &str = "agent_a2a_task_transitions_total";
-/// Open SSE streams.
-pub const SSE_SUBSCRIBERS: &str = "agent_a2a_sse_subscribers";
+
+// Persistence.
+
 /// Write batches per transaction.
 pub const PERSIST_BATCH: &str = "agent_a2a_persistence_batch_size";
 /// Commit latency in milliseconds.
@@ -33,13 +61,54 @@ pub const PERSIST_COMMIT_MS: &str = "agent_a2a_persistence_commit_duration_ms";
 pub const PERSIST_QUEUE: &str = "agent_a2a_persistence_queue_depth";
 /// Failed commits.
 pub const PERSIST_FAILURES: &str = "agent_a2a_persistence_failures_total";
+
+// Skills (recorded by the skill actors).
+
+/// Tool calls by `skill`, `tool` and `outcome` (`ok` or the error kind).
+pub const SKILL_CALLS: &str = "agent_a2a_skill_calls_total";
+/// Failed tool calls by `skill`, `tool` and `outcome` (the error kind).
+pub const SKILL_ERRORS: &str = "agent_a2a_skill_errors_total";
+/// Tool-call latency in milliseconds by `skill` and `tool`.
+pub const SKILL_LATENCY_MS: &str = "agent_a2a_skill_call_duration_ms";
+
+// Model providers (recorded by the model actors).
+
+/// Generations started, by `provider`.
+pub const MODEL_REQUESTS: &str = "agent_a2a_model_requests_total";
+/// Time to the first event of a generation's stream in milliseconds, by `provider`.
+pub const MODEL_TTFT_MS: &str = "agent_a2a_model_time_to_first_token_ms";
+/// Tokens by `provider` and `direction` (`input`, `output`).
+pub const MODEL_TOKENS: &str = "agent_a2a_model_tokens_total";
+/// Failed generations by `provider` and `kind`.
+pub const MODEL_ERRORS: &str = "agent_a2a_model_errors_total";
+
+// The janitor (periodic clean-up).
+
+/// Janitor passes run.
+pub const JANITOR_RUNS: &str = "agent_a2a_janitor_runs_total";
+/// Duration of one janitor pass in milliseconds.
+pub const JANITOR_RUN_MS: &str = "agent_a2a_janitor_run_duration_ms";
+/// Threads the janitor marked expired.
+pub const JANITOR_THREADS_EXPIRED: &str = "agent_a2a_janitor_threads_expired_total";
+/// Expired thread-state entries the janitor removed.
+pub const JANITOR_STATE_REMOVED: &str = "agent_a2a_janitor_state_entries_removed_total";
+/// Idle thread actors the janitor evicted.
+pub const JANITOR_ACTORS_EVICTED: &str = "agent_a2a_janitor_actors_evicted_total";
+
+// The process.
+
 /// Build information (`version`), always 1.
 pub const BUILD_INFO: &str = "agent_a2a_build_info";
+/// When the process installed its metrics recorder, in seconds since the Unix epoch.
+pub const START_TIME: &str = "agent_a2a_start_time_seconds";
 
-/// Millisecond buckets for latency histograms.
+/// Millisecond buckets for every `*_ms` histogram: from a tenth of a millisecond (an
+/// in-memory answer) to a minute (a long model generation or a stalled database).
 const MS_BUCKETS: &[f64] = &[
-    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 10000.0,
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
+    10000.0, 30000.0, 60000.0,
 ];
+/// Powers of two up to twice the default `persistence.max_batch`.
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 
 /// Installs the tracing subscriber once (later calls are no-ops, so tests may call it).
@@ -65,7 +134,8 @@ pub fn init_logging(settings: &LogSettings) {
     });
 }
 
-/// The process-wide Prometheus recorder (installed on first use).
+/// The process-wide Prometheus recorder, installed on first use together with the
+/// dashboard's tap ([`stats::global`]).
 pub fn metrics_handle() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
@@ -75,19 +145,116 @@ pub fn metrics_handle() -> PrometheusHandle {
                 .and_then(|b| {
                     b.set_buckets_for_metric(Matcher::Full(PERSIST_BATCH.into()), BATCH_BUCKETS)
                 });
-            let recorder = match builder {
+            let prometheus = match builder {
                 Ok(b) => b.build_recorder(),
                 Err(e) => {
                     tracing::error!(error = %e, "invalid metric buckets; using defaults");
                     PrometheusBuilder::new().build_recorder()
                 }
             };
-            let handle = recorder.handle();
+            let handle = prometheus.handle();
+            let recorder = FanoutBuilder::default()
+                .add_recorder(prometheus)
+                .add_recorder(tap::Tap::new(Arc::clone(stats::global())))
+                .build();
             if let Err(e) = metrics::set_global_recorder(recorder) {
                 tracing::warn!(error = %e, "a metrics recorder was already installed");
             }
+            describe();
             metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            metrics::gauge!(START_TIME).set(now);
+            // Series that only move on rare events are exported from the start, so a
+            // query over them has a value (0) before the first event. Adding 0 leaves
+            // an existing value alone.
+            metrics::counter!(THREAD_RESTARTS).increment(0);
+            metrics::counter!(PERSIST_FAILURES).increment(0);
+            metrics::gauge!(SSE_SUBSCRIBERS).increment(0.0);
+            metrics::gauge!(THREAD_ACTORS).increment(0.0);
             handle
         })
         .clone()
+}
+
+/// The `# HELP` text of every metric family.
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        HTTP_REQUESTS,
+        "HTTP requests by binding, method and status."
+    );
+    describe_histogram!(
+        HTTP_LATENCY_MS,
+        "HTTP request latency in milliseconds (until the response head) by binding and method."
+    );
+    describe_counter!(
+        ERRORS,
+        "A2A errors answered, by JSON-RPC code, A2A reason and method."
+    );
+    describe_gauge!(SSE_SUBSCRIBERS, "Open SSE streams.");
+    describe_counter!(
+        RATE_LIMITED,
+        "Requests refused by the rate limiter, by tenant and skill."
+    );
+    describe_gauge!(
+        THREADS_ACTIVE,
+        "Threads that can still be continued (counted in the store)."
+    );
+    describe_gauge!(TASKS, "Tasks in the store by state.");
+    describe_gauge!(THREAD_ACTORS, "Thread actors resident in memory.");
+    describe_counter!(
+        THREAD_RESTARTS,
+        "Thread actors restarted by their supervisor after a panic."
+    );
+    describe_counter!(TASK_TRANSITIONS, "Task state changes by the state entered.");
+    describe_histogram!(PERSIST_BATCH, "Write batches committed per transaction.");
+    describe_histogram!(PERSIST_COMMIT_MS, "Commit latency in milliseconds.");
+    describe_gauge!(
+        PERSIST_QUEUE,
+        "Write batches waiting for the persistence actor."
+    );
+    describe_counter!(PERSIST_FAILURES, "Failed commits.");
+    describe_counter!(SKILL_CALLS, "Tool calls by skill, tool and outcome.");
+    describe_counter!(
+        SKILL_ERRORS,
+        "Failed tool calls by skill, tool and outcome."
+    );
+    describe_histogram!(
+        SKILL_LATENCY_MS,
+        "Tool-call latency in milliseconds by skill and tool."
+    );
+    describe_counter!(MODEL_REQUESTS, "Model generations started, by provider.");
+    describe_histogram!(
+        MODEL_TTFT_MS,
+        "Time to the first event of a model stream in milliseconds, by provider."
+    );
+    describe_counter!(MODEL_TOKENS, "Model tokens by provider and direction.");
+    describe_counter!(
+        MODEL_ERRORS,
+        "Failed model generations by provider and kind."
+    );
+    describe_counter!(JANITOR_RUNS, "Janitor passes run.");
+    describe_histogram!(
+        JANITOR_RUN_MS,
+        "Duration of one janitor pass in milliseconds."
+    );
+    describe_counter!(
+        JANITOR_THREADS_EXPIRED,
+        "Threads the janitor marked expired."
+    );
+    describe_counter!(
+        JANITOR_STATE_REMOVED,
+        "Expired thread-state entries the janitor removed."
+    );
+    describe_counter!(
+        JANITOR_ACTORS_EVICTED,
+        "Idle thread actors the janitor evicted."
+    );
+    describe_gauge!(BUILD_INFO, "Build information; always 1.");
+    describe_gauge!(
+        START_TIME,
+        "When the process started serving metrics, in seconds since the Unix epoch."
+    );
 }

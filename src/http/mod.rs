@@ -1,10 +1,11 @@
 //! The actix-web server: routes for every binding, SSE framing, body limits, metrics,
-//! health and the agent card.
+//! health, the agent card and the operators' dashboard.
 //!
 //! [`start`] builds the whole server once for `main`, the examples and the tests alike;
 //! [`serve`] runs it until SIGINT/SIGTERM and then shuts down gracefully.
 
 mod body;
+mod observe;
 mod respond;
 mod routes;
 mod sse;
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::{Server, ServerHandle};
-use actix_web::middleware::{NormalizePath, TrailingSlash};
+use actix_web::middleware::{NormalizePath, TrailingSlash, from_fn};
 use actix_web::{App, HttpServer, web};
 
 pub use state::AppState;
@@ -87,11 +88,14 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<RunningServer, Se
         0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
         n => n,
     };
+    let dashboard = settings.metrics.dashboard;
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            // Outermost last: paths are normalised before they are matched and measured.
+            .wrap(from_fn(observe::record))
             .wrap(NormalizePath::new(TrailingSlash::Trim))
-            .configure(routes::configure)
+            .configure(|cfg| routes::configure(cfg, dashboard))
     })
     .workers(workers)
     .shutdown_timeout(settings.server.shutdown_timeout_secs)
@@ -99,6 +103,10 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<RunningServer, Se
     .run();
     let handle = server.handle();
     actix_web::rt::spawn(upkeep(Arc::downgrade(&runtime)));
+    if settings.metrics.census_interval_secs > 0 {
+        let every = Duration::from_secs(settings.metrics.census_interval_secs);
+        actix_web::rt::spawn(census(Arc::downgrade(&runtime), every));
+    }
     Ok(RunningServer {
         addr,
         handle,
@@ -151,5 +159,38 @@ async fn upkeep(runtime: std::sync::Weak<Runtime>) {
     while runtime.strong_count() > 0 {
         tick.tick().await;
         metrics.run_upkeep();
+    }
+}
+
+/// Counts active threads and tasks by state in the store every `every` while the runtime
+/// lives, and publishes them as gauges. A failed count keeps the last values (and says
+/// so in the log): a gauge that dropped to 0 would be a lie.
+async fn census(runtime: std::sync::Weak<Runtime>, every: Duration) {
+    use crate::domain::{TaskState, Timestamp};
+    use crate::telemetry::{TASKS, THREADS_ACTIVE};
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(store) = runtime.upgrade().map(|r| r.store().clone()) else {
+            return;
+        };
+        match store.census(Timestamp::now()).await {
+            Ok(census) => {
+                metrics::gauge!(THREADS_ACTIVE).set(census.active_threads as f64);
+                // Every state gets a series, at 0 when no task is in it.
+                for state in TaskState::ALL {
+                    let count = census
+                        .tasks_by_state
+                        .iter()
+                        .find(|(name, _)| name == state.as_str())
+                        .map_or(0, |(_, n)| *n);
+                    metrics::gauge!(TASKS, "state" => state.as_str()).set(count as f64);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "store census failed; thread and task gauges keep their last values")
+            }
+        }
     }
 }

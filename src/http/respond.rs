@@ -1,9 +1,8 @@
-//! Building responses: success bodies, errors in each binding's shape, and request metrics.
+//! Building responses: success bodies, and errors in each binding's shape, logged and
+//! counted (`telemetry::ERRORS`).
 //!
 //! Internal and unavailability errors are logged here with their full detail; the client
 //! only ever sees the generic text of `a2a::errors`.
-
-use std::time::Instant;
 
 use actix_web::HttpResponse;
 use actix_web::http::StatusCode;
@@ -16,26 +15,8 @@ use crate::telemetry;
 /// The media type of 1.0 HTTP+JSON success bodies.
 pub const A2A_JSON: &str = "application/a2a+json";
 
-/// Which binding served a request (a metrics label).
-#[derive(Debug, Clone, Copy)]
-pub enum Binding {
-    JsonRpc,
-    Rest,
-    Other,
-}
-
-impl Binding {
-    fn label(self) -> &'static str {
-        match self {
-            Binding::JsonRpc => "jsonrpc",
-            Binding::Rest => "http_json",
-            Binding::Other => "other",
-        }
-    }
-}
-
-/// Logs what the client will not see.
-pub fn log_error(err: &Error, method: &str) {
+/// Logs what the client will not see, and counts the error by code, reason and method.
+pub fn log_error(err: &Error, method: &'static str) {
     match err {
         Error::Internal(detail) => tracing::error!(method, detail = %detail, "internal error"),
         Error::Unavailable { detail, .. } => {
@@ -43,7 +24,14 @@ pub fn log_error(err: &Error, method: &str) {
         }
         other => tracing::debug!(method, error = %other, "request failed"),
     }
-    metrics::counter!(telemetry::ERRORS, "reason" => map_error(err).reason).increment(1);
+    let mapped = map_error(err);
+    metrics::counter!(
+        telemetry::ERRORS,
+        "code" => mapped.code.to_string(),
+        "reason" => mapped.reason,
+        "method" => method
+    )
+    .increment(1);
 }
 
 /// A JSON-RPC success envelope.
@@ -65,7 +53,12 @@ fn with_retry_after(err: &Error, retry_after_secs: u64) -> Error {
 
 /// A JSON-RPC error envelope: HTTP 200 as the binding requires, except 413 for a body
 /// over the limit (nothing was parsed) and 503 when the client should retry later.
-pub fn jsonrpc_err(id: &Value, err: &Error, method: &str, retry_after_secs: u64) -> HttpResponse {
+pub fn jsonrpc_err(
+    id: &Value,
+    err: &Error,
+    method: &'static str,
+    retry_after_secs: u64,
+) -> HttpResponse {
     log_error(err, method);
     let err = &with_retry_after(err, retry_after_secs);
     let status = match err {
@@ -95,7 +88,7 @@ pub fn rest_ok(body: Value, content_type: &'static str) -> HttpResponse {
 }
 
 /// A REST error: `google.rpc.Status` JSON with the mapped HTTP status.
-pub fn rest_err(err: &Error, method: &str, retry_after_secs: u64) -> HttpResponse {
+pub fn rest_err(err: &Error, method: &'static str, retry_after_secs: u64) -> HttpResponse {
     log_error(err, method);
     let err = &with_retry_after(err, retry_after_secs);
     let (status, body) = rest_error_body(err);
@@ -111,17 +104,4 @@ pub fn rest_err(err: &Error, method: &str, retry_after_secs: u64) -> HttpRespons
     response
         .content_type("application/json")
         .body(body.to_string())
-}
-
-/// Records one request.
-pub fn observe(binding: Binding, method: &'static str, status: StatusCode, started: Instant) {
-    metrics::counter!(
-        telemetry::HTTP_REQUESTS,
-        "binding" => binding.label(),
-        "method" => method,
-        "status" => status.as_str().to_owned()
-    )
-    .increment(1);
-    metrics::histogram!(telemetry::HTTP_LATENCY_MS, "binding" => binding.label(), "method" => method)
-        .record(started.elapsed().as_secs_f64() * 1000.0);
 }

@@ -15,15 +15,10 @@ use futures_util::stream::BoxStream;
 
 use crate::config::{ModelSettings, ProviderSettings};
 use crate::providers::{GenerateParams, Provider, ProviderError, ProviderEvent};
-
-/// Generations started, by `provider`.
-const REQUESTS: &str = "agent_a2a_model_requests_total";
-/// Time to the first event of a stream, in ms, by `provider`.
-const TTFT: &str = "agent_a2a_model_time_to_first_token_ms";
-/// Tokens by `provider` and `direction` (`input`, `output`).
-const TOKENS: &str = "agent_a2a_model_tokens_total";
-/// Failed generations by `provider` and `kind`.
-const ERRORS: &str = "agent_a2a_model_errors_total";
+use crate::telemetry::{
+    MODEL_ERRORS as ERRORS, MODEL_REQUESTS as REQUESTS, MODEL_TOKENS as TOKENS,
+    MODEL_TTFT_MS as TTFT,
+};
 
 /// A stream of provider events.
 pub type EventStream = BoxStream<'static, ProviderEvent>;

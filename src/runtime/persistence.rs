@@ -189,7 +189,7 @@ mod tests {
 
     use super::*;
     use crate::domain::{ContextId, ListTasksQuery, StreamEvent, TaskId, TaskPage, TenantId};
-    use crate::store::{StoredTask, ThreadSnapshot};
+    use crate::store::{Census, StoredTask, ThreadSnapshot};
 
     /// A store whose commits wait at a gate, so a test can hold the persistence actor
     /// busy. Only `commit` is exercised here.
@@ -241,6 +241,9 @@ mod tests {
         }
         async fn ping(&self) -> Result<(), StoreError> {
             Ok(())
+        }
+        async fn census(&self, _: crate::domain::Timestamp) -> Result<Census, StoreError> {
+            Ok(Census::default())
         }
     }
 

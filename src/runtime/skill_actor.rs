@@ -17,11 +17,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::SkillSettings;
 use crate::skills::{Caller, Skill, SkillError, SkillRegistry, ToolSpec};
-
-/// Calls of a tool by `skill`, `tool` and `outcome`.
-const CALLS: &str = "agent_a2a_skill_calls_total";
-/// Latency of a tool call in ms by `skill` and `tool`.
-const LATENCY: &str = "agent_a2a_skill_call_duration_ms";
+use crate::telemetry::{SKILL_CALLS, SKILL_ERRORS, SKILL_LATENCY_MS};
 
 /// One tool call.
 #[derive(Message)]
@@ -88,9 +84,13 @@ impl Handler<Invoke> for SkillActor {
                 Err(SkillError::Failed(_)) => "failed",
                 Err(SkillError::Unavailable(_)) => "unavailable",
             };
-            metrics::counter!(CALLS, "skill" => skill_id.clone(), "tool" => call.tool.clone(), "outcome" => outcome)
+            metrics::counter!(SKILL_CALLS, "skill" => skill_id.clone(), "tool" => call.tool.clone(), "outcome" => outcome)
                 .increment(1);
-            metrics::histogram!(LATENCY, "skill" => skill_id, "tool" => call.tool)
+            if result.is_err() {
+                metrics::counter!(SKILL_ERRORS, "skill" => skill_id.clone(), "tool" => call.tool.clone(), "outcome" => outcome)
+                    .increment(1);
+            }
+            metrics::histogram!(SKILL_LATENCY_MS, "skill" => skill_id, "tool" => call.tool)
                 .record(started.elapsed().as_secs_f64() * 1000.0);
             result
         })

@@ -8,7 +8,8 @@
 //! [`open`] and by `agent-a2a migrate`.
 //!
 //! **Architecture invariant:** only the `PersistenceActor` calls [`Store::commit`]; every
-//! other component reads. Every query is scoped by tenant.
+//! other component reads. Every query that returns rows is scoped by tenant; only the
+//! operators' [`Store::census`] counts across tenants, and it returns numbers, never rows.
 
 pub mod memories;
 mod page_token;
@@ -136,6 +137,16 @@ pub enum WriteOp {
     },
 }
 
+/// Counts for operators across every tenant (the `agent_a2a_threads_active` and
+/// `agent_a2a_tasks` gauges).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Census {
+    /// Threads with status `active` whose expiry is still ahead.
+    pub active_threads: u64,
+    /// Tasks per state name, ascending by name; states without tasks are absent.
+    pub tasks_by_state: Vec<(String, u64)>,
+}
+
 /// Why a store call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StoreError {
@@ -243,6 +254,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// A real round trip to the database.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Active threads and tasks by state across every tenant, as of `now`. Two counting
+    /// queries (tasks: a scan grouped by state), run every `metrics.census_interval_secs`.
+    async fn census(&self, now: Timestamp) -> Result<Census, StoreError>;
 }
 
 /// Name of the SQLite file inside [`StoreConfig::data_dir`].

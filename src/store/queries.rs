@@ -267,6 +267,13 @@ macro_rules! store_impl {
             async fn ping(&self) -> Result<(), $crate::store::StoreError> {
                 reads::ping(&mut *self.conn().await?).await
             }
+
+            async fn census(
+                &self,
+                now: $crate::domain::Timestamp,
+            ) -> Result<$crate::store::Census, $crate::store::StoreError> {
+                reads::census(&mut *self.conn().await?, now).await
+            }
         }
     };
 }

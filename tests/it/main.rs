@@ -3,10 +3,12 @@
 mod agent;
 mod card;
 mod cli;
+mod dashboard;
 mod durability;
 mod errors;
 mod jsonrpc;
 mod lifecycle;
+mod metrics;
 mod outage;
 mod postgres;
 mod rest;

@@ -1,17 +1,13 @@
 //! The public agent card, with `Cache-Control`, `ETag`, `Last-Modified` and `304 Not
 //! Modified` for a matching `If-None-Match`.
 
-use std::time::Instant;
-
-use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HttpDate};
 use actix_web::{HttpRequest, HttpResponse, web};
 
 use crate::http::AppState;
-use crate::http::respond::{Binding, observe};
+use crate::http::observe::{Binding, tag};
 
 pub async fn public_card(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let started = Instant::now();
     let card = &state.card;
     let matches = req
         .headers()
@@ -35,14 +31,13 @@ pub async fn public_card(req: HttpRequest, state: web::Data<AppState>) -> HttpRe
         ))
         .insert_header((header::ETAG, card.etag.clone()))
         .insert_header((header::LAST_MODIFIED, HttpDate::from(card.last_modified)));
-    let response = if matches {
+    let mut response = if matches {
         response.finish()
     } else {
         response
             .content_type("application/json")
             .body(card.body.clone())
     };
-    let status: StatusCode = response.status();
-    observe(Binding::Other, "AgentCard", status, started);
+    tag(&mut response, Binding::Other, "AgentCard");
     response
 }

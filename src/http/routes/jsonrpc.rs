@@ -1,7 +1,5 @@
 //! The JSON-RPC 2.0 binding at `/`: every dialect's method names on one endpoint.
 
-use std::time::Instant;
-
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::Value;
 
@@ -10,7 +8,8 @@ use crate::a2a::{self, jsonrpc::parse_request};
 use crate::error::Error;
 use crate::http::AppState;
 use crate::http::body::{check_json_content_type, dialect, read_limited};
-use crate::http::respond::{Binding, jsonrpc_err, jsonrpc_ok, observe};
+use crate::http::observe::{Binding, tag};
+use crate::http::respond::{jsonrpc_err, jsonrpc_ok};
 use crate::http::sse::{self, Framing};
 
 pub async fn handle(
@@ -18,9 +17,8 @@ pub async fn handle(
     payload: web::Payload,
     state: web::Data<AppState>,
 ) -> HttpResponse {
-    let started = Instant::now();
-    let (response, method) = dispatch(&req, payload, &state).await;
-    observe(Binding::JsonRpc, method, response.status(), started);
+    let (mut response, method) = dispatch(&req, payload, &state).await;
+    tag(&mut response, Binding::JsonRpc, method);
     response
 }
 

@@ -1,9 +1,10 @@
 //! The URL space, laid out like the API it serves: JSON-RPC at `/`, HTTP+JSON 1.0
-//! unprefixed, HTTP+JSON 0.3 under `/v1`, the seed's aliases, the agent card, health and
-//! metrics. Every A2A operation is executed by [`operation::execute`], so both bindings
+//! unprefixed, HTTP+JSON 0.3 under `/v1`, the seed's aliases, the agent card, health,
+//! metrics and the operators' dashboard. Every A2A operation is executed by [`operation::execute`], so both bindings
 //! behave identically and differ only in framing.
 
 mod card;
+mod dashboard;
 mod health;
 mod jsonrpc;
 mod operation;
@@ -11,7 +12,11 @@ mod rest;
 
 use actix_web::web;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+/// Every route; the dashboard's only when `dashboard` is on (`metrics.dashboard`).
+pub fn configure(cfg: &mut web::ServiceConfig, dashboard: bool) {
+    if dashboard {
+        cfg.configure(self::dashboard::configure);
+    }
     cfg.route("/", web::post().to(jsonrpc::handle))
         .route(
             "/.well-known/agent-card.json",

@@ -6,8 +6,6 @@
 //! one `/tasks/{tail}` route per verb splits the suffix itself: `GET /tasks/x:subscribe`
 //! can never be read as `GetTask("x:subscribe")`.
 
-use std::time::Instant;
-
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Map, Value};
 
@@ -16,7 +14,8 @@ use crate::a2a::{Dialect, Operation};
 use crate::error::Error;
 use crate::http::AppState;
 use crate::http::body::{check_json_content_type, dialect, read_limited, url_query_pairs};
-use crate::http::respond::{A2A_JSON, Binding, observe, rest_err, rest_ok};
+use crate::http::observe::{Binding, tag};
+use crate::http::respond::{A2A_JSON, rest_err, rest_ok};
 use crate::http::sse::{self, Framing};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -158,7 +157,9 @@ pub async fn seed_get(
 
 pub async fn not_found(req: HttpRequest) -> HttpResponse {
     let e = Error::MethodNotFound(format!("{} {}", req.method(), req.path()));
-    rest_err(&e, "unknown", 0)
+    let mut response = rest_err(&e, "unknown", 0);
+    tag(&mut response, Binding::Rest, "unknown");
+    response
 }
 
 async fn run(
@@ -168,10 +169,9 @@ async fn run(
     shape: Dialect,
     params: Result<Value, Error>,
 ) -> HttpResponse {
-    let started = Instant::now();
     let name = operation::name(op);
     let prepared = params.and_then(|p| Ok((dialect(req, shape)?, p)));
-    let response = match prepared {
+    let mut response = match prepared {
         Err(e) => rest_err(&e, name, state.retry_after_secs),
         Ok((dialect, params)) => match operation::execute(state, op, dialect, &params, req).await {
             Ok(Reply::Json(body)) => rest_ok(body, response_type(req, dialect)),
@@ -181,7 +181,7 @@ async fn run(
             Err(e) => rest_err(&e, name, state.retry_after_secs),
         },
     };
-    observe(Binding::Rest, name, response.status(), started);
+    tag(&mut response, Binding::Rest, name);
     response
 }
 

@@ -42,6 +42,7 @@ macro_rules! on_both_backends {
 }
 
 mod atomicity;
+mod census;
 mod config;
 mod events;
 mod isolation;
