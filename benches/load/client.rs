@@ -147,14 +147,16 @@ async fn read_json(response: reqwest::Response) -> Result<Value, ErrorKind> {
         .bytes()
         .await
         .map_err(|e| ErrorKind::from_reqwest(&e))?;
-    let parsed: Result<Value, _> = serde_json::from_slice(&body);
-    match parsed {
-        // A JSON-RPC error keeps its own kind whatever the status (some servers answer
-        // errors with 4xx/5xx); anything else off 200 is an HTTP error.
-        Ok(value) if value.get("error").is_some() => rpc_result(value),
-        Ok(value) if status == reqwest::StatusCode::OK => rpc_result(value),
-        _ if status != reqwest::StatusCode::OK => Err(ErrorKind::HttpStatus(status.as_u16())),
-        _ => Err(ErrorKind::InvalidBody),
+    let envelope = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .filter(|value| value.get("jsonrpc").is_some());
+    match envelope {
+        // A JSON-RPC answer keeps its own kind whatever the status (some servers answer
+        // errors with 4xx/5xx); anything else off 200 (a REST error body, a proxy's
+        // page) is an HTTP error.
+        Some(envelope) => rpc_result(envelope),
+        None if status != reqwest::StatusCode::OK => Err(ErrorKind::HttpStatus(status.as_u16())),
+        None => Err(ErrorKind::InvalidBody),
     }
 }
 

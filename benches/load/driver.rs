@@ -11,7 +11,9 @@
 //! Operations whose intended start falls in the warm-up are run but not recorded. A run
 //! ends at `--duration` or after `--requests` measured operations, whichever comes first,
 //! or when it is interrupted; operations under way are then finished (each is bounded by
-//! `--timeout`).
+//! `--timeout`). An open loop that is behind schedule when the time is up does not start
+//! what it still owes: those operations count as failures ("behind schedule"), so an
+//! overloaded server neither stretches the run nor hides the shortfall.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -140,6 +142,17 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// How many measured operations a worker's schedule holds from its `n`-th on.
+    fn missed(&self, worker: usize, n: u64, rate: f64, end: Instant) -> u64 {
+        (n..)
+            .map(|k| self.scheduled(worker, k, rate))
+            .take_while(|intended| *intended < end)
+            .filter(|intended| *intended >= self.measure_from)
+            .count() as u64
+    }
+}
+
 async fn enter_measurement(shared: Arc<Shared>, live: Arc<Live>) {
     tokio::time::sleep_until(shared.measure_from.into()).await;
     live.set_phase(Phase::Measuring);
@@ -162,6 +175,16 @@ async fn work<O: Operation>(
             None => Instant::now().max(shared.start),
         };
         if shared.end.is_some_and(|end| intended >= end) || *stop.borrow() {
+            break;
+        }
+        if let (Some(rate), Some(end)) = (shared.plan.rate, shared.end)
+            && Instant::now() >= end
+        {
+            // Behind schedule at the end: the operations this worker still owed are
+            // failures, not silently dropped (their latency would only have grown).
+            let missed = shared.missed(index, n, rate, end);
+            stats.failures(&ErrorKind::BehindSchedule, missed);
+            live.failed(missed);
             break;
         }
         if intended > Instant::now() {
@@ -191,7 +214,7 @@ async fn work<O: Operation>(
             Err(kind) => {
                 sink.error(&kind);
                 op.failed(sink);
-                live.failed();
+                live.failed(1);
             }
         }
         if measured {

@@ -138,9 +138,14 @@ async fn load(args: &Args, url: &reqwest::Url, in_process: bool) -> anyhow::Resu
     let scenario = args.scenario;
     let connections = usize::try_from(args.connections).context("--connections")?;
     let tasks = usize::try_from(args.tasks).context("--tasks")?;
+    // Subscribe always publishes on a schedule: by default one follow-up per task per second.
+    let rate = match scenario {
+        Scenario::Subscribe => Some(args.rate.unwrap_or(tasks as f64)),
+        _ => args.rate,
+    };
     let plan = Plan {
         connections,
-        rate: args.rate,
+        rate,
         warmup: args.warmup(),
         duration: args.duration(),
         requests: args.requests,
@@ -211,7 +216,7 @@ async fn load(args: &Args, url: &reqwest::Url, in_process: bool) -> anyhow::Resu
         in_process,
         dialect: args.dialect,
         connections: args.connections,
-        rate: args.rate,
+        rate: plan.rate,
         warmup: plan.warmup,
         duration: plan.duration,
         interrupted,

@@ -42,8 +42,8 @@ impl Live {
         self.succeeded.fetch_add(n, Ordering::Relaxed);
     }
 
-    pub fn failed(&self) {
-        self.failed.fetch_add(1, Ordering::Relaxed);
+    pub fn failed(&self, n: u64) {
+        self.failed.fetch_add(n, Ordering::Relaxed);
     }
 
     pub fn set_phase(&self, phase: Phase) {

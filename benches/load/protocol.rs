@@ -124,6 +124,8 @@ pub enum ErrorKind {
     StreamEndedEarly,
     /// A subscription closed while the test was still holding it.
     SubscriptionClosed,
+    /// An open-loop operation that was due but not started when the time was up.
+    BehindSchedule,
 }
 
 impl ErrorKind {
@@ -188,6 +190,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::TaskEnded(state) => write!(f, "task {state}"),
             ErrorKind::StreamEndedEarly => f.write_str("stream ended early"),
             ErrorKind::SubscriptionClosed => f.write_str("subscription closed"),
+            ErrorKind::BehindSchedule => f.write_str("not started: behind schedule"),
         }
     }
 }

@@ -189,8 +189,8 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "{:<12} {:.1} /s ({:.1} ok/s)",
-            "throughput", self.throughput_per_sec, self.succeeded_per_sec
+            "{:<12} {:.1} ok/s ({:.1} /s with the failed)",
+            "throughput", self.succeeded_per_sec, self.throughput_per_sec
         );
         if !self.latencies.is_empty() {
             let width = self

@@ -61,14 +61,22 @@ impl Stats {
 
     /// One operation that failed.
     pub fn error(&mut self, kind: &ErrorKind) {
-        self.failed += 1;
+        self.failures(kind, 1);
+    }
+
+    /// `n` operations that failed the same way.
+    pub fn failures(&mut self, kind: &ErrorKind, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.failed += n;
         let key = kind.to_string();
         let key = if self.errors.contains_key(&key) || self.errors.len() < MAX_ERROR_KINDS {
             key
         } else {
             "other".to_owned()
         };
-        *self.errors.entry(key).or_default() += 1;
+        *self.errors.entry(key).or_default() += n;
     }
 
     /// Adds `n` to the counter `name`.

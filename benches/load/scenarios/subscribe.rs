@@ -271,7 +271,7 @@ impl Subscriber {
                 events
             }
             Err(kind) => {
-                self.live.failed();
+                self.live.failed(1);
                 let _ = attached.send(Err(kind)).await;
                 return (stats, false);
             }
@@ -300,12 +300,12 @@ impl Subscriber {
                 Some(Ok(event)) => event,
                 Some(Err(kind)) => {
                     stats.error(&kind);
-                    self.live.failed();
+                    self.live.failed(1);
                     return false;
                 }
                 None => {
                     stats.error(&ErrorKind::SubscriptionClosed);
-                    self.live.failed();
+                    self.live.failed(1);
                     return false;
                 }
             };
@@ -404,7 +404,7 @@ impl Publisher {
                 }
                 Err(kind) => {
                     stats.error(&kind);
-                    self.live.failed();
+                    self.live.failed(1);
                 }
             }
         }

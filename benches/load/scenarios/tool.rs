@@ -125,16 +125,22 @@ impl Operation for ToolOp {
         let data = json!({"tool": call.name(), "arguments": call.arguments(&self.user, n)});
         let message =
             dialect.user_message(self.client.message_id(), vec![dialect.data_part(data)], None, None);
-        match self.client.send_message(message).await? {
-            Reply::Task {
+        let result = match self.client.send_message(message).await {
+            Ok(Reply::Task {
                 state: TaskState::Completed,
                 ..
-            } => {
+            }) => {
                 stats.latency(call.name(), intended.elapsed());
                 Ok(format!("{} completed", call.name()))
             }
-            Reply::Task { state, .. } => Err(ErrorKind::TaskEnded(state)),
-            Reply::Message { .. } => Err(ErrorKind::UnexpectedResult),
+            Ok(Reply::Task { state, .. }) => Err(ErrorKind::TaskEnded(state)),
+            Ok(Reply::Message { .. }) => Err(ErrorKind::UnexpectedResult),
+            Err(kind) => Err(kind),
+        };
+        if result.is_err() {
+            // Errors are counted by kind; this says which tool they came from.
+            stats.count(&format!("failed calls: {}", call.name()), 1);
         }
+        result
     }
 }
