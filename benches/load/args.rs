@@ -65,7 +65,12 @@ pub struct Args {
     #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "TIME")]
     pub timeout: Duration,
     /// API key to send with every request.
-    #[arg(long, env = "A2A_LOAD_API_KEY", hide_env_values = true, value_name = "KEY")]
+    #[arg(
+        long,
+        env = "A2A_LOAD_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
     pub api_key: Option<String>,
     /// Which headers carry the API key.
     #[arg(long, value_enum, default_value_t = AuthHeader::Both)]

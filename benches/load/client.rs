@@ -50,8 +50,8 @@ impl Client {
         if let Some((key, header)) = api_key {
             let bearer = HeaderValue::from_str(&format!("Bearer {key}"))
                 .context("the API key is not a valid header value")?;
-            let plain = HeaderValue::from_str(key)
-                .context("the API key is not a valid header value")?;
+            let plain =
+                HeaderValue::from_str(key).context("the API key is not a valid header value")?;
             if matches!(header, AuthHeader::Bearer | AuthHeader::Both) {
                 headers.insert(AUTHORIZATION, mark_sensitive(bearer));
             }

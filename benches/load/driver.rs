@@ -92,13 +92,7 @@ pub async fn run<O: Operation>(
         .into_iter()
         .enumerate()
         .map(|(index, op)| {
-            tokio::spawn(work(
-                index,
-                op,
-                shared.clone(),
-                live.clone(),
-                stop.clone(),
-            ))
+            tokio::spawn(work(index, op, shared.clone(), live.clone(), stop.clone()))
         })
         .collect();
     let mut stats = Stats::new();
@@ -199,7 +193,10 @@ async fn work<O: Operation>(
         }
         let sink = if measured { &mut stats } else { &mut warmup };
         if shared.plan.rate.is_some() {
-            sink.latency(START_DELAY, Instant::now().saturating_duration_since(intended));
+            sink.latency(
+                START_DELAY,
+                Instant::now().saturating_duration_since(intended),
+            );
         }
         let result = tokio::time::timeout(shared.plan.timeout, op.run(intended, sink))
             .await

@@ -199,8 +199,7 @@ async fn load(args: &Args, url: &reqwest::Url, in_process: bool) -> anyhow::Resu
         (None, None) => unreachable!("a run is bounded by a duration or a request count"),
     };
     let progress = Progress::start(live.clone(), bound, scenario.unit(), args.quiet);
-    let measured =
-        scenarios::run(scenario, &settings, client, &plan, live, stop_rx.clone()).await;
+    let measured = scenarios::run(scenario, &settings, client, &plan, live, stop_rx.clone()).await;
     progress.finish();
     let memory = match sampler {
         Some(sampler) => Some(sampler.finish().await),
@@ -239,7 +238,11 @@ fn describe(args: &Args, plan: &Plan, url: &reqwest::Url, in_process: bool) -> S
     format!(
         "{} against {url}{} for {bound} after a {} warm-up, {} connections, {shape}",
         args.scenario.name(),
-        if in_process { " (in-process server)" } else { "" },
+        if in_process {
+            " (in-process server)"
+        } else {
+            ""
+        },
         humantime::format_duration(plan.warmup),
         plan.connections,
     )

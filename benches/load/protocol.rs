@@ -355,7 +355,10 @@ pub enum StreamEvent {
     /// A task snapshot, with its state.
     Task(TaskState),
     /// A status update; `final_flag` is 0.3's `final`.
-    Status { state: TaskState, final_flag: bool },
+    Status {
+        state: TaskState,
+        final_flag: bool,
+    },
     Artifact,
     /// A message: the whole answer of a message-only stream.
     Message,

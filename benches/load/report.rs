@@ -254,7 +254,11 @@ impl Report {
             let _ = writeln!(out);
             match m.hwm_kib {
                 Some(hwm) => {
-                    let _ = writeln!(out, "  VmHWM {:.1} MiB (peak over the process's life)", mib(hwm));
+                    let _ = writeln!(
+                        out,
+                        "  VmHWM {:.1} MiB (peak over the process's life)",
+                        mib(hwm)
+                    );
                 }
                 None => {
                     let _ = writeln!(out, "  the process had exited by the end of the run");

@@ -40,8 +40,7 @@ pub async fn check_url(url: &reqwest::Url, allow_remote: bool) -> anyhow::Result
              server; pass --allow-remote if that server is yours to load"
         );
     }
-    match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&addrs[..])).await
-    {
+    match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&addrs[..])).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => bail!("nothing answers at {host}:{port}: {e}"),
         Err(_) => bail!("{host}:{port} did not accept a connection within {CONNECT_TIMEOUT:?}"),

@@ -295,7 +295,10 @@ impl Subscriber {
                 _ = hold.changed() => return true,
             };
             let received = Instant::now();
-            let measured = self.measure_from.get().is_some_and(|from| received >= *from);
+            let measured = self
+                .measure_from
+                .get()
+                .is_some_and(|from| received >= *from);
             let event = match event {
                 Some(Ok(event)) => event,
                 Some(Err(kind)) => {

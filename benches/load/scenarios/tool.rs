@@ -19,8 +19,22 @@ use crate::stats::Stats;
 
 /// Words the built-in memories are made of and searched for.
 const WORDS: [&str; 16] = [
-    "postgres", "deployment", "latency", "budget", "roadmap", "incident", "backup", "cache",
-    "invoice", "onboarding", "migration", "firewall", "release", "dashboard", "quota", "tea",
+    "postgres",
+    "deployment",
+    "latency",
+    "budget",
+    "roadmap",
+    "incident",
+    "backup",
+    "cache",
+    "invoice",
+    "onboarding",
+    "migration",
+    "firewall",
+    "release",
+    "dashboard",
+    "quota",
+    "tea",
 ];
 
 /// A tool and how its arguments are made.
@@ -123,8 +137,12 @@ impl Operation for ToolOp {
         let call = &self.calls[usize::try_from(n % self.calls.len() as u64).unwrap_or(0)];
         let dialect = self.client.dialect();
         let data = json!({"tool": call.name(), "arguments": call.arguments(&self.user, n)});
-        let message =
-            dialect.user_message(self.client.message_id(), vec![dialect.data_part(data)], None, None);
+        let message = dialect.user_message(
+            self.client.message_id(),
+            vec![dialect.data_part(data)],
+            None,
+            None,
+        );
         let result = match self.client.send_message(message).await {
             Ok(Reply::Task {
                 state: TaskState::Completed,
