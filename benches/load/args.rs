@@ -193,7 +193,10 @@ impl Args {
                 self.tasks, self.connections
             ));
         }
-        if !self.tools.is_empty() && self.scenario != Scenario::Tool {
+        if self.scenario == Scenario::Tool {
+            // Exits on a bad --tool, before any server is started.
+            self.tool_calls();
+        } else if !self.tools.is_empty() {
             fail("--tool only applies to --scenario tool");
         }
         if self.url.is_none() && self.allow_remote {

@@ -186,9 +186,14 @@ async fn load(args: &Args, url: &reqwest::Url, in_process: bool) -> anyhow::Resu
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("load: interrupted; finishing the operations under way");
+            eprintln!(
+                "load: interrupted; finishing the operations under way (Ctrl-C again to quit)"
+            );
             // Ignored error: the run is over already.
             let _ = stop_tx.send(true);
+        }
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(130);
         }
     });
     eprintln!("load: {}", describe(args, &plan, url, in_process));
@@ -218,6 +223,8 @@ async fn load(args: &Args, url: &reqwest::Url, in_process: bool) -> anyhow::Resu
         rate: plan.rate,
         warmup: plan.warmup,
         duration: plan.duration,
+        requests: plan.requests,
+        timeout: plan.timeout,
         interrupted,
     };
     Ok(Report::new(info, &measured.stats, measured.window, memory))

@@ -25,6 +25,9 @@ pub struct Report {
     pub warmup_secs: f64,
     /// The configured measurement time, if the run was bounded by time.
     pub duration_secs: Option<f64>,
+    /// The configured number of measured operations, if the run was bounded by one.
+    pub requests: Option<u64>,
+    pub timeout_secs: f64,
     /// The measured window: from the end of the warm-up to the last measured operation.
     pub elapsed_secs: f64,
     pub interrupted: bool,
@@ -41,6 +44,8 @@ pub struct Report {
     pub errors: BTreeMap<String, u64>,
     pub counters: BTreeMap<String, u64>,
     pub memory: Option<MemoryReport>,
+    /// Caveats about how to read the numbers.
+    pub notes: Vec<String>,
 }
 
 /// One latency histogram, in milliseconds.
@@ -86,6 +91,8 @@ pub struct RunInfo {
     pub rate: Option<f64>,
     pub warmup: std::time::Duration,
     pub duration: Option<std::time::Duration>,
+    pub requests: Option<u64>,
+    pub timeout: std::time::Duration,
     pub interrupted: bool,
 }
 
@@ -107,6 +114,15 @@ impl Report {
             START_DELAY => 2,
             _ => 1,
         });
+        let mut notes = Vec::new();
+        if info.interrupted && info.in_process {
+            // actix-server handles SIGINT itself, with a forced shutdown.
+            notes.push(
+                "Ctrl-C also stopped the in-process server: operations under way at that \
+                 moment may have failed because of it"
+                    .to_owned(),
+            );
+        }
         let secs = window.as_secs_f64();
         let per_sec = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
         Self {
@@ -118,6 +134,8 @@ impl Report {
             rate: info.rate,
             warmup_secs: info.warmup.as_secs_f64(),
             duration_secs: info.duration.map(|d| d.as_secs_f64()),
+            requests: info.requests,
+            timeout_secs: info.timeout.as_secs_f64(),
             elapsed_secs: secs,
             interrupted: info.interrupted,
             unit: info.unit,
@@ -130,6 +148,7 @@ impl Report {
             errors: stats.errors().clone(),
             counters: stats.counters().clone(),
             memory,
+            notes,
         }
     }
 
@@ -264,6 +283,10 @@ impl Report {
                     let _ = writeln!(out, "  the process had exited by the end of the run");
                 }
             }
+        }
+        for note in &self.notes {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "note: {note}");
         }
         out
     }
