@@ -104,7 +104,6 @@ pub async fn run<O: Operation>(
         last_end = last_end.max(worker_end);
     }
     phase_watch.abort();
-    live.set_phase(Phase::Draining);
     Measured {
         stats,
         window: last_end.saturating_duration_since(shared.measure_from),
@@ -134,9 +133,7 @@ impl Shared {
         let slot = n as f64 * self.plan.connections as f64 + worker as f64;
         self.start + Duration::from_secs_f64(slot / rate)
     }
-}
 
-impl Shared {
     /// How many measured operations a worker's schedule holds from its `n`-th on.
     fn missed(&self, worker: usize, n: u64, rate: f64, end: Instant) -> u64 {
         (n..)

@@ -27,6 +27,7 @@ use anyhow::{Context, bail};
 use futures_util::StreamExt;
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 
 use crate::client::{Client, Events};
 use crate::driver::{Measured, Plan};
@@ -65,52 +66,36 @@ impl Subscribe {
         &self,
         plan: &Plan,
         live: Arc<Live>,
-        mut stop: watch::Receiver<bool>,
+        stop: watch::Receiver<bool>,
     ) -> anyhow::Result<Measured> {
         let tasks = self.open_tasks().await?;
         let mut stats = Stats::new();
+        let window = self.load(&tasks, plan, live, stop, &mut stats).await;
+        // Also after a failure: no open task is left behind.
+        self.cancel(&tasks, &mut stats).await;
+        Ok(Measured {
+            stats,
+            window: window?,
+        })
+    }
 
+    /// Attaches, publishes and drains; returns the measured window.
+    async fn load(
+        &self,
+        tasks: &[Arc<OpenTask>],
+        plan: &Plan,
+        live: Arc<Live>,
+        mut stop: watch::Receiver<bool>,
+        stats: &mut Stats,
+    ) -> anyhow::Result<Duration> {
         let measure_from: MeasureFrom = Arc::default();
-        let (attached_tx, mut attached_rx) = mpsc::channel(plan.connections);
         let (hold_tx, hold_rx) = watch::channel(false);
-        let subscribers: Vec<_> = (0..plan.connections)
-            .map(|i| {
-                let subscriber = Subscriber {
-                    client: self.client.clone(),
-                    task: tasks[i % tasks.len()].clone(),
-                    measure_from: measure_from.clone(),
-                    live: live.clone(),
-                };
-                tokio::spawn(subscriber.run(attached_tx.clone(), hold_rx.clone(), plan.timeout))
-            })
-            .collect();
-        drop(attached_tx);
-        let mut attached = 0usize;
-        while let Some(result) = attached_rx.recv().await {
-            match result {
-                Ok(latency) => {
-                    stats.latency(ATTACH, latency);
-                    attached += 1;
-                }
-                Err(kind) => stats.error(&kind),
-            }
-        }
-        stats.count("subscribers attached", attached as u64);
-        if attached == 0 {
-            bail!(
-                "no subscriber could attach ({})",
-                stats
-                    .errors()
-                    .iter()
-                    .map(|(kind, n)| format!("{n} × {kind}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
+        let subscribers = self
+            .attach(tasks, plan, &live, &measure_from, hold_rx, stats)
+            .await?;
 
         let hold_start = Instant::now();
         let measure_start = *measure_from.get_or_init(|| hold_start + plan.warmup);
-        let end = plan.duration.map(|d| measure_start + d);
         live.set_phase(if plan.warmup.is_zero() {
             Phase::Measuring
         } else {
@@ -121,34 +106,9 @@ impl Subscribe {
             tokio::time::sleep_until(measure_start.into()).await;
             phase_live.set_phase(Phase::Measuring);
         });
-        let rate = plan.rate.unwrap_or(tasks.len() as f64);
-        let tickets = Arc::new(plan.requests.map(AtomicU64::new));
-        let publishers: Vec<_> = tasks
-            .iter()
-            .enumerate()
-            .map(|(index, task)| {
-                let publisher = Publisher {
-                    client: self.client.clone(),
-                    text: self.text.clone(),
-                    task: task.clone(),
-                    first: hold_start + Duration::from_secs_f64(index as f64 / rate),
-                    period: Duration::from_secs_f64(tasks.len() as f64 / rate),
-                    measure_from: measure_start,
-                    end,
-                    timeout: plan.timeout,
-                    tickets: tickets.clone(),
-                    live: live.clone(),
-                };
-                tokio::spawn(publisher.run(stop.clone()))
-            })
-            .collect();
-        let mut last_publish = measure_start;
-        for publisher in publishers {
-            let (publisher_stats, publisher_end) =
-                publisher.await.context("a publisher panicked")?;
-            stats.merge(publisher_stats);
-            last_publish = last_publish.max(publisher_end);
-        }
+        let last_publish = self
+            .publish(tasks, plan, &live, measure_start, &stop, stats)
+            .await;
         phase_watch.abort();
 
         live.set_phase(Phase::Draining);
@@ -165,11 +125,96 @@ impl Subscribe {
             still_attached += u64::from(held);
         }
         stats.count("subscribers still attached at the end", still_attached);
-        self.cancel(&tasks, &mut stats).await;
-        Ok(Measured {
-            stats,
-            window: last_publish.saturating_duration_since(measure_start),
-        })
+        Ok(last_publish?.saturating_duration_since(measure_start))
+    }
+
+    /// Starts one subscriber per connection and waits until each has attached or
+    /// failed to. Fails when none could.
+    async fn attach(
+        &self,
+        tasks: &[Arc<OpenTask>],
+        plan: &Plan,
+        live: &Arc<Live>,
+        measure_from: &MeasureFrom,
+        hold: watch::Receiver<bool>,
+        stats: &mut Stats,
+    ) -> anyhow::Result<Vec<JoinHandle<(Stats, bool)>>> {
+        let (attached_tx, mut attached_rx) = mpsc::channel(plan.connections);
+        let subscribers = (0..plan.connections)
+            .map(|i| {
+                let subscriber = Subscriber {
+                    client: self.client.clone(),
+                    task: tasks[i % tasks.len()].clone(),
+                    measure_from: measure_from.clone(),
+                    live: live.clone(),
+                };
+                tokio::spawn(subscriber.run(attached_tx.clone(), hold.clone(), plan.timeout))
+            })
+            .collect();
+        drop(attached_tx);
+        let mut attached = 0u64;
+        while let Some(result) = attached_rx.recv().await {
+            match result {
+                Ok(latency) => {
+                    stats.latency(ATTACH, latency);
+                    attached += 1;
+                }
+                Err(kind) => stats.error(&kind),
+            }
+        }
+        stats.count("subscribers attached", attached);
+        if attached == 0 {
+            let errors: Vec<_> = stats
+                .errors()
+                .iter()
+                .map(|(kind, n)| format!("{n} × {kind}"))
+                .collect();
+            bail!("no subscriber could attach ({})", errors.join(", "));
+        }
+        Ok(subscribers)
+    }
+
+    /// Sends the follow-ups, one publisher per task, until the end of the run; returns
+    /// when the last measured one was answered.
+    async fn publish(
+        &self,
+        tasks: &[Arc<OpenTask>],
+        plan: &Plan,
+        live: &Arc<Live>,
+        measure_from: Instant,
+        stop: &watch::Receiver<bool>,
+        stats: &mut Stats,
+    ) -> anyhow::Result<Instant> {
+        let hold_start = measure_from - plan.warmup;
+        let rate = plan.rate.unwrap_or(tasks.len() as f64);
+        let tickets = Arc::new(plan.requests.map(AtomicU64::new));
+        let publishers: Vec<_> = tasks
+            .iter()
+            .enumerate()
+            .map(|(index, task)| {
+                let publisher = Publisher {
+                    client: self.client.clone(),
+                    text: self.text.clone(),
+                    task: task.clone(),
+                    first: hold_start + Duration::from_secs_f64(index as f64 / rate),
+                    period: Duration::from_secs_f64(tasks.len() as f64 / rate),
+                    measure_from,
+                    end: plan.duration.map(|d| measure_from + d),
+                    timeout: plan.timeout,
+                    tickets: tickets.clone(),
+                    live: live.clone(),
+                };
+                tokio::spawn(publisher.run(stop.clone()))
+            })
+            .collect();
+        let mut last = measure_from;
+        for publisher in publishers {
+            let (publisher_stats, publisher_end) =
+                publisher.await.context("a publisher panicked")?;
+            stats.merge(publisher_stats);
+            last = last.max(publisher_end);
+        }
+        Ok(last)
     }
 
     /// Creates the tasks the subscribers follow; each must stay open.
