@@ -34,6 +34,7 @@ pub struct Settings {
     pub models: ModelSettings,
     pub log: LogSettings,
     pub metrics: MetricsSettings,
+    pub health: HealthSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,7 +50,8 @@ pub struct ServerSettings {
     pub max_body_bytes: usize,
     /// `max-age` of the agent card's `Cache-Control`, in seconds.
     pub card_max_age_secs: u64,
-    /// How long a graceful shutdown waits for running requests, in seconds.
+    /// How long a graceful shutdown (SIGTERM, SIGINT) waits for running turns and
+    /// requests, in seconds; SSE streams end at once (or when their running turn ends).
     pub shutdown_timeout_secs: u64,
     /// `Retry-After` seconds sent with every 503 (database or actor unavailable).
     pub retry_after_secs: u64,
@@ -229,6 +231,18 @@ pub struct ThreadSettings {
     pub thread_ttl_secs: u64,
     /// Messages queued behind a running turn in one thread before new ones are refused.
     pub max_pending_turns: usize,
+    /// How often the janitor runs (expires threads, removes expired state entries), in
+    /// seconds.
+    pub janitor_interval_secs: u64,
+    /// Threads the janitor expires with one statement, and resident thread actors it
+    /// sweeps at once.
+    pub janitor_batch: usize,
+    /// Active threads loaded into memory at start-up, most recently updated first (in
+    /// the background, never beyond `max_resident_actors`); 0: none. The others load on
+    /// their first request.
+    pub recover_eagerly: usize,
+    /// Threads loaded at once by the start-up recovery.
+    pub recover_concurrency: usize,
 }
 
 impl Default for ThreadSettings {
@@ -241,6 +255,10 @@ impl Default for ThreadSettings {
             max_resident_actors: 10_000,
             thread_ttl_secs: 86_400,
             max_pending_turns: 64,
+            janitor_interval_secs: 300,
+            janitor_batch: 500,
+            recover_eagerly: 1000,
+            recover_concurrency: 8,
         }
     }
 }
@@ -515,6 +533,20 @@ impl Default for MetricsSettings {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthSettings {
+    /// How long `/health` waits for one dependency's check (the store's round trip, a
+    /// skill's engine, a model actor's circuit state) before reporting it down, in ms.
+    pub timeout_ms: u64,
+}
+
+impl Default for HealthSettings {
+    fn default() -> Self {
+        Self { timeout_ms: 2_000 }
+    }
+}
+
 /// Values given on the command line; `None` leaves the lower layers in force.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -639,6 +671,16 @@ impl Settings {
             "threads.max_pending_turns",
             self.threads.max_pending_turns as u64,
         )?;
+        positive(
+            "threads.janitor_interval_secs",
+            self.threads.janitor_interval_secs,
+        )?;
+        positive("threads.janitor_batch", self.threads.janitor_batch as u64)?;
+        positive(
+            "threads.recover_concurrency",
+            self.threads.recover_concurrency as u64,
+        )?;
+        positive("health.timeout_ms", self.health.timeout_ms)?;
         positive("streaming.keep_alive_secs", self.streaming.keep_alive_secs)?;
         positive(
             "streaming.subscriber_buffer",
@@ -981,6 +1023,26 @@ mod tests {
         let (_d, o) = with_file(&format!("{OLLAMA}{nested}"));
         let s = load(&[], o).unwrap();
         assert_eq!(s.agent.sub_agents[0].sub_agents[0].name, "b");
+    }
+
+    #[test]
+    fn lifecycle_bounds_must_be_positive() {
+        for (section, key) in [
+            ("threads", "janitor_interval_secs"),
+            ("threads", "janitor_batch"),
+            ("threads", "recover_concurrency"),
+            ("health", "timeout_ms"),
+        ] {
+            let (_d, o) = with_file(&format!("[{section}]\n{key} = 0\n"));
+            let e = load(&[], o).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("`{section}.{key}` must be greater than 0")),
+                "{e}"
+            );
+        }
+        // No eager recovery at all is a valid choice.
+        let (_d, o) = with_file("[threads]\nrecover_eagerly = 0\n");
+        assert_eq!(load(&[], o).unwrap().threads.recover_eagerly, 0);
     }
 
     #[test]

@@ -245,6 +245,21 @@ mod tests {
         async fn census(&self, _: crate::domain::Timestamp) -> Result<Census, StoreError> {
             Ok(Census::default())
         }
+        async fn due_threads(
+            &self,
+            _: crate::domain::Timestamp,
+            _: Option<&crate::store::DueThread>,
+            _: usize,
+        ) -> Result<Vec<crate::store::DueThread>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn recent_threads(
+            &self,
+            _: crate::domain::Timestamp,
+            _: usize,
+        ) -> Result<Vec<(TenantId, ContextId)>, StoreError> {
+            Ok(Vec::new())
+        }
     }
 
     #[actix_web::test]

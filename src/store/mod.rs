@@ -8,8 +8,10 @@
 //! [`open`] and by `agent-a2a migrate`.
 //!
 //! **Architecture invariant:** only the `PersistenceActor` calls [`Store::commit`]; every
-//! other component reads. Every query that returns rows is scoped by tenant; only the
-//! operators' [`Store::census`] counts across tenants, and it returns numbers, never rows.
+//! other component reads. Every query that returns content is scoped by tenant, and so is
+//! every write. Three maintenance reads span tenants because they serve all of them: the
+//! operators' [`Store::census`] (numbers), and the janitor's [`Store::due_threads`] and the
+//! start-up recovery's [`Store::recent_threads`] (thread keys only, never content).
 
 pub mod memories;
 mod page_token;
@@ -135,6 +137,25 @@ pub enum WriteOp {
         event: StreamEvent,
         created_at: Timestamp,
     },
+    /// Marks the tenant's threads among `thread_ids` expired — those still `active` whose
+    /// expiry is at or before `at`. A thread continued since (its expiry moved past `at`)
+    /// is left alone, so this never races the thread's actor: the janitor's write of a
+    /// fact that was already true. Applied after the batch's thread upserts.
+    ExpireThreads {
+        tenant: TenantId,
+        thread_ids: Vec<ContextId>,
+        at: Timestamp,
+    },
+}
+
+/// A thread still marked active whose expiry has passed: the janitor's work. The list
+/// is ordered by `(expires_at, tenant, thread_id)`; the last entry of a page is the
+/// cursor of the next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueThread {
+    pub tenant: TenantId,
+    pub thread_id: ContextId,
+    pub expires_at: Timestamp,
 }
 
 /// Counts for operators across every tenant (the `agent_a2a_threads_active` and
@@ -258,6 +279,25 @@ pub trait Store: Send + Sync + 'static {
     /// Active threads and tasks by state across every tenant, as of `now`. Two counting
     /// queries (tasks: a scan grouped by state), run every `metrics.census_interval_secs`.
     async fn census(&self, now: Timestamp) -> Result<Census, StoreError>;
+
+    /// Threads of every tenant still marked `active` whose expiry is at or before `now`,
+    /// ordered by `(expires_at, tenant, thread_id)`, strictly after `after`, at most
+    /// `limit`. Keys only: the janitor expires them with [`WriteOp::ExpireThreads`].
+    async fn due_threads(
+        &self,
+        now: Timestamp,
+        after: Option<&DueThread>,
+        limit: usize,
+    ) -> Result<Vec<DueThread>, StoreError>;
+
+    /// The `limit` most recently updated threads of every tenant that can still be
+    /// continued at `now` (active, expiry ahead), newest first: what start-up recovery
+    /// loads eagerly.
+    async fn recent_threads(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<(TenantId, ContextId)>, StoreError>;
 }
 
 /// Name of the SQLite file inside [`StoreConfig::data_dir`].

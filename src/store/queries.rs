@@ -44,15 +44,15 @@ macro_rules! store_impl {
         type StoreBackend = $backend;
 
         mod writes {
-            use diesel::ExpressionMethods;
             use diesel::upsert::excluded;
+            use diesel::{ExpressionMethods, QueryDsl};
             use diesel_async::{AsyncConnection, RunQueryDsl};
 
             use $crate::store::rows::{
                 NewHistoryLink, NewMessage, NewTask, NewTaskEvent, NewThread,
             };
             use $crate::store::schema::{messages, task_events, task_history, tasks, threads};
-            use $crate::store::{StoreError, WriteOp};
+            use $crate::store::{StoreError, ThreadStatus, WriteOp};
 
             type Conn = super::StoreConn;
 
@@ -76,6 +76,7 @@ macro_rules! store_impl {
                 let mut message_rows = Vec::new();
                 let mut link_rows = Vec::new();
                 let mut event_rows = Vec::new();
+                let mut expirations = Vec::new();
                 for op in ops {
                     match op {
                         WriteOp::UpsertThread(thread) => {
@@ -129,6 +130,15 @@ macro_rules! store_impl {
                             event,
                             *created_at,
                         )?),
+                        WriteOp::ExpireThreads {
+                            tenant,
+                            thread_ids,
+                            at,
+                        } => expirations.push((
+                            tenant.as_str(),
+                            thread_ids.iter().map(|id| id.as_str()).collect::<Vec<_>>(),
+                            at.millis(),
+                        )),
                     }
                 }
                 conn.transaction(async |conn| {
@@ -151,6 +161,22 @@ macro_rules! store_impl {
                                 ))
                         }
                     );
+                    // Conditional, so that a thread continued since its expiry was read
+                    // (its `expires_at` moved on) keeps its status.
+                    for (tenant, ids, at) in &expirations {
+                        for chunk in ids.chunks(CHUNK) {
+                            diesel::update(
+                                threads::table
+                                    .filter(threads::tenant_id.eq(*tenant))
+                                    .filter(threads::thread_id.eq_any(chunk))
+                                    .filter(threads::status.eq(ThreadStatus::Active.as_str()))
+                                    .filter(threads::expires_at.le(*at)),
+                            )
+                            .set(threads::status.eq(ThreadStatus::Expired.as_str()))
+                            .execute(conn)
+                            .await?;
+                        }
+                    }
                     $crate::store::queries::insert_rows!(
                         $insert,
                         CHUNK,
@@ -273,6 +299,26 @@ macro_rules! store_impl {
                 now: $crate::domain::Timestamp,
             ) -> Result<$crate::store::Census, $crate::store::StoreError> {
                 reads::census(&mut *self.conn().await?, now).await
+            }
+
+            async fn due_threads(
+                &self,
+                now: $crate::domain::Timestamp,
+                after: Option<&$crate::store::DueThread>,
+                limit: usize,
+            ) -> Result<Vec<$crate::store::DueThread>, $crate::store::StoreError> {
+                reads::due_threads(&mut *self.conn().await?, now, after, limit).await
+            }
+
+            async fn recent_threads(
+                &self,
+                now: $crate::domain::Timestamp,
+                limit: usize,
+            ) -> Result<
+                Vec<($crate::domain::TenantId, $crate::domain::ContextId)>,
+                $crate::store::StoreError,
+            > {
+                reads::recent_threads(&mut *self.conn().await?, now, limit).await
             }
         }
     };

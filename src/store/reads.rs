@@ -340,6 +340,83 @@ macro_rules! read_queries {
                         .collect(),
                 })
             }
+
+            pub(super) async fn due_threads(
+                conn: &mut Conn,
+                now: $crate::domain::Timestamp,
+                after: Option<&$crate::store::DueThread>,
+                max: usize,
+            ) -> Result<Vec<$crate::store::DueThread>, StoreError> {
+                if max == 0 {
+                    return Ok(Vec::new());
+                }
+                let mut due = threads::table
+                    .filter(threads::status.eq($crate::store::ThreadStatus::Active.as_str()))
+                    .filter(threads::expires_at.le(now.millis()))
+                    .into_boxed::<super::StoreBackend>();
+                if let Some(c) = after {
+                    let at = c.expires_at.millis();
+                    due = due.filter(
+                        threads::expires_at
+                            .gt(at)
+                            .or(threads::expires_at.eq(at).and(
+                                threads::tenant_id
+                                    .gt(c.tenant.as_str())
+                                    .or(threads::tenant_id
+                                        .eq(c.tenant.as_str())
+                                        .and(threads::thread_id.gt(c.thread_id.as_str()))),
+                            )),
+                    );
+                }
+                let rows: Vec<(String, String, i64)> = due
+                    .order((
+                        threads::expires_at.asc(),
+                        threads::tenant_id.asc(),
+                        threads::thread_id.asc(),
+                    ))
+                    .limit(limit(max))
+                    .select((threads::tenant_id, threads::thread_id, threads::expires_at))
+                    .load(conn)
+                    .await?;
+                rows.into_iter()
+                    .map(|(tenant_id, thread_id, expires_at)| {
+                        let (tenant, thread_id) =
+                            $crate::store::rows::thread_key(tenant_id, thread_id)?;
+                        Ok($crate::store::DueThread {
+                            tenant,
+                            thread_id,
+                            expires_at: $crate::domain::Timestamp(expires_at),
+                        })
+                    })
+                    .collect()
+            }
+
+            pub(super) async fn recent_threads(
+                conn: &mut Conn,
+                now: $crate::domain::Timestamp,
+                max: usize,
+            ) -> Result<Vec<(TenantId, ContextId)>, StoreError> {
+                if max == 0 {
+                    return Ok(Vec::new());
+                }
+                let rows: Vec<(String, String)> = threads::table
+                    .filter(threads::status.eq($crate::store::ThreadStatus::Active.as_str()))
+                    .filter(threads::expires_at.gt(now.millis()))
+                    .order((
+                        threads::updated_at.desc(),
+                        threads::tenant_id.asc(),
+                        threads::thread_id.asc(),
+                    ))
+                    .limit(limit(max))
+                    .select((threads::tenant_id, threads::thread_id))
+                    .load(conn)
+                    .await?;
+                rows.into_iter()
+                    .map(|(tenant_id, thread_id)| {
+                        $crate::store::rows::thread_key(tenant_id, thread_id)
+                    })
+                    .collect()
+            }
         }
     };
 }

@@ -38,6 +38,17 @@ fn id<T>(
     parse(raw).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
 
+/// A thread key read back from its columns.
+pub(super) fn thread_key(
+    tenant_id: String,
+    thread_id: String,
+) -> Result<(TenantId, ContextId), StoreError> {
+    Ok((
+        id("thread tenant", tenant_id, TenantId::parse)?,
+        id("thread id", thread_id, ContextId::parse)?,
+    ))
+}
+
 #[derive(Insertable)]
 #[diesel(table_name = threads, treat_none_as_default_value = false)]
 pub(super) struct NewThread<'a> {

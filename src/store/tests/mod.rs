@@ -45,6 +45,7 @@ mod atomicity;
 mod census;
 mod config;
 mod events;
+mod expiry;
 mod isolation;
 mod listing;
 mod tasks;

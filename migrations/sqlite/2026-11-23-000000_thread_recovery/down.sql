@@ -1,0 +1,1 @@
+DROP INDEX threads_by_update;
