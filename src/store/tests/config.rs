@@ -7,7 +7,11 @@ use crate::store::testing::{PgTestDb, test_config};
 use crate::store::{Location, SQLITE_FILE, StoreConfig, StoreError, WriteOp, migrate, open};
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 2] = ["2026-11-22-000000_init", "2026-11-22-000100_memories"];
+const ALL_MIGRATIONS: [&str; 3] = [
+    "2026-11-22-000000_init",
+    "2026-11-22-000100_memories",
+    "2026-11-23-000000_thread_recovery",
+];
 
 fn location(url: Option<&str>) -> Result<Location, StoreError> {
     test_config(url.map(str::to_owned), "/srv/data".into()).location()
