@@ -2,12 +2,13 @@
 //! health, the agent card and the operators' dashboard.
 //!
 //! [`start`] builds the whole server once for `main`, the examples and the tests alike;
-//! [`serve`] runs it until SIGINT/SIGTERM and then shuts down gracefully.
+//! [`serve`] runs it until SIGINT/SIGTERM and then shuts down gracefully (`shutdown.rs`).
 
 mod body;
 mod observe;
 mod respond;
 mod routes;
+pub mod shutdown;
 mod sse;
 mod state;
 
@@ -99,9 +100,12 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<RunningServer, Se
     })
     .workers(workers)
     .shutdown_timeout(settings.server.shutdown_timeout_secs)
+    // `serve` handles SIGTERM/SIGINT itself: the runtime drains alongside the server.
+    .disable_signals()
     .listen(listener)?
     .run();
     let handle = server.handle();
+    runtime.start_maintenance();
     actix_web::rt::spawn(upkeep(Arc::downgrade(&runtime)));
     if settings.metrics.census_interval_secs > 0 {
         let every = Duration::from_secs(settings.metrics.census_interval_secs);
@@ -141,13 +145,32 @@ pub fn skill_cards(skills: &crate::skills::SkillRegistry) -> Vec<crate::a2a::car
         .collect()
 }
 
-/// Runs the server until it is stopped by a signal.
+/// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
 pub async fn serve(settings: Settings, agent: Agent) -> Result<(), ServeError> {
+    let timeout = Duration::from_secs(settings.server.shutdown_timeout_secs);
     let running = start(settings, agent).await?;
     tracing::info!(addr = %running.addr, "agent-a2a listening; card at http://{}/.well-known/agent-card.json", running.addr);
-    running.server.await?;
-    tracing::info!("HTTP server stopped; stopping actors");
-    running.runtime.shutdown();
+    let mut server = actix_web::rt::spawn(running.server);
+    let joined = tokio::select! {
+        joined = &mut server => Some(joined),
+        name = shutdown::signal() => {
+            tracing::info!(signal = name, "shutting down gracefully");
+            None
+        }
+    };
+    let joined = match joined {
+        Some(joined) => {
+            // The server ended by itself (an I/O error): nothing left to drain for.
+            running.runtime.shutdown();
+            joined
+        }
+        None => {
+            shutdown::graceful(&running.handle, &running.runtime, timeout).await;
+            server.await
+        }
+    };
+    joined.map_err(std::io::Error::other)??;
+    tracing::info!("stopped");
     Ok(())
 }
 

@@ -151,7 +151,16 @@ impl Handler<Subscribe> for ThreadActor {
                 .map(move |resident, act: &mut Self, _ctx| {
                     resident?;
                     let tenant = act.key.tenant.clone();
+                    let draining = act.deps.shared.is_draining();
                     let loaded = act.loaded()?;
+                    let running = loaded
+                        .running
+                        .as_ref()
+                        .is_some_and(|r| r.task_id == task_id);
+                    if draining && !running {
+                        // No turn will publish to it again before the server stops.
+                        return Err(ActorError::Failed(super::maintenance::shutting_down()));
+                    }
                     let entry = loaded
                         .tasks
                         .get_mut(&task_id)

@@ -388,6 +388,10 @@ impl ThreadActor {
         if let Ok(loaded) = self.loaded() {
             loaded.running = None;
         }
+        if self.deps.shared.is_draining() {
+            // Shutting down: nothing more will be published for these tasks.
+            self.end_idle_streams();
+        }
         self.pump(ctx);
     }
 

@@ -4,36 +4,52 @@
 //! A request becomes a message to the `ThreadActor` of its thread (`contextId`); the
 //! actor validates it, commits it through the `PersistenceActor`, runs the turn with the
 //! [`AgentExecutor`], and publishes each committed event to the task's subscribers.
+//!
+//! The runtime's lifecycle around that: start-up recovery of active threads
+//! (`recovery.rs`), the periodic janitor (`janitor.rs`, with the actors' side in
+//! `maintenance.rs`), health checks of every dependency (`health.rs`) and the graceful
+//! shutdown ([`Runtime::begin_drain`], [`Runtime::wait_for_turns`], [`Runtime::close`];
+//! `shutdown.rs`).
 
 mod agent_loop;
 mod control;
 mod emit;
 pub mod executor;
+pub mod health;
+mod janitor;
+mod maintenance;
 pub mod model_actor;
 mod persistence;
+mod recovery;
 mod registry;
+mod shutdown;
 mod skill_actor;
 mod stream;
 mod thread;
 mod tool_router;
 mod turn;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use actix::{Arbiter, ArbiterHandle};
 use futures_util::Stream;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 pub use agent_loop::{AgentLoopExecutor, RoutingExecutor};
 pub use executor::{AgentExecutor, Turn, TurnSink};
+pub use health::{Check, HealthReport, Overall, ProviderHealth};
+pub use janitor::JanitorReport;
+pub use maintenance::SweepReport;
 pub use model_actor::Models;
 pub use persistence::PersistenceHandle;
+pub use recovery::Recovery;
 pub use skill_actor::{SkillStartError, Tools};
 pub use stream::SeqEvent;
 pub use thread::Subscription;
 pub use tool_router::ToolRoutingExecutor;
 
-use crate::config::Settings;
+use crate::config::{Settings, ThreadSettings};
 use crate::domain::{
     ContextId, ListTasksQuery, SendMessage, SendOutcome, Task, TaskId, TaskPage, TenantId,
 };
@@ -69,10 +85,25 @@ pub enum StartError {
 pub struct Runtime {
     registry: ThreadRegistry,
     store: Arc<dyn Store>,
+    persistence: PersistenceHandle,
     shared: Arc<Shared>,
     tools: Arc<Tools>,
-    arbiters: Vec<Arbiter>,
+    models: Models,
+    /// The arbiters of thread, skill and model actors; emptied when stopped.
+    arbiters: Mutex<Vec<Arbiter>>,
+    /// The persistence actor's arbiter, stopped last.
+    persistence_arbiter: Mutex<Option<Arbiter>>,
     replay_batch: usize,
+    settings: RuntimeSettings,
+    /// Turns true when the runtime stops: background work (janitor, recovery) ends.
+    stop: watch::Sender<bool>,
+    recovery: watch::Sender<Recovery>,
+}
+
+/// The settings the runtime itself reads after start.
+struct RuntimeSettings {
+    threads: ThreadSettings,
+    health_timeout: Duration,
 }
 
 impl Runtime {
@@ -110,9 +141,9 @@ impl Runtime {
                         agent_loop::configured(settings, &models, &tools, &described)?
                     }
                 };
-                Ok((Arc::new(tools), executor))
+                Ok((Arc::new(tools), executor, models))
             });
-        let (tools, executor) = match started {
+        let (tools, executor, models) = match started {
             Ok(started) => started,
             Err(e) => {
                 for arbiter in actor_arbiters.iter().chain([&persistence_arbiter]) {
@@ -124,7 +155,7 @@ impl Runtime {
         let shared = Arc::new(Shared::new());
         let deps = Arc::new(ThreadDeps {
             store: store.clone(),
-            persistence,
+            persistence: persistence.clone(),
             executor,
             tools: tools.clone(),
             threads: settings.threads.clone(),
@@ -132,16 +163,119 @@ impl Runtime {
             state: settings.state.clone(),
             shared: shared.clone(),
         });
-        let mut arbiters = actor_arbiters;
-        arbiters.push(persistence_arbiter);
         Ok(Runtime {
             registry: ThreadRegistry::new(deps, handles),
             store,
+            persistence,
             shared,
             tools,
-            arbiters,
+            models,
+            arbiters: Mutex::new(actor_arbiters),
+            persistence_arbiter: Mutex::new(Some(persistence_arbiter)),
             replay_batch: settings.streaming.replay_batch,
+            settings: RuntimeSettings {
+                threads: settings.threads.clone(),
+                health_timeout: Duration::from_millis(settings.health.timeout_ms),
+            },
+            stop: watch::Sender::new(false),
+            recovery: watch::Sender::new(Recovery::Pending),
         })
+    }
+
+    /// Starts the runtime's background work on the current arbiter: start-up recovery
+    /// (once) and the periodic janitor. Called once the server listens.
+    pub fn start_maintenance(self: &Arc<Self>) {
+        let every = Duration::from_secs(self.settings.threads.janitor_interval_secs);
+        actix::spawn(janitor::run_periodically(
+            Arc::downgrade(self),
+            self.stop.subscribe(),
+            every,
+        ));
+        actix::spawn(recovery::run(Arc::downgrade(self), self.stop.subscribe()));
+    }
+
+    /// Model providers behind their actors.
+    pub fn models(&self) -> &Models {
+        &self.models
+    }
+
+    /// Ready for traffic: start-up recovery has finished and no shutdown has begun.
+    /// (`/health/ready` adds a store round trip.)
+    pub fn is_ready(&self) -> bool {
+        matches!(self.recovery(), Recovery::Done { .. }) && !self.is_draining()
+    }
+
+    /// A graceful shutdown has begun.
+    pub fn is_draining(&self) -> bool {
+        self.shared.is_draining()
+    }
+
+    /// Whether the thread has an actor in memory.
+    pub fn is_resident(&self, tenant: &TenantId, context_id: &ContextId) -> bool {
+        let key = ThreadKey {
+            tenant: tenant.clone(),
+            context_id: context_id.clone(),
+        };
+        self.shared
+            .actors
+            .get(&key)
+            .is_some_and(|entry| entry.value().1.connected())
+    }
+
+    /// Begins a graceful shutdown: new messages and subscriptions are refused (503,
+    /// retryable), background work stops, and every task stream ends as soon as no
+    /// running turn will publish to it — at once for most, at the end of its turn for the
+    /// others. Turns already accepted run on.
+    pub fn begin_drain(&self) {
+        self.shared
+            .draining
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stop.send_replace(true);
+        for entry in self.shared.actors.iter() {
+            entry.value().1.do_send(maintenance::Drain);
+        }
+    }
+
+    /// Waits until every accepted turn has ended, or `deadline`; returns how many are
+    /// still running.
+    pub async fn wait_for_turns(&self, deadline: tokio::time::Instant) -> usize {
+        let activity = &self.shared.activity;
+        if activity.wait_idle(deadline).await {
+            0
+        } else {
+            activity.count()
+        }
+    }
+
+    /// Ends the runtime after a drain: stops the actors (turns still running are cut),
+    /// then commits every write they queued — waiting at most until `deadline` — and
+    /// stops the persistence actor. Whatever was acknowledged was durable already; this
+    /// makes the writes of turns that finished while no one waited durable too.
+    pub async fn close(&self, deadline: tokio::time::Instant) -> Result<()> {
+        self.stop.send_replace(true);
+        let actors = std::mem::take(&mut *lock(&self.arbiters));
+        for arbiter in &actors {
+            arbiter.stop();
+        }
+        // Once their threads have ended, no actor can queue a write behind the flush.
+        join_arbiters(actors).await;
+        // The queue is first in, first out: when this empty batch is acknowledged, every
+        // batch queued before it has been committed.
+        let flushed = match tokio::time::timeout_at(deadline, self.persistence.commit(Vec::new()))
+            .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(Error::Unavailable {
+                detail: "the persistence queue was not flushed before the shutdown deadline".into(),
+                retry_after_secs: 1,
+            }),
+        };
+        let persistence = lock(&self.persistence_arbiter).take();
+        if let Some(arbiter) = persistence {
+            arbiter.stop();
+            join_arbiters(vec![arbiter]).await;
+        }
+        flushed
     }
 
     /// Every registered tool.
@@ -159,7 +293,7 @@ impl Runtime {
     }
 
     /// Runs a turn and answers when the task is terminal or interrupted — or at once
-    /// with `return_immediately`.
+    /// with `return_immediately`. Refused once a graceful shutdown has begun.
     pub async fn send(&self, tenant: &TenantId, cmd: SendMessage) -> Result<SendOutcome> {
         let mode = if cmd.config.return_immediately {
             Mode::Immediate
@@ -193,6 +327,11 @@ impl Runtime {
         mode: Mode,
         waiter: impl Fn(oneshot::Sender<Result<T>>) -> Waiter,
     ) -> Result<T> {
+        // Counted before the check, so that a shutdown that begins now waits for it.
+        let busy = self.shared.activity.busy();
+        if self.is_draining() {
+            return Err(maintenance::shutting_down());
+        }
         let (key, cmd, fresh) = self.route(tenant, cmd).await?;
         let mut rx = None;
         self.registry
@@ -204,6 +343,7 @@ impl Runtime {
                     cmd: cmd.clone(),
                     mode,
                     waiter: waiter(tx),
+                    busy: busy.clone(),
                 }
             })
             .await?;
@@ -265,6 +405,9 @@ impl Runtime {
         task_id: &TaskId,
         last_event_id: Option<i64>,
     ) -> Result<Subscription> {
+        if self.is_draining() {
+            return Err(maintenance::shutting_down());
+        }
         let key = self.task_thread(tenant, task_id).await?;
         self.registry
             .call(&key, || Subscribe {
@@ -282,9 +425,15 @@ impl Runtime {
         stream::events(self.store.clone(), sub, self.replay_batch)
     }
 
-    /// Stops the actor arbiters (the persistence arbiter last).
+    /// Stops at once: background work, the actor arbiters, then the persistence
+    /// arbiter (writes still queued are not committed; none of them was acknowledged).
+    /// A graceful shutdown uses [`Runtime::begin_drain`] and [`Runtime::close`] instead.
     pub fn shutdown(&self) {
-        for arbiter in &self.arbiters {
+        self.stop.send_replace(true);
+        for arbiter in lock(&self.arbiters).drain(..) {
+            arbiter.stop();
+        }
+        if let Some(arbiter) = lock(&self.persistence_arbiter).take() {
             arbiter.stop();
         }
     }
@@ -358,6 +507,28 @@ impl Runtime {
             cmd,
             fresh,
         ))
+    }
+}
+
+/// The guarded value even if a holder panicked (nothing here is left half-done by one).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Waits for stopped arbiters' threads to end, off the async runtime (joining blocks).
+async fn join_arbiters(arbiters: Vec<Arbiter>) {
+    let joined = tokio::task::spawn_blocking(move || {
+        for arbiter in arbiters {
+            if arbiter.join().is_err() {
+                tracing::warn!("an actor arbiter thread panicked while stopping");
+            }
+        }
+    })
+    .await;
+    if let Err(e) = joined {
+        tracing::warn!(error = %e, "waiting for the actor arbiters failed");
     }
 }
 

@@ -28,17 +28,46 @@ pub type EventStream = BoxStream<'static, ProviderEvent>;
 #[rtype(result = "Result<EventStream, ProviderError>")]
 pub struct Generate(pub GenerateParams);
 
-/// How a generation ended (sent by the stream wrapper, for the breaker).
+/// How a generation ended (sent by the stream wrapper, for the breaker): `None` for a
+/// success, else the kind of error.
 #[derive(Message)]
 #[rtype(result = "()")]
 struct Finished {
-    ok: bool,
+    error: Option<&'static str>,
+}
+
+/// The circuit breaker's state, for `/health`. Asking never calls the provider.
+#[derive(Message)]
+#[rtype(result = "Breaker")]
+pub struct GetBreaker;
+
+/// Where a provider's circuit breaker stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Breaker {
+    pub circuit: Circuit,
+    /// Failed generations in a row (0 after a success).
+    pub consecutive_failures: u32,
+    /// The kind of the last failed generation (as in `agent_a2a_model_errors_total`),
+    /// kept after a success so operators can see what went wrong last.
+    pub last_error: Option<&'static str>,
+}
+
+/// A circuit breaker's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Circuit {
+    /// Calls go through.
+    Closed,
+    /// Calls fail at once for this much longer.
+    Open { retry_after: Duration },
+    /// The cooldown is over: the next call goes through, and its outcome decides.
+    HalfOpen,
 }
 
 /// The actor in front of one provider.
 pub struct ModelActor {
     provider: Arc<dyn Provider>,
     failures: u32,
+    last_error: Option<&'static str>,
     open_until: Option<Instant>,
     threshold: u32,
     cooldown: Duration,
@@ -49,6 +78,7 @@ impl ModelActor {
         Self {
             provider,
             failures: 0,
+            last_error: None,
             open_until: None,
             threshold: settings.breaker_failures.max(1),
             cooldown: Duration::from_secs(settings.breaker_cooldown_secs),
@@ -64,11 +94,12 @@ impl Handler<Finished> for ModelActor {
     type Result = ();
 
     fn handle(&mut self, outcome: Finished, _ctx: &mut Context<Self>) {
-        if outcome.ok {
+        let Some(kind) = outcome.error else {
             self.failures = 0;
             self.open_until = None;
             return;
-        }
+        };
+        self.last_error = Some(kind);
         self.failures = self.failures.saturating_add(1);
         if self.failures >= self.threshold {
             if self.open_until.is_none() {
@@ -80,6 +111,26 @@ impl Handler<Finished> for ModelActor {
             }
             self.open_until = Some(Instant::now() + self.cooldown);
         }
+    }
+}
+
+impl Handler<GetBreaker> for ModelActor {
+    type Result = MessageResult<GetBreaker>;
+
+    fn handle(&mut self, _msg: GetBreaker, _ctx: &mut Context<Self>) -> Self::Result {
+        let now = Instant::now();
+        let circuit = match self.open_until {
+            None => Circuit::Closed,
+            Some(until) if now < until => Circuit::Open {
+                retry_after: until - now,
+            },
+            Some(_) => Circuit::HalfOpen,
+        };
+        MessageResult(Breaker {
+            circuit,
+            consecutive_failures: self.failures,
+            last_error: self.last_error,
+        })
     }
 }
 
@@ -109,7 +160,9 @@ impl Handler<Generate> for ModelActor {
                 Ok(stream) => Ok(observe(stream, name, started, me)),
                 Err(e) => {
                     record_error(&name, &e);
-                    me.do_send(Finished { ok: false });
+                    me.do_send(Finished {
+                        error: Some(error_kind(&e)),
+                    });
                     Err(e)
                 }
             }
@@ -139,10 +192,12 @@ fn observe(
                     metrics::counter!(TOKENS, "provider" => name.clone(), "direction" => "output")
                         .increment(usage.output_tokens);
                 }
-                ProviderEvent::Done => me.do_send(Finished { ok: true }),
+                ProviderEvent::Done => me.do_send(Finished { error: None }),
                 ProviderEvent::Error(e) => {
                     record_error(&name, e);
-                    me.do_send(Finished { ok: false });
+                    me.do_send(Finished {
+                        error: Some(error_kind(e)),
+                    });
                 }
                 ProviderEvent::TextDelta(_) | ProviderEvent::ToolCallFragment(_) => {}
             }
@@ -151,7 +206,13 @@ fn observe(
 }
 
 fn record_error(provider: &str, error: &ProviderError) {
-    let kind = match error {
+    let kind = error_kind(error);
+    metrics::counter!(ERRORS, "provider" => provider.to_owned(), "kind" => kind).increment(1);
+}
+
+/// The bounded name of an error's kind (a metric label, and what `/health` shows).
+fn error_kind(error: &ProviderError) -> &'static str {
+    match error {
         ProviderError::Http { .. } => "http",
         ProviderError::RateLimited { .. } => "rate_limited",
         ProviderError::Timeout => "timeout",
@@ -160,8 +221,7 @@ fn record_error(provider: &str, error: &ProviderError) {
         ProviderError::StreamEnded => "stream_ended",
         ProviderError::Config(_) => "config",
         ProviderError::CircuitOpen { .. } => "circuit_open",
-    };
-    metrics::counter!(ERRORS, "provider" => provider.to_owned(), "kind" => kind).increment(1);
+    }
 }
 
 /// A [`Provider`] whose every generation goes through a [`ModelActor`] (breaker, metrics).
@@ -250,6 +310,22 @@ impl Models {
             model: model.clone(),
             addr: addr.clone(),
         })))
+    }
+
+    /// Every provider's circuit breaker, by name, as its actor reports it (`None`: the
+    /// actor did not answer within `timeout`, or has stopped). Never calls a provider.
+    pub async fn breakers(&self, timeout: Duration) -> Vec<(String, Option<Breaker>)> {
+        let mut names: Vec<&String> = self.by_name.keys().collect();
+        names.sort();
+        let asks = names.into_iter().map(|name| async move {
+            let addr = &self.by_name[name];
+            let breaker = match tokio::time::timeout(timeout, addr.send(GetBreaker)).await {
+                Ok(Ok(breaker)) => Some(breaker),
+                Ok(Err(_)) | Err(_) => None,
+            };
+            (name.clone(), breaker)
+        });
+        futures_util::future::join_all(asks).await
     }
 
     /// Starts a generation on provider `name`.
@@ -365,6 +441,71 @@ mod tests {
             provider.requests().len(),
             2,
             "the open circuit did not call the provider"
+        );
+        let breaker = addr.send(GetBreaker).await.unwrap();
+        assert!(
+            matches!(breaker.circuit, Circuit::Open { .. }),
+            "{breaker:?}"
+        );
+        assert_eq!(breaker.consecutive_failures, 2);
+        assert_eq!(breaker.last_error, Some("stream_ended"));
+        assert_eq!(
+            provider.requests().len(),
+            2,
+            "asking for the breaker did not call the provider"
+        );
+        arbiter.stop();
+    }
+
+    #[actix_web::test]
+    async fn after_the_cooldown_the_circuit_is_half_open_and_a_success_closes_it() {
+        let provider = Arc::new(ScriptedProvider::new(
+            "p",
+            "m",
+            [Err(ProviderError::Timeout), Ok(vec![ProviderEvent::Done])],
+        ));
+        let arbiter = Arbiter::new();
+        let mut models = Models::default();
+        let no_cooldown = ModelSettings {
+            breaker_failures: 1,
+            breaker_cooldown_secs: 0,
+        };
+        models.add("p", provider.clone(), &no_cooldown, &arbiter.handle());
+        let closed = models.breakers(Duration::from_secs(5)).await;
+        assert_eq!(
+            closed,
+            vec![(
+                "p".to_owned(),
+                Some(Breaker {
+                    circuit: Circuit::Closed,
+                    consecutive_failures: 0,
+                    last_error: None,
+                })
+            )]
+        );
+        assert!(
+            models
+                .generate("p", GenerateParams::default())
+                .await
+                .is_err()
+        );
+        let open = models.breakers(Duration::from_secs(5)).await;
+        let breaker = open[0].1.clone().unwrap();
+        assert_eq!(breaker.circuit, Circuit::HalfOpen, "{breaker:?}");
+        assert_eq!(breaker.last_error, Some("timeout"));
+        let stream = models
+            .generate("p", GenerateParams::default())
+            .await
+            .unwrap();
+        drain(stream).await;
+        let closed = models.breakers(Duration::from_secs(5)).await;
+        let breaker = closed[0].1.clone().unwrap();
+        assert_eq!(breaker.circuit, Circuit::Closed);
+        assert_eq!(breaker.consecutive_failures, 0);
+        assert_eq!(
+            breaker.last_error,
+            Some("timeout"),
+            "the last error stays visible"
         );
         arbiter.stop();
     }

@@ -28,6 +28,11 @@ pub struct Invoke {
     pub caller: Caller,
 }
 
+/// Checks the skill's engine (see [`Skill::health`]).
+#[derive(Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct CheckHealth;
+
 /// The actor in front of one skill.
 pub struct SkillActor {
     skill: Arc<dyn Skill>,
@@ -39,6 +44,16 @@ pub struct SkillActor {
 
 impl Actor for SkillActor {
     type Context = Context<Self>;
+}
+
+impl Handler<CheckHealth> for SkillActor {
+    type Result = ResponseFuture<Result<(), String>>;
+
+    fn handle(&mut self, _msg: CheckHealth, _ctx: &mut Context<Self>) -> Self::Result {
+        // Not a tool call: no permit, so a skill busy with calls still answers.
+        let skill = self.skill.clone();
+        Box::pin(async move { skill.health().await })
+    }
 }
 
 impl Handler<Invoke> for SkillActor {
@@ -184,6 +199,8 @@ pub enum SkillStartError {
 pub struct Tools {
     by_name: HashMap<String, (String, ToolSpec, Addr<SkillActor>)>,
     names: Vec<String>,
+    /// Each skill's actor by skill id, in registration order.
+    skills: Vec<(String, Addr<SkillActor>)>,
 }
 
 impl Tools {
@@ -195,6 +212,7 @@ impl Tools {
     ) -> Result<Tools, SkillStartError> {
         let mut by_name = HashMap::new();
         let mut names = Vec::new();
+        let mut skills = Vec::new();
         for (i, skill) in registry.skills().iter().enumerate() {
             let mut schemas = HashMap::new();
             let mut outputs = HashMap::new();
@@ -220,6 +238,7 @@ impl Tools {
                 Some(arbiter) => SkillActor::start_in_arbiter(arbiter, |_| actor),
                 None => actor.start(),
             };
+            skills.push((skill.id().to_owned(), addr.clone()));
             for tool in skill.tools() {
                 if let Some((first, _, _)) = by_name.get(&tool.name) {
                     return Err(SkillStartError::DuplicateTool {
@@ -235,7 +254,11 @@ impl Tools {
                 );
             }
         }
-        Ok(Tools { by_name, names })
+        Ok(Tools {
+            by_name,
+            names,
+            skills,
+        })
     }
 
     /// No tools at all.
@@ -243,6 +266,7 @@ impl Tools {
         Tools {
             by_name: HashMap::new(),
             names: Vec::new(),
+            skills: Vec::new(),
         }
     }
 
@@ -257,6 +281,25 @@ impl Tools {
             .get(tool)
             .filter(|(owner, _, _)| skill.is_none_or(|s| s == owner))
             .map(|(_, spec, _)| spec)
+    }
+
+    /// Every skill's health, by skill id in registration order, asked through its actor
+    /// (so a stopped actor counts as down) and bounded by `timeout`.
+    /// Each with how long it took.
+    pub async fn health(&self, timeout: Duration) -> Vec<(String, Result<(), String>, Duration)> {
+        let checks = self.skills.iter().map(|(id, addr)| async move {
+            let started = Instant::now();
+            let result = match tokio::time::timeout(timeout, addr.send(CheckHealth)).await {
+                Ok(Ok(result)) => result,
+                Ok(Err(e)) => Err(format!("skill actor unreachable: {e}")),
+                Err(_) => Err(format!(
+                    "no answer within {} ms (health.timeout_ms)",
+                    timeout.as_millis()
+                )),
+            };
+            (id.clone(), result, started.elapsed())
+        });
+        futures_util::future::join_all(checks).await
     }
 
     /// Calls a tool through its skill's actor. `None`: no such tool (in that skill).

@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -23,6 +23,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use super::executor::AgentExecutor;
 use super::persistence::PersistenceHandle;
+use super::shutdown::{Activity, Busy};
 use crate::config::{StateSettings, StreamingSettings, ThreadSettings};
 use crate::domain::{
     Artifact, ContextId, Message, Metadata, SendMessage, SendOutcome, StreamEvent, Task, TaskId,
@@ -64,6 +65,11 @@ pub struct Shared {
     /// Resident tasks → their thread, so `GetTask` by id finds the actor.
     pub tasks: DashMap<(TenantId, TaskId), ContextId>,
     pub next_actor_id: AtomicU64,
+    /// Turns not finished yet (a graceful shutdown waits for them).
+    pub activity: Arc<Activity>,
+    /// A graceful shutdown has begun: no new turns or subscriptions, and task streams
+    /// end once no turn of theirs is running.
+    pub draining: AtomicBool,
 }
 
 impl Shared {
@@ -72,7 +78,13 @@ impl Shared {
             actors: DashMap::new(),
             tasks: DashMap::new(),
             next_actor_id: AtomicU64::new(1),
+            activity: Arc::new(Activity::default()),
+            draining: AtomicBool::new(false),
         }
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
     }
 }
 
@@ -153,6 +165,8 @@ pub(super) struct PendingTurn {
     pub cmd: SendMessage,
     pub mode: Mode,
     pub waiter: Waiter,
+    /// Counts the turn until it has run (or failed to start).
+    pub busy: Busy,
 }
 
 pub(super) struct RunningTurn {
@@ -161,6 +175,8 @@ pub(super) struct RunningTurn {
     pub abort: Option<tokio::task::AbortHandle>,
     /// The turn answered with a message: the task will never exist.
     pub replied: bool,
+    /// Counts the turn until it ends (dropped with this record).
+    pub _busy: Busy,
 }
 
 pub(super) struct Loaded {
@@ -209,13 +225,18 @@ impl ThreadActor {
         }
     }
 
-    /// The loaded state, or why there is none.
+    /// The loaded state, or why there is none. Counts as activity: the actor is not idle.
     pub(super) fn loaded(&mut self) -> Result<&mut Loaded, ActorError> {
+        let loaded = self.loaded_quietly()?;
+        loaded.last_activity = Instant::now();
+        Ok(loaded)
+    }
+
+    /// The loaded state without counting as activity: for housekeeping (the janitor's
+    /// sweep, draining), which must not keep an idle actor in memory.
+    pub(super) fn loaded_quietly(&mut self) -> Result<&mut Loaded, ActorError> {
         match &mut self.phase {
-            Phase::Ready(loaded) => {
-                loaded.last_activity = Instant::now();
-                Ok(loaded)
-            }
+            Phase::Ready(loaded) => Ok(loaded),
             Phase::Closed(None) | Phase::Loading => Err(ActorError::Gone),
             Phase::Closed(Some(e)) => Err(ActorError::Failed(e.clone())),
         }
@@ -246,6 +267,10 @@ impl ThreadActor {
                         );
                     }
                     act.phase = Phase::Ready(Box::new(loaded));
+                    // State entries that expired while the thread was out of memory are
+                    // removed now (and an overdue thread marked expired), before any
+                    // message is handled; the janitor sweeps resident threads itself.
+                    ctx.wait(act.sweep(Timestamp::now()).map(|_, _, _| ()));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, context_id = %act.key.context_id, "thread load failed");
@@ -288,7 +313,10 @@ impl ThreadActor {
     }
 
     /// Periodic housekeeping: finished tasks leave memory after the retention period,
-    /// and an idle actor evicts itself.
+    /// and an idle actor evicts itself. Eviction stays here rather than in the janitor:
+    /// under memory pressure it must react within the retention period (not a janitor
+    /// interval), and only the actor knows whether a turn runs or a client listens. It is
+    /// counted as the janitor's work all the same (`agent_a2a_janitor_actors_evicted_total`).
     fn tick(&mut self, ctx: &mut Context<Self>) {
         let retention = Duration::from_millis(self.deps.threads.task_retention_ms);
         // Under memory pressure (too many resident actors) idle means "nothing for the
@@ -321,6 +349,7 @@ impl ThreadActor {
                 .all(|t| t.hub.as_ref().is_none_or(|h| h.receiver_count() == 0));
         if quiet {
             tracing::debug!(context_id = %self.key.context_id, "evicting idle thread actor");
+            metrics::counter!(telemetry::JANITOR_ACTORS_EVICTED).increment(1);
             self.close(None, ctx);
         }
     }
@@ -527,6 +556,7 @@ pub struct SendTurn {
     pub(super) cmd: SendMessage,
     pub(super) mode: Mode,
     pub(super) waiter: Waiter,
+    pub(super) busy: Busy,
 }
 
 /// A task from memory (`None` when it is not resident).
@@ -602,6 +632,7 @@ impl Handler<SendTurn> for ThreadActor {
             cmd: msg.cmd,
             mode: msg.mode,
             waiter: msg.waiter,
+            busy: msg.busy,
         });
         self.pump(ctx);
         Ok(())

@@ -293,6 +293,7 @@ impl ThreadActor {
             turn: turn_id,
             abort: Some(handle.abort_handle()),
             replied: false,
+            _busy: pending.busy,
         });
         ctx.spawn(
             fut::wrap_future(handle)

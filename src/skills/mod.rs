@@ -97,6 +97,13 @@ pub trait Skill: Send + Sync + 'static {
         arguments: Value,
         caller: &Caller,
     ) -> Result<Value, SkillError>;
+
+    /// Whether the skill's engine can serve: a cheap real round trip to what it depends
+    /// on (its repository, its database), for `/health`. The error text is for the log
+    /// only. Skills without a dependency of their own are always healthy.
+    async fn health(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The skills registered at start-up.

@@ -1,38 +1,95 @@
 //! Health for operators and orchestrators, and Prometheus metrics.
 //!
-//! `/health` makes a real round trip to the store and answers 503 when it fails;
-//! `/health/live` only says the process serves HTTP; `/health/ready` says it can take
-//! traffic (the store answers).
-
-use std::time::Instant;
+//! - `/health` checks every dependency (`runtime::health`): the store with a real round
+//!   trip, each skill's engine (the knowledge repository, the memory table), and each
+//!   model provider's circuit breaker (never a call to the provider). `"ok"` and 200 when
+//!   all are up; `"degraded"` and 200 when only providers are not serving; `"unavailable"`
+//!   and 503 when the store or a skill is down.
+//! - `/health/live` says the process serves HTTP (restart me if this fails).
+//! - `/health/ready` says it should get traffic: start-up recovery has finished, no
+//!   shutdown has begun, and the store answers. 503 otherwise, with the reason.
+//!
+//! Error details stay in the log; the bodies name only what is down.
 
 use actix_web::{HttpResponse, web};
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
 use crate::http::AppState;
+use crate::runtime::model_actor::Circuit;
+use crate::runtime::{Check, Overall, ProviderHealth, Recovery};
 
 pub async fn health(state: web::Data<AppState>) -> HttpResponse {
-    let store = state.runtime.store();
-    let started = Instant::now();
-    let ping = store.ping().await;
-    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let store_check = match &ping {
-        Ok(()) => json!({"status": "up", "backend": store.backend(), "latencyMs": latency_ms}),
-        Err(e) => {
-            tracing::warn!(error = %e, "health: store check failed");
-            json!({"status": "down", "backend": store.backend(), "error": "store unreachable"})
-        }
-    };
+    let runtime = &state.runtime;
+    let report = runtime.health().await;
+    let overall = report.overall();
+    let mut store = check_json(&report.store);
+    store["backend"] = json!(runtime.store().backend());
+    let skills: Map<String, Value> = report
+        .skills
+        .iter()
+        .map(|(id, check)| (id.clone(), check_json(check)))
+        .collect();
+    let providers: Map<String, Value> = report
+        .providers
+        .iter()
+        .map(|p| (p.name.clone(), provider_json(p)))
+        .collect();
     let body = json!({
-        "status": if ping.is_ok() { "ok" } else { "unavailable" },
+        "status": match overall {
+            Overall::Ok => "ok",
+            Overall::Degraded => "degraded",
+            Overall::Unavailable => "unavailable",
+        },
         "version": env!("CARGO_PKG_VERSION"),
-        "checks": { "store": store_check },
-        "threads": { "resident": state.runtime.resident_threads() },
+        "checks": { "store": store, "skills": skills, "providers": providers },
+        "threads": { "resident": runtime.resident_threads() },
+        "recovery": recovery_json(runtime.recovery()),
+        "shuttingDown": runtime.is_draining(),
     });
-    if ping.is_ok() {
-        HttpResponse::Ok().json(body)
-    } else {
-        HttpResponse::ServiceUnavailable().json(body)
+    match overall {
+        Overall::Ok | Overall::Degraded => HttpResponse::Ok().json(body),
+        Overall::Unavailable => HttpResponse::ServiceUnavailable().json(body),
+    }
+}
+
+fn check_json(check: &Check) -> Value {
+    let mut value = json!({
+        "status": if check.up { "up" } else { "down" },
+        "latencyMs": check.latency_ms,
+    });
+    if let Some(problem) = check.problem {
+        value["error"] = json!(problem);
+    }
+    value
+}
+
+fn provider_json(provider: &ProviderHealth) -> Value {
+    let Some(breaker) = &provider.breaker else {
+        return json!({"status": "down", "error": "model actor did not answer"});
+    };
+    let mut value = json!({
+        "status": if provider.serving() { "up" } else { "degraded" },
+        "circuit": match breaker.circuit {
+            Circuit::Closed => "closed",
+            Circuit::Open { .. } => "open",
+            Circuit::HalfOpen => "half_open",
+        },
+        "consecutiveFailures": breaker.consecutive_failures,
+        "lastErrorKind": breaker.last_error,
+    });
+    if let Circuit::Open { retry_after } = breaker.circuit {
+        value["retryAfterMs"] = json!(retry_after.as_millis() as u64);
+    }
+    value
+}
+
+fn recovery_json(recovery: Recovery) -> Value {
+    match recovery {
+        Recovery::Pending => json!({"state": "pending"}),
+        Recovery::Running => json!({"state": "running"}),
+        Recovery::Done { recovered, failed } => {
+            json!({"state": "done", "recovered": recovered, "failed": failed})
+        }
     }
 }
 
@@ -41,9 +98,24 @@ pub async fn live() -> HttpResponse {
 }
 
 pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
-    match state.runtime.store().ping().await {
-        Ok(()) => HttpResponse::Ok().json(json!({"status": "ready"})),
-        Err(_) => HttpResponse::ServiceUnavailable().json(json!({"status": "not ready"})),
+    let runtime = &state.runtime;
+    if runtime.is_draining() {
+        return HttpResponse::ServiceUnavailable().json(json!({"status": "shutting down"}));
+    }
+    if !runtime.is_ready() {
+        return HttpResponse::ServiceUnavailable().json(json!({
+            "status": "starting",
+            "recovery": recovery_json(runtime.recovery()),
+        }));
+    }
+    let store = runtime.check_store().await;
+    if store.up {
+        HttpResponse::Ok().json(json!({"status": "ready"}))
+    } else {
+        HttpResponse::ServiceUnavailable().json(json!({
+            "status": "not ready",
+            "store": check_json(&store),
+        }))
     }
 }
 

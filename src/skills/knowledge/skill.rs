@@ -214,6 +214,16 @@ impl Skill for KnowledgeSkill {
             other => Err(SkillError::NotFound(format!("tool {other}"))),
         }
     }
+
+    /// HEAD is readable: the repository is there and intact enough to serve.
+    async fn health(&self) -> Result<(), String> {
+        let engine = Arc::clone(&self.engine);
+        match tokio::task::spawn_blocking(move || engine.repository().head()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("knowledge repository HEAD unreadable: {e}")),
+            Err(e) => Err(format!("knowledge health check did not complete: {e}")),
+        }
+    }
 }
 
 /// A tool's arguments, checked against its schema's keys.

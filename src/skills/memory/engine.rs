@@ -115,6 +115,13 @@ impl MemoryEngine {
         &self.settings
     }
 
+    /// Whether the memories can be reached: a round trip to their table. The embeddings
+    /// endpoint is not called (it may be paid for per request; a failing one shows in
+    /// search errors).
+    pub async fn health(&self) -> Result<(), SkillError> {
+        self.repo.ping().await.map_err(store_error)
+    }
+
     /// Stores a memory (or reports the existing duplicate).
     pub async fn add(&self, tenant: &TenantId, request: AddMemory) -> Result<Added, SkillError> {
         check_ids(&request.ids)?;

@@ -178,4 +178,8 @@ impl Skill for MemorySkill {
             ))),
         }
     }
+
+    async fn health(&self) -> Result<(), String> {
+        self.engine.health().await.map_err(|e| e.to_string())
+    }
 }

@@ -193,6 +193,10 @@ pub trait MemoryRepository: Send + Sync + 'static {
         id: &str,
         delta: f64,
     ) -> Result<Option<f64>, StoreError>;
+
+    /// A real round trip to the memories table (at most one id read, of any tenant, and
+    /// discarded): the memory engine's health check.
+    async fn ping(&self) -> Result<(), StoreError>;
 }
 
 /// The memory repository on the configured database, with a pool of its own of at most

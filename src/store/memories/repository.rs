@@ -268,6 +268,13 @@ macro_rules! memory_repository_impl {
                     query(adjust).load(&mut *self.conn().await?).await?;
                 Ok(rows.into_iter().next().map(|r| r.importance))
             }
+
+            async fn ping(&self) -> Result<(), StoreError> {
+                diesel::sql_query("SELECT id FROM memories LIMIT 1")
+                    .load::<IdRow>(&mut *self.conn().await?)
+                    .await?;
+                Ok(())
+            }
         }
     };
 }

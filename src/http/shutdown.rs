@@ -1,0 +1,75 @@
+//! Graceful shutdown, the way `serve` ends: on SIGTERM or SIGINT.
+//!
+//! 1. The runtime starts draining: new messages and subscriptions get a retryable 503,
+//!    `/health/ready` turns 503, the janitor stops, and every task stream that no running
+//!    turn will publish to ends at once (the others when their turn ends) — so open SSE
+//!    connections close instead of holding the server until the deadline.
+//! 2. The HTTP server stops accepting connections and lets requests in flight finish;
+//!    at the same time the runtime waits for every accepted turn, including those whose
+//!    caller already has its answer (`returnImmediately`). Both are bounded by
+//!    `server.shutdown_timeout_secs`; a second signal cuts the wait short.
+//! 3. The actors stop (a turn still running is cut: its task stays as last committed),
+//!    every write they queued is committed — for at most `server.shutdown_timeout_secs`
+//!    again — and the persistence actor stops. `serve` then returns and the process
+//!    exits 0.
+//!
+//! Nothing acknowledged can be lost on the way: an answer is only sent after its commit
+//! (the persistence invariant), and step 3 makes the unanswered rest durable too.
+
+use std::time::Duration;
+
+use actix_web::dev::ServerHandle;
+use tokio::time::Instant;
+
+use crate::runtime::Runtime;
+
+/// Waits for SIGTERM or SIGINT; returns the signal's name.
+pub async fn signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (mut term, mut int) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(term), Ok(int)) => (term, int),
+        (Err(e), _) | (_, Err(e)) => {
+            // Without handlers the default action (exit at once) stays in place.
+            tracing::error!(error = %e, "cannot listen for SIGTERM/SIGINT; no graceful shutdown");
+            return std::future::pending().await;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}
+
+/// Drains and stops the server and the runtime (the sequence above). Errors are logged:
+/// a shutdown goes on to the end regardless.
+pub async fn graceful(handle: &ServerHandle, runtime: &Runtime, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    runtime.begin_drain();
+    let drained = async {
+        let ((), left) = tokio::join!(handle.stop(true), runtime.wait_for_turns(deadline));
+        left
+    };
+    let left = tokio::select! {
+        left = drained => left,
+        name = signal() => {
+            tracing::warn!(signal = name, "second signal: not waiting any longer");
+            handle.stop(false).await;
+            runtime.wait_for_turns(Instant::now()).await
+        }
+    };
+    if left > 0 {
+        tracing::warn!(
+            turns = left,
+            "shutdown deadline passed (server.shutdown_timeout_secs); cutting the turns still running"
+        );
+    } else {
+        tracing::info!("every turn finished; stopping the actors");
+    }
+    match runtime.close(Instant::now() + timeout).await {
+        Ok(()) => tracing::info!("persistence queue flushed; runtime stopped"),
+        Err(e) => tracing::error!(error = %e, "the persistence queue could not be flushed"),
+    }
+}

@@ -1,0 +1,163 @@
+//! The runtime's dependencies, checked for `/health`: the store (a real round trip),
+//! every skill's engine (through its actor: the knowledge repository's HEAD, the memory
+//! table), and every model provider's circuit breaker (asked of its actor: a health check
+//! never calls a paid provider API).
+//!
+//! What counts as down: the store or any skill — the server cannot do its work without
+//! them, so `/health` answers 503 and an orchestrator may restart or stop routing. A
+//! provider whose circuit is open makes the server *degraded* (200): it still serves
+//! (explicit tool calls need no model, the breaker retries by itself), and a restart would
+//! not bring a remote provider back.
+//!
+//! Every check is bounded by `health.timeout_ms`; the checks run at once.
+
+use std::time::Instant;
+
+use super::Runtime;
+use super::model_actor::{Breaker, Circuit};
+
+/// The outcome of one check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    pub up: bool,
+    /// How long the check took, in milliseconds.
+    pub latency_ms: f64,
+    /// Why it is down, in words safe to show anyone (the detail is logged).
+    pub problem: Option<&'static str>,
+}
+
+/// A provider's circuit breaker, or `None` when its actor did not answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderHealth {
+    pub name: String,
+    pub breaker: Option<Breaker>,
+}
+
+impl ProviderHealth {
+    /// Calls go through (closed, or half-open: the next call is let through).
+    pub fn serving(&self) -> bool {
+        self.breaker
+            .as_ref()
+            .is_some_and(|b| !matches!(b.circuit, Circuit::Open { .. }))
+    }
+}
+
+/// Overall: every required dependency is up (`Ok`), some provider is not (`Degraded`),
+/// or something required is down (`Unavailable`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overall {
+    Ok,
+    Degraded,
+    Unavailable,
+}
+
+/// Every dependency's state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthReport {
+    pub store: Check,
+    /// By skill id, in registration order.
+    pub skills: Vec<(String, Check)>,
+    /// By provider name, sorted.
+    pub providers: Vec<ProviderHealth>,
+}
+
+impl HealthReport {
+    pub fn overall(&self) -> Overall {
+        if !self.store.up || self.skills.iter().any(|(_, c)| !c.up) {
+            Overall::Unavailable
+        } else if self.providers.iter().all(ProviderHealth::serving) {
+            Overall::Ok
+        } else {
+            Overall::Degraded
+        }
+    }
+}
+
+impl Runtime {
+    /// A real round trip to the store, bounded by `health.timeout_ms`.
+    pub async fn check_store(&self) -> Check {
+        let timeout = self.settings.health_timeout;
+        let started = Instant::now();
+        let outcome = tokio::time::timeout(timeout, self.store.ping()).await;
+        let latency_ms = elapsed_ms(started);
+        match outcome {
+            Ok(Ok(())) => up(latency_ms),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "health: store check failed");
+                down(latency_ms, "store unreachable")
+            }
+            Err(_) => {
+                tracing::warn!(
+                    timeout_ms = timeout.as_millis() as u64,
+                    "health: store check timed out"
+                );
+                down(latency_ms, TIMED_OUT)
+            }
+        }
+    }
+
+    /// Checks every dependency (see the module documentation).
+    pub async fn health(&self) -> HealthReport {
+        let timeout = self.settings.health_timeout;
+        let store = self.check_store();
+        let skills = async {
+            self.tools
+                .health(timeout)
+                .await
+                .into_iter()
+                .map(|(id, result, took)| {
+                    let latency_ms = took.as_secs_f64() * 1000.0;
+                    let check = match result {
+                        Ok(()) => up(latency_ms),
+                        Err(e) if took >= timeout => {
+                            tracing::warn!(skill = %id, error = %e, "health: skill check timed out");
+                            down(latency_ms, TIMED_OUT)
+                        }
+                        Err(e) => {
+                            tracing::warn!(skill = %id, error = %e, "health: skill check failed");
+                            down(latency_ms, "skill engine unavailable")
+                        }
+                    };
+                    (id, check)
+                })
+                .collect()
+        };
+        let providers = async {
+            self.models
+                .breakers(timeout)
+                .await
+                .into_iter()
+                .map(|(name, breaker)| ProviderHealth { name, breaker })
+                .collect()
+        };
+        let (store, skills, providers) = tokio::join!(store, skills, providers);
+        HealthReport {
+            store,
+            skills,
+            providers,
+        }
+    }
+}
+
+/// What a check that did not answer in time reports.
+const TIMED_OUT: &str = "no answer within health.timeout_ms";
+
+fn elapsed_ms(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1000.0
+}
+
+fn up(latency_ms: f64) -> Check {
+    Check {
+        up: true,
+        latency_ms,
+        problem: None,
+    }
+}
+
+fn down(latency_ms: f64, problem: &'static str) -> Check {
+    Check {
+        up: false,
+        latency_ms,
+        problem: Some(problem),
+    }
+}

@@ -1,0 +1,189 @@
+//! The janitor: every `threads.janitor_interval_secs` it expires threads past their TTL
+//! and removes expired thread-state entries (contract B.5, B.6), and counts what it did.
+//!
+//! One pass, as of a clock reading `now`:
+//!
+//! 1. **Resident threads** get a [`Sweep`] through their actor, `threads.janitor_batch`
+//!    at a time: the actor drops its expired state entries and, past its expiry, marks
+//!    itself expired — planned, committed and applied like any other change of the
+//!    thread, so the janitor never writes a thread that has an actor (one writer per
+//!    thread).
+//! 2. **Threads in the store** still marked active but past their expiry are read a page
+//!    of `threads.janitor_batch` keys at a time (a keyset over every tenant). A page's
+//!    resident threads are swept through their actors as above; the others are expired
+//!    with one conditional [`WriteOp::ExpireThreads`] per tenant, committed through the
+//!    `PersistenceActor`. The condition (`status = 'active' AND expires_at <= now`) makes
+//!    that write safe even against an actor that loads the thread meanwhile: an actor
+//!    only ever moves an expiry that has not passed, so a row the condition matches is
+//!    one no actor may continue — the janitor writes down a fact that was already true.
+//!
+//! **State of threads not in memory** is not rewritten by the janitor. Expired entries
+//! already read as absent, so nothing observable waits for their removal; finding them
+//! would mean reading every stored thread's state (there is no column to index), and
+//! rewriting it from outside the actor would race an actor loading the thread (a lost
+//! update of a state write). Instead a thread actor sweeps itself right after loading,
+//! before it handles any message, and stays in memory at least `threads.idle_timeout_secs`
+//! (longer than the janitor interval by default), during which the janitor visits it.
+//! Until then the dead entries sit in the stored row, within the thread's
+//! `state.max_bytes`.
+//!
+//! **Idle actors** are evicted by their own housekeeping tick (`thread.rs`), not by the
+//! janitor: under memory pressure eviction must follow within `threads.task_retention_ms`,
+//! and only the actor knows whether a turn runs or a client listens. The janitor's metric
+//! counts those evictions.
+//!
+//! Metrics: `agent_a2a_janitor_runs_total`, `agent_a2a_janitor_run_duration_ms`,
+//! `agent_a2a_janitor_threads_expired_total` (bulk expiries here, actor sweeps in
+//! `maintenance.rs`), `agent_a2a_janitor_state_entries_removed_total` and
+//! `agent_a2a_janitor_actors_evicted_total`.
+
+use std::collections::BTreeMap;
+use std::sync::Weak;
+use std::time::{Duration, Instant};
+
+use actix::Addr;
+use futures_util::future::join_all;
+use tokio::sync::watch;
+
+use super::Runtime;
+use super::maintenance::{Sweep, SweepReport};
+use super::thread::{ThreadActor, ThreadKey};
+use crate::domain::{ContextId, TenantId, Timestamp};
+use crate::error::Result;
+use crate::store::{DueThread, WriteOp};
+use crate::telemetry;
+
+/// What one janitor pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JanitorReport {
+    /// Threads marked expired: by their actors, plus those handed to the conditional
+    /// store write (a thread continued in the instant between the read and that write
+    /// is counted but keeps its status).
+    pub threads_expired: usize,
+    /// Expired state entries removed from resident threads.
+    pub state_entries_removed: usize,
+    /// Resident thread actors swept.
+    pub threads_swept: usize,
+}
+
+impl JanitorReport {
+    fn add(&mut self, sweep: SweepReport) {
+        self.threads_swept += 1;
+        self.state_entries_removed += sweep.state_entries_removed;
+        self.threads_expired += usize::from(sweep.thread_expired);
+    }
+}
+
+impl Runtime {
+    /// Runs one janitor pass as of `now` (the periodic janitor passes the current time;
+    /// tests pass a later one instead of waiting). Fails only when the store cannot be
+    /// read or written; what was done until then stays done.
+    pub async fn run_janitor(&self, now: Timestamp) -> Result<JanitorReport> {
+        let started = Instant::now();
+        let result = self.janitor_pass(now).await;
+        metrics::counter!(telemetry::JANITOR_RUNS).increment(1);
+        metrics::histogram!(telemetry::JANITOR_RUN_MS)
+            .record(started.elapsed().as_secs_f64() * 1000.0);
+        match &result {
+            Ok(report) => tracing::debug!(?report, "janitor pass done"),
+            Err(e) => tracing::warn!(error = %e, "janitor pass failed"),
+        }
+        result
+    }
+
+    async fn janitor_pass(&self, now: Timestamp) -> Result<JanitorReport> {
+        let batch = self.settings.threads.janitor_batch;
+        let mut report = JanitorReport::default();
+        let resident: Vec<Addr<ThreadActor>> = self
+            .shared
+            .actors
+            .iter()
+            .map(|entry| entry.value().1.clone())
+            .collect();
+        for chunk in resident.chunks(batch) {
+            for swept in join_all(chunk.iter().map(|addr| addr.send(Sweep { now }))).await {
+                // An actor evicted or closed meanwhile has nothing in memory to sweep;
+                // its thread, if due, is in the store and handled below.
+                if let Ok(Ok(sweep)) = swept {
+                    report.add(sweep);
+                }
+            }
+        }
+        let mut after: Option<DueThread> = None;
+        loop {
+            let due = self.store.due_threads(now, after.as_ref(), batch).await?;
+            let last_page = due.len() < batch;
+            after = due.last().cloned();
+            let mut by_tenant: BTreeMap<TenantId, Vec<ContextId>> = BTreeMap::new();
+            for thread in due {
+                let key = ThreadKey {
+                    tenant: thread.tenant,
+                    context_id: thread.thread_id,
+                };
+                let actor = self
+                    .shared
+                    .actors
+                    .get(&key)
+                    .map(|entry| entry.value().1.clone())
+                    .filter(Addr::connected);
+                if let Some(addr) = actor
+                    && let Ok(Ok(sweep)) = addr.send(Sweep { now }).await
+                {
+                    report.add(sweep);
+                    continue;
+                }
+                by_tenant
+                    .entry(key.tenant)
+                    .or_default()
+                    .push(key.context_id);
+            }
+            let expired: usize = by_tenant.values().map(Vec::len).sum();
+            if expired > 0 {
+                let ops = by_tenant
+                    .into_iter()
+                    .map(|(tenant, thread_ids)| WriteOp::ExpireThreads {
+                        tenant,
+                        thread_ids,
+                        at: now,
+                    })
+                    .collect();
+                self.persistence.commit(ops).await?;
+                report.threads_expired += expired;
+                metrics::counter!(telemetry::JANITOR_THREADS_EXPIRED).increment(expired as u64);
+            }
+            if last_page {
+                return Ok(report);
+            }
+        }
+    }
+}
+
+/// Runs a janitor pass every `every` until `stop` turns true or the runtime is gone.
+pub(super) async fn run_periodically(
+    runtime: Weak<Runtime>,
+    mut stop: watch::Receiver<bool>,
+    every: Duration,
+) {
+    // Every series exists (at 0) before the first pass.
+    for counter in [
+        telemetry::JANITOR_RUNS,
+        telemetry::JANITOR_THREADS_EXPIRED,
+        telemetry::JANITOR_STATE_REMOVED,
+        telemetry::JANITOR_ACTORS_EVICTED,
+    ] {
+        metrics::counter!(counter).increment(0);
+    }
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|stopped| *stopped) => return,
+        }
+        let Some(runtime) = runtime.upgrade() else {
+            return;
+        };
+        // Errors are logged by the pass; the next one tries again.
+        let _ = runtime.run_janitor(Timestamp::now()).await;
+    }
+}

@@ -1,0 +1,147 @@
+//! The thread actor's side of the janitor, the start-up recovery and the graceful
+//! shutdown: [`Sweep`], [`Recover`] and [`Drain`].
+//!
+//! A sweep changes the thread the way every other change does — planned from the actor's
+//! state, committed through the `PersistenceActor`, then applied — so the janitor never
+//! writes a resident thread itself: the one-writer invariant holds. It removes expired
+//! state entries and marks a thread past its expiry `expired`; the actor also sweeps
+//! itself right after loading, so a thread that was out of memory is cleaned the moment
+//! it comes back (see `janitor.rs` for why the janitor does not rewrite the state of
+//! threads that are not resident).
+
+use std::pin::Pin;
+
+use actix::prelude::*;
+
+use super::thread::{ActorError, ThreadActor};
+use crate::domain::Timestamp;
+use crate::error::Error;
+use crate::store::{ThreadStatus, WriteOp};
+use crate::telemetry;
+
+/// The error for requests that arrive once a graceful shutdown has begun.
+pub(super) fn shutting_down() -> Error {
+    Error::Unavailable {
+        detail: "the server is shutting down".into(),
+        retry_after_secs: 1,
+    }
+}
+
+/// What one sweep of a thread did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Expired state entries removed.
+    pub state_entries_removed: usize,
+    /// The thread was past its expiry and is now marked expired.
+    pub thread_expired: bool,
+}
+
+/// Remove the thread's state entries expired at `now`, and mark the thread expired if
+/// its expiry is at or before `now` (the janitor passes its clock; tests a later one).
+#[derive(Message)]
+#[rtype(result = "Result<SweepReport, ActorError>")]
+pub struct Sweep {
+    pub now: Timestamp,
+}
+
+/// Answered once the thread is loaded: start-up recovery sends it to bring a thread
+/// into memory.
+#[derive(Message)]
+#[rtype(result = "Result<(), ActorError>")]
+pub struct Recover;
+
+/// A graceful shutdown began: end the task streams no running turn will publish to.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Drain;
+
+type SweepFuture = Pin<Box<dyn ActorFuture<ThreadActor, Output = Result<SweepReport, ActorError>>>>;
+
+impl ThreadActor {
+    /// Plans the sweep, commits it and applies it. Nothing to do commits nothing.
+    pub(super) fn sweep(&mut self, now: Timestamp) -> SweepFuture {
+        let loaded = match self.loaded_quietly() {
+            Ok(loaded) => loaded,
+            Err(e) => return Box::pin(fut::ready(Err(e))),
+        };
+        // A thread that only exists in memory (no turn committed yet) has nothing stored.
+        if !loaded.thread_persisted {
+            return Box::pin(fut::ready(Ok(SweepReport::default())));
+        }
+        let mut state = loaded.state.clone();
+        let removed = state.remove_expired(now);
+        let expire =
+            loaded.thread.status == ThreadStatus::Active && loaded.thread.expires_at <= now;
+        if removed == 0 && !expire {
+            return Box::pin(fut::ready(Ok(SweepReport::default())));
+        }
+        let mut thread = loaded.thread.clone();
+        thread.conversation_context = state.to_json();
+        if expire {
+            thread.status = ThreadStatus::Expired;
+        }
+        let ops = vec![WriteOp::UpsertThread(thread.clone())];
+        let persistence = self.deps.persistence.clone();
+        Box::pin(
+            fut::wrap_future(async move { persistence.commit(ops).await }).map(
+                move |committed, act: &mut Self, _ctx| {
+                    if let Err(e) = committed {
+                        tracing::warn!(context_id = %act.key.context_id, error = %e, "thread sweep not committed");
+                        return Err(ActorError::Failed(e));
+                    }
+                    let loaded = act.loaded_quietly()?;
+                    loaded.state = state;
+                    loaded.thread = thread;
+                    metrics::counter!(telemetry::JANITOR_STATE_REMOVED).increment(removed as u64);
+                    if expire {
+                        metrics::counter!(telemetry::JANITOR_THREADS_EXPIRED).increment(1);
+                    }
+                    Ok(SweepReport {
+                        state_entries_removed: removed,
+                        thread_expired: expire,
+                    })
+                },
+            ),
+        )
+    }
+
+    /// Ends the streams of every task but the one whose turn is running: dropping a
+    /// task's hub ends its subscribers' live feed, and each stream then catches up from
+    /// the durable log and closes.
+    pub(super) fn end_idle_streams(&mut self) {
+        let Ok(loaded) = self.loaded_quietly() else {
+            return;
+        };
+        let running = loaded.running.as_ref().map(|r| r.task_id.clone());
+        for (task_id, entry) in &mut loaded.tasks {
+            if running.as_ref() != Some(task_id) {
+                entry.hub = None;
+            }
+        }
+    }
+}
+
+impl Handler<Sweep> for ThreadActor {
+    type Result = AtomicResponse<Self, Result<SweepReport, ActorError>>;
+
+    fn handle(&mut self, msg: Sweep, _ctx: &mut Context<Self>) -> Self::Result {
+        AtomicResponse::new(self.sweep(msg.now))
+    }
+}
+
+impl Handler<Recover> for ThreadActor {
+    type Result = Result<(), ActorError>;
+
+    fn handle(&mut self, _msg: Recover, _ctx: &mut Context<Self>) -> Self::Result {
+        // Messages wait for the load, so answering means the thread is in memory.
+        self.loaded_quietly().map(|_| ())
+    }
+}
+
+impl Handler<Drain> for ThreadActor {
+    type Result = ();
+
+    fn handle(&mut self, _msg: Drain, _ctx: &mut Context<Self>) {
+        self.end_idle_streams();
+    }
+}
