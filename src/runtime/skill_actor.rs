@@ -28,10 +28,12 @@ pub struct Invoke {
     pub caller: Caller,
 }
 
-/// Checks the skill's engine (see [`Skill::health`]).
+/// Checks the skill's engine (see [`Skill::health`]), giving up after `timeout`.
 #[derive(Message)]
 #[rtype(result = "Result<(), String>")]
-pub struct CheckHealth;
+pub struct CheckHealth {
+    pub timeout: Duration,
+}
 
 /// The actor in front of one skill.
 pub struct SkillActor {
@@ -49,10 +51,15 @@ impl Actor for SkillActor {
 impl Handler<CheckHealth> for SkillActor {
     type Result = ResponseFuture<Result<(), String>>;
 
-    fn handle(&mut self, _msg: CheckHealth, _ctx: &mut Context<Self>) -> Self::Result {
-        // Not a tool call: no permit, so a skill busy with calls still answers.
+    fn handle(&mut self, msg: CheckHealth, _ctx: &mut Context<Self>) -> Self::Result {
+        // Not a tool call: no permit, so a skill busy with calls still answers. Bounded
+        // here too, so a stuck engine leaves no check behind in the actor.
         let skill = self.skill.clone();
-        Box::pin(async move { skill.health().await })
+        Box::pin(async move {
+            tokio::time::timeout(msg.timeout, skill.health())
+                .await
+                .unwrap_or_else(|_| Err(timed_out(msg.timeout)))
+        })
     }
 }
 
@@ -289,13 +296,11 @@ impl Tools {
     pub async fn health(&self, timeout: Duration) -> Vec<(String, Result<(), String>, Duration)> {
         let checks = self.skills.iter().map(|(id, addr)| async move {
             let started = Instant::now();
-            let result = match tokio::time::timeout(timeout, addr.send(CheckHealth)).await {
+            let check = addr.send(CheckHealth { timeout });
+            let result = match tokio::time::timeout(timeout, check).await {
                 Ok(Ok(result)) => result,
                 Ok(Err(e)) => Err(format!("skill actor unreachable: {e}")),
-                Err(_) => Err(format!(
-                    "no answer within {} ms (health.timeout_ms)",
-                    timeout.as_millis()
-                )),
+                Err(_) => Err(timed_out(timeout)),
             };
             (id.clone(), result, started.elapsed())
         });
@@ -326,6 +331,13 @@ impl Tools {
             ))),
         })
     }
+}
+
+fn timed_out(timeout: Duration) -> String {
+    format!(
+        "no answer within {} ms (health.timeout_ms)",
+        timeout.as_millis()
+    )
 }
 
 impl std::fmt::Debug for Tools {

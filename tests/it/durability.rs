@@ -11,6 +11,14 @@ use crate::support::{http_client, user_message};
 
 /// Starts the real binary and waits for its "listening" log line.
 fn start_server(data_dir: &std::path::Path) -> (Child, String) {
+    start_server_with(data_dir, &[])
+}
+
+/// [`start_server`] with extra environment variables (`AGENT_A2A__…` settings).
+pub(crate) fn start_server_with(
+    data_dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (Child, String) {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -26,6 +34,7 @@ fn start_server(data_dir: &std::path::Path) -> (Child, String) {
         .env("RUST_LOG", "info")
         .env_remove("DATABASE_URL")
         .env("AGENT_A2A__LOG__FORMAT", "text")
+        .envs(env.iter().copied())
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()

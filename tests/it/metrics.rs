@@ -158,6 +158,10 @@ async fn every_metric_family_is_exported_after_traffic() {
     assert_eq!(app.get("/health").await.status(), 200);
     assert_eq!(app.get(&format!("/no/such/{}", ids[0])).await.status(), 404);
     drive_a_model().await;
+    app.runtime
+        .run_janitor(agent_a2a::domain::Timestamp::now())
+        .await
+        .expect("a janitor pass");
     // Let the census (every second here) count the tasks just made.
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
 
@@ -184,6 +188,11 @@ async fn every_metric_family_is_exported_after_traffic() {
         (t::MODEL_TTFT_MS, "histogram"),
         (t::MODEL_TOKENS, "counter"),
         (t::MODEL_ERRORS, "counter"),
+        (t::JANITOR_RUNS, "counter"),
+        (t::JANITOR_RUN_MS, "histogram"),
+        (t::JANITOR_THREADS_EXPIRED, "counter"),
+        (t::JANITOR_STATE_REMOVED, "counter"),
+        (t::JANITOR_ACTORS_EVICTED, "counter"),
         (t::BUILD_INFO, "gauge"),
         (t::START_TIME, "gauge"),
     ];

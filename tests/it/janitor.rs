@@ -1,0 +1,201 @@
+//! Thread expiry and the janitor (contract B.5, B.6): a thread past its TTL refuses
+//! messages whether or not its actor is in memory; the janitor marks expired threads in
+//! the store — through the actor when there is one — and removes expired state entries,
+//! which a thread loaded after they expired also drops at once.
+//!
+//! Passes are run with a clock moved forward (`run_janitor(later)`) rather than waiting.
+
+use std::time::Duration;
+
+use agent_a2a::domain::{ContextId, TenantId, Timestamp};
+use agent_a2a::runtime::JanitorReport;
+use agent_a2a::store::{ThreadRecord, ThreadStatus, WriteOp};
+use serde_json::{Value, json};
+
+use crate::support::{Backend, TestApp, spawn_app, spawn_app_with, user_message};
+
+const HOUR_MS: i64 = 3_600_000;
+
+fn context(id: &str) -> ContextId {
+    ContextId::parse(id).unwrap()
+}
+
+async fn send_in(app: &TestApp, context_id: &str, text: &str) -> Value {
+    let mut m = user_message(text);
+    m["contextId"] = json!(context_id);
+    app.rpc("SendMessage", json!({"message": m})).await
+}
+
+fn assert_expired_error(r: &Value, context_id: &str) {
+    assert_eq!(r["error"]["code"], -32004, "{r}");
+    let text = r["error"]["message"].as_str().unwrap();
+    assert!(
+        text.contains(context_id) && text.contains("expired"),
+        "the error names the thread and says it expired: {text}"
+    );
+}
+
+async fn stored(app: &TestApp, context_id: &str) -> ThreadRecord {
+    app.runtime
+        .store()
+        .load_thread(&TenantId::default_tenant(), &context(context_id), 0)
+        .await
+        .unwrap()
+        .expect("the thread is stored")
+        .thread
+}
+
+/// Stores a thread that no actor has loaded.
+async fn put_thread(app: &TestApp, id: &str, expires_at: i64, state: Value) {
+    let now = Timestamp::now().0;
+    let thread = ThreadRecord {
+        tenant: TenantId::default_tenant(),
+        thread_id: context(id),
+        created_at: Timestamp(now - HOUR_MS),
+        updated_at: Timestamp(now - HOUR_MS),
+        expires_at: Timestamp(expires_at),
+        status: ThreadStatus::Active,
+        conversation_context: state,
+    };
+    app.runtime
+        .store()
+        .commit(&[WriteOp::UpsertThread(thread)])
+        .await
+        .unwrap();
+}
+
+fn entry(value: &str, expires_at: i64) -> Value {
+    json!({"value": value, "expiresAt": expires_at})
+}
+
+#[actix_web::test]
+async fn a_resident_thread_refuses_messages_once_its_ttl_has_passed() {
+    let app = spawn_app_with(Backend::Sqlite, |s| s.threads.thread_ttl_secs = 1).await;
+    let r = send_in(&app, "short-lived", "complete").await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let tenant = TenantId::default_tenant();
+    assert!(app.runtime.is_resident(&tenant, &context("short-lived")));
+    // Wait (bounded) for the clock to pass the stored expiry; nothing else touches it.
+    let expires_at = stored(&app, "short-lived").await.expires_at;
+    for _ in 0..400 {
+        if Timestamp::now() > expires_at {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(Timestamp::now() > expires_at);
+    let r = send_in(&app, "short-lived", "complete").await;
+    assert_expired_error(&r, "short-lived");
+    assert!(
+        app.runtime.is_resident(&tenant, &context("short-lived")),
+        "refused by the actor in memory, not by a reload"
+    );
+}
+
+#[actix_web::test]
+async fn the_janitor_expires_a_resident_thread_through_its_actor() {
+    let app = spawn_app().await;
+    send_in(&app, "resident", "complete").await;
+    let later = Timestamp(Timestamp::now().0 + 25 * HOUR_MS);
+    let report = app.runtime.run_janitor(later).await.unwrap();
+    assert_eq!(report.threads_expired, 1, "{report:?}");
+    assert!(report.threads_swept >= 1, "{report:?}");
+    assert_eq!(stored(&app, "resident").await.status, ThreadStatus::Expired);
+    let r = send_in(&app, "resident", "complete").await;
+    assert_expired_error(&r, "resident");
+    // A second pass finds nothing left to do.
+    let again = app.runtime.run_janitor(later).await.unwrap();
+    assert_eq!(again.threads_expired, 0, "{again:?}");
+}
+
+#[actix_web::test]
+async fn the_janitor_expires_threads_that_are_not_in_memory_in_the_store() {
+    let app = spawn_app_with(Backend::Sqlite, |s| s.threads.janitor_batch = 2).await;
+    let now = Timestamp::now().0;
+    for i in 0..5 {
+        put_thread(&app, &format!("overdue-{i}"), now - 1_000 - i, json!({})).await;
+    }
+    put_thread(&app, "live", now + HOUR_MS, json!({})).await;
+    let report = app.runtime.run_janitor(Timestamp::now()).await.unwrap();
+    assert_eq!(
+        report,
+        JanitorReport {
+            threads_expired: 5,
+            state_entries_removed: 0,
+            threads_swept: 0,
+        },
+        "five threads over three pages of two"
+    );
+    for i in 0..5 {
+        let id = format!("overdue-{i}");
+        assert_eq!(stored(&app, &id).await.status, ThreadStatus::Expired);
+    }
+    assert_eq!(stored(&app, "live").await.status, ThreadStatus::Active);
+    let r = send_in(&app, "overdue-3", "complete").await;
+    assert_expired_error(&r, "overdue-3");
+    let r = send_in(&app, "live", "complete").await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+}
+
+#[actix_web::test]
+async fn the_janitor_removes_expired_state_entries_of_resident_threads() {
+    let app = spawn_app().await;
+    let now = Timestamp::now().0;
+    put_thread(
+        &app,
+        "stateful",
+        now + 48 * HOUR_MS,
+        json!({"soon": entry("a", now + HOUR_MS), "later": entry("b", now + 30 * HOUR_MS)}),
+    )
+    .await;
+    // A message loads the thread; both entries are still live.
+    send_in(&app, "stateful", "complete").await;
+    let state = stored(&app, "stateful").await.conversation_context;
+    assert_eq!(state.as_object().unwrap().len(), 2, "{state}");
+
+    let report = app
+        .runtime
+        .run_janitor(Timestamp(now + 2 * HOUR_MS))
+        .await
+        .unwrap();
+    assert_eq!(report.state_entries_removed, 1, "{report:?}");
+    assert_eq!(report.threads_expired, 0, "{report:?}");
+    let thread = stored(&app, "stateful").await;
+    assert_eq!(thread.status, ThreadStatus::Active);
+    assert_eq!(
+        thread.conversation_context,
+        json!({"later": entry("b", now + 30 * HOUR_MS)}),
+        "written through to the store"
+    );
+}
+
+#[actix_web::test]
+async fn a_thread_loaded_after_its_state_expired_drops_the_dead_entries_at_once() {
+    let app = spawn_app().await;
+    let now = Timestamp::now().0;
+    put_thread(
+        &app,
+        "back-from-disk",
+        now + 48 * HOUR_MS,
+        json!({"gone": entry("x", now - 1_000), "kept": entry("y", now + HOUR_MS)}),
+    )
+    .await;
+    // Not in memory: the janitor leaves its state to the actor that loads it.
+    let report = app.runtime.run_janitor(Timestamp::now()).await.unwrap();
+    assert_eq!(report.state_entries_removed, 0, "{report:?}");
+    let r = send_in(&app, "back-from-disk", "complete").await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    assert_eq!(
+        stored(&app, "back-from-disk").await.conversation_context,
+        json!({"kept": entry("y", now + HOUR_MS)})
+    );
+}

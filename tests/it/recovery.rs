@@ -1,0 +1,122 @@
+//! Start-up recovery (contract B.2, B.5): after a restart the most recently updated
+//! active threads are loaded into memory in the background — up to
+//! `threads.recover_eagerly`, never beyond `threads.max_resident_actors` — and the rest
+//! load on their first request.
+
+use agent_a2a::config::Settings;
+use agent_a2a::domain::{ContextId, TenantId, Timestamp};
+use agent_a2a::runtime::Recovery;
+use agent_a2a::store::{ThreadRecord, ThreadStatus, WriteOp};
+use serde_json::json;
+
+use crate::support::{Backend, TestApp, spawn_app, spawn_app_in, user_message};
+
+const HOUR_MS: i64 = 3_600_000;
+
+/// A server whose store holds threads `t0` (oldest) … `t3` (newest), an expired thread
+/// newer than all of them, and one past its expiry; restarted with `tweak`.
+async fn restarted_with_threads(tweak: impl FnOnce(&mut Settings)) -> TestApp {
+    let app = spawn_app().await;
+    let now = Timestamp::now().0;
+    let thread = |id: &str, updated: i64, expires: i64, status| ThreadRecord {
+        tenant: TenantId::default_tenant(),
+        thread_id: ContextId::parse(id).unwrap(),
+        created_at: Timestamp(updated),
+        updated_at: Timestamp(updated),
+        expires_at: Timestamp(expires),
+        status,
+        conversation_context: json!({}),
+    };
+    let mut ops: Vec<WriteOp> = (0..4)
+        .map(|i| {
+            let updated = now - (10 - i) * 1_000;
+            WriteOp::UpsertThread(thread(
+                &format!("t{i}"),
+                updated,
+                now + HOUR_MS,
+                ThreadStatus::Active,
+            ))
+        })
+        .collect();
+    ops.push(WriteOp::UpsertThread(thread(
+        "expired",
+        now,
+        now + HOUR_MS,
+        ThreadStatus::Expired,
+    )));
+    ops.push(WriteOp::UpsertThread(thread(
+        "overdue",
+        now,
+        now - 1,
+        ThreadStatus::Active,
+    )));
+    app.runtime.store().commit(&ops).await.unwrap();
+    let dir = app.stop().await;
+    spawn_app_in(dir, Backend::Sqlite, tweak).await
+}
+
+fn resident(app: &TestApp) -> Vec<String> {
+    ["t0", "t1", "t2", "t3", "expired", "overdue"]
+        .into_iter()
+        .filter(|id| {
+            app.runtime
+                .is_resident(&TenantId::default_tenant(), &ContextId::parse(*id).unwrap())
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+#[actix_web::test]
+async fn the_most_recently_updated_active_threads_are_loaded_eagerly() {
+    let app = restarted_with_threads(|s| s.threads.recover_eagerly = 2).await;
+    assert_eq!(
+        app.runtime.recovered().await,
+        Recovery::Done {
+            recovered: 2,
+            failed: 0
+        }
+    );
+    assert_eq!(resident(&app), ["t2", "t3"]);
+    assert_eq!(app.get("/health/ready").await.status(), 200);
+    // The others load on their first request, as always.
+    let mut m = user_message("complete");
+    m["contextId"] = json!("t0");
+    let r = app.rpc("SendMessage", json!({"message": m})).await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    assert_eq!(resident(&app), ["t0", "t2", "t3"]);
+}
+
+#[actix_web::test]
+async fn recovery_stops_at_the_resident_actor_limit() {
+    let app = restarted_with_threads(|s| {
+        s.threads.recover_eagerly = 10;
+        s.threads.max_resident_actors = 3;
+    })
+    .await;
+    assert_eq!(
+        app.runtime.recovered().await,
+        Recovery::Done {
+            recovered: 3,
+            failed: 0
+        }
+    );
+    assert_eq!(resident(&app), ["t1", "t2", "t3"]);
+    assert_eq!(app.runtime.resident_threads(), 3);
+}
+
+#[actix_web::test]
+async fn no_eager_recovery_when_it_is_turned_off() {
+    let app = restarted_with_threads(|s| s.threads.recover_eagerly = 0).await;
+    assert_eq!(
+        app.runtime.recovered().await,
+        Recovery::Done {
+            recovered: 0,
+            failed: 0
+        }
+    );
+    assert!(resident(&app).is_empty());
+    assert_eq!(app.get("/health/ready").await.status(), 200);
+}

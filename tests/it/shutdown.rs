@@ -1,0 +1,243 @@
+//! Graceful shutdown: SIGTERM stops the real binary with exit status 0 and loses nothing
+//! acknowledged; open SSE streams end at once rather than at the deadline; and, in
+//! process, a drain refuses new work, waits for the turns already accepted and ends
+//! their streams when they finish.
+
+use std::collections::HashSet;
+use std::process::{Child, Command, ExitStatus};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_a2a::domain::{TaskId, TaskState, TenantId};
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::durability::start_server_with;
+use crate::support::{http_client, read_sse, spawn_app, user_message};
+
+fn sigterm(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -TERM failed");
+}
+
+/// Waits (bounded) for the process to exit.
+async fn exit_status(child: &mut Child) -> ExitStatus {
+    for _ in 0..1_200 {
+        if let Some(status) = child.try_wait().expect("wait for agent-a2a") {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child.kill().ok();
+    panic!("agent-a2a did not exit within a minute of SIGTERM");
+}
+
+async fn rpc(client: &reqwest::Client, url: &str, method: &str, params: Value) -> Value {
+    client
+        .post(format!("{url}/"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("JSON body")
+}
+
+#[actix_web::test]
+async fn sigterm_mid_load_exits_cleanly_and_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, url) = start_server_with(dir.path(), &[]);
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let client = http_client();
+    let mut workers = Vec::new();
+    for w in 0..8 {
+        let (client, url, acked) = (client.clone(), url.clone(), acked.clone());
+        workers.push(actix_web::rt::spawn(async move {
+            for i in 0..10_000 {
+                let body = json!({"jsonrpc":"2.0","id":i,"method":"SendMessage",
+                    "params":{"message": user_message(&format!("worker {w} message {i}"))}});
+                let Ok(r) = client.post(format!("{url}/")).json(&body).send().await else {
+                    return;
+                };
+                let Ok(v) = r.json::<Value>().await else {
+                    return;
+                };
+                match v["result"]["task"]["id"].as_str() {
+                    Some(id) => acked.lock().unwrap().push(id.to_owned()),
+                    // Refused once the drain began (503, retryable): stop sending.
+                    None => return,
+                }
+            }
+        }));
+    }
+    while acked.lock().unwrap().len() < 300 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    sigterm(&child);
+    let status = exit_status(&mut child).await;
+    for w in workers {
+        let _ = w.await;
+    }
+    assert!(status.success(), "exit status after SIGTERM: {status:?}");
+    let acked = acked.lock().unwrap().clone();
+
+    let (mut child, url) = start_server_with(dir.path(), &[]);
+    let mut listed = HashSet::new();
+    let mut token = String::new();
+    loop {
+        let page = rpc(
+            &client,
+            &url,
+            "ListTasks",
+            json!({"pageSize": 100, "pageToken": token, "historyLength": 0}),
+        )
+        .await;
+        let result = &page["result"];
+        for task in result["tasks"].as_array().expect("a page of tasks") {
+            listed.insert(task["id"].as_str().unwrap().to_owned());
+        }
+        token = result["nextPageToken"].as_str().unwrap_or("").to_owned();
+        if token.is_empty() {
+            break;
+        }
+    }
+    let mut missing = Vec::new();
+    for id in &acked {
+        let got = rpc(&client, &url, "GetTask", json!({"id": id})).await;
+        if got["result"]["id"] != id.as_str() || !listed.contains(id) {
+            missing.push(id.clone());
+        }
+    }
+    sigterm(&child);
+    let second = exit_status(&mut child).await;
+    assert!(acked.len() >= 300);
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged tasks lost: {missing:?}",
+        missing.len(),
+        acked.len()
+    );
+    assert!(second.success(), "an idle server also exits 0: {second:?}");
+}
+
+#[actix_web::test]
+async fn an_open_sse_stream_ends_on_sigterm_long_before_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    // A deadline no test would wait for: the stream must end because of the drain.
+    let (mut child, url) = start_server_with(
+        dir.path(),
+        &[("AGENT_A2A__SERVER__SHUTDOWN_TIMEOUT_SECS", "3600")],
+    );
+    let client = http_client();
+    // Free text: the binary's agent asks for input, so the task stays open and a
+    // subscription to it would follow it indefinitely.
+    let r = rpc(
+        &client,
+        &url,
+        "SendMessage",
+        json!({"message": user_message("hello")}),
+    )
+    .await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{r}"
+    );
+    let id = r["result"]["task"]["id"].as_str().unwrap();
+    let response = client
+        .post(format!("{url}/tasks/{id}:subscribe"))
+        .send()
+        .await
+        .expect("subscribe");
+    assert_eq!(response.status(), 200);
+    let mut events = response.bytes_stream().eventsource();
+    let first = tokio::time::timeout(Duration::from_secs(20), events.next())
+        .await
+        .expect("the snapshot arrives")
+        .expect("a first event")
+        .expect("a well-formed event");
+    let snapshot: Value = serde_json::from_str(&first.data).unwrap();
+    assert_eq!(snapshot["task"]["id"], id, "{snapshot}");
+
+    sigterm(&child);
+    // A minute is the bound of this test, not a measurement: the deadline is an hour.
+    let end = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(event) = events.next().await {
+            if let Err(e) = event {
+                return Err(e.to_string());
+            }
+        }
+        Ok(())
+    })
+    .await
+    .expect("the stream ended after SIGTERM");
+    assert_eq!(end, Ok(()), "the stream closed cleanly");
+    let status = exit_status(&mut child).await;
+    assert!(status.success(), "exit status after SIGTERM: {status:?}");
+}
+
+#[actix_web::test]
+async fn a_drain_refuses_new_work_and_waits_for_the_turns_already_accepted() {
+    let app = spawn_app().await;
+    let running = app.start_waiting_task().await;
+    let (idle, _) = app.task_with("input").await;
+    let idle_stream = app.subscribe(&idle, None).await;
+    let running_stream = app.subscribe(&running, None).await;
+    assert_eq!(app.get("/health/ready").await.status(), 200);
+
+    app.runtime.begin_drain();
+    // The stream of a task no turn is working on ends at once: just its snapshot.
+    let idle_events = read_sse(idle_stream, usize::MAX).await;
+    assert_eq!(idle_events.len(), 1, "{idle_events:?}");
+    // New work is refused, retryably; reads still work.
+    let refused = app
+        .client
+        .post(format!("{}/", app.url))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": user_message("complete")}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    assert_eq!(app.subscribe(&idle, None).await.status(), 503);
+    assert_eq!(app.get("/health/ready").await.status(), 503);
+    let got = app.rpc("GetTask", json!({"id": idle})).await;
+    assert_eq!(got["result"]["id"], idle.as_str());
+
+    // The accepted turn keeps the drain waiting until it ends.
+    let far = tokio::time::Instant::now() + Duration::from_secs(3600);
+    let runtime = app.runtime.clone();
+    let waiting = actix_web::rt::spawn(async move { runtime.wait_for_turns(far).await });
+    tokio::task::yield_now().await;
+    assert!(!waiting.is_finished());
+    app.release.notify_one();
+    assert_eq!(waiting.await.unwrap(), 0, "no turn left");
+    // Its stream carried the turn to its end, then closed.
+    let events = read_sse(running_stream, usize::MAX).await;
+    let last = &events.last().unwrap().data;
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
+
+    app.runtime
+        .close(tokio::time::Instant::now() + Duration::from_secs(30))
+        .await
+        .expect("the persistence queue is flushed");
+    let stored = app
+        .runtime
+        .store()
+        .load_task(
+            &TenantId::default_tenant(),
+            &TaskId::parse(running).unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.task.status.state, TaskState::Completed);
+}
