@@ -87,6 +87,8 @@ impl Runtime {
                 let key = ThreadKey { tenant, context_id };
                 match self.registry.call(&key, || Recover).await {
                     Ok(()) => Some(true),
+                    // Stopped meanwhile: not a failure of the thread.
+                    Err(_) if self.shared.is_draining() || *self.stop.borrow() => None,
                     Err(e) => {
                         tracing::warn!(context_id = %key.context_id, error = %e, "thread not recovered; it loads on its next request");
                         Some(false)
