@@ -187,6 +187,7 @@ async fn a_drain_refuses_new_work_and_waits_for_the_turns_already_accepted() {
     let (idle, _) = app.task_with("input").await;
     let idle_stream = app.subscribe(&idle, None).await;
     let running_stream = app.subscribe(&running, None).await;
+    app.runtime.recovered().await;
     assert_eq!(app.get("/health/ready").await.status(), 200);
 
     app.runtime.begin_drain();
