@@ -73,3 +73,65 @@ async fn postgres_tasks_survive_a_restart() {
     let got = app.rpc("GetTask", json!({"id": id})).await;
     assert_eq!(got["result"], task);
 }
+
+#[actix_web::test]
+async fn postgres_janitor_recovery_and_drain() {
+    use agent_a2a::domain::{ContextId, TenantId, Timestamp};
+    use agent_a2a::runtime::Recovery;
+    use agent_a2a::store::ThreadStatus;
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    let app = spawn_app_with(Backend::Postgres(url.clone()), |_| {}).await;
+    let (_, resident) = app.task_with("input").await;
+    let resident = resident["contextId"].as_str().unwrap().to_owned();
+    let (_, idle) = app.task_with("complete").await;
+    let idle = idle["contextId"].as_str().unwrap().to_owned();
+    // The graceful path: drain, then close (flush) — a restart finds both threads.
+    app.runtime.begin_drain();
+    assert_eq!(
+        app.runtime
+            .wait_for_turns(tokio::time::Instant::now() + std::time::Duration::from_secs(30))
+            .await,
+        0
+    );
+    app.runtime
+        .close(tokio::time::Instant::now() + std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    app.stop().await;
+
+    let app = spawn_app_in(None, Backend::Postgres(url), |s| {
+        s.threads.recover_eagerly = 1
+    })
+    .await;
+    assert_eq!(
+        app.runtime.recovered().await,
+        Recovery::Done {
+            recovered: 1,
+            failed: 0
+        }
+    );
+    let tenant = TenantId::default_tenant();
+    let ctx = |id: &str| ContextId::parse(id).unwrap();
+    assert!(
+        app.runtime.is_resident(&tenant, &ctx(&idle)),
+        "the most recently updated thread"
+    );
+    assert!(!app.runtime.is_resident(&tenant, &ctx(&resident)));
+    // A day later: the resident thread through its actor, the other in the store.
+    let later = Timestamp(Timestamp::now().0 + 25 * 3_600_000);
+    let report = app.runtime.run_janitor(later).await.unwrap();
+    assert_eq!(report.threads_expired, 2, "{report:?}");
+    for id in [&idle, &resident] {
+        let thread = app
+            .runtime
+            .store()
+            .load_thread(&tenant, &ctx(id), 0)
+            .await
+            .unwrap()
+            .unwrap()
+            .thread;
+        assert_eq!(thread.status, ThreadStatus::Expired, "{id}");
+    }
+}
