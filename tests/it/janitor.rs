@@ -104,6 +104,8 @@ async fn the_janitor_expires_a_resident_thread_through_its_actor() {
     assert_eq!(report.threads_expired, 1, "{report:?}");
     assert!(report.threads_swept >= 1, "{report:?}");
     assert_eq!(stored(&app, "resident").await.status, ThreadStatus::Expired);
+    // By the real clock the thread has a day left: only an actor that applied the
+    // expiry to its own memory refuses now (a write to the store alone would not be seen).
     let r = send_in(&app, "resident", "complete").await;
     assert_expired_error(&r, "resident");
     // A second pass finds nothing left to do.

@@ -216,6 +216,9 @@ async fn a_drain_refuses_new_work_and_waits_for_the_turns_already_accepted() {
     let waiting = actix_web::rt::spawn(async move { runtime.wait_for_turns(far).await });
     tokio::task::yield_now().await;
     assert!(!waiting.is_finished());
+    // Past the deadline the wait gives up and says how many turns are still running.
+    let now = tokio::time::Instant::now();
+    assert_eq!(app.runtime.wait_for_turns(now).await, 1);
     app.release.notify_one();
     assert_eq!(waiting.await.unwrap(), 0, "no turn left");
     // Its stream carried the turn to its end, then closed.
