@@ -25,18 +25,28 @@ const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
 /// Key of the advisory lock held while migrating (the bytes of "a2a_migr").
 const MIGRATION_LOCK: i64 = 0x6132_615f_6d69_6772;
 
+/// Connections of the commit pool: commits come from the one `PersistenceActor`, one
+/// transaction at a time.
+const WRITER_POOL_SIZE: usize = 1;
+
 /// [`Store`](super::Store) on Postgres.
 pub struct PgStore {
     pool: Pool<AsyncPgConnection>,
+    /// Commits only. A pooled connection's I/O task runs on the runtime that opened it,
+    /// and commits are made on the persistence actor's arbiter, so these connections live
+    /// there: stopping the HTTP workers or the actor arbiters (a graceful shutdown) cannot
+    /// cut a commit, and the persistence queue can still be flushed after them.
+    writer: Pool<AsyncPgConnection>,
     acquire_timeout: Duration,
 }
 
 impl PgStore {
-    /// A store over a pool of at most `pool_size` connections to `url`. Connects nothing
-    /// yet; migrations are applied separately ([`migrate`]).
+    /// A store over a pool of at most `pool_size` connections to `url` for reads and one
+    /// for commits. Connects nothing yet; migrations are applied separately ([`migrate`]).
     pub fn new(url: &str, pool_size: usize, acquire_timeout: Duration) -> Result<Self, StoreError> {
         Ok(Self {
             pool: pool(url, pool_size, "postgres pool")?,
+            writer: pool(url, WRITER_POOL_SIZE, "postgres writer pool")?,
             acquire_timeout,
         })
     }

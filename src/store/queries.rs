@@ -34,7 +34,8 @@ macro_rules! insert_rows {
 pub(super) use insert_rows;
 
 /// Implements [`Store`](crate::store::Store) for `$store`, a struct with a
-/// `pool: Pool<$conn>` and an `acquire_timeout: Duration`; `$backend` is the diesel
+/// `pool: Pool<$conn>` for reads, a `writer: Pool<$conn>` for commits and an
+/// `acquire_timeout: Duration`; `$backend` is the diesel
 /// backend of `$conn` and `$name` what [`Store::backend`](crate::store::Store::backend)
 /// reports; `$insert` is `batched` or `per_row` (see [`insert_rows`]).
 macro_rules! store_impl {
@@ -219,15 +220,36 @@ macro_rules! store_impl {
         $crate::store::reads::read_queries!();
 
         impl $store {
-            /// A pooled connection, or `Unavailable` once the acquire timeout has passed:
-            /// it bounds both the wait for a free slot and connecting to a dead server.
+            /// A connection for reads.
             async fn conn(
                 &self,
             ) -> Result<
                 diesel_async::pooled_connection::deadpool::Object<StoreConn>,
                 $crate::store::StoreError,
             > {
-                match tokio::time::timeout(self.acquire_timeout, self.pool.get()).await {
+                self.checkout(&self.pool).await
+            }
+
+            /// A connection for commits (see the backend's `writer`).
+            async fn write_conn(
+                &self,
+            ) -> Result<
+                diesel_async::pooled_connection::deadpool::Object<StoreConn>,
+                $crate::store::StoreError,
+            > {
+                self.checkout(&self.writer).await
+            }
+
+            /// A pooled connection, or `Unavailable` once the acquire timeout has passed:
+            /// it bounds both the wait for a free slot and connecting to a dead server.
+            async fn checkout(
+                &self,
+                pool: &diesel_async::pooled_connection::deadpool::Pool<StoreConn>,
+            ) -> Result<
+                diesel_async::pooled_connection::deadpool::Object<StoreConn>,
+                $crate::store::StoreError,
+            > {
+                match tokio::time::timeout(self.acquire_timeout, pool.get()).await {
                     Ok(Ok(conn)) => Ok(conn),
                     Ok(Err(e)) => Err($crate::store::StoreError::Unavailable(format!(
                         "{} pool: {e}",
@@ -251,7 +273,7 @@ macro_rules! store_impl {
                 &self,
                 ops: &[$crate::store::WriteOp],
             ) -> Result<(), $crate::store::StoreError> {
-                writes::commit(&mut *self.conn().await?, ops).await
+                writes::commit(&mut *self.write_conn().await?, ops).await
             }
 
             async fn load_thread(

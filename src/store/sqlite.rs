@@ -38,6 +38,8 @@ pub(super) type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
 /// [`Store`](super::Store) on an SQLite file.
 pub struct SqliteStore {
     pool: Pool<SqliteConn>,
+    /// The same pool: an SQLite connection has no I/O task tied to a runtime.
+    writer: Pool<SqliteConn>,
     acquire_timeout: Duration,
 }
 
@@ -49,8 +51,10 @@ impl SqliteStore {
         pool_size: usize,
         acquire_timeout: Duration,
     ) -> Result<Self, StoreError> {
+        let pool = pool(path, pool_size, "sqlite pool")?;
         Ok(Self {
-            pool: pool(path, pool_size, "sqlite pool")?,
+            writer: pool.clone(),
+            pool,
             acquire_timeout,
         })
     }

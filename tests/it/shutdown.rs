@@ -50,8 +50,22 @@ async fn rpc(client: &reqwest::Client, url: &str, method: &str, params: Value) -
 
 #[actix_web::test]
 async fn sigterm_mid_load_exits_cleanly_and_loses_nothing_acknowledged() {
+    sigterm_mid_load(&[]).await;
+}
+
+#[actix_web::test]
+async fn sigterm_mid_load_on_postgres_exits_cleanly_and_loses_nothing_acknowledged() {
+    let Some(database) = crate::support::fresh_postgres().await else {
+        return;
+    };
+    sigterm_mid_load(&[("DATABASE_URL", database.as_str())]).await;
+}
+
+/// Sends from eight clients, SIGTERM once 300 were acknowledged, restart on the same
+/// data (`env` chooses the store), and look for every acknowledged task.
+async fn sigterm_mid_load(env: &[(&str, &str)]) {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, url) = start_server_with(dir.path(), &[]);
+    let (mut child, url) = start_server_with(dir.path(), env);
     let acked: Arc<Mutex<Vec<String>>> = Arc::default();
     let client = http_client();
     let mut workers = Vec::new();
@@ -86,7 +100,7 @@ async fn sigterm_mid_load_exits_cleanly_and_loses_nothing_acknowledged() {
     assert!(status.success(), "exit status after SIGTERM: {status:?}");
     let acked = acked.lock().unwrap().clone();
 
-    let (mut child, url) = start_server_with(dir.path(), &[]);
+    let (mut child, url) = start_server_with(dir.path(), env);
     let mut listed = HashSet::new();
     let mut token = String::new();
     loop {
