@@ -47,7 +47,7 @@ use tokio::sync::watch;
 
 use super::Runtime;
 use super::maintenance::{Sweep, SweepReport};
-use super::thread::{ThreadActor, ThreadKey};
+use super::thread::{ActorError, ThreadActor, ThreadKey};
 use crate::domain::{ContextId, TenantId, Timestamp};
 use crate::error::Result;
 use crate::store::{DueThread, WriteOp};
@@ -126,11 +126,18 @@ impl Runtime {
                     .get(&key)
                     .map(|entry| entry.value().1.clone())
                     .filter(Addr::connected);
-                if let Some(addr) = actor
-                    && let Ok(Ok(sweep)) = addr.send(Sweep { now }).await
-                {
-                    report.add(sweep);
-                    continue;
+                if let Some(addr) = actor {
+                    match addr.send(Sweep { now }).await {
+                        Ok(Ok(sweep)) => {
+                            report.add(sweep);
+                            continue;
+                        }
+                        // Still resident, so never written from here: the next pass
+                        // tries again (the sweep logged why it failed).
+                        Ok(Err(ActorError::Failed(_))) => continue,
+                        // Evicted meanwhile: the store is all there is.
+                        Ok(Err(ActorError::Gone)) | Err(_) => {}
+                    }
                 }
                 by_tenant
                     .entry(key.tenant)
