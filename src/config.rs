@@ -52,6 +52,7 @@ pub struct ServerSettings {
     pub card_max_age_secs: u64,
     /// How long a graceful shutdown (SIGTERM, SIGINT) waits for running turns and
     /// requests, in seconds; SSE streams end at once (or when their running turn ends).
+    /// Then turns still running are cut, and queued writes get as long again to commit.
     pub shutdown_timeout_secs: u64,
     /// `Retry-After` seconds sent with every 503 (database or actor unavailable).
     pub retry_after_secs: u64,
