@@ -222,62 +222,6 @@ impl Runtime {
             .is_some_and(|entry| entry.value().1.connected())
     }
 
-    /// Begins a graceful shutdown: new messages and subscriptions are refused (503,
-    /// retryable), background work stops, and every task stream ends as soon as no
-    /// running turn will publish to it — at once for most, at the end of its turn for the
-    /// others. Turns already accepted run on.
-    pub fn begin_drain(&self) {
-        self.shared
-            .draining
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        self.stop.send_replace(true);
-        for entry in self.shared.actors.iter() {
-            entry.value().1.do_send(maintenance::Drain);
-        }
-    }
-
-    /// Waits until every accepted turn has ended, or `deadline`; returns how many are
-    /// still running.
-    pub async fn wait_for_turns(&self, deadline: tokio::time::Instant) -> usize {
-        let activity = &self.shared.activity;
-        if activity.wait_idle(deadline).await {
-            0
-        } else {
-            activity.count()
-        }
-    }
-
-    /// Ends the runtime after a drain: stops the actors (turns still running are cut),
-    /// then commits every write they queued — waiting at most until `deadline` — and
-    /// stops the persistence actor. Whatever was acknowledged was durable already; this
-    /// makes the writes of turns that finished while no one waited durable too.
-    pub async fn close(&self, deadline: tokio::time::Instant) -> Result<()> {
-        self.stop.send_replace(true);
-        let actors = std::mem::take(&mut *lock(&self.arbiters));
-        for arbiter in &actors {
-            arbiter.stop();
-        }
-        // Once their threads have ended, no actor can queue a write behind the flush.
-        join_arbiters(actors).await;
-        // The queue is first in, first out: when this empty batch is acknowledged, every
-        // batch queued before it has been committed.
-        let flushed = match tokio::time::timeout_at(deadline, self.persistence.commit(Vec::new()))
-            .await
-        {
-            Ok(result) => result,
-            Err(_) => Err(Error::Unavailable {
-                detail: "the persistence queue was not flushed before the shutdown deadline".into(),
-                retry_after_secs: 1,
-            }),
-        };
-        let persistence = lock(&self.persistence_arbiter).take();
-        if let Some(arbiter) = persistence {
-            arbiter.stop();
-            join_arbiters(vec![arbiter]).await;
-        }
-        flushed
-    }
-
     /// Every registered tool.
     pub fn tools(&self) -> &Arc<Tools> {
         &self.tools
@@ -511,25 +455,10 @@ impl Runtime {
 }
 
 /// The guarded value even if a holder panicked (nothing here is left half-done by one).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Waits for stopped arbiters' threads to end, off the async runtime (joining blocks).
-async fn join_arbiters(arbiters: Vec<Arbiter>) {
-    let joined = tokio::task::spawn_blocking(move || {
-        for arbiter in arbiters {
-            if arbiter.join().is_err() {
-                tracing::warn!("an actor arbiter thread panicked while stopping");
-            }
-        }
-    })
-    .await;
-    if let Err(e) = joined {
-        tracing::warn!(error = %e, "waiting for the actor arbiters failed");
-    }
 }
 
 async fn await_reply<T>(rx: Option<oneshot::Receiver<Result<T>>>) -> Result<T> {
