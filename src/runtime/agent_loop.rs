@@ -23,8 +23,9 @@ use super::executor::{AgentExecutor, Turn, TurnSink};
 use super::skill_actor::Tools;
 use super::tool_router::ToolRoutingExecutor;
 use crate::agent::{
-    AgentError, AgentTree, Content, Event, LlmRequest, ModelAdapter, Part, RunError, RunObserver,
-    RunSettings, Runner, ToolInvoker, function_declarations, run_and_collect,
+    ACTIVE_AGENT_KEY, AgentError, AgentTree, Content, Event, LlmRequest, ModelAdapter, Part,
+    RunError, RunObserver, RunSettings, Runner, ToolInvoker, function_declarations,
+    run_and_collect,
 };
 use crate::config::{AgentSettings, HistorySettings};
 use crate::domain::{Artifact, Message, Metadata, Part as A2aPart, Timestamp};
@@ -80,7 +81,9 @@ impl AgentExecutor for AgentLoopExecutor {
                 .filter_map(|event| event.content)
                 .collect();
         let tools = SkillTools::new(&turn);
-        let runner = Runner::new(self.tree.clone(), Arc::new(tools), self.settings);
+        let active = turn.state.get(ACTIVE_AGENT_KEY).and_then(Value::as_str);
+        let runner =
+            Runner::new(self.tree.clone(), Arc::new(tools), self.settings).starting_with(active);
         let mut observer = SinkObserver::new(&sink, self.flush);
         match run_and_collect(&runner, &mut contents, &context, &mut observer).await {
             Ok(_) => {
