@@ -365,14 +365,7 @@ impl Runner {
             let Some(content) = event.content else {
                 return Ok(());
             };
-            let calls: Vec<FunctionCall> = content
-                .parts
-                .iter()
-                .filter_map(|part| match part {
-                    Part::FunctionCall(call) => Some(call.clone()),
-                    _ => None,
-                })
-                .collect();
+            let calls: Vec<FunctionCall> = content.function_calls().cloned().collect();
             contents.push(content);
             if calls.is_empty() {
                 return Ok(());
