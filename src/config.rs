@@ -19,6 +19,8 @@ use crate::store::StoreConfig;
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     pub server: ServerSettings,
+    pub auth: AuthSettings,
+    pub rate_limit: RateLimitSettings,
     pub agent: AgentSettings,
     pub store: StoreSettings,
     pub persistence: PersistenceSettings,
@@ -70,6 +72,119 @@ impl Default for ServerSettings {
             retry_after_secs: 1,
         }
     }
+}
+
+/// Who may call the A2A endpoints (`[auth]`). The agent card, health, metrics and the
+/// dashboard stay public.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthSettings {
+    /// Require credentials on every A2A request. On unless turned off explicitly; off,
+    /// every request acts for the tenant `default` and rate limits do not apply.
+    pub enabled: bool,
+    /// API keys, each acting for one tenant at one rate-limit tier.
+    pub api_keys: Vec<ApiKeySettings>,
+    pub trusted_proxy: TrustedProxySettings,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            api_keys: Vec::new(),
+            trusted_proxy: TrustedProxySettings::default(),
+        }
+    }
+}
+
+/// One API key (`[[auth.api_keys]]`): `key` in clear or `key_sha256` (its SHA-256, hex).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeySettings {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub key_sha256: String,
+    pub tenant: String,
+    /// The `[rate_limit.tiers.<tier>]` that applies; unknown tiers get the default limit.
+    #[serde(default = "ApiKeySettings::default_tier")]
+    pub tier: String,
+}
+
+impl ApiKeySettings {
+    fn default_tier() -> String {
+        "default".into()
+    }
+
+    /// The SHA-256 of a presented key, lowercase hex: how keys are compared.
+    pub fn digest_of(key: &str) -> String {
+        use sha2::{Digest, Sha256};
+        format!("{:x}", Sha256::digest(key.as_bytes()))
+    }
+
+    /// This entry's digest: of `key`, or `key_sha256` as given (lowercased); `None` unless
+    /// exactly one of them is set.
+    pub fn digest(&self) -> Option<String> {
+        match (self.key.is_empty(), self.key_sha256.is_empty()) {
+            (false, true) => Some(Self::digest_of(&self.key)),
+            (true, false) => Some(self.key_sha256.to_ascii_lowercase()),
+            _ => None,
+        }
+    }
+}
+
+/// A reverse proxy that authenticates callers itself and names the tenant in a header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrustedProxySettings {
+    /// Header carrying the tenant; empty: proxy mode is off.
+    pub tenant_header: String,
+    /// Header carrying the rate-limit tier (optional; empty or absent: `default`).
+    pub tier_header: String,
+    /// Header carrying the user id (optional), passed to the agent as `userId`.
+    pub user_header: String,
+    /// Peer addresses the headers are believed from; requests from elsewhere need a key.
+    pub addresses: Vec<String>,
+}
+
+impl Default for TrustedProxySettings {
+    fn default() -> Self {
+        Self {
+            tenant_header: String::new(),
+            tier_header: String::new(),
+            user_header: String::new(),
+            addresses: vec!["127.0.0.1".into(), "::1".into()],
+        }
+    }
+}
+
+/// Requests per minute per tenant (`[rate_limit]`), by tier, and per skill for direct
+/// tool calls. Each limit lets its whole minute's worth through at once, then refills
+/// evenly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitSettings {
+    /// Requests per minute of a tenant whose tier has no `[rate_limit.tiers.<tier>]`.
+    pub default_per_minute: u32,
+    pub tiers: std::collections::BTreeMap<String, LimitSettings>,
+    /// Direct tool calls per minute of one tenant to one skill (by skill id).
+    pub skills: std::collections::BTreeMap<String, LimitSettings>,
+}
+
+impl Default for RateLimitSettings {
+    fn default() -> Self {
+        Self {
+            default_per_minute: 100,
+            tiers: std::collections::BTreeMap::new(),
+            skills: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitSettings {
+    pub per_minute: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -725,9 +840,70 @@ impl Settings {
                 problem: "must not be empty".into(),
             });
         }
+        self.validate_auth()?;
+        positive(
+            "rate_limit.default_per_minute",
+            u64::from(self.rate_limit.default_per_minute),
+        )?;
+        for limit in self.rate_limit.tiers.values() {
+            positive("rate_limit.tiers", u64::from(limit.per_minute))?;
+        }
+        for limit in self.rate_limit.skills.values() {
+            positive("rate_limit.skills", u64::from(limit.per_minute))?;
+        }
         positive("agent.max_turns", u64::from(self.agent.max_turns))?;
         positive("agent.tool_timeout_ms", self.agent.tool_timeout_ms)?;
         self.validate_agents()?;
+        Ok(())
+    }
+
+    /// Keys are well formed and unique, tenants valid, proxy addresses parse, and an
+    /// enabled auth has some way in.
+    fn validate_auth(&self) -> Result<(), ConfigError> {
+        let auth = &self.auth;
+        let problem = |key: &'static str, problem: String| ConfigError::Key { key, problem };
+        let mut digests = Vec::new();
+        for (i, entry) in auth.api_keys.iter().enumerate() {
+            let n = i + 1;
+            let Some(digest) = entry.digest() else {
+                return Err(problem(
+                    "auth.api_keys",
+                    format!("entry {n}: set exactly one of key and key_sha256"),
+                ));
+            };
+            if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(problem(
+                    "auth.api_keys",
+                    format!("entry {n}: key_sha256 must be 64 hex digits"),
+                ));
+            }
+            if digests.contains(&digest) {
+                return Err(problem(
+                    "auth.api_keys",
+                    format!("entry {n}: the key is listed twice"),
+                ));
+            }
+            digests.push(digest);
+            crate::domain::TenantId::parse(entry.tenant.clone())
+                .map_err(|e| problem("auth.api_keys", format!("entry {n}: tenant {e}")))?;
+        }
+        for address in &auth.trusted_proxy.addresses {
+            address.parse::<std::net::IpAddr>().map_err(|e| {
+                problem(
+                    "auth.trusted_proxy.addresses",
+                    format!("{address:?} is not an IP address ({e})"),
+                )
+            })?;
+        }
+        if auth.enabled && auth.api_keys.is_empty() && auth.trusted_proxy.tenant_header.is_empty() {
+            return Err(problem(
+                "auth.enabled",
+                "is true but no [[auth.api_keys]] and no auth.trusted_proxy.tenant_header are \
+                 configured, so every request would be refused (set auth.enabled = false for \
+                 a local server without authentication)"
+                    .into(),
+            ));
+        }
         Ok(())
     }
 
@@ -883,7 +1059,7 @@ mod tests {
 
     #[test]
     fn a_partial_file_keeps_every_other_default() {
-        let (_d, o) = with_file("[threads]\nhistory_window = 7\n");
+        let (_d, o) = with_file("auth.enabled = false\n[threads]\nhistory_window = 7\n");
         let s = load(&[], o).unwrap();
         assert_eq!(s.threads.history_window, 7);
         assert_eq!(s.server, ServerSettings::default());
@@ -891,7 +1067,7 @@ mod tests {
 
     #[test]
     fn flags_beat_env_beat_file() {
-        let (_d, mut o) = with_file("[server]\nbind = \"127.0.0.1:1000\"\n");
+        let (_d, mut o) = with_file("auth.enabled = false\n[server]\nbind = \"127.0.0.1:1000\"\n");
         let env = [("AGENT_A2A__SERVER__BIND", "127.0.0.1:2000")];
         assert_eq!(load(&env, o.clone()).unwrap().server.bind, "127.0.0.1:2000");
         o.bind = Some("127.0.0.1:3000".into());
@@ -946,7 +1122,7 @@ mod tests {
         assert!(e.contains("server.bind"), "{e}");
     }
 
-    const OLLAMA: &str = "[providers.default]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"llama3.1\"\n";
+    const OLLAMA: &str = "auth.enabled = false\n[providers.default]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"llama3.1\"\n";
 
     #[test]
     fn the_readme_ollama_lines_configure_the_agent() {
@@ -969,6 +1145,7 @@ mod tests {
                 ),
                 ("AGENT_A2A__PROVIDERS__DEFAULT__MODEL", "llama3.1"),
                 ("AGENT_A2A__AGENT__PROVIDER", "default"),
+                ("AGENT_A2A__AUTH__ENABLED", "false"),
             ],
             Overrides::default(),
         )
@@ -977,19 +1154,37 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_two_line_config_file_works_alone() {
+    fn the_readme_two_environment_lines_configure_the_agent() {
         let readme = include_str!("../README.md");
-        let lines: Vec<&str> = readme
+        let env: Vec<(String, String)> = readme
             .lines()
-            .skip_while(|l| !l.starts_with("providers.default = "))
-            .take(2)
+            .filter_map(|l| l.strip_prefix("export AGENT_A2A__"))
+            .map(|l| {
+                let (key, value) = l.split_once('=').unwrap();
+                (
+                    format!("AGENT_A2A__{key}"),
+                    value.trim_matches('\'').to_owned(),
+                )
+            })
             .collect();
-        assert_eq!(lines.len(), 2, "the README shows the two lines");
-        let (_d, o) = with_file(&lines.join("\n"));
-        let s = load(&[], o).unwrap();
+        assert_eq!(env.len(), 2, "the README shows two lines: {env:?}");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml");
+        let o = Overrides {
+            config_file: Some(path),
+            ..Default::default()
+        };
+        let s = Settings::load_from(&o, env).unwrap();
         assert_eq!(s.agent.provider, "default");
-        assert_eq!(s.providers["default"].base_url, "http://127.0.0.1:11434/v1");
-        assert_eq!(s.server, ServerSettings::default());
+        let provider = &s.providers["default"];
+        assert_eq!(provider.kind, ProviderKind::Openai);
+        assert_eq!(provider.base_url, "http://127.0.0.1:11434/v1");
+        assert_eq!(provider.model, "llama3.1");
+        let mut rest = s.clone();
+        rest.agent.provider = String::new();
+        rest.providers.clear();
+        let mut expected = Settings::default();
+        expected.auth.enabled = false;
+        assert_eq!(rest, expected, "nothing else changes");
     }
 
     #[test]
@@ -1034,7 +1229,7 @@ mod tests {
             ("threads", "recover_concurrency"),
             ("health", "timeout_ms"),
         ] {
-            let (_d, o) = with_file(&format!("[{section}]\n{key} = 0\n"));
+            let (_d, o) = with_file(&format!("auth.enabled = false\n[{section}]\n{key} = 0\n"));
             let e = load(&[], o).unwrap_err().to_string();
             assert!(
                 e.contains(&format!("`{section}.{key}` must be greater than 0")),
@@ -1042,7 +1237,7 @@ mod tests {
             );
         }
         // No eager recovery at all is a valid choice.
-        let (_d, o) = with_file("[threads]\nrecover_eagerly = 0\n");
+        let (_d, o) = with_file("auth.enabled = false\n[threads]\nrecover_eagerly = 0\n");
         assert_eq!(load(&[], o).unwrap().threads.recover_eagerly, 0);
     }
 
@@ -1069,6 +1264,75 @@ mod tests {
             config_file: Some(path),
             ..Default::default()
         };
-        assert_eq!(load(&[], o).unwrap(), Settings::default());
+        // The one deliberate difference: the file is for local runs and turns auth off
+        // (the server says so loudly at start-up); the built-in default keeps it on.
+        let mut expected = Settings::default();
+        expected.auth.enabled = false;
+        assert_eq!(load(&[], o).unwrap(), expected);
+    }
+
+    #[test]
+    fn auth_is_on_by_default_and_needs_a_way_in() {
+        assert!(Settings::default().auth.enabled);
+        let (_d, o) = with_file("[server]\nworkers = 1\n");
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(e.contains("auth.enabled"), "{e}");
+        let (_d, o) = with_file("[auth]\nenabled = false\n");
+        assert!(!load(&[], o).unwrap().auth.enabled);
+    }
+
+    #[test]
+    fn auth_and_rate_limit_settings_are_checked() {
+        let on = "[auth]\nenabled = true\n";
+        let cases = [
+            (
+                "[[auth.api_keys]]\ntenant = \"acme\"\n",
+                "exactly one of key and key_sha256",
+            ),
+            (
+                "[[auth.api_keys]]\nkey = \"k\"\nkey_sha256 = \"00\"\ntenant = \"acme\"\n",
+                "exactly one of key and key_sha256",
+            ),
+            (
+                "[[auth.api_keys]]\nkey_sha256 = \"xyz\"\ntenant = \"acme\"\n",
+                "64 hex digits",
+            ),
+            (
+                "[[auth.api_keys]]\nkey = \"k\"\ntenant = \"a\"\n[[auth.api_keys]]\nkey = \"k\"\ntenant = \"b\"\n",
+                "listed twice",
+            ),
+            (
+                "[[auth.api_keys]]\nkey = \"k\"\ntenant = \"\"\n",
+                "entry 1: tenant",
+            ),
+            (
+                "[auth.trusted_proxy]\ntenant_header = \"X-Tenant\"\naddresses = [\"proxy\"]\n",
+                "not an IP address",
+            ),
+            (
+                "[[auth.api_keys]]\nkey = \"k\"\ntenant = \"a\"\n[rate_limit]\ndefault_per_minute = 0\n",
+                "rate_limit.default_per_minute",
+            ),
+            (
+                "[[auth.api_keys]]\nkey = \"k\"\ntenant = \"a\"\n[rate_limit.tiers.pro]\nper_minute = 0\n",
+                "rate_limit.tiers",
+            ),
+            (
+                "[[auth.api_keys]]\nkey = \"k\"\ntenant = \"a\"\n[rate_limit.skills.memory]\nper_minute = 0\n",
+                "rate_limit.skills",
+            ),
+        ];
+        for (text, expected) in cases {
+            let (_d, o) = with_file(&format!("{on}{text}"));
+            let e = load(&[], o).unwrap_err().to_string();
+            assert!(e.contains(expected), "{text}: {e}");
+        }
+        // The issue's example shape loads.
+        let example = "[auth]\nenabled = true\n[[auth.api_keys]]\nkey = \"dev-key-1\"\ntenant = \"acme\"\ntier = \"free\"\n[rate_limit]\ndefault_per_minute = 100\n[rate_limit.tiers.pro]\nper_minute = 1000\n[rate_limit.skills.memory]\nper_minute = 600\n";
+        let (_d, o) = with_file(example);
+        let s = load(&[], o).unwrap();
+        assert_eq!(s.auth.api_keys[0].tier, "free");
+        assert_eq!(s.rate_limit.tiers["pro"].per_minute, 1000);
+        assert_eq!(s.rate_limit.skills["memory"].per_minute, 600);
     }
 }

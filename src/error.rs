@@ -43,6 +43,17 @@ pub enum Error {
     #[error("thread {0} has expired; start a new conversation")]
     ThreadExpired(ContextId),
 
+    /// Credentials missing or not recognised (HTTP 401 with `WWW-Authenticate`).
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// The caller is over a rate limit (HTTP 429 with `Retry-After`).
+    #[error("rate limit exceeded for {scope}; retry after {retry_after_secs} s")]
+    RateLimited {
+        retry_after_secs: u64,
+        /// Whose budget ran out, e.g. `tenant acme on skill memory`.
+        scope: String,
+    },
+
     /// A dependency (the database) is down or saturated: nothing was acknowledged and
     /// the client should retry after the given number of seconds.
     #[error("service unavailable: {detail}")]

@@ -67,6 +67,8 @@ impl InProcessServer {
         // Settings from the defaults alone, not ./config.toml or the environment: the
         // run must not depend on where it is started (DATABASE_URL would pick Postgres).
         let mut settings = Settings::default();
+        // One anonymous tenant without rate limits: the load is the point.
+        settings.auth.enabled = false;
         settings.server.bind = "127.0.0.1:0".into();
         settings.store.data_dir = data_dir.path().to_path_buf();
         settings.store.database_url = String::new();

@@ -39,6 +39,8 @@ pub struct CardConfig {
     pub v03_fields: bool,
     /// Media types the agent produces (`defaultOutputModes`).
     pub output_modes: Vec<String>,
+    /// Requests need an API key: declare the bearer and `X-API-Key` schemes.
+    pub api_keys: bool,
 }
 
 /// A skill as the card advertises it.
@@ -95,6 +97,30 @@ pub fn build_agent_card(cfg: &CardConfig, skills: &[SkillCard]) -> Value {
         card.insert("documentationUrl".into(), json!(url));
     }
     card.insert("capabilities".into(), capabilities(skills, cfg.v03_fields));
+    if cfg.api_keys {
+        // Either scheme carries the same key; one suffices (OpenAPI "any entry" semantics).
+        card.insert(
+            "securitySchemes".into(),
+            json!({
+                "bearer": {"httpAuthSecurityScheme": {
+                    "scheme": "Bearer",
+                    "description": "An API key issued by the operator, as a bearer token.",
+                }},
+                "apiKey": {"apiKeySecurityScheme": {
+                    "location": "header",
+                    "name": "X-API-Key",
+                    "description": "The same API key in the X-API-Key header.",
+                }},
+            }),
+        );
+        card.insert(
+            "securityRequirements".into(),
+            json!([
+                {"schemes": {"bearer": {"list": []}}},
+                {"schemes": {"apiKey": {"list": []}}},
+            ]),
+        );
+    }
     card.insert("defaultInputModes".into(), json!(cfg.input_modes));
     card.insert("defaultOutputModes".into(), json!(cfg.output_modes));
     card.insert(
@@ -186,7 +212,33 @@ mod tests {
             input_modes: vec!["text/plain".into(), "application/json".into()],
             output_modes: vec!["text/plain".into()],
             v03_fields: true,
+            api_keys: false,
         }
+    }
+
+    #[test]
+    fn the_card_declares_api_keys_only_when_they_are_required() {
+        let open = build_agent_card(&config(), &[]);
+        assert!(open.get("securitySchemes").is_none());
+        assert!(open.get("securityRequirements").is_none());
+        let cfg = CardConfig {
+            api_keys: true,
+            ..config()
+        };
+        let card = build_agent_card(&cfg, &[]);
+        assert_eq!(
+            card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+            "Bearer"
+        );
+        let key = &card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"];
+        assert_eq!(
+            (key["location"].as_str(), key["name"].as_str()),
+            (Some("header"), Some("X-API-Key"))
+        );
+        assert_eq!(
+            card["securityRequirements"][0]["schemes"]["bearer"]["list"],
+            json!([])
+        );
     }
 
     #[test]

@@ -164,6 +164,24 @@ pub fn map_error(err: &Error) -> ErrorMapping {
             shown(),
             meta(&[("contextId", context_id.to_string())]),
         ),
+        Error::Unauthenticated(_) => (
+            -32000,
+            401,
+            "UNAUTHENTICATED",
+            "UNAUTHENTICATED",
+            shown(),
+            meta(&[]),
+        ),
+        Error::RateLimited {
+            retry_after_secs, ..
+        } => (
+            -32000,
+            429,
+            "RESOURCE_EXHAUSTED",
+            "RATE_LIMIT_EXCEEDED",
+            shown(),
+            meta(&[("retryAfterSeconds", retry_after_secs.to_string())]),
+        ),
         Error::Unavailable {
             retry_after_secs, ..
         } => (
@@ -263,6 +281,11 @@ mod tests {
                 retry_after_secs: 5,
             },
             Error::Internal(SECRET.into()),
+            Error::Unauthenticated("invalid API key".into()),
+            Error::RateLimited {
+                retry_after_secs: 7,
+                scope: "tenant acme".into(),
+            },
         ]
     }
 
@@ -284,6 +307,8 @@ mod tests {
             Error::ThreadExpired(_) => 13,
             Error::Unavailable { .. } => 14,
             Error::Internal(_) => 15,
+            Error::Unauthenticated(_) => 16,
+            Error::RateLimited { .. } => 17,
         }
     }
 
@@ -291,12 +316,12 @@ mod tests {
     fn every_variant_is_listed() {
         let mut seen: Vec<usize> = all_variants().iter().map(variant_index).collect();
         seen.sort_unstable();
-        assert_eq!(seen, (0..16).collect::<Vec<_>>());
+        assert_eq!(seen, (0..18).collect::<Vec<_>>());
     }
 
     #[test]
     fn the_mapping_table() {
-        let expected: [(i64, u16, &str, &str); 16] = [
+        let expected: [(i64, u16, &str, &str); 18] = [
             (-32700, 400, "INVALID_ARGUMENT", "PARSE_ERROR"),
             (-32600, 400, "INVALID_ARGUMENT", "INVALID_REQUEST"),
             (-32601, 404, "NOT_FOUND", "METHOD_NOT_FOUND"),
@@ -328,6 +353,8 @@ mod tests {
             (-32004, 400, "FAILED_PRECONDITION", "THREAD_EXPIRED"),
             (-32000, 503, "UNAVAILABLE", "UNAVAILABLE"),
             (-32603, 500, "INTERNAL", "INTERNAL_ERROR"),
+            (-32000, 401, "UNAUTHENTICATED", "UNAUTHENTICATED"),
+            (-32000, 429, "RESOURCE_EXHAUSTED", "RATE_LIMIT_EXCEEDED"),
         ];
         for err in all_variants() {
             let m = map_error(&err);

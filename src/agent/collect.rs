@@ -6,7 +6,7 @@
 //! when it had any and its final event otherwise — never both. Turns are separated by a
 //! blank line so answers from several turns or agents do not run into each other.
 
-use super::{Event, Part};
+use super::Event;
 
 /// The author of the events that carry the user's input; they are not part of the answer.
 const USER_AUTHOR: &str = "user";
@@ -48,11 +48,11 @@ pub fn collect_text(events: &[Event]) -> String {
     let mut partials = String::new();
     for event in events.iter().filter(|e| e.author != USER_AUTHOR) {
         if event.partial {
-            partials.push_str(&event_text(event));
+            partials.push_str(&event.text());
             continue;
         }
         let turn = if partials.is_empty() {
-            event_text(event)
+            event.text()
         } else {
             std::mem::take(&mut partials)
         };
@@ -66,24 +66,12 @@ pub fn collect_text(events: &[Event]) -> String {
     turns.join("\n\n")
 }
 
-/// All text parts of an event, concatenated.
-fn event_text(event: &Event) -> String {
-    event
-        .content
-        .iter()
-        .flat_map(|content| content.parts.iter())
-        .filter_map(|part| match part {
-            Part::Text(text) => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::Map;
 
     use super::*;
+    use crate::agent::Part;
     use crate::domain::Timestamp;
     use crate::session::{Content, FunctionCall};
 

@@ -23,8 +23,8 @@ pub use collect::{collect_text, extract_missing_agent, missing_agent_correction}
 pub use convert::{convert_messages, convert_messages_with_ids};
 pub use model::{AgentError, ModelAdapter};
 pub use runner::{
-    AgentNode, AgentTree, RunError, RunObserver, RunSettings, Runner, ToolInvoker, TreeError,
-    run_and_collect,
+    ACTIVE_AGENT_KEY, AgentNode, AgentTree, RunError, RunObserver, RunSettings, Runner,
+    ToolInvoker, TreeError, run_and_collect,
 };
 pub use tools::{TRANSFER_TO_AGENT, function_declarations, transfer_to_agent_declaration};
 

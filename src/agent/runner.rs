@@ -30,6 +30,10 @@ use crate::domain::Timestamp;
 use crate::session::{FunctionCall, FunctionResponse};
 use crate::skills::ToolSpec;
 
+/// The thread-state key holding the agent that has the conversation (set on each transfer),
+/// so the next turn starts with it; absent or unknown: the root.
+pub const ACTIVE_AGENT_KEY: &str = "agent:active";
+
 /// Content role of the user's input (and of function responses, as ADK writes them).
 const ROLE_USER: &str = "user";
 /// The tool-list entry that stands for every registered tool.
@@ -302,6 +306,8 @@ pub struct Runner {
     tree: Arc<AgentTree>,
     tools: Arc<dyn ToolInvoker>,
     settings: RunSettings,
+    /// The agent runs start with.
+    start: usize,
 }
 
 impl Runner {
@@ -310,14 +316,23 @@ impl Runner {
             tree,
             tools,
             settings,
+            start: 0,
         }
+    }
+
+    /// Starts runs with the agent named `name` (the one a transfer left the conversation
+    /// with); an unknown name keeps the root.
+    pub fn starting_with(mut self, name: Option<&str>) -> Self {
+        self.start = name.and_then(|n| self.tree.find(n)).unwrap_or(0);
+        self
     }
 
     pub fn tree(&self) -> &AgentTree {
         &self.tree
     }
 
-    /// Runs from the root until an agent answers without calls. `contents` is the
+    /// Runs from the starting agent (the root by default) until an agent answers without
+    /// calls. `contents` is the
     /// conversation the model sees (the user's message last); every content the run adds
     /// is pushed onto it, so after a failure it holds the progress made. `context` is
     /// added to every agent's instruction (e.g. memories and constraints of the session).
@@ -327,7 +342,7 @@ impl Runner {
         context: &str,
         observer: &mut dyn RunObserver,
     ) -> Result<(), RunError> {
-        let mut at = 0;
+        let mut at = self.start;
         for _ in 0..self.settings.max_turns {
             let agent = self.tree.node(at);
             let request = self.request(at, contents, context);
@@ -350,14 +365,7 @@ impl Runner {
             let Some(content) = event.content else {
                 return Ok(());
             };
-            let calls: Vec<FunctionCall> = content
-                .parts
-                .iter()
-                .filter_map(|part| match part {
-                    Part::FunctionCall(call) => Some(call.clone()),
-                    _ => None,
-                })
-                .collect();
+            let calls: Vec<FunctionCall> = content.function_calls().cloned().collect();
             contents.push(content);
             if calls.is_empty() {
                 return Ok(());
@@ -389,6 +397,10 @@ impl Runner {
                 let mut event = response_event(&agent.name, call, object(response));
                 if found {
                     event.actions.transfer_to_agent = Some(target.clone());
+                    event
+                        .actions
+                        .state_delta
+                        .insert(ACTIVE_AGENT_KEY.into(), Value::String(target.clone()));
                     next = self.tree.find(&target).unwrap_or(at);
                 } else if missing.is_none() {
                     missing = Some(target);

@@ -543,3 +543,29 @@ async fn a_failing_observer_stops_the_run_before_tools_run() {
         "a call that was not persisted never runs"
     );
 }
+
+#[tokio::test]
+async fn a_run_starts_with_the_agent_that_has_the_conversation() {
+    let s = setup(vec![answer(vec![text("Billing again.")])], &["billing"], 4);
+    let runner = s.runner.clone().starting_with(Some("billing"));
+    let mut recorder = Recorder::default();
+    runner
+        .run(&mut user("and my refund?"), "", &mut recorder)
+        .await
+        .unwrap();
+    assert_eq!(recorder.complete()[0].author, "billing");
+    assert!(
+        s.provider.requests()[0].messages[0]
+            .content
+            .starts_with("You are billing.")
+    );
+    // An agent that no longer exists starts at the root.
+    let s = setup(vec![answer(vec![text("Root.")])], &[], 4);
+    let runner = s.runner.clone().starting_with(Some("gone"));
+    let mut recorder = Recorder::default();
+    runner
+        .run(&mut user("hi"), "", &mut recorder)
+        .await
+        .unwrap();
+    assert_eq!(recorder.complete()[0].author, "root");
+}

@@ -4,6 +4,7 @@
 //! [`start`] builds the whole server once for `main`, the examples and the tests alike;
 //! [`serve`] runs it until SIGINT/SIGTERM and then shuts down gracefully (`shutdown.rs`).
 
+pub mod auth;
 mod body;
 mod observe;
 mod respond;
@@ -45,6 +46,8 @@ pub enum ServeError {
     Runtime(#[from] crate::runtime::StartError),
     #[error("cannot build the skills: {0}")]
     Bootstrap(#[from] crate::skills::bootstrap::BootstrapError),
+    #[error(transparent)]
+    Auth(#[from] auth::GateError),
 }
 
 /// A started server (its future must be driven, e.g. by `actix_web::rt::spawn`).
@@ -63,6 +66,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<RunningServer, Se
     // chosen once per process before any client is built. A second call is harmless.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let metrics = crate::telemetry::metrics_handle();
+    let gate = Arc::new(auth::Gate::new(&settings)?);
     let store = crate::store::open(&settings.store_config()).await?;
     tracing::info!(backend = store.backend(), "store opened");
     let skills = match agent.skills {
@@ -82,6 +86,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<RunningServer, Se
         &settings,
         addr,
         runtime.clone(),
+        gate.clone(),
         &cards,
         metrics,
     ));
@@ -107,6 +112,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<RunningServer, Se
     let handle = server.handle();
     runtime.start_maintenance();
     actix_web::rt::spawn(upkeep(Arc::downgrade(&runtime)));
+    actix_web::rt::spawn(forget_idle_limits(Arc::downgrade(&gate)));
     if settings.metrics.census_interval_secs > 0 {
         let every = Duration::from_secs(settings.metrics.census_interval_secs);
         actix_web::rt::spawn(census(Arc::downgrade(&runtime), every));
@@ -117,6 +123,19 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<RunningServer, Se
         runtime,
         server,
     })
+}
+
+/// Drops the rate-limit state of tenants idle long enough to have a full budget again, so
+/// the limiters hold only recent callers (proxy mode admits any tenant name).
+async fn forget_idle_limits(gate: std::sync::Weak<auth::Gate>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        tick.tick().await;
+        match gate.upgrade() {
+            Some(gate) => gate.retain_recent(),
+            None => return,
+        }
+    }
 }
 
 /// The card entries of the registered skills, with their tools' input schemas.

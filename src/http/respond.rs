@@ -64,20 +64,36 @@ pub fn jsonrpc_err(
     let status = match err {
         Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        Error::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+        Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         _ => StatusCode::OK,
     };
     let mut response = HttpResponse::build(status);
-    if let Error::Unavailable {
-        retry_after_secs, ..
-    } = err
-    {
-        response.insert_header(("Retry-After", retry_after_secs.to_string()));
-    }
+    challenge_headers(err, &mut response);
     response.json(serde_json::json!({
         "jsonrpc": "2.0",
         "id": id,
         "error": jsonrpc_error_object(err),
     }))
+}
+
+/// `Retry-After` when the client should come back later, `WWW-Authenticate` when it
+/// should come back with credentials.
+fn challenge_headers(err: &Error, response: &mut actix_web::HttpResponseBuilder) {
+    match err {
+        Error::Unavailable {
+            retry_after_secs, ..
+        }
+        | Error::RateLimited {
+            retry_after_secs, ..
+        } => {
+            response.insert_header(("Retry-After", retry_after_secs.to_string()));
+        }
+        Error::Unauthenticated(_) => {
+            response.insert_header(("WWW-Authenticate", r#"Bearer realm="agent-a2a""#));
+        }
+        _ => {}
+    }
 }
 
 /// A REST success body.
@@ -95,12 +111,7 @@ pub fn rest_err(err: &Error, method: &'static str, retry_after_secs: u64) -> Htt
     let mut response = HttpResponse::build(
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
     );
-    if let Error::Unavailable {
-        retry_after_secs, ..
-    } = err
-    {
-        response.insert_header(("Retry-After", retry_after_secs.to_string()));
-    }
+    challenge_headers(err, &mut response);
     response
         .content_type("application/json")
         .body(body.to_string())

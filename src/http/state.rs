@@ -10,11 +10,13 @@ use sha2::{Digest, Sha256};
 
 use crate::a2a::card::{CardConfig, SkillCard, build_agent_card};
 use crate::config::Settings;
-use crate::domain::TenantId;
+use crate::http::auth::Gate;
 use crate::runtime::Runtime;
 
 pub struct AppState {
     pub runtime: Arc<Runtime>,
+    /// Authentication and rate limits of the A2A endpoints.
+    pub gate: Arc<Gate>,
     pub card: CachedCard,
     pub max_body_bytes: usize,
     pub keep_alive_secs: u64,
@@ -36,6 +38,7 @@ impl AppState {
         settings: &Settings,
         bound: SocketAddr,
         runtime: Arc<Runtime>,
+        gate: Arc<Gate>,
         skills: &[SkillCard],
         metrics: PrometheusHandle,
     ) -> Self {
@@ -61,11 +64,13 @@ impl AppState {
             input_modes: agent.input_modes.clone(),
             output_modes: agent.output_modes.clone(),
             v03_fields: agent.card_v03_fields,
+            api_keys: gate.accepts_keys(),
         };
         let body = build_agent_card(&config, skills).to_string();
         let etag = format!("\"{:x}\"", Sha256::digest(body.as_bytes()));
         Self {
             runtime,
+            gate,
             card: CachedCard {
                 body,
                 etag,
@@ -78,11 +83,5 @@ impl AppState {
             input_modes: agent.input_modes.clone(),
             metrics,
         }
-    }
-
-    /// The tenant of a request. Authentication (API keys → tenant) is not configured in
-    /// this release, so every request acts for the default tenant.
-    pub fn tenant(&self) -> TenantId {
-        TenantId::default_tenant()
     }
 }

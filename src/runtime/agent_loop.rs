@@ -23,8 +23,9 @@ use super::executor::{AgentExecutor, Turn, TurnSink};
 use super::skill_actor::Tools;
 use super::tool_router::ToolRoutingExecutor;
 use crate::agent::{
-    AgentError, AgentTree, Content, Event, LlmRequest, ModelAdapter, Part, RunError, RunObserver,
-    RunSettings, Runner, ToolInvoker, function_declarations, run_and_collect,
+    ACTIVE_AGENT_KEY, AgentError, AgentTree, Content, Event, LlmRequest, ModelAdapter, Part,
+    RunError, RunObserver, RunSettings, Runner, ToolInvoker, function_declarations,
+    run_and_collect,
 };
 use crate::config::{AgentSettings, HistorySettings};
 use crate::domain::{Artifact, Message, Metadata, Part as A2aPart, Timestamp};
@@ -80,7 +81,9 @@ impl AgentExecutor for AgentLoopExecutor {
                 .filter_map(|event| event.content)
                 .collect();
         let tools = SkillTools::new(&turn);
-        let runner = Runner::new(self.tree.clone(), Arc::new(tools), self.settings);
+        let active = turn.state.get(ACTIVE_AGENT_KEY).and_then(Value::as_str);
+        let runner =
+            Runner::new(self.tree.clone(), Arc::new(tools), self.settings).starting_with(active);
         let mut observer = SinkObserver::new(&sink, self.flush);
         match run_and_collect(&runner, &mut contents, &context, &mut observer).await {
             Ok(_) => {
@@ -310,7 +313,7 @@ impl RunObserver for SinkObserver<'_> {
         if event.partial {
             let new_turn = !self.streaming_turn;
             self.streaming_turn = true;
-            self.add_text(&event_text(event), new_turn);
+            self.add_text(&event.text(), new_turn);
             if self.last_flush.elapsed() >= self.flush {
                 self.send_chunk(false).await?;
             }
@@ -324,37 +327,17 @@ impl RunObserver for SinkObserver<'_> {
             self.replace = self.sent;
         } else if event.turn_complete {
             if !self.streaming_turn {
-                self.add_text(&event_text(event), true);
+                self.add_text(&event.text(), true);
             }
             self.streaming_turn = false;
         }
         self.sink.append_event(event.clone()).await?;
-        if has_calls(event) {
+        if event.function_calls().next().is_some() {
             // Text said before the tools run reaches the client before they do.
             self.send_chunk(false).await?;
         }
         Ok(())
     }
-}
-
-fn event_text(event: &Event) -> String {
-    event
-        .content
-        .iter()
-        .flat_map(|c| c.parts.iter())
-        .filter_map(|p| match p {
-            Part::Text(t) => Some(t.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn has_calls(event: &Event) -> bool {
-    event
-        .content
-        .iter()
-        .flat_map(|c| c.parts.iter())
-        .any(|p| matches!(p, Part::FunctionCall(_)))
 }
 
 /// Turns free text into tool calls with a cheap model that sees only the skills'
@@ -430,17 +413,9 @@ impl AgentExecutor for RoutingExecutor {
         };
         let root = "router";
         let event = Event::new(root, response.content.clone(), Timestamp::now());
-        let calls: Vec<FunctionCall> = event
-            .content
-            .iter()
-            .flat_map(|c| c.parts.iter())
-            .filter_map(|p| match p {
-                Part::FunctionCall(call) => Some(call.clone()),
-                _ => None,
-            })
-            .collect();
+        let calls: Vec<FunctionCall> = event.function_calls().cloned().collect();
         if calls.is_empty() {
-            let question = event_text(&event);
+            let question = event.text();
             let text = if question.trim().is_empty() {
                 ToolRoutingExecutor::help(&turn.tools)
             } else {

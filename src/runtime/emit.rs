@@ -563,6 +563,8 @@ fn is_client_error(e: &Error) -> bool {
         | Error::TaskNotFound(_)
         | Error::TaskNotCancelable { .. }
         | Error::ThreadExpired(_)
+        | Error::Unauthenticated(_)
+        | Error::RateLimited { .. }
         | Error::Unavailable { .. } => true,
         Error::Parse(_)
         | Error::InvalidRequest(_)

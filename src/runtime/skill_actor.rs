@@ -282,6 +282,11 @@ impl Tools {
         &self.names
     }
 
+    /// The id of the skill that serves `tool`.
+    pub fn skill_of(&self, tool: &str) -> Option<&str> {
+        self.by_name.get(tool).map(|(owner, _, _)| owner.as_str())
+    }
+
     /// The spec of a tool (restricted to `skill` when given).
     pub fn spec(&self, tool: &str, skill: Option<&str>) -> Option<&ToolSpec> {
         self.by_name

@@ -48,6 +48,27 @@ pub struct Content {
     pub parts: Vec<Part>,
 }
 
+impl Content {
+    /// All text parts, concatenated.
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|part| match part {
+                Part::Text(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The function calls, in order.
+    pub fn function_calls(&self) -> impl Iterator<Item = &FunctionCall> {
+        self.parts.iter().filter_map(|part| match part {
+            Part::FunctionCall(call) => Some(call),
+            _ => None,
+        })
+    }
+}
+
 /// Side effects an event asks for besides its content.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -85,6 +106,18 @@ impl Event {
             actions: EventActions::default(),
             timestamp,
         }
+    }
+}
+
+impl Event {
+    /// The text of its content (empty without content).
+    pub fn text(&self) -> String {
+        self.content.as_ref().map(Content::text).unwrap_or_default()
+    }
+
+    /// The function calls of its content.
+    pub fn function_calls(&self) -> impl Iterator<Item = &FunctionCall> {
+        self.content.iter().flat_map(Content::function_calls)
     }
 }
 

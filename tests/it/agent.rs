@@ -586,3 +586,67 @@ async fn a_state_delta_past_the_limit_is_refused_and_the_state_kept() {
     );
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn a_transfer_sticks_to_the_thread_for_the_next_turn() {
+    let model = FakeModel::start().await;
+    model.script(&[
+        delta(json!({"tool_calls": [{"index": 0, "id": "t1", "type": "function",
+            "function": {"name": "transfer_to_agent", "arguments": "{\"agent_name\":\"billing\"}"}}]})),
+        finish("tool_calls"),
+    ]);
+    model.script(&[delta(json!({"content": "Billing here."})), finish("stop")]);
+    model.script(&[delta(json!({"content": "Still billing."})), finish("stop")]);
+    let skill = Arc::new(WeatherSkill {
+        calls: AtomicUsize::new(0),
+        cities: Mutex::new(Vec::new()),
+    });
+    let url = model.url.clone();
+    let app = spawn_agent_in(None, agent(&skill), move |s| {
+        with_model(&url)(s);
+        s.agent.sub_agents = vec![agent_a2a::config::SubAgentSettings {
+            name: "billing".into(),
+            description: "Invoices and refunds.".into(),
+            instruction: "You handle billing.".into(),
+            provider: String::new(),
+            model: String::new(),
+            tools: Vec::new(),
+            sub_agents: Vec::new(),
+        }];
+    })
+    .await;
+    let r = send_in(&app, "ctx-t", "my invoice is wrong").await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    let r = send_in(&app, "ctx-t", "and the refund?").await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let system = |i: usize| {
+        requests[i]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(
+        system(0).starts_with("You forecast the weather."),
+        "{}",
+        system(0)
+    );
+    assert!(
+        system(1).starts_with("You handle billing."),
+        "{}",
+        system(1)
+    );
+    assert!(
+        system(2).starts_with("You handle billing."),
+        "the next turn starts with billing"
+    );
+    app.stop().await;
+    model.handle.stop(false).await;
+}

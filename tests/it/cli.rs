@@ -6,6 +6,7 @@ use std::process::Command;
 fn agent_a2a() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-a2a"));
     cmd.env_remove("DATABASE_URL")
+        .env("AGENT_A2A__AUTH__ENABLED", "false")
         .env("RUST_LOG", "warn")
         .current_dir(std::env::temp_dir());
     cmd
@@ -77,4 +78,12 @@ fn invalid_configuration_stops_start_up_naming_the_key() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+
+    // Without a configuration that says otherwise, auth is on and needs keys.
+    let out = agent_a2a()
+        .env_remove("AGENT_A2A__AUTH__ENABLED")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("auth.enabled"));
 }

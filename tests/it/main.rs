@@ -1,6 +1,7 @@
 //! Integration tests: the real server on a random port, driven over HTTP.
 
 mod agent;
+mod auth;
 mod card;
 mod cli;
 mod dashboard;

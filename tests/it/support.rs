@@ -308,6 +308,8 @@ pub async fn spawn_app_with_agent(agent: Agent) -> TestApp {
 
 fn test_settings(dir: Option<&tempfile::TempDir>) -> Settings {
     let mut settings = Settings::default();
+    // Tests act as the default tenant unless they turn auth on (tests/it/auth.rs).
+    settings.auth.enabled = false;
     settings.server.bind = "127.0.0.1:0".into();
     settings.server.workers = 2;
     settings.threads.arbiters = 2;

@@ -47,6 +47,11 @@ async fn dispatch(
         Ok(rpc) => rpc,
         Err((id, e)) => return (jsonrpc_err(&id, &e, unknown, retry), unknown),
     };
+    // Before the method is even looked up: nothing about the server answers a stranger.
+    let principal = match state.gate.admit(req) {
+        Ok(principal) => principal,
+        Err(e) => return (jsonrpc_err(&rpc.id, &e, unknown, retry), unknown),
+    };
     let Some((op, shape)) = a2a::method(&rpc.method) else {
         let e = Error::MethodNotFound(rpc.method.clone());
         return (jsonrpc_err(&rpc.id, &e, unknown, retry), unknown);
@@ -56,7 +61,8 @@ async fn dispatch(
         Ok(d) => d,
         Err(e) => return (jsonrpc_err(&rpc.id, &e, name, retry), name),
     };
-    let response = match operation::execute(state, op, dialect, &rpc.params, req).await {
+    let response = match operation::execute(state, &principal, op, dialect, &rpc.params, req).await
+    {
         Ok(Reply::Json(result)) => jsonrpc_ok(&rpc.id, result),
         Ok(Reply::Stream(events)) => sse::respond(
             events,

@@ -7,8 +7,10 @@ use futures_util::Stream;
 use serde_json::Value;
 
 use crate::a2a::{self, Dialect, Operation};
+use crate::domain::{PartContent, SendMessage};
 use crate::error::{Error, Result};
 use crate::http::AppState;
+use crate::http::auth::Principal;
 use crate::http::body::last_event_id;
 use crate::runtime::SeqEvent;
 
@@ -35,50 +37,47 @@ pub fn name(op: Operation) -> &'static str {
     }
 }
 
-/// Executes `op` with its decoded-from-JSON parameters.
+/// Executes `op` for `principal` (already admitted) with its decoded-from-JSON parameters.
 pub async fn execute(
     state: &AppState,
+    principal: &Principal,
     op: Operation,
     dialect: Dialect,
     params: &Value,
     req: &HttpRequest,
 ) -> Result<Reply> {
-    let tenant = state.tenant();
+    let tenant = &principal.tenant;
     let rt = &state.runtime;
     match op {
         Operation::SendMessage => {
-            let cmd = a2a::decode_send(dialect, params)?;
-            a2a::check_input_modes(&cmd.message, &state.input_modes)?;
-            let outcome = rt.send(&tenant, cmd).await?;
+            let cmd = decode_send(state, principal, dialect, params)?;
+            let outcome = rt.send(tenant, cmd).await?;
             Ok(Reply::Json(a2a::encode_send_outcome(dialect, &outcome)))
         }
         Operation::SendStreamingMessage => {
-            let cmd = a2a::decode_send(dialect, params)?;
-            a2a::check_input_modes(&cmd.message, &state.input_modes)?;
-            let sub = rt.send_streaming(&tenant, cmd).await?;
+            let cmd = decode_send(state, principal, dialect, params)?;
+            let sub = rt.send_streaming(tenant, cmd).await?;
             Ok(Reply::Stream(Box::pin(rt.events(sub))))
         }
         Operation::GetTask => {
             let query = a2a::decode_get_task(dialect, params)?;
-            let task = rt
-                .get_task(&tenant, &query.id, query.history_length)
-                .await?;
+            let task = rt.get_task(tenant, &query.id, query.history_length).await?;
             Ok(Reply::Json(a2a::encode_task(dialect, &task)))
         }
         Operation::ListTasks => {
             let query = a2a::decode_list_tasks(dialect, params)?;
-            let page = rt.list_tasks(&tenant, &query).await?;
+            let page = rt.list_tasks(tenant, &query).await?;
             Ok(Reply::Json(a2a::encode_task_page(dialect, &page)))
         }
         Operation::CancelTask => {
             let id = a2a::decode_task_id(dialect, params)?;
-            let task = rt.cancel_task(&tenant, &id).await?;
+            let task = rt.cancel_task(tenant, &id).await?;
             Ok(Reply::Json(a2a::encode_task(dialect, &task)))
         }
         Operation::SubscribeToTask => {
             let id = a2a::decode_task_id(dialect, params)?;
             let resume = last_event_id(req)?;
-            let sub = rt.subscribe(&tenant, &id, resume).await?;
+            let sub = rt.subscribe(tenant, &id, resume).await?;
             Ok(Reply::Stream(Box::pin(rt.events(sub))))
         }
         // Checked before anything else, as the spec requires: no task lookup happens.
@@ -94,4 +93,34 @@ pub async fn execute(
             )),
         },
     }
+}
+
+/// A send's command: decoded, its part types checked, a direct tool call charged to the
+/// caller's budget for that skill, and the user a trusted proxy named given to the agent as
+/// `userId` (it beats any the client sent: the proxy vouched for it).
+fn decode_send(
+    state: &AppState,
+    principal: &Principal,
+    dialect: Dialect,
+    params: &Value,
+) -> Result<SendMessage> {
+    let mut cmd = a2a::decode_send(dialect, params)?;
+    a2a::check_input_modes(&cmd.message, &state.input_modes)?;
+    let tool = cmd
+        .message
+        .parts
+        .iter()
+        .find_map(|part| match &part.content {
+            PartContent::Data(Value::Object(data)) => data.get("tool").and_then(Value::as_str),
+            _ => None,
+        });
+    if let Some(skill) = tool.and_then(|tool| state.runtime.tools().skill_of(tool)) {
+        state.gate.admit_skill(principal, skill)?;
+    }
+    if let Some(user) = &principal.user {
+        cmd.metadata
+            .get_or_insert_with(Default::default)
+            .insert("userId".into(), Value::String(user.clone()));
+    }
+    Ok(cmd)
 }

@@ -170,16 +170,23 @@ async fn run(
     params: Result<Value, Error>,
 ) -> HttpResponse {
     let name = operation::name(op);
-    let prepared = params.and_then(|p| Ok((dialect(req, shape)?, p)));
+    // Authentication first: a stranger learns nothing, not even whether the body is valid.
+    let prepared = state
+        .gate
+        .admit(req)
+        .and_then(|principal| Ok((principal, params?)))
+        .and_then(|(principal, p)| Ok((principal, dialect(req, shape)?, p)));
     let mut response = match prepared {
         Err(e) => rest_err(&e, name, state.retry_after_secs),
-        Ok((dialect, params)) => match operation::execute(state, op, dialect, &params, req).await {
-            Ok(Reply::Json(body)) => rest_ok(body, response_type(req, dialect)),
-            Ok(Reply::Stream(events)) => {
-                sse::respond(events, dialect, Framing::Rest, state.keep_alive_secs, req)
+        Ok((principal, dialect, params)) => {
+            match operation::execute(state, &principal, op, dialect, &params, req).await {
+                Ok(Reply::Json(body)) => rest_ok(body, response_type(req, dialect)),
+                Ok(Reply::Stream(events)) => {
+                    sse::respond(events, dialect, Framing::Rest, state.keep_alive_secs, req)
+                }
+                Err(e) => rest_err(&e, name, state.retry_after_secs),
             }
-            Err(e) => rest_err(&e, name, state.retry_after_secs),
-        },
+        }
     };
     tag(&mut response, Binding::Rest, name);
     response

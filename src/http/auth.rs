@@ -1,0 +1,516 @@
+//! Who is calling, and whether they may call now: the [`Gate`] every A2A request passes
+//! before anything is looked up.
+//!
+//! **Authentication.** An API key (`Authorization: Bearer <key>` or `X-API-Key: <key>`)
+//! names a tenant and a rate-limit tier. Keys are kept only as SHA-256 digests and a
+//! presented key's digest is compared with every configured one in constant time, so
+//! neither the comparison nor the configuration reveals keys. Behind a trusted reverse
+//! proxy, the tenant (and optionally tier and user) come from configured headers — but
+//! only from the configured peer addresses. Missing or wrong credentials answer 401 with
+//! `WWW-Authenticate`. With auth off, every request acts for the tenant `default`.
+//!
+//! **Rate limits.** A tenant gets its tier's requests per minute (`governor`'s GCRA: the
+//! whole minute's worth at once, then an even refill); a direct tool call also spends from
+//! the tenant's budget for that skill when one is configured. Over a limit: 429 with
+//! `Retry-After` (seconds until a request would pass) and a count in
+//! `agent_a2a_rate_limited_total{tenant_id, skill_name}`. Limits need identities, so with
+//! auth off there are none.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+
+use actix_web::HttpRequest;
+use actix_web::http::header::{AUTHORIZATION, HeaderName};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota};
+use subtle::ConstantTimeEq;
+
+use crate::config::{ApiKeySettings, RateLimitSettings, Settings};
+use crate::domain::TenantId;
+use crate::error::Error;
+use crate::telemetry;
+
+/// The tier of callers that name none.
+const DEFAULT_TIER: &str = "default";
+/// The `skill_name` label of a limit that is not a skill's.
+const NO_SKILL: &str = "";
+
+/// The caller of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub tenant: TenantId,
+    pub tier: String,
+    /// Set by a trusted proxy's user header.
+    pub user: Option<String>,
+}
+
+impl Principal {
+    fn anonymous() -> Self {
+        Self {
+            tenant: TenantId::default_tenant(),
+            tier: DEFAULT_TIER.into(),
+            user: None,
+        }
+    }
+}
+
+struct Key {
+    digest: [u8; 32],
+    tenant: TenantId,
+    tier: String,
+}
+
+struct Proxy {
+    tenant: HeaderName,
+    tier: Option<HeaderName>,
+    user: Option<HeaderName>,
+    peers: Vec<IpAddr>,
+}
+
+/// Authentication and rate limits of the A2A endpoints.
+pub struct Gate {
+    /// `None`: auth is off.
+    auth: Option<(Vec<Key>, Option<Proxy>)>,
+    limits: Limits,
+}
+
+/// Why the gate could not be built (settings that `Settings::validate` would refuse).
+#[derive(Debug, thiserror::Error)]
+#[error("invalid auth settings: {0}")]
+pub struct GateError(String);
+
+impl Gate {
+    pub fn new(settings: &Settings) -> Result<Gate, GateError> {
+        let auth = &settings.auth;
+        if !auth.enabled {
+            tracing::warn!(
+                "AUTHENTICATION IS OFF (auth.enabled = false): every request acts for the \
+                 tenant \"default\" and no rate limits apply; do not expose this server"
+            );
+            return Ok(Gate {
+                auth: None,
+                limits: Limits::new(&settings.rate_limit)?,
+            });
+        }
+        let keys = auth
+            .api_keys
+            .iter()
+            .map(|entry| {
+                let digest = entry
+                    .digest()
+                    .and_then(|hex| decode_digest(&hex))
+                    .ok_or_else(|| GateError(format!("api key of {}: bad key", entry.tenant)))?;
+                let tenant = TenantId::parse(entry.tenant.clone())
+                    .map_err(|e| GateError(format!("api key tenant: {e}")))?;
+                Ok(Key {
+                    digest,
+                    tenant,
+                    tier: entry.tier.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>, GateError>>()?;
+        let proxy_settings = &auth.trusted_proxy;
+        let header = |name: &str| -> Result<Option<HeaderName>, GateError> {
+            if name.is_empty() {
+                return Ok(None);
+            }
+            HeaderName::try_from(name)
+                .map(Some)
+                .map_err(|e| GateError(format!("header {name:?}: {e}")))
+        };
+        let proxy = match header(&proxy_settings.tenant_header)? {
+            Some(tenant) => Some(Proxy {
+                tenant,
+                tier: header(&proxy_settings.tier_header)?,
+                user: header(&proxy_settings.user_header)?,
+                peers: proxy_settings
+                    .addresses
+                    .iter()
+                    .map(|a| {
+                        a.parse()
+                            .map_err(|e| GateError(format!("address {a:?}: {e}")))
+                    })
+                    .collect::<Result<_, _>>()?,
+            }),
+            None => None,
+        };
+        if keys.is_empty() && proxy.is_none() {
+            return Err(GateError(
+                "auth is enabled but neither api keys nor a trusted proxy are configured".into(),
+            ));
+        }
+        tracing::info!(
+            keys = keys.len(),
+            proxy = proxy.is_some(),
+            "authentication on"
+        );
+        Ok(Gate {
+            auth: Some((keys, proxy)),
+            limits: Limits::new(&settings.rate_limit)?,
+        })
+    }
+
+    /// Whether API keys are accepted (the agent card then declares them).
+    pub fn accepts_keys(&self) -> bool {
+        self.auth.as_ref().is_some_and(|(keys, _)| !keys.is_empty())
+    }
+
+    /// Authenticates `req` and spends one request of its tenant's budget.
+    pub fn admit(&self, req: &HttpRequest) -> Result<Principal, Error> {
+        let Some((keys, proxy)) = &self.auth else {
+            return Ok(Principal::anonymous());
+        };
+        let principal = match proxy.as_ref().and_then(|p| from_proxy(p, req).transpose()) {
+            Some(principal) => principal?,
+            None => from_key(keys, req)?,
+        };
+        self.limits.tenant(&principal)?;
+        Ok(principal)
+    }
+
+    /// Spends one direct call of `skill` from the caller's budget for it, when the skill
+    /// has a limit.
+    pub fn admit_skill(&self, principal: &Principal, skill: &str) -> Result<(), Error> {
+        if self.auth.is_none() {
+            return Ok(());
+        }
+        self.limits.skill(principal, skill)
+    }
+
+    /// Forgets limiter state of tenants that have not called for a while.
+    pub fn retain_recent(&self) {
+        self.limits.retain_recent();
+    }
+}
+
+/// The principal a trusted proxy names: `None` when the peer is not trusted or the header
+/// is absent (then the request needs a key).
+fn from_proxy(proxy: &Proxy, req: &HttpRequest) -> Result<Option<Principal>, Error> {
+    let trusted = req
+        .peer_addr()
+        .is_some_and(|peer| proxy.peers.contains(&peer.ip()));
+    if !trusted {
+        return Ok(None);
+    }
+    let Some(tenant) = header_text(req, &proxy.tenant) else {
+        return Ok(None);
+    };
+    let tenant = TenantId::parse(tenant)
+        .map_err(|e| Error::Unauthenticated(format!("tenant header: {e}")))?;
+    let tier = proxy
+        .tier
+        .as_ref()
+        .and_then(|h| header_text(req, h))
+        .unwrap_or_else(|| DEFAULT_TIER.into());
+    let user = proxy.user.as_ref().and_then(|h| header_text(req, h));
+    Ok(Some(Principal { tenant, tier, user }))
+}
+
+fn from_key(keys: &[Key], req: &HttpRequest) -> Result<Principal, Error> {
+    let presented = presented_key(req).ok_or_else(|| {
+        Error::Unauthenticated(
+            "credentials required: send an API key as \"Authorization: Bearer <key>\" or \
+             \"X-API-Key: <key>\""
+                .into(),
+        )
+    })?;
+    let digest = decode_digest(&ApiKeySettings::digest_of(&presented))
+        .ok_or_else(|| Error::internal("key digest"))?;
+    // Every configured digest is compared, each in constant time.
+    let mut found = None;
+    for key in keys {
+        if bool::from(key.digest.ct_eq(&digest)) {
+            found = Some(key);
+        }
+    }
+    let key = found.ok_or_else(|| Error::Unauthenticated("invalid API key".into()))?;
+    Ok(Principal {
+        tenant: key.tenant.clone(),
+        tier: key.tier.clone(),
+        user: None,
+    })
+}
+
+/// The key of `Authorization: Bearer <key>`, else of `X-API-Key`.
+fn presented_key(req: &HttpRequest) -> Option<String> {
+    let bearer = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, token) = v.trim().split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| token.trim().to_owned())
+        });
+    bearer
+        .or_else(|| header_text(req, &HeaderName::from_static("x-api-key")))
+        .filter(|key| !key.is_empty())
+}
+
+fn header_text(req: &HttpRequest, name: &HeaderName) -> Option<String> {
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+fn decode_digest(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The limiters: per tier (keyed by tenant) and per skill (keyed by tenant).
+struct Limits {
+    default: DefaultKeyedRateLimiter<TenantId>,
+    tiers: HashMap<String, DefaultKeyedRateLimiter<TenantId>>,
+    skills: HashMap<String, DefaultKeyedRateLimiter<TenantId>>,
+    clock: DefaultClock,
+}
+
+impl Limits {
+    fn new(settings: &RateLimitSettings) -> Result<Limits, GateError> {
+        let limiter = |key: &str, per_minute: u32| {
+            NonZeroU32::new(per_minute)
+                .map(|n| DefaultKeyedRateLimiter::keyed(Quota::per_minute(n)))
+                .ok_or_else(|| GateError(format!("{key}: per_minute must be greater than 0")))
+        };
+        Ok(Limits {
+            default: limiter("rate_limit.default_per_minute", settings.default_per_minute)?,
+            tiers: settings
+                .tiers
+                .iter()
+                .map(|(tier, l)| Ok((tier.clone(), limiter("rate_limit.tiers", l.per_minute)?)))
+                .collect::<Result<_, GateError>>()?,
+            skills: settings
+                .skills
+                .iter()
+                .map(|(skill, l)| Ok((skill.clone(), limiter("rate_limit.skills", l.per_minute)?)))
+                .collect::<Result<_, GateError>>()?,
+            clock: DefaultClock::default(),
+        })
+    }
+
+    fn tenant(&self, principal: &Principal) -> Result<(), Error> {
+        let limiter = self.tiers.get(&principal.tier).unwrap_or(&self.default);
+        self.check(limiter, principal, NO_SKILL)
+    }
+
+    fn skill(&self, principal: &Principal, skill: &str) -> Result<(), Error> {
+        match self.skills.get(skill) {
+            Some(limiter) => self.check(limiter, principal, skill),
+            None => Ok(()),
+        }
+    }
+
+    fn check(
+        &self,
+        limiter: &DefaultKeyedRateLimiter<TenantId>,
+        principal: &Principal,
+        skill: &str,
+    ) -> Result<(), Error> {
+        limiter.check_key(&principal.tenant).map_err(|not_until| {
+            metrics::counter!(
+                telemetry::RATE_LIMITED,
+                "tenant_id" => principal.tenant.as_str().to_owned(),
+                "skill_name" => skill.to_owned()
+            )
+            .increment(1);
+            let wait = not_until.wait_time_from(self.clock.now());
+            Error::RateLimited {
+                retry_after_secs: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
+                scope: if skill.is_empty() {
+                    format!("tenant {}", principal.tenant)
+                } else {
+                    format!("tenant {} on skill {skill}", principal.tenant)
+                },
+            }
+        })
+    }
+
+    fn retain_recent(&self) {
+        self.default.retain_recent();
+        for limiter in self.tiers.values().chain(self.skills.values()) {
+            limiter.retain_recent();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{AuthSettings, LimitSettings};
+    use actix_web::test::TestRequest;
+
+    fn settings(keys: &[(&str, &str, &str)], per_minute: u32) -> Settings {
+        Settings {
+            auth: AuthSettings {
+                enabled: true,
+                api_keys: keys
+                    .iter()
+                    .map(|(key, tenant, tier)| ApiKeySettings {
+                        key: (*key).into(),
+                        key_sha256: String::new(),
+                        tenant: (*tenant).into(),
+                        tier: (*tier).into(),
+                    })
+                    .collect(),
+                ..AuthSettings::default()
+            },
+            rate_limit: RateLimitSettings {
+                default_per_minute: per_minute,
+                ..RateLimitSettings::default()
+            },
+            ..Settings::default()
+        }
+    }
+
+    #[test]
+    fn keys_name_their_tenant_by_either_header() {
+        let gate = Gate::new(&settings(
+            &[("k1", "acme", "free"), ("k2", "globex", "pro")],
+            100,
+        ))
+        .unwrap();
+        let bearer = TestRequest::default()
+            .insert_header(("Authorization", "Bearer k1"))
+            .to_http_request();
+        assert_eq!(gate.admit(&bearer).unwrap().tenant.as_str(), "acme");
+        let api_key = TestRequest::default()
+            .insert_header(("X-API-Key", "k2"))
+            .to_http_request();
+        let p = gate.admit(&api_key).unwrap();
+        assert_eq!((p.tenant.as_str(), p.tier.as_str()), ("globex", "pro"));
+        let lower = TestRequest::default()
+            .insert_header(("Authorization", "bearer k2"))
+            .to_http_request();
+        assert_eq!(gate.admit(&lower).unwrap().tenant.as_str(), "globex");
+    }
+
+    #[test]
+    fn missing_or_wrong_keys_are_unauthenticated() {
+        let gate = Gate::new(&settings(&[("k1", "acme", "free")], 100)).unwrap();
+        for req in [
+            TestRequest::default(),
+            TestRequest::default().insert_header(("Authorization", "Bearer nope")),
+            TestRequest::default().insert_header(("Authorization", "Basic k1")),
+            TestRequest::default().insert_header(("X-API-Key", "")),
+        ] {
+            let e = gate.admit(&req.to_http_request()).unwrap_err();
+            assert!(matches!(e, Error::Unauthenticated(_)), "{e}");
+        }
+    }
+
+    #[test]
+    fn hashed_keys_match_the_clear_key() {
+        let mut s = settings(&[], 100);
+        s.auth.api_keys.push(ApiKeySettings {
+            key: String::new(),
+            key_sha256: ApiKeySettings::digest_of("secret").to_uppercase(),
+            tenant: "acme".into(),
+            tier: "default".into(),
+        });
+        let gate = Gate::new(&s).unwrap();
+        let req = TestRequest::default()
+            .insert_header(("X-API-Key", "secret"))
+            .to_http_request();
+        assert_eq!(gate.admit(&req).unwrap().tenant.as_str(), "acme");
+    }
+
+    #[test]
+    fn over_the_limit_is_rate_limited_with_the_wait() {
+        let mut s = settings(&[("k1", "acme", "free"), ("k2", "globex", "pro")], 2);
+        s.rate_limit
+            .tiers
+            .insert("pro".into(), LimitSettings { per_minute: 3 });
+        s.rate_limit
+            .skills
+            .insert("memory".into(), LimitSettings { per_minute: 1 });
+        let gate = Gate::new(&s).unwrap();
+        let req = |key: &str| {
+            TestRequest::default()
+                .insert_header(("X-API-Key", key.to_owned()))
+                .to_http_request()
+        };
+        gate.admit(&req("k1")).unwrap();
+        gate.admit(&req("k1")).unwrap();
+        match gate.admit(&req("k1")).unwrap_err() {
+            Error::RateLimited {
+                retry_after_secs,
+                scope,
+            } => {
+                // 2 per minute refill one every 30 s.
+                assert!((1..=30).contains(&retry_after_secs), "{retry_after_secs}");
+                assert_eq!(scope, "tenant acme");
+            }
+            other => panic!("{other}"),
+        }
+        // Another tenant (another tier) has its own budget.
+        for _ in 0..3 {
+            gate.admit(&req("k2")).unwrap();
+        }
+        assert!(gate.admit(&req("k2")).is_err());
+        // Skill budgets are per tenant and skill; skills without a limit are free.
+        let acme = Principal {
+            tenant: TenantId::parse("acme").unwrap(),
+            tier: "free".into(),
+            user: None,
+        };
+        gate.admit_skill(&acme, "memory").unwrap();
+        assert!(matches!(
+            gate.admit_skill(&acme, "memory"),
+            Err(Error::RateLimited { ref scope, .. }) if scope == "tenant acme on skill memory"
+        ));
+        gate.admit_skill(&acme, "knowledge").unwrap();
+    }
+
+    #[test]
+    fn a_trusted_proxy_names_the_tenant_only_from_its_addresses() {
+        let mut s = settings(&[("k1", "acme", "free")], 100);
+        s.auth.trusted_proxy.tenant_header = "X-Tenant-Id".into();
+        s.auth.trusted_proxy.user_header = "X-User-Id".into();
+        let gate = Gate::new(&s).unwrap();
+        let from = |peer: &str| {
+            TestRequest::default()
+                .peer_addr(peer.parse().unwrap())
+                .insert_header(("X-Tenant-Id", "initech"))
+                .insert_header(("X-User-Id", "milton"))
+                .to_http_request()
+        };
+        let p = gate.admit(&from("127.0.0.1:5000")).unwrap();
+        assert_eq!(p.tenant.as_str(), "initech");
+        assert_eq!(p.user.as_deref(), Some("milton"));
+        let e = gate.admit(&from("10.1.2.3:5000")).unwrap_err();
+        assert!(
+            matches!(e, Error::Unauthenticated(_)),
+            "untrusted peers need a key"
+        );
+    }
+
+    #[test]
+    fn with_auth_off_everyone_is_the_default_tenant_without_limits() {
+        let mut s = settings(&[], 1);
+        s.auth.enabled = false;
+        let gate = Gate::new(&s).unwrap();
+        for _ in 0..5 {
+            let p = gate
+                .admit(&TestRequest::default().to_http_request())
+                .unwrap();
+            assert_eq!(p.tenant, TenantId::default_tenant());
+        }
+        assert!(!gate.accepts_keys());
+    }
+
+    #[test]
+    fn enabled_auth_without_a_way_in_is_refused() {
+        assert!(Gate::new(&settings(&[], 100)).is_err());
+    }
+}
