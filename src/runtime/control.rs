@@ -67,6 +67,18 @@ impl Handler<CancelTask> for ThreadActor {
 
 impl ThreadActor {
     pub(super) fn plan_cancel(&mut self, task_id: &TaskId) -> Result<Planned<EmitApply>, Error> {
+        self.plan_forced_status(task_id, TaskState::Canceled, None)
+    }
+
+    /// A status change no turn asked for (a cancel, or a failure after a restart): the
+    /// task must be resident, materialized and not terminal. Its status message, if any,
+    /// joins the thread's history like any status message.
+    pub(super) fn plan_forced_status(
+        &mut self,
+        task_id: &TaskId,
+        state: TaskState,
+        message: Option<Message>,
+    ) -> Result<Planned<EmitApply>, Error> {
         let key = self.key.clone();
         let loaded = self
             .loaded()
@@ -84,9 +96,29 @@ impl ThreadActor {
         }
         let now = Timestamp::now();
         let mut task = entry.task.clone();
+        let mut ops = Vec::new();
+        let mut record = None;
+        let mut new_seqs = Vec::new();
+        let mut next_seq = loaded.next_seq;
+        let message = message.map(|mut m| {
+            m.context_id = Some(key.context_id.clone());
+            m.task_id = Some(task_id.clone());
+            let stored = super::thread::message_record(&key, next_seq, &m, Some(task_id), now);
+            ops.push(WriteOp::AppendMessage(stored.clone()));
+            ops.push(super::turn::link(
+                &key,
+                task_id,
+                task.history.len() as i64,
+                next_seq,
+            ));
+            record = Some(stored);
+            new_seqs.push(next_seq);
+            next_seq += 1;
+            m
+        });
         let status = TaskStatus {
-            state: TaskState::Canceled,
-            message: None,
+            state,
+            message,
             timestamp: now,
         };
         task.set_status(status.clone());
@@ -97,24 +129,23 @@ impl ThreadActor {
             status,
             metadata: None,
         };
+        ops.push(WriteOp::UpsertTask(task.clone()));
+        ops.push(WriteOp::AppendTaskEvent {
+            tenant: key.tenant.clone(),
+            task_id: task_id.clone(),
+            seq,
+            event: event.clone(),
+            created_at: now,
+        });
         Ok(Planned {
-            ops: vec![
-                WriteOp::UpsertTask(task.clone()),
-                WriteOp::AppendTaskEvent {
-                    tenant: key.tenant.clone(),
-                    task_id: task_id.clone(),
-                    seq,
-                    event: event.clone(),
-                    created_at: now,
-                },
-            ],
+            ops,
             apply: EmitApply::Event {
                 task: Box::new(task),
                 event,
                 seq,
-                next_seq: loaded.next_seq,
-                new_seqs: Vec::new(),
-                record: None,
+                next_seq,
+                new_seqs,
+                record,
             },
         })
     }

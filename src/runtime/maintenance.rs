@@ -14,7 +14,7 @@ use std::pin::Pin;
 use actix::prelude::*;
 
 use super::thread::{ActorError, ThreadActor};
-use crate::domain::Timestamp;
+use crate::domain::{Message, Metadata, Part, TaskId, TaskState, Timestamp};
 use crate::error::Error;
 use crate::store::{ThreadStatus, WriteOp};
 use crate::telemetry;
@@ -57,7 +57,75 @@ pub struct Drain;
 
 type SweepFuture = Pin<Box<dyn ActorFuture<ThreadActor, Output = Result<SweepReport, ActorError>>>>;
 
+/// The `errorCode` of a task whose turn was cut short by a crash or a shutdown deadline.
+pub const INTERRUPTED: &str = "INTERRUPTED";
+
 impl ThreadActor {
+    /// Fails the tasks a turn was working on when the server stopped (a crash, or a
+    /// shutdown past its deadline): right after a load no turn runs, so a `submitted` or
+    /// `working` task would otherwise stay so forever and strand every client waiting on
+    /// it. Each gets a failed status with `errorCode: INTERRUPTED`, one commit each, queued
+    /// before any message is handled. Interrupted states (`input-required`, …) wait for the
+    /// client and are left alone.
+    pub(super) fn fail_interrupted(&mut self, ctx: &mut Context<Self>) {
+        let Ok(loaded) = self.loaded_quietly() else {
+            return;
+        };
+        let orphans: Vec<TaskId> = loaded
+            .tasks
+            .iter()
+            .filter(|(_, entry)| {
+                entry.materialized
+                    && matches!(
+                        entry.task.status.state,
+                        TaskState::Submitted | TaskState::Working
+                    )
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for task_id in orphans {
+            ctx.wait(fut::ready(()).then(move |(), act: &mut Self, _ctx| {
+                let mut message = Message::agent(
+                    act.key.context_id.clone(),
+                    Some(task_id.clone()),
+                    vec![Part::text(
+                        "the server stopped while the agent was working on this task; \
+                         send the message again",
+                    )],
+                );
+                let mut metadata = Metadata::new();
+                metadata.insert("errorCode".into(), INTERRUPTED.into());
+                message.metadata = Some(metadata);
+                let planned = act.plan_forced_status(&task_id, TaskState::Failed, Some(message));
+                let persistence = act.deps.persistence.clone();
+                let done: Pin<Box<dyn ActorFuture<Self, Output = ()>>> = match planned {
+                    Ok(plan) => {
+                        let ops = plan.ops;
+                        let apply = plan.apply;
+                        Box::pin(
+                            fut::wrap_future(async move { persistence.commit(ops).await }).map(
+                                move |committed, act: &mut Self, _ctx| match committed {
+                                    Ok(()) => {
+                                        tracing::warn!(task_id = %task_id, "task interrupted by a restart marked failed");
+                                        act.apply_emit(&task_id, apply);
+                                    }
+                                    Err(e) => {
+                                        tracing::warn!(task_id = %task_id, error = %e, "interrupted task not marked failed; retried on the next load");
+                                    }
+                                },
+                            ),
+                        )
+                    }
+                    Err(e) => {
+                        tracing::warn!(task_id = %task_id, error = %e, "interrupted task not marked failed");
+                        Box::pin(fut::ready(()))
+                    }
+                };
+                done
+            }));
+        }
+    }
+
     /// Plans the sweep, commits it and applies it. Nothing to do commits nothing.
     pub(super) fn sweep(&mut self, now: Timestamp) -> SweepFuture {
         let loaded = match self.loaded_quietly() {

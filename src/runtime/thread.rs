@@ -271,6 +271,7 @@ impl ThreadActor {
                     // removed now (and an overdue thread marked expired), before any
                     // message is handled; the janitor sweeps resident threads itself.
                     ctx.wait(act.sweep(Timestamp::now()).map(|_, _, _| ()));
+                    act.fail_interrupted(ctx);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, context_id = %act.key.context_id, "thread load failed");

@@ -120,3 +120,49 @@ async fn no_eager_recovery_when_it_is_turned_off() {
     assert!(resident(&app).is_empty());
     assert_eq!(app.get("/health/ready").await.status(), 200);
 }
+
+/// A task whose turn was cut off (here: the runtime stopped under a running turn, as in a
+/// crash or a shutdown past its deadline) is failed with `INTERRUPTED` when its thread
+/// loads again — by recovery, or by the first request — instead of staying `working`.
+#[actix_web::test]
+async fn a_task_cut_off_by_a_stop_fails_as_interrupted_when_its_thread_loads() {
+    for recover_eagerly in [1000, 0] {
+        let app = spawn_app().await;
+        let task = app.start_waiting_task().await;
+        let dir = app.stop().await;
+        let app = spawn_app_in(dir, Backend::Sqlite, |s| {
+            s.threads.recover_eagerly = recover_eagerly;
+        })
+        .await;
+        if recover_eagerly == 0 {
+            // Not loaded yet: the store still says working. A subscription loads it.
+            let r = app.rpc("GetTask", json!({"id": task})).await;
+            assert_eq!(r["result"]["status"]["state"], "TASK_STATE_WORKING", "{r}");
+            let _ = app.subscribe(&task, None).await;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let failed = loop {
+            let r = app.rpc("GetTask", json!({"id": task})).await;
+            if r["result"]["status"]["state"] == "TASK_STATE_FAILED" {
+                break r;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still not failed: {r}"
+            );
+            tokio::task::yield_now().await;
+        };
+        let status = &failed["result"]["status"]["message"];
+        assert_eq!(status["metadata"]["errorCode"], "INTERRUPTED", "{failed}");
+        // A message to the thread is served as usual afterwards.
+        let context = failed["result"]["contextId"].as_str().unwrap().to_owned();
+        let mut next = user_message("complete");
+        next["contextId"] = json!(context);
+        let r = app.rpc("SendMessage", json!({"message": next})).await;
+        assert_eq!(
+            r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{r}"
+        );
+        app.stop().await;
+    }
+}
