@@ -36,7 +36,7 @@ use agent_a2a::domain::{
 use agent_a2a::error::Error;
 use agent_a2a::runtime::{AgentExecutor, ExecutorSource, Runtime, Turn, TurnSink};
 use agent_a2a::skills::SkillRegistry;
-use agent_a2a::store::{self, Store, StoreConfig};
+use agent_a2a::store::{self, StoreConfig};
 use async_trait::async_trait;
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
@@ -131,40 +131,42 @@ fn completed(outcome: Result<SendOutcome, Error>) -> ContextId {
     }
 }
 
-/// A store in a temporary directory and what the runtimes over it share.
+/// An SQLite file in a temporary directory and what the runtimes over it share.
 struct Fixture {
-    store: Arc<dyn Store>,
+    store: StoreConfig,
     executor: Arc<BenchExecutor>,
     settings: Settings,
     _dir: tempfile::TempDir,
 }
 
 impl Fixture {
-    /// Opens the store; call inside the `System`.
-    async fn open() -> Self {
+    fn new() -> Self {
         let dir = tempfile::Builder::new()
             .prefix("a2a-bench-runtime-")
             .tempdir()
             .expect("a temporary directory");
-        let cfg = StoreConfig {
-            database_url: None,
-            data_dir: dir.path().to_path_buf(),
-            ..StoreConfig::default()
-        };
-        let store = store::open(&cfg).await.expect("SQLite store opens");
         Self {
-            store,
+            store: StoreConfig {
+                database_url: None,
+                data_dir: dir.path().to_path_buf(),
+                ..StoreConfig::default()
+            },
             executor: Arc::new(BenchExecutor::default()),
             settings: Settings::default(),
             _dir: dir,
         }
     }
 
-    /// A runtime with no resident thread; call inside the `System`.
-    fn runtime(&self) -> Runtime {
+    /// A runtime with no resident thread, over a store of its own; call inside the
+    /// `System`. Runtimes do not share a store: a pooled SQLite connection runs its
+    /// statements on the tokio runtime that opened it (diesel-async's
+    /// `SyncConnectionWrapper`), so a connection opened on an arbiter of a runtime that
+    /// was shut down fails every later query ("task … was cancelled").
+    async fn runtime(&self) -> Runtime {
+        let store = store::open(&self.store).await.expect("SQLite store opens");
         Runtime::start(
             &self.settings,
-            self.store.clone(),
+            store,
             ExecutorSource::Custom(self.executor.clone()),
             &SkillRegistry::default(),
         )
@@ -175,7 +177,7 @@ impl Fixture {
 fn thread_actor(c: &mut Criterion) {
     let smoke = smoke_test();
     let system = System::new();
-    let fixture = system.block_on(Fixture::open());
+    let fixture = Fixture::new();
     let tenant = TenantId::default_tenant();
     let mut group = c.benchmark_group("thread_actor");
     group
@@ -184,7 +186,7 @@ fn thread_actor(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
 
-    let runtime = system.block_on(async { fixture.runtime() });
+    let runtime = system.block_on(fixture.runtime());
     group.bench_function("spawn", |b| {
         b.iter_custom(|iters| {
             system.block_on(async {
@@ -206,7 +208,7 @@ fn thread_actor(c: &mut Criterion) {
     // shut down, so none is resident in the next one.
     let (threads, turns) = if smoke { (2, 2) } else { (200, 10) };
     let contexts = system.block_on(async {
-        let runtime = fixture.runtime();
+        let runtime = fixture.runtime().await;
         let first = futures_util::future::join_all(
             (0..threads).map(|_| runtime.send(&tenant, send_message("hello", None, false))),
         )
@@ -233,8 +235,16 @@ fn thread_actor(c: &mut Criterion) {
                 for _ in 0..iters {
                     if next == contexts.len() {
                         // Every thread is resident now: start over in a fresh runtime.
+                        // Its first turn (a new thread) opens the pool's first
+                        // connections outside the timing.
                         drop(runtime.take());
-                        runtime = Some(fixture.runtime());
+                        let fresh = fixture.runtime().await;
+                        completed(
+                            fresh
+                                .send(&tenant, send_message("hello", None, false))
+                                .await,
+                        );
+                        runtime = Some(fresh);
                         next = 0;
                     }
                     let Some(current) = &runtime else {
@@ -245,7 +255,12 @@ fn thread_actor(c: &mut Criterion) {
                     let started = Instant::now();
                     let resumed = completed(current.send(&tenant, message).await);
                     spent += started.elapsed();
-                    assert_eq!(current.resident_threads(), next, "{resumed} was resident");
+                    // The warm-up thread, and one actor per thread resumed so far.
+                    assert_eq!(
+                        current.resident_threads(),
+                        next + 1,
+                        "{resumed} was resident"
+                    );
                 }
                 spent
             })
@@ -326,8 +341,8 @@ fn sse_frame(request_id: &serde_json::Value, seq: i64, event: &StreamEvent) -> S
 
 fn sse_fanout(c: &mut Criterion) {
     let system = System::new();
-    let fixture = system.block_on(Fixture::open());
-    let runtime = system.block_on(async { fixture.runtime() });
+    let fixture = Fixture::new();
+    let runtime = system.block_on(fixture.runtime());
     let mut group = c.benchmark_group("sse_fanout");
     group
         .sampling_mode(SamplingMode::Flat)

@@ -171,9 +171,14 @@ fn reconstruct(c: &mut Criterion) {
         ),
     ];
     for (name, cfg) in budgets {
-        group.bench_function(name, |b| {
-            b.iter(|| session::events(black_box(&records), AGENT, &HeuristicEstimator, &cfg))
-        });
+        let rebuilt = session::events(&records, AGENT, &HeuristicEstimator, &cfg).len();
+        group.bench_with_input(
+            BenchmarkId::new(name, format!("events_{rebuilt}")),
+            &cfg,
+            |b, cfg| {
+                b.iter(|| session::events(black_box(&records), AGENT, &HeuristicEstimator, cfg))
+            },
+        );
     }
     group.finish();
 }
