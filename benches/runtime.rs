@@ -6,9 +6,9 @@
 //!   commits (the user message, working, an artifact, completed with a message).
 //! - `thread_actor/resume`: the same turn in an existing thread whose actor is not
 //!   resident, so the actor first loads the thread (its recent messages and open tasks)
-//!   from the store. The threads were created by an earlier `Runtime` over the same store
-//!   with ten turns each; when every one has been resumed, a fresh `Runtime` (outside the
-//!   timing) makes them non-resident again.
+//!   from the store. The threads were created by an earlier `Runtime` over the same file
+//!   with ten turns each (each pass of the benchmark adds one); when every one has been
+//!   resumed, a fresh `Runtime` (outside the timing) makes them non-resident again.
 //! - `sse_fanout/<n>`: one task with `n` live subscribers (`Runtime::subscribe` streams,
 //!   each framing every event as the JSON-RPC SSE binding does); the time from the
 //!   executor being told to report a status update (`working` again) to the last
