@@ -1,5 +1,7 @@
 //! Micro-benchmarks of the protocol seam: decoding a typical JSON-RPC `SendMessage`
-//! and encoding the completed task it answers with (both 1.0 ProtoJSON).
+//! and encoding the completed task it answers with (both 1.0 ProtoJSON), and encoding
+//! one status-update event as a JSON-RPC SSE frame (done once per subscriber of a
+//! stream, see `sse_fanout` in benches/runtime.rs).
 //!
 //! Run with `cargo bench --bench protocol`; CI only compiles it (`cargo test
 //! --all-targets` runs each benchmark once as a smoke test).
@@ -8,8 +10,8 @@ use std::hint::black_box;
 
 use agent_a2a::a2a::{self, Dialect, jsonrpc};
 use agent_a2a::domain::{
-    Artifact, ContextId, Message, MessageId, Part, Role, SendOutcome, Task, TaskId, TaskState,
-    TaskStatus, TenantId, Timestamp,
+    Artifact, ContextId, Message, MessageId, Part, Role, SendOutcome, StreamEvent, Task, TaskId,
+    TaskState, TaskStatus, TenantId, Timestamp,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -66,6 +68,19 @@ fn protocol(c: &mut Criterion) {
         b.iter(|| {
             let result = a2a::encode_send_outcome(Dialect::V1, black_box(&outcome));
             serde_json::to_vec(&jsonrpc::success(&id, result)).expect("serializable")
+        })
+    });
+    let task = completed_task();
+    let update = StreamEvent::StatusUpdate {
+        task_id: task.id.clone(),
+        context_id: task.context_id.clone(),
+        status: task.status.clone(),
+        metadata: None,
+    };
+    c.bench_function("jsonrpc_encode_status_update_sse_frame", |b| {
+        b.iter(|| {
+            let payload = a2a::encode_stream_event(Dialect::V1, black_box(&update));
+            format!("id: 7\ndata: {}\n\n", jsonrpc::success(&id, payload))
         })
     });
 }
