@@ -178,7 +178,7 @@ install_prerequisites() {
 
 LOAD_BIN=""
 EXAMPLES="$CARGO_TARGET_DIR/release/examples"
-TURUL_TARGET="$WORK/turul-target"
+TURUL_TARGET="$CARGO_TARGET_DIR/compare-turul"
 TURUL_BIN="$TURUL_TARGET/release/compare-turul-echo"
 VENV="$WORK/venv"
 
@@ -354,12 +354,15 @@ print(total)' "$WARMUP" "$DURATION")
         PERF_PID=$!
     fi
     log "$run: loading $url (dialect $dialect, c=$CONNECTIONS, $WARMUP warm-up, $DURATION)"
+    # Other work on the machine skews a run; its load average says how busy it was.
+    echo "$run before $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/loadavg.txt"
     local rc=0
     timeout 600 "$LOAD_BIN" --url "$url" --scenario send --dialect "$dialect" \
         --connections "$CONNECTIONS" --duration "$DURATION" --warmup "$WARMUP" --timeout 10s \
         --server-pid "$SERVER_PID" --format json --json "$OUT/$run.json" --quiet \
         >/dev/null 2>"$LOGS/$run.load.log" || rc=$?
     [[ -s "$OUT/$run.json" ]] || die "$run: the load generator wrote no report (exit $rc, see $LOGS/$run.load.log)"
+    echo "$run after $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/loadavg.txt"
     [[ $rc -eq 0 ]] || log "$run: the load generator exited with $rc (see $LOGS/$run.load.log)"
     if [[ -n "$PERF_PID" ]]; then
         wait "$PERF_PID" 2>/dev/null || true

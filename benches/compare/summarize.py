@@ -100,6 +100,18 @@ def read_meta(out: Path):
     return meta, notes
 
 
+def read_loadavg(out: Path):
+    """run -> the 1-minute load average before it started (from loadavg.txt)."""
+    loads = {}
+    path = out / "loadavg.txt"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and parts[1] == "before":
+                loads[parts[0]] = float(parts[2])
+    return loads
+
+
 def ratios(targets):
     """ours/peer for every peer and both stores."""
     result = {}
@@ -216,6 +228,9 @@ def main():
     if not targets:
         sys.exit(f"summarize.py: no reports in {out}")
     meta, notes = read_meta(out)
+    loads = read_loadavg(out)
+    for name, t in targets.items():
+        t["loadavg_1m_before"] = [loads.get(f"{name}-{i}") for i in range(1, t["rounds"] + 1)]
     rs = ratios(targets)
     vs = verdicts(targets)
     header, rows = table(targets, rs)
@@ -237,6 +252,11 @@ def main():
           f"{' (dirty)' if meta.get('dirty') == 'yes' else ''}, {meta.get('cpus', '?')} CPUs "
           f"({meta.get('cpu_model', '?')}); {settings}.", "",
           markdown(header, rows), "", *verdict_lines(vs)]
+    if loads:
+        md += ["", "1-minute load average of the machine before each run (the load generator "
+               "and other users' work share it): " + "; ".join(
+                   f"{n} " + " / ".join("?" if x is None else f"{x:.1f}" for x in t["loadavg_1m_before"])
+                   for n, t in ((n, targets[n]) for n in ORDER if n in targets)) + "."]
     if notes:
         md += ["", *(f"Note: {n}" for n in notes)]
     versions = [f"{k} {v}" for k, v in meta.items()
