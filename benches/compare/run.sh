@@ -93,6 +93,18 @@ LOGS="$OUT/logs"
 mkdir -p "$LOGS"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 
+seconds() { # durations such as 2s, 500ms, 1m -> their sum in seconds
+    python3 -c '
+import re, sys
+unit = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600}
+print(sum(float(n) * unit[u] for arg in sys.argv[1:]
+          for n, u in re.findall(r"([0-9.]+)\s*([a-z]+)", arg)))' "$@"
+}
+
+cpu_ticks() { # pid -> user + system CPU time in clock ticks (fields 14 and 15 of stat)
+    sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
+}
+
 log() { printf '[compare %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
@@ -101,6 +113,7 @@ die() { log "error: $*"; exit 1; }
 
 SERVER_PID=""
 PERF_PID=""
+LOAD_PID=""
 PG_DB=""
 
 stop_pid() { # pid: SIGTERM, wait up to STOP_TIMEOUT, then SIGKILL
@@ -124,6 +137,7 @@ drop_db() {
 }
 
 cleanup() {
+    stop_pid "$LOAD_PID"; LOAD_PID=""
     stop_pid "$PERF_PID"; PERF_PID=""
     stop_pid "$SERVER_PID"; SERVER_PID=""
     drop_db
@@ -341,26 +355,27 @@ run_one() { # target round
     dialect="$(probe_dialect "$url")"
     [[ "$dialect" != none ]] || die "$target did not complete a task for a SendMessage (see $LOGS/$run.server.log)"
     if [[ "$target" == "$PERF_TARGET" ]]; then
-        local secs; secs=$(python3 -c '
-import re, sys
-unit = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600}
-total = 0.0
-for arg in sys.argv[1:]:
-    for n, u in re.findall(r"([0-9.]+)\s*([a-z]+)", arg):
-        total += float(n) * unit[u]
-print(total)' "$WARMUP" "$DURATION")
-        perf record -F 499 -g -p "$SERVER_PID" -o "$OUT/$run.perf.data" -- sleep "$secs" \
-            >"$LOGS/$run.perf.log" 2>&1 &
+        perf record -F 499 -g -p "$SERVER_PID" -o "$OUT/$run.perf.data" \
+            -- sleep "$(seconds "$WARMUP" "$DURATION")" >"$LOGS/$run.perf.log" 2>&1 &
         PERF_PID=$!
     fi
     log "$run: loading $url (dialect $dialect, c=$CONNECTIONS, $WARMUP warm-up, $DURATION)"
     # Other work on the machine skews a run; its load average says how busy it was.
     echo "$run before $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/loadavg.txt"
-    local rc=0
+    local rc=0 cpu0 cpu1
     timeout 600 "$LOAD_BIN" --url "$url" --scenario send --dialect "$dialect" \
         --connections "$CONNECTIONS" --duration "$DURATION" --warmup "$WARMUP" --timeout 10s \
         --server-pid "$SERVER_PID" --format json --json "$OUT/$run.json" --quiet \
-        >/dev/null 2>"$LOGS/$run.load.log" || rc=$?
+        >/dev/null 2>"$LOGS/$run.load.log" &
+    LOAD_PID=$!
+    # The server's CPU time over the measured window (from the end of the warm-up, as
+    # timed here, to the end of the run): what a request costs, whatever else runs.
+    sleep "$(seconds "$WARMUP")"
+    cpu0="$(cpu_ticks "$SERVER_PID")"
+    wait "$LOAD_PID" || rc=$?
+    LOAD_PID=""
+    cpu1="$(cpu_ticks "$SERVER_PID")"
+    echo "{\"cpu_ticks\": $((cpu1 - cpu0)), \"clk_tck\": $(getconf CLK_TCK)}" >"$OUT/$run.cpu.json"
     [[ -s "$OUT/$run.json" ]] || die "$run: the load generator wrote no report (exit $rc, see $LOGS/$run.load.log)"
     echo "$run after $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/loadavg.txt"
     [[ $rc -eq 0 ]] || log "$run: the load generator exited with $rc (see $LOGS/$run.load.log)"

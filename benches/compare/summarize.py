@@ -5,8 +5,9 @@ Reads the load generator's JSON reports (<target>-<round>.json), meta.txt and no
 prints a table, and writes summary.json and summary.md beside them: per target the
 successful SendMessages per second (each round and their mean), p50/p99 latency (mean of
 the rounds, and the worst p99), peak RSS of the server (highest of the rounds), errors,
-and the ratios of agent-a2a to each peer and to the ceiling, then the issue's targets,
-met or missed and by how much.
+the server's CPU time per successful request and the cores it used over the measured
+window (from <target>-<round>.cpu.json), and the ratios of agent-a2a to each peer and to
+the ceiling, then the issue's targets, met or missed and by how much.
 
     python3 benches/compare/summarize.py DIR
 """
@@ -58,6 +59,13 @@ def load(out: Path):
         lat = [r["latencies"][0] for r in rs]
         mem = [r.get("memory") or {} for r in rs]
         label, store = DESCRIPTION[name]
+        cpu = []
+        for (rnd, r) in reports:
+            path = out / f"{name}-{rnd}.cpu.json"
+            if path.exists() and r["succeeded"] > 0:
+                c = json.loads(path.read_text())
+                secs = c["cpu_ticks"] / c["clk_tck"]
+                cpu.append((secs / r["succeeded"] * 1e6, secs / r["elapsed_secs"]))
         targets[name] = {
             "server": label,
             "store": store,
@@ -71,6 +79,9 @@ def load(out: Path):
             "p50_ms": mean([x["p50_ms"] for x in lat]),
             "p99_ms": mean([x["p99_ms"] for x in lat]),
             "p99_ms_worst": max(x["p99_ms"] for x in lat),
+            "cpu_us_per_request_per_round": [c[0] for c in cpu],
+            "cpu_us_per_request": mean([c[0] for c in cpu]) if cpu else None,
+            "server_cores": mean([c[1] for c in cpu]) if cpu else None,
             "peak_rss_mib": max(m.get("rss_peak_kib", 0) for m in mem) / 1024,
             "succeeded": sum(r["succeeded"] for r in rs),
             "failed": sum(r["failed"] for r in rs),
@@ -165,7 +176,7 @@ def fmt_ratio(x):
 
 def table(targets, rs):
     header = ["server", "store", "dialect", "ok/s (each round)", "ok/s mean", "p50 ms",
-              "p99 ms", "peak RSS MiB", "errors", "agent-a2a SQLite ÷", "agent-a2a Postgres ÷"]
+              "p99 ms", "server CPU µs/req", "server cores", "peak RSS MiB", "errors", "agent-a2a SQLite ÷", "agent-a2a Postgres ÷"]
     rows = []
     for name in ORDER:
         if name not in targets:
@@ -173,7 +184,10 @@ def table(targets, rs):
         t = targets[name]
         rounds = " / ".join(f"{x:.0f}" for x in t["throughput_per_round"])
         cells = [t["server"], t["store"], t["dialect"], rounds, f"{t['throughput']:.0f}",
-                 f"{t['p50_ms']:.2f}", f"{t['p99_ms']:.2f}", f"{t['peak_rss_mib']:.1f}",
+                 f"{t['p50_ms']:.2f}", f"{t['p99_ms']:.2f}",
+                 "?" if t["cpu_us_per_request"] is None else f"{t['cpu_us_per_request']:.0f}",
+                 "?" if t["server_cores"] is None else f"{t['server_cores']:.2f}",
+                 f"{t['peak_rss_mib']:.1f}",
                  str(t["failed"])]
         for ours in OURS:
             key = f"{ours}/{name}"
