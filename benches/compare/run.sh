@@ -282,7 +282,8 @@ start_server() { # target run-id: starts it in the background, sets SERVER_PID
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
         die "port $port is already in use (pick others with --port-base)"
     fi
-    local logf="$LOGS/$run.server.log"
+    local logf="$LOGS/$run.server.log" clear=()
+    mapfile -t clear < <(agent_env_cleared)
     case "$target" in
         python-sdk)
             "$VENV/bin/python" "$HERE/python/echo.py" --host 127.0.0.1 --port "$port" >"$logf" 2>&1 &
@@ -299,7 +300,7 @@ start_server() { # target run-id: starts it in the background, sets SERVER_PID
         agent-a2a-sqlite)
             local data="$WORK/data/$run"
             rm -rf "$data"; mkdir -p "$data"
-            env $(agent_env_cleared) "$EXAMPLES/compare_echo" --config "$AGENT_CONFIG" \
+            env "${clear[@]}" "$EXAMPLES/compare_echo" --config "$AGENT_CONFIG" \
                 --bind "127.0.0.1:$port" --data-dir "$data" >"$logf" 2>&1 &
             ;;
         agent-a2a-postgres)
@@ -308,7 +309,7 @@ start_server() { # target run-id: starts it in the background, sets SERVER_PID
             PG_DB="a2a_compare_${run//[^a-zA-Z0-9]/_}_$$"
             timeout 30 psql -q -X "$PG_URL/postgres" -c "CREATE DATABASE \"$PG_DB\"" \
                 >/dev/null || die "could not create database $PG_DB at $PG_URL"
-            env $(agent_env_cleared) DATABASE_URL="$PG_URL/$PG_DB" "$EXAMPLES/compare_echo" \
+            env "${clear[@]}" DATABASE_URL="$PG_URL/$PG_DB" "$EXAMPLES/compare_echo" \
                 --config "$AGENT_CONFIG" --bind "127.0.0.1:$port" --data-dir "$data" >"$logf" 2>&1 &
             ;;
     esac
@@ -322,10 +323,10 @@ start_server() { # target run-id: starts it in the background, sets SERVER_PID
     die "$target did not listen on port $port within ${READY_TIMEOUT}s (see $logf)"
 }
 
-agent_env_cleared() { # -u for every variable that would change agent-a2a's settings
+agent_env_cleared() { # env's -u NAME, one per line, for what would change agent-a2a's settings
     local name
     for name in $(compgen -e); do
-        case "$name" in AGENT_A2A__*|DATABASE_URL|RUST_LOG) echo "-u $name" ;; esac
+        case "$name" in AGENT_A2A__*|DATABASE_URL|RUST_LOG) printf -- '-u\n%s\n' "$name" ;; esac
     done
 }
 
