@@ -284,7 +284,7 @@ def main():
                    for n, t in ((n, targets[n]) for n in ORDER if n in targets)) + "."]
     if notes:
         md += ["", *(f"Note: {n}" for n in notes)]
-    versions = [f"{k} {v}" for k, v in meta.items()
+    versions = [v if v.lower().startswith(k) else f"{k} {v}" for k, v in meta.items()
                 if k in ("a2a_sdk", "python", "a2a_js_sdk", "node", "turul_a2a", "rustc", "postgres")]
     if versions:
         md += ["", "Versions: " + "; ".join(versions) + "."]
