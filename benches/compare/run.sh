@@ -388,6 +388,7 @@ run_one() { # target round
     fi
     stop_pid "$SERVER_PID"; SERVER_PID=""
     drop_db
+    rm -rf "$WORK/data/$run"   # agent-a2a's store of the run: ~100 MB per 10 s
     python3 - "$OUT/$run.json" <<'EOF' >&2
 import json, sys
 r = json.load(open(sys.argv[1]))
