@@ -12,7 +12,7 @@
 #
 #   benches/compare/run.sh                        # everything, 2 rounds of 10 s at c=64
 #   benches/compare/run.sh --only ceiling,agent-a2a-sqlite --rounds 1 --duration 5s
-#   benches/compare/run.sh --perf agent-a2a-sqlite   # also perf-record that server's runs
+#   benches/compare/run.sh --perf agent-a2a-sqlite   # also profile that server's runs
 #
 # Needs: Rust (cargo), curl, python3; apt-get (as root or through sudo) for what is
 # missing of python3-venv, nodejs/npm, protobuf-compiler and, for --perf, linux-perf.
@@ -58,7 +58,8 @@ Options:
                       (default $PG_URL)
   --work DIR          venv, build output of the fixtures, run data (default benches/compare/.work)
   --out DIR           reports and summary (default <work>/results-<UTC time>)
-  --perf TARGET       perf record -g the server of TARGET during its runs
+  --perf TARGET       perf record (DWARF call graphs) the server of TARGET during its runs;
+                      its profile goes to <out>/<target>-<round>.perf.txt
   --skip-install      use what an earlier run installed and built
 EOF
 }
@@ -356,7 +357,8 @@ run_one() { # target round
     dialect="$(probe_dialect "$url")"
     [[ "$dialect" != none ]] || die "$target did not complete a task for a SendMessage (see $LOGS/$run.server.log)"
     if [[ "$target" == "$PERF_TARGET" ]]; then
-        perf record -F 499 -g -p "$SERVER_PID" -o "$OUT/$run.perf.data" \
+        # DWARF call graphs: the release build has no frame pointers.
+        perf record -F 199 --call-graph dwarf,16384 -p "$SERVER_PID" -o "$OUT/$run.perf.data" \
             -- sleep "$(seconds "$WARMUP" "$DURATION")" >"$LOGS/$run.perf.log" 2>&1 &
         PERF_PID=$!
     fi
@@ -383,8 +385,14 @@ run_one() { # target round
     if [[ -n "$PERF_PID" ]]; then
         wait "$PERF_PID" 2>/dev/null || true
         PERF_PID=""
-        perf report -i "$OUT/$run.perf.data" --stdio --no-children --percent-limit 1 \
-            >"$OUT/$run.perf.txt" 2>/dev/null || true
+        {
+            echo "# self time"
+            timeout 900 perf report -i "$OUT/$run.perf.data" --stdio --no-children --sort sym \
+                -g none --percent-limit 0.5 2>/dev/null
+            echo "# with callees"
+            timeout 900 perf report -i "$OUT/$run.perf.data" --stdio --children --sort sym \
+                -g none --percent-limit 2 2>/dev/null
+        } >"$OUT/$run.perf.txt" || true
     fi
     stop_pid "$SERVER_PID"; SERVER_PID=""
     drop_db
