@@ -4,6 +4,11 @@ use std::process::ExitCode;
 
 use agent_a2a::cli::{Agent, run};
 
+/// mimalloc instead of the system allocator: a request allocates many small, short-lived
+/// objects across threads, which glibc malloc serves slowly (see benches/README.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     run(Agent::configured())
 }

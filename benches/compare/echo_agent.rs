@@ -21,6 +21,10 @@ use agent_a2a::error::Result;
 use agent_a2a::runtime::{AgentExecutor, Turn, TurnSink};
 use async_trait::async_trait;
 
+/// The same allocator as the `agent-a2a` binary.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Completes every task with the user's text echoed back.
 struct EchoAgent;
 

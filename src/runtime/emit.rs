@@ -5,7 +5,7 @@
 //! never the internal detail; a panic additionally stops the actor so its supervisor
 //! restarts it from the store.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
@@ -393,6 +393,12 @@ impl ThreadActor {
             self.end_idle_streams();
         }
         self.pump(ctx);
+        if self.over_resident_limit() {
+            // Above the resident limit a thread whose turn is over leaves memory at once
+            // (its tasks are in the store) instead of after the retention period, so the
+            // limit holds under a stream of one-message conversations.
+            self.evict_if_quiet(Duration::ZERO, ctx);
+        }
     }
 
     /// Loads a task of this thread from the store into memory when it is not resident.

@@ -341,13 +341,26 @@ impl ThreadActor {
             }
             !expired
         });
+        self.evict_if_quiet(idle, ctx);
+    }
+
+    /// Whether more actors are resident than `threads.max_resident_actors`.
+    pub(super) fn over_resident_limit(&self) -> bool {
+        self.deps.shared.actors.len() > self.deps.threads.max_resident_actors
+    }
+
+    /// Leaves memory when nothing happened for `idle`, no turn runs or waits, and no client
+    /// follows a task; the thread reloads from the store on its next request.
+    pub(super) fn evict_if_quiet(&mut self, idle: Duration, ctx: &mut Context<Self>) {
+        let Phase::Ready(loaded) = &self.phase else {
+            return;
+        };
         let quiet = loaded.running.is_none()
             && loaded.queue.is_empty()
             && loaded.last_activity.elapsed() >= idle
-            && loaded
-                .tasks
-                .values()
-                .all(|t| t.hub.as_ref().is_none_or(|h| h.receiver_count() == 0));
+            && loaded.tasks.values().all(|t| {
+                t.waiters.is_empty() && t.hub.as_ref().is_none_or(|h| h.receiver_count() == 0)
+            });
         if quiet {
             tracing::debug!(context_id = %self.key.context_id, "evicting idle thread actor");
             metrics::counter!(telemetry::JANITOR_ACTORS_EVICTED).increment(1);

@@ -131,6 +131,39 @@ async fn above_the_resident_limit_idle_actors_leave_memory_and_reload_on_demand(
     }
 }
 
+/// One-message conversations above the resident limit leave memory as their turn ends,
+/// not after the retention period: the limit holds under a stream of new threads.
+#[actix_web::test]
+async fn above_the_resident_limit_finished_threads_leave_memory_at_once() {
+    let app = crate::support::spawn_app_with(Backend::Sqlite, |s| {
+        s.threads.max_resident_actors = 2;
+        s.threads.task_retention_ms = 600_000;
+    })
+    .await;
+    let mut done = Vec::new();
+    for _ in 0..8 {
+        done.push(app.task_with("complete").await.0);
+    }
+    // The turn ends (and the actor leaves) just after its answer: poll briefly, bounded.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while app.runtime.resident_threads() > 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} thread actors resident with a retention of 10 minutes",
+            app.runtime.resident_threads()
+        );
+        tokio::task::yield_now().await;
+    }
+    // Every task is still there, from the store.
+    for id in done {
+        let r = app.rpc("GetTask", json!({"id": id})).await;
+        assert_eq!(
+            r["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{r}"
+        );
+    }
+}
+
 #[actix_web::test]
 async fn messages_beyond_the_pending_limit_of_a_thread_are_refused() {
     let app = crate::support::spawn_app_with(Backend::Sqlite, |s| {
