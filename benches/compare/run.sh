@@ -263,18 +263,13 @@ endpoint_of() { # target -> JSON-RPC URL
     esac
 }
 
-# agent-a2a's settings for the benchmark: its defaults, except auth and rate limiting,
-# when its config.toml has them, are turned off.
+# agent-a2a's settings for the benchmark: its defaults with auth off (rate limits apply
+# per authenticated tenant, so they are off with it), as the peers have neither.
 AGENT_CONFIG="$WORK/agent-a2a-bench.toml"
 write_agent_config() {
     {
         echo "# benches/compare/run.sh: agent-a2a's defaults for the benchmark."
-        if grep -q '^\[auth\]' "$ROOT/config.toml"; then
-            printf '[auth]\nenabled = false\n'
-        fi
-        if grep -q '^\[rate_limit\]' "$ROOT/config.toml"; then
-            printf '[rate_limit]\nenabled = false\n'
-        fi
+        printf '[auth]\nenabled = false\n'
     } >"$AGENT_CONFIG"
 }
 
