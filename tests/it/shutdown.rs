@@ -8,13 +8,12 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_a2a::domain::{TaskId, TaskState, TenantId};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::durability::start_server_with;
-use crate::support::{http_client, read_sse, spawn_app, user_message};
+use crate::support::{Backend, http_client, read_sse, spawn_app, spawn_app_in, user_message};
 
 fn sigterm(child: &Child) {
     let status = Command::new("kill")
@@ -247,15 +246,15 @@ async fn a_drain_refuses_new_work_and_waits_for_the_turns_already_accepted() {
         .close(tokio::time::Instant::now() + Duration::from_secs(30))
         .await
         .expect("the persistence queue is flushed");
-    let stored = app
-        .runtime
-        .store()
-        .load_task(
-            &TenantId::default_tenant(),
-            &TaskId::parse(running).unwrap(),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(stored.task.status.state, TaskState::Completed);
+    // Read back by a new server on the same data: the closed runtime's pooled SQLite
+    // connections ran their statements on its (now stopped) arbiters, so the old store
+    // handle is not usable after `close`.
+    let dir = app.stop().await;
+    let app = spawn_app_in(dir, Backend::Sqlite, |_| {}).await;
+    let stored = app.rpc("GetTask", json!({"id": running})).await;
+    assert_eq!(
+        stored["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{stored}"
+    );
+    app.stop().await;
 }
