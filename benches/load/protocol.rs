@@ -187,7 +187,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::InvalidBody => f.write_str("invalid body"),
             ErrorKind::JsonRpc { code, reason } => write!(f, "jsonrpc {code} {reason}"),
             ErrorKind::UnexpectedResult => f.write_str("unexpected result"),
-            ErrorKind::TaskEnded(state) => write!(f, "task {state}"),
+            ErrorKind::TaskEnded(state) => write!(f, "task {}", state.label()),
             ErrorKind::StreamEndedEarly => f.write_str("stream ended early"),
             ErrorKind::SubscriptionClosed => f.write_str("subscription closed"),
             ErrorKind::BehindSchedule => f.write_str("not started: behind schedule"),
@@ -195,83 +195,48 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// A task state, read from either dialect's spelling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum TaskState {
-    Submitted,
-    Working,
-    InputRequired,
-    AuthRequired,
-    Completed,
-    Canceled,
-    Failed,
-    Rejected,
-    Unknown,
+/// The server's own task states (with their predicates: terminal, interrupted, …).
+pub use agent_a2a::domain::TaskState;
+
+/// What a load test reads from a task state.
+pub trait LoadOutcome {
+    /// The states counted as failures: the agent did not do the job.
+    fn is_failure(&self) -> bool;
+    /// The 0.3 spelling (`input-required`), as the report prints states.
+    fn label(&self) -> String;
 }
 
-impl TaskState {
-    pub fn parse(wire: &str) -> Self {
-        let name = wire.strip_prefix("TASK_STATE_").unwrap_or(wire);
-        match name.to_ascii_lowercase().replace('_', "-").as_str() {
-            "submitted" => TaskState::Submitted,
-            "working" => TaskState::Working,
-            "input-required" => TaskState::InputRequired,
-            "auth-required" => TaskState::AuthRequired,
-            "completed" => TaskState::Completed,
-            "canceled" | "cancelled" => TaskState::Canceled,
-            "failed" => TaskState::Failed,
-            "rejected" => TaskState::Rejected,
-            _ => TaskState::Unknown,
-        }
-    }
-
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            TaskState::Completed | TaskState::Canceled | TaskState::Failed | TaskState::Rejected
-        )
-    }
-
-    /// Waiting for the client: the turn is over but the task is not.
-    pub fn is_interrupted(self) -> bool {
-        matches!(self, TaskState::InputRequired | TaskState::AuthRequired)
-    }
-
-    /// Where a turn ends: a stream opened by a message closes here.
-    pub fn ends_turn(self) -> bool {
-        self.is_terminal() || self.is_interrupted()
-    }
-
-    /// The states a load test counts as failures: the agent did not do the job.
-    pub fn is_failure(self) -> bool {
+impl LoadOutcome for TaskState {
+    fn is_failure(&self) -> bool {
         matches!(
             self,
             TaskState::Canceled | TaskState::Failed | TaskState::Rejected
         )
     }
 
-    fn read(status_holder: &Value) -> Option<Self> {
-        status_holder
-            .pointer("/status/state")
-            .and_then(Value::as_str)
-            .map(TaskState::parse)
+    fn label(&self) -> String {
+        self.as_str().replace('_', "-")
     }
 }
 
-impl fmt::Display for TaskState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TaskState::Submitted => "submitted",
-            TaskState::Working => "working",
-            TaskState::InputRequired => "input-required",
-            TaskState::AuthRequired => "auth-required",
-            TaskState::Completed => "completed",
-            TaskState::Canceled => "canceled",
-            TaskState::Failed => "failed",
-            TaskState::Rejected => "rejected",
-            TaskState::Unknown => "unknown",
-        })
+/// A task state in either dialect's spelling (`TASK_STATE_INPUT_REQUIRED`,
+/// `input-required`, `TASK_STATE_CANCELLED`, …); `None` for a state this server
+/// does not know (`unknown`), which the load test treats as an unexpected result.
+pub fn parse_state(wire: &str) -> Option<TaskState> {
+    let name = wire.strip_prefix("TASK_STATE_").unwrap_or(wire);
+    let name = name.to_ascii_lowercase().replace('-', "_");
+    match name.as_str() {
+        "cancelled" => Some(TaskState::Canceled),
+        other => TaskState::from_str_opt(other),
     }
+}
+
+/// The state at `/status/state` of a task or status update.
+fn read_state(status_holder: &Value) -> Option<TaskState> {
+    status_holder
+        .pointer("/status/state")
+        .and_then(Value::as_str)
+        .and_then(parse_state)
 }
 
 /// The `result` of a JSON-RPC response, or the error it carries.
@@ -322,7 +287,7 @@ impl Reply {
             "task" => Ok(Reply::Task {
                 id: text("id").ok_or(ErrorKind::UnexpectedResult)?,
                 context_id: text("contextId").ok_or(ErrorKind::UnexpectedResult)?,
-                state: TaskState::read(object).ok_or(ErrorKind::UnexpectedResult)?,
+                state: read_state(object).ok_or(ErrorKind::UnexpectedResult)?,
             }),
             "message" => Ok(Reply::Message {
                 context_id: text("contextId"),
@@ -343,7 +308,7 @@ impl Reply {
     pub fn outcome(&self) -> Result<String, ErrorKind> {
         match self {
             Reply::Task { state, .. } if state.is_failure() => Err(ErrorKind::TaskEnded(*state)),
-            Reply::Task { state, .. } => Ok(format!("task {state}")),
+            Reply::Task { state, .. } => Ok(format!("task {}", state.label())),
             Reply::Message { .. } => Ok("message".to_owned()),
         }
     }
@@ -366,7 +331,7 @@ pub enum StreamEvent {
 
 impl StreamEvent {
     pub fn parse(dialect: Dialect, result: &Value) -> Result<Self, ErrorKind> {
-        let state = |object: &Value| TaskState::read(object).ok_or(ErrorKind::UnexpectedResult);
+        let state = |object: &Value| read_state(object).ok_or(ErrorKind::UnexpectedResult);
         match dialect {
             Dialect::V1 => {
                 if let Some(task) = result.get("task") {

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::{ContextId, MessageId, Metadata, TaskId, TenantId, Timestamp};
 
 /// The lifecycle state of a task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
     Submitted,

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::client::Client;
 use crate::driver::Operation;
-use crate::protocol::{ErrorKind, StreamEvent};
+use crate::protocol::{ErrorKind, LoadOutcome, StreamEvent};
 use crate::stats::Stats;
 
 /// How long a stream may stay open after the event that ended its turn before the
@@ -68,7 +68,7 @@ impl Operation for StreamOp {
             StreamEvent::Message => Ok("message".to_owned()),
             event => match event.state() {
                 Some(state) if state.is_failure() => Err(ErrorKind::TaskEnded(state)),
-                Some(state) => Ok(format!("task {state}")),
+                Some(state) => Ok(format!("task {}", state.label())),
                 None => Err(ErrorKind::UnexpectedResult),
             },
         }

@@ -32,7 +32,7 @@ use tokio::task::JoinHandle;
 use crate::client::{Client, Events};
 use crate::driver::{Measured, Plan};
 use crate::progress::{Live, Phase};
-use crate::protocol::{ErrorKind, Reply, StreamEvent, TaskState};
+use crate::protocol::{ErrorKind, LoadOutcome, Reply, StreamEvent, TaskState};
 use crate::stats::Stats;
 
 /// The main latency of the scenario.
@@ -247,9 +247,10 @@ impl Subscribe {
                 })),
                 Ok(Reply::Task { state, .. }) => bail!(
                     "the server ended the task it created for the subscribers at once \
-                     (state {state}); subscribe needs tasks that stay open, such as the \
+                     (state {}); subscribe needs tasks that stay open, such as the \
                      default agent's input-required answer to free text (with the \
-                     conformance agent, pass --message-id-prefix tck-input-required)"
+                     conformance agent, pass --message-id-prefix tck-input-required)",
+                    state.label()
                 ),
                 Ok(Reply::Message { .. }) => bail!(
                     "the server answered the setup message with a message, not a task; \
@@ -382,8 +383,8 @@ impl Subscriber {
 
 fn event_label(event: StreamEvent) -> String {
     match event {
-        StreamEvent::Task(state) => format!("event task ({state})"),
-        StreamEvent::Status { state, .. } => format!("event status {state}"),
+        StreamEvent::Task(state) => format!("event task ({})", state.label()),
+        StreamEvent::Status { state, .. } => format!("event status {}", state.label()),
         StreamEvent::Artifact => "event artifact".to_owned(),
         StreamEvent::Message => "event message".to_owned(),
     }
