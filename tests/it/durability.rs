@@ -56,34 +56,47 @@ pub(crate) fn start_server_with(
     (child, format!("http://127.0.0.1:{port}"))
 }
 
+/// Eight clients sending `SendMessage` to `url` as fast as they are answered; the ids of
+/// the acknowledged tasks are collected. A client stops at its first failed or refused
+/// request (the server went away or began to drain).
+pub fn send_from_eight_clients(
+    url: &str,
+) -> (
+    Arc<Mutex<Vec<String>>>,
+    Vec<actix_web::rt::task::JoinHandle<()>>,
+) {
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let client = http_client();
+    let workers = (0..8)
+        .map(|w| {
+            let (client, url, acked) = (client.clone(), url.to_owned(), acked.clone());
+            actix_web::rt::spawn(async move {
+                for i in 0..10_000 {
+                    let body = json!({"jsonrpc":"2.0","id":i,"method":"SendMessage",
+                        "params":{"message": user_message(&format!("worker {w} message {i}"))}});
+                    let Ok(r) = client.post(format!("{url}/")).json(&body).send().await else {
+                        return;
+                    };
+                    let Ok(v) = r.json::<Value>().await else {
+                        return;
+                    };
+                    match v["result"]["task"]["id"].as_str() {
+                        Some(id) => acked.lock().unwrap().push(id.to_owned()),
+                        None => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    (acked, workers)
+}
+
 #[actix_web::test]
 async fn every_acknowledged_send_survives_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, url) = start_server(dir.path());
-    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (acked, workers) = send_from_eight_clients(&url);
     let client = http_client();
-    let mut workers = Vec::new();
-    for w in 0..8 {
-        let client = client.clone();
-        let url = url.clone();
-        let acked = acked.clone();
-        workers.push(actix_web::rt::spawn(async move {
-            for i in 0..10_000 {
-                let body = json!({"jsonrpc":"2.0","id":i,"method":"SendMessage",
-                    "params":{"message": user_message(&format!("worker {w} message {i}"))}});
-                let Ok(r) = client.post(format!("{url}/")).json(&body).send().await else {
-                    return;
-                };
-                let Ok(v) = r.json::<Value>().await else {
-                    return;
-                };
-                match v["result"]["task"]["id"].as_str() {
-                    Some(id) => acked.lock().unwrap().push(id.to_owned()),
-                    None => return,
-                }
-            }
-        }));
-    }
     // Kill once a good number of sends were acknowledged, while the others are in flight.
     loop {
         if acked.lock().unwrap().len() >= 300 {

@@ -5,14 +5,13 @@
 
 use std::collections::HashSet;
 use std::process::{Child, Command, ExitStatus};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use crate::durability::start_server_with;
+use crate::durability::{send_from_eight_clients, start_server_with};
 use crate::support::{Backend, http_client, read_sse, spawn_app, spawn_app_in, user_message};
 
 fn sigterm(child: &Child) {
@@ -65,29 +64,9 @@ async fn sigterm_mid_load_on_postgres_exits_cleanly_and_loses_nothing_acknowledg
 async fn sigterm_mid_load(env: &[(&str, &str)]) {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, url) = start_server_with(dir.path(), env);
-    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    // Refused sends (503 once the drain began) end a client like a failed one.
+    let (acked, workers) = send_from_eight_clients(&url);
     let client = http_client();
-    let mut workers = Vec::new();
-    for w in 0..8 {
-        let (client, url, acked) = (client.clone(), url.clone(), acked.clone());
-        workers.push(actix_web::rt::spawn(async move {
-            for i in 0..10_000 {
-                let body = json!({"jsonrpc":"2.0","id":i,"method":"SendMessage",
-                    "params":{"message": user_message(&format!("worker {w} message {i}"))}});
-                let Ok(r) = client.post(format!("{url}/")).json(&body).send().await else {
-                    return;
-                };
-                let Ok(v) = r.json::<Value>().await else {
-                    return;
-                };
-                match v["result"]["task"]["id"].as_str() {
-                    Some(id) => acked.lock().unwrap().push(id.to_owned()),
-                    // Refused once the drain began (503, retryable): stop sending.
-                    None => return,
-                }
-            }
-        }));
-    }
     while acked.lock().unwrap().len() < 300 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
