@@ -90,6 +90,16 @@ struct WeatherSkill {
     cities: Mutex<Vec<String>>,
 }
 
+impl WeatherSkill {
+    /// A fresh skill with no calls counted.
+    fn counting() -> Arc<WeatherSkill> {
+        Arc::new(WeatherSkill {
+            calls: AtomicUsize::new(0),
+            cities: Mutex::new(Vec::new()),
+        })
+    }
+}
+
 #[async_trait]
 impl Skill for WeatherSkill {
     fn id(&self) -> &str {
@@ -192,10 +202,7 @@ async fn a_streamed_turn_calls_the_tool_once_and_completes_with_the_answer() {
         delta(json!({"content": "in Oslo."})),
         finish("stop"),
     ]);
-    let skill = Arc::new(WeatherSkill {
-        calls: AtomicUsize::new(0),
-        cities: Mutex::new(Vec::new()),
-    });
+    let skill = WeatherSkill::counting();
     let app = spawn_agent_in(None, agent(&skill), with_model(&model.url)).await;
 
     let mut first = user_message("What is the weather in Oslo?");
@@ -303,10 +310,7 @@ async fn a_streamed_turn_calls_the_tool_once_and_completes_with_the_answer() {
 #[actix_web::test]
 async fn a_failing_model_fails_the_task_with_an_error_code_and_no_internals() {
     let model = FakeModel::start().await; // no script: every call answers HTTP 500
-    let skill = Arc::new(WeatherSkill {
-        calls: AtomicUsize::new(0),
-        cities: Mutex::new(Vec::new()),
-    });
+    let skill = WeatherSkill::counting();
     let app = spawn_agent_in(None, agent(&skill), with_model(&model.url)).await;
     let r = app
         .rpc("SendMessage", json!({"message": user_message("hello")}))
@@ -328,10 +332,7 @@ async fn a_failing_model_fails_the_task_with_an_error_code_and_no_internals() {
 #[actix_web::test]
 async fn explicit_tool_calls_bypass_the_model() {
     let model = FakeModel::start().await;
-    let skill = Arc::new(WeatherSkill {
-        calls: AtomicUsize::new(0),
-        cities: Mutex::new(Vec::new()),
-    });
+    let skill = WeatherSkill::counting();
     let app = spawn_agent_in(None, agent(&skill), with_model(&model.url)).await;
     let task = crate::support::call_tool(&app, "weather", json!({"city": "Bergen"})).await;
     assert_eq!(crate::support::tool_result(&task)["forecast"], "sunny");
@@ -351,10 +352,7 @@ async fn a_routing_model_turns_free_text_into_a_tool_call() {
         finish("tool_calls"),
     ]);
     model.script(&[delta(json!({"content": "Which city?"})), finish("stop")]);
-    let skill = Arc::new(WeatherSkill {
-        calls: AtomicUsize::new(0),
-        cities: Mutex::new(Vec::new()),
-    });
+    let skill = WeatherSkill::counting();
     let url = model.url.clone();
     let app = spawn_agent_in(None, agent(&skill), move |s| {
         with_model(&url)(s);
@@ -597,10 +595,7 @@ async fn a_transfer_sticks_to_the_thread_for_the_next_turn() {
     ]);
     model.script(&[delta(json!({"content": "Billing here."})), finish("stop")]);
     model.script(&[delta(json!({"content": "Still billing."})), finish("stop")]);
-    let skill = Arc::new(WeatherSkill {
-        calls: AtomicUsize::new(0),
-        cities: Mutex::new(Vec::new()),
-    });
+    let skill = WeatherSkill::counting();
     let url = model.url.clone();
     let app = spawn_agent_in(None, agent(&skill), move |s| {
         with_model(&url)(s);
