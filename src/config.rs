@@ -295,6 +295,10 @@ pub struct StoreSettings {
     pub pool_size: usize,
     /// How long a request waits for a connection before failing with 503, in ms.
     pub acquire_timeout_ms: u64,
+    /// SQLite's `PRAGMA synchronous`: `normal` (a commit survives a crash of the process;
+    /// a power loss can roll back the last ones) or `full` (one fsync per group commit: a
+    /// power loss loses nothing acknowledged).
+    pub sqlite_synchronous: crate::store::SqliteSynchronous,
 }
 
 impl Default for StoreSettings {
@@ -304,9 +308,14 @@ impl Default for StoreSettings {
             data_dir: PathBuf::from("data"),
             pool_size: 16,
             acquire_timeout_ms: 2000,
+            sqlite_synchronous: crate::store::SqliteSynchronous::default(),
         }
     }
 }
+
+/// The longest `persistence.start_grace_ms`: a user message must not stay uncommitted
+/// for longer while its turn runs.
+pub const MAX_START_GRACE_MS: u64 = 10_000;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -979,6 +988,7 @@ impl Settings {
             data_dir: self.store.data_dir.clone(),
             pool_size: self.store.pool_size,
             acquire_timeout_ms: self.store.acquire_timeout_ms,
+            sqlite_synchronous: self.store.sqlite_synchronous,
         }
     }
 

@@ -7,6 +7,11 @@
 //! returned. If a group fails for a reason other than an unreachable database, its
 //! batches are retried one by one so that one bad batch cannot fail its neighbours.
 //!
+//! On SQLite the loop is a thread of its own calling the store's synchronous writer
+//! ([`Store::blocking_commit`]): a request's batch crosses threads twice (into the queue,
+//! back with the acknowledgement) however many statements it holds. On Postgres it is a
+//! task on the persistence arbiter, where the writer connection lives.
+//!
 //! **Architecture invariant:** nothing is acknowledged to a client before the commit that
 //! holds it has returned; per-thread order is preserved because each `ThreadActor` waits
 //! for one batch before sending the next.
@@ -21,7 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::config::PersistenceSettings;
 use crate::error::{Error, Result};
-use crate::store::{Store, StoreError, WriteOp};
+use crate::store::{BlockingCommit, Store, StoreError, WriteOp};
 use crate::telemetry;
 
 struct WriteRequest {
@@ -80,8 +85,10 @@ impl PersistenceHandle {
     }
 }
 
-/// Starts the persistence loop on `arbiter` (its own thread, so commits never wait
-/// behind request handling).
+/// Starts the persistence loop: on a thread of its own when the store commits
+/// synchronously (SQLite: a group is one blocking call, no async machinery between the
+/// queue and the disk), otherwise on `arbiter` (Postgres), so commits never wait behind
+/// request handling either way.
 pub fn start(
     store: Arc<dyn Store>,
     settings: &PersistenceSettings,
@@ -89,13 +96,26 @@ pub fn start(
 ) -> PersistenceHandle {
     let (tx, rx) = mpsc::channel(settings.queue_capacity);
     let queued = Arc::new(AtomicI64::new(0));
-    let worker = PersistenceActor {
-        store,
+    let queue = Queue {
         rx,
         queued: queued.clone(),
         max_batch: settings.max_batch,
     };
-    arbiter.spawn(worker.run());
+    match store.blocking_commit() {
+        Some(writer) => {
+            let started = std::thread::Builder::new()
+                .name("a2a-writer".into())
+                .spawn(move || run_blocking(queue, writer.as_ref()));
+            if let Err(e) = started {
+                // Without its thread the queue's receiver is gone: every commit fails
+                // with "the persistence actor has stopped", and health says why.
+                tracing::error!(error = %e, "cannot start the persistence thread");
+            }
+        }
+        None => {
+            arbiter.spawn(run_async(queue, store));
+        }
+    }
     PersistenceHandle {
         tx,
         queued,
@@ -103,80 +123,130 @@ pub fn start(
     }
 }
 
-struct PersistenceActor {
-    store: Arc<dyn Store>,
+/// The receiving end of the write queue.
+struct Queue {
     rx: mpsc::Receiver<WriteRequest>,
     queued: Arc<AtomicI64>,
     max_batch: usize,
 }
 
-impl PersistenceActor {
-    async fn run(mut self) {
-        let mut group: Vec<WriteRequest> = Vec::with_capacity(self.max_batch);
-        while let Some(first) = self.rx.recv().await {
-            group.push(first);
-            while group.len() < self.max_batch {
-                match self.rx.try_recv() {
-                    Ok(next) => group.push(next),
-                    Err(_) => break,
-                }
+impl Queue {
+    /// Adds what is already queued behind `first` (up to `max_batch` in all) to `group`.
+    fn gather(&mut self, first: WriteRequest, group: &mut Vec<WriteRequest>) {
+        group.push(first);
+        while group.len() < self.max_batch {
+            match self.rx.try_recv() {
+                Ok(next) => group.push(next),
+                Err(_) => break,
             }
-            let remaining =
-                self.queued.fetch_sub(group.len() as i64, Ordering::Relaxed) - group.len() as i64;
-            metrics::gauge!(telemetry::PERSIST_QUEUE).set(remaining.max(0) as f64);
-            metrics::histogram!(telemetry::PERSIST_BATCH).record(group.len() as f64);
-            self.commit_group(&mut group).await;
         }
-        tracing::info!("persistence actor stopped: no more writers");
+        let remaining =
+            self.queued.fetch_sub(group.len() as i64, Ordering::Relaxed) - group.len() as i64;
+        metrics::gauge!(telemetry::PERSIST_QUEUE).set(remaining.max(0) as f64);
+        metrics::histogram!(telemetry::PERSIST_BATCH).record(group.len() as f64);
     }
+}
 
-    async fn commit_group(&self, group: &mut Vec<WriteRequest>) {
+/// The commit thread of a synchronous store.
+fn run_blocking(mut queue: Queue, writer: &dyn BlockingCommit) {
+    let mut group: Vec<WriteRequest> = Vec::with_capacity(queue.max_batch);
+    while let Some(first) = queue.rx.blocking_recv() {
+        queue.gather(first, &mut group);
+        let result = timed(|| commit_all(&group, |ops| writer.commit_blocking(ops)));
+        for request in settle(&mut group, result) {
+            let result = timed(|| writer.commit_blocking(&request.ops));
+            acknowledge(request, result);
+        }
+    }
+    tracing::info!("persistence thread stopped: no more writers");
+}
+
+/// The commit loop of an asynchronous store, on the persistence arbiter.
+async fn run_async(mut queue: Queue, store: Arc<dyn Store>) {
+    let mut group: Vec<WriteRequest> = Vec::with_capacity(queue.max_batch);
+    while let Some(first) = queue.rx.recv().await {
+        queue.gather(first, &mut group);
+        let started = Instant::now();
         let result = if group.len() == 1 {
-            self.timed_commit(&group[0].ops).await
+            store.commit(&group[0].ops).await
         } else {
             let all: Vec<WriteOp> = group.iter().flat_map(|r| r.ops.iter().cloned()).collect();
-            self.timed_commit(&all).await
+            store.commit(&all).await
         };
-        match result {
-            Ok(()) => {
-                for request in group.drain(..) {
-                    let _ = request.ack.send(Ok(()));
-                }
-            }
-            Err(e @ StoreError::Unavailable(_)) => {
-                tracing::warn!(error = %e, writes = group.len(), "commit failed: database unavailable");
-                for request in group.drain(..) {
-                    let _ = request.ack.send(Err(e.clone()));
-                }
-            }
-            Err(e) if group.len() == 1 => {
-                tracing::error!(error = %e, "commit failed");
-                for request in group.drain(..) {
-                    let _ = request.ack.send(Err(e.clone()));
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, writes = group.len(), "group commit failed; retrying writes one by one");
-                for request in group.drain(..) {
-                    let result = self.timed_commit(&request.ops).await;
-                    if let Err(e) = &result {
-                        tracing::error!(error = %e, "commit failed");
-                    }
-                    let _ = request.ack.send(result);
-                }
-            }
+        record_commit(started, &result);
+        for request in settle(&mut group, result) {
+            let started = Instant::now();
+            let result = store.commit(&request.ops).await;
+            record_commit(started, &result);
+            acknowledge(request, result);
         }
     }
+    tracing::info!("persistence actor stopped: no more writers");
+}
 
-    async fn timed_commit(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
-        let started = Instant::now();
-        let result = self.store.commit(ops).await;
-        metrics::histogram!(telemetry::PERSIST_COMMIT_MS)
-            .record(started.elapsed().as_secs_f64() * 1000.0);
-        if result.is_err() {
-            metrics::counter!(telemetry::PERSIST_FAILURES).increment(1);
+/// Commits every batch of `group` in one call of `commit`.
+fn commit_all(
+    group: &[WriteRequest],
+    commit: impl FnOnce(&[WriteOp]) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    if let [one] = group {
+        return commit(&one.ops);
+    }
+    let all: Vec<WriteOp> = group.iter().flat_map(|r| r.ops.iter().cloned()).collect();
+    commit(&all)
+}
+
+/// Acknowledges the group after its commit returned; returns the batches to commit again
+/// one by one — after a failure other than an unreachable database, so that one bad
+/// batch cannot fail its neighbours.
+fn settle(group: &mut Vec<WriteRequest>, result: Result<(), StoreError>) -> Vec<WriteRequest> {
+    match result {
+        Ok(()) => {
+            for request in group.drain(..) {
+                let _ = request.ack.send(Ok(()));
+            }
+            Vec::new()
         }
-        result
+        Err(e @ StoreError::Unavailable(_)) => {
+            tracing::warn!(error = %e, writes = group.len(), "commit failed: database unavailable");
+            for request in group.drain(..) {
+                let _ = request.ack.send(Err(e.clone()));
+            }
+            Vec::new()
+        }
+        Err(e) if group.len() == 1 => {
+            tracing::error!(error = %e, "commit failed");
+            for request in group.drain(..) {
+                let _ = request.ack.send(Err(e.clone()));
+            }
+            Vec::new()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, writes = group.len(), "group commit failed; retrying writes one by one");
+            std::mem::take(group)
+        }
+    }
+}
+
+fn acknowledge(request: WriteRequest, result: Result<(), StoreError>) {
+    if let Err(e) = &result {
+        tracing::error!(error = %e, "commit failed");
+    }
+    let _ = request.ack.send(result);
+}
+
+fn timed(commit: impl FnOnce() -> Result<(), StoreError>) -> Result<(), StoreError> {
+    let started = Instant::now();
+    let result = commit();
+    record_commit(started, &result);
+    result
+}
+
+fn record_commit(started: Instant, result: &Result<(), StoreError>) {
+    metrics::histogram!(telemetry::PERSIST_COMMIT_MS)
+        .record(started.elapsed().as_secs_f64() * 1000.0);
+    if result.is_err() {
+        metrics::counter!(telemetry::PERSIST_FAILURES).increment(1);
     }
 }
 
@@ -272,6 +342,7 @@ mod tests {
             queue_capacity: 1,
             max_batch: 1,
             enqueue_timeout_ms: 20,
+            ..PersistenceSettings::default()
         };
         let arbiter = actix::Arbiter::new();
         let handle = start(store.clone(), &settings, &arbiter.handle());

@@ -10,15 +10,16 @@
 use std::time::Duration;
 
 use diesel::connection::SimpleConnection;
-use diesel_async::AsyncPgConnection;
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
 };
+use diesel_async::{AsyncConnection, AsyncPgConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
-use super::StoreError;
+use super::writes::{self, CHUNK, Rows, Statement};
+use super::{StoreError, WriteOp};
 
 const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
 
@@ -67,13 +68,54 @@ pub(super) fn pool(
         .map_err(|e| StoreError::Config(format!("{label}: {e}")))
 }
 
-super::queries::store_impl!(
-    PgStore,
-    AsyncPgConnection,
-    diesel::pg::Pg,
-    "postgres",
-    batched
-);
+super::queries::store_impl!(PgStore, AsyncPgConnection, diesel::pg::Pg, "postgres");
+
+impl PgStore {
+    /// Applies a batch in one transaction: one multi-row statement per table and chunk
+    /// (`writes.rs`), nothing read back.
+    async fn commit_ops(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        let rows = Rows::collect(ops)?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.checkout(&self.writer).await?;
+        conn.transaction(async |conn| {
+            for chunk in rows.threads.chunks(CHUNK) {
+                run(writes::upsert_threads(chunk), conn).await?;
+            }
+            for (tenant, ids, at) in rows.expiry_chunks() {
+                run(writes::expire_threads(tenant, ids, at), conn).await?;
+            }
+            for chunk in rows.messages.chunks(CHUNK) {
+                run(writes::insert_messages(chunk), conn).await?;
+            }
+            for chunk in rows.tasks.chunks(CHUNK) {
+                run(writes::upsert_tasks(chunk), conn).await?;
+            }
+            for chunk in rows.links.chunks(CHUNK) {
+                run(writes::insert_links(chunk), conn).await?;
+            }
+            for chunk in rows.events.chunks(CHUNK) {
+                run(writes::insert_events(chunk), conn).await?;
+            }
+            Ok::<(), StoreError>(())
+        })
+        .await
+    }
+}
+
+impl PgStore {
+    /// None: commits are awaited on the async connection.
+    fn blocking_writer(&self) -> Option<std::sync::Arc<dyn super::BlockingCommit>> {
+        None
+    }
+}
+
+/// Runs one write statement.
+async fn run(statement: impl Statement, conn: &mut AsyncPgConnection) -> Result<(), StoreError> {
+    diesel_async::methods::ExecuteDsl::execute(statement, conn).await?;
+    Ok(())
+}
 
 /// Applies pending migrations to the database at `url`; blocks until done.
 ///

@@ -1,15 +1,26 @@
-//! The embedded SQLite store: diesel's `SqliteConnection` (bundled libsqlite3) wrapped in
-//! diesel-async's `SyncConnectionWrapper`, which runs each statement on tokio's blocking
-//! pool so no arbiter thread ever waits on the disk.
+//! The embedded SQLite store (bundled libsqlite3).
 //!
-//! Every pooled connection is set up with WAL journaling (readers never block the
-//! writer), a busy timeout (a second writer waits instead of failing at once), foreign
-//! keys on, and `synchronous=NORMAL`. In WAL mode NORMAL makes every committed
-//! transaction survive a crash of the process, which is the durability we promise; only
-//! a power loss or OS crash can roll back the last commits, which FULL would prevent at
-//! the price of an fsync per commit.
+//! Commits and reads take different roads:
+//!
+//! - **Commits** go through one [`SqliteWriter`]: a plain synchronous `SqliteConnection`
+//!   behind a mutex. The persistence layer calls it from a thread of its own
+//!   ([`BlockingCommit`]), so a group of batches is one call — one transaction, the
+//!   statements of `writes.rs`, prepared once and cached by the connection — instead of
+//!   one blocking-pool hop per statement. SQLite has one writer at a time anyway.
+//! - **Reads** use a pool of connections wrapped in diesel-async's
+//!   `SyncConnectionWrapper`, which runs them on tokio's blocking pool so no arbiter thread
+//!   ever waits on the disk.
+//!
+//! Every connection is set up with WAL journaling (readers never block the writer), a
+//! busy timeout (a second writer, such as the memory repository's, waits instead of
+//! failing at once), foreign keys on, and the configured `synchronous` level
+//! ([`SqliteSynchronous`], `store.sqlite_synchronous`). In WAL mode NORMAL makes every
+//! committed transaction survive a crash of the process; only a power loss or OS crash
+//! can roll back the last commits, which FULL prevents at the price of an fsync per
+//! commit (one per group of batches).
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use diesel::connection::SimpleConnection;
@@ -22,50 +33,136 @@ use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
-use super::StoreError;
+use super::writes::{self, CHUNK, Rows, Statement};
+use super::{BlockingCommit, SqliteSynchronous, StoreError, WriteOp};
 
 const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
 
-/// Per-connection settings (see the module documentation for why). The busy timeout
-/// comes first: switching the journal mode takes a lock, and without the timeout in
-/// force a connection that meets another one (a restart racing the old process's last
-/// checkpoint) fails at once with "database is locked".
-const PRAGMAS: &str = "PRAGMA busy_timeout=5000; PRAGMA journal_mode=WAL; \
-                       PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;";
+/// Per-connection settings (see the module documentation for why), with `synchronous`
+/// as configured. The busy timeout comes first: switching the journal mode takes a lock,
+/// and without the timeout in force a connection that meets another one (a restart racing
+/// the old process's last checkpoint) fails at once with "database is locked".
+fn pragmas(synchronous: SqliteSynchronous) -> String {
+    format!(
+        "PRAGMA busy_timeout=5000; PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; \
+         PRAGMA synchronous={};",
+        synchronous.as_str()
+    )
+}
 
 pub(super) type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
 
 /// [`Store`](super::Store) on an SQLite file.
 pub struct SqliteStore {
+    /// Reads.
     pool: Pool<SqliteConn>,
-    /// The same pool: an SQLite connection has no I/O task tied to a runtime.
-    writer: Pool<SqliteConn>,
+    /// Commits.
+    writer: Arc<SqliteWriter>,
     acquire_timeout: Duration,
 }
 
 impl SqliteStore {
-    /// A store over a pool of at most `pool_size` connections to the file at `path`,
-    /// which [`migrate`] has created.
+    /// A store over a pool of at most `pool_size` read connections to the file at `path`,
+    /// which [`migrate`] has created, and one write connection (opened now).
     pub fn new(
         path: &Path,
         pool_size: usize,
         acquire_timeout: Duration,
+        synchronous: SqliteSynchronous,
     ) -> Result<Self, StoreError> {
-        let pool = pool(path, pool_size, "sqlite pool")?;
         Ok(Self {
-            writer: pool.clone(),
-            pool,
+            pool: pool(path, pool_size, "sqlite pool", synchronous)?,
+            writer: Arc::new(SqliteWriter::open(path, synchronous)?),
             acquire_timeout,
+        })
+    }
+
+    /// Commits from async code: one hop to the blocking pool for the whole batch. (The
+    /// persistence layer calls [`SqliteWriter`] from its own thread instead.)
+    async fn commit_ops(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        let writer = self.writer.clone();
+        let ops = ops.to_vec();
+        tokio::task::spawn_blocking(move || writer.commit_blocking(&ops))
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("the sqlite commit task failed: {e}")))?
+    }
+
+    /// The writer, for the persistence layer's commit thread.
+    fn blocking_writer(&self) -> Option<Arc<dyn BlockingCommit>> {
+        Some(self.writer.clone())
+    }
+}
+
+/// The one write connection to the SQLite file.
+pub struct SqliteWriter {
+    conn: Mutex<SqliteConnection>,
+}
+
+impl SqliteWriter {
+    fn open(path: &Path, synchronous: SqliteSynchronous) -> Result<Self, StoreError> {
+        let mut conn = SqliteConnection::establish(path_str(path)?)
+            .map_err(|e| StoreError::Unavailable(format!("sqlite {}: {e}", path.display())))?;
+        conn.batch_execute(&pragmas(synchronous))?;
+        Ok(Self {
+            conn: Mutex::new(conn),
         })
     }
 }
 
+impl BlockingCommit for SqliteWriter {
+    /// Applies a batch in one `BEGIN IMMEDIATE` transaction (the write lock is taken at
+    /// once, so the transaction never has to upgrade a read lock), one multi-row statement
+    /// per table and chunk.
+    fn commit_blocking(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        let rows = Rows::collect(ops)?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        // A panic while holding the lock cannot leave a transaction half-open: diesel
+        // rolls back an open transaction before the next one begins.
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.immediate_transaction(|conn| {
+            for chunk in rows.threads.chunks(CHUNK) {
+                run(writes::upsert_threads(chunk), conn)?;
+            }
+            for (tenant, ids, at) in rows.expiry_chunks() {
+                run(writes::expire_threads(tenant, ids, at), conn)?;
+            }
+            for chunk in rows.messages.chunks(CHUNK) {
+                run(writes::insert_messages(chunk), conn)?;
+            }
+            for chunk in rows.tasks.chunks(CHUNK) {
+                run(writes::upsert_tasks(chunk), conn)?;
+            }
+            for chunk in rows.links.chunks(CHUNK) {
+                run(writes::insert_links(chunk), conn)?;
+            }
+            for chunk in rows.events.chunks(CHUNK) {
+                run(writes::insert_events(chunk), conn)?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Runs one write statement.
+fn run(statement: impl Statement, conn: &mut SqliteConnection) -> Result<(), StoreError> {
+    diesel::query_dsl::methods::ExecuteDsl::execute(statement, conn)?;
+    Ok(())
+}
+
 /// A pool of at most `size` connections to the SQLite file at `path`, each set up with
-/// [`PRAGMAS`]. Every pool on the file is built here, so they all agree on the settings.
-pub(super) fn pool(path: &Path, size: usize, label: &str) -> Result<Pool<SqliteConn>, StoreError> {
+/// [`pragmas`]. Every pool on the file is built here, so they all agree on the settings.
+pub(super) fn pool(
+    path: &Path,
+    size: usize,
+    label: &str,
+    synchronous: SqliteSynchronous,
+) -> Result<Pool<SqliteConn>, StoreError> {
     let mut config = ManagerConfig::<SqliteConn>::default();
     config.recycling_method = RecyclingMethod::Fast;
-    config.custom_setup = Box::new(|url| Box::pin(establish(url.to_owned())));
+    config.custom_setup =
+        Box::new(move |url| Box::pin(establish(url.to_owned(), pragmas(synchronous))));
     let manager =
         AsyncDieselConnectionManager::<SqliteConn>::new_with_config(path_str(path)?, config);
     Pool::builder(manager)
@@ -74,17 +171,11 @@ pub(super) fn pool(path: &Path, size: usize, label: &str) -> Result<Pool<SqliteC
         .map_err(|e| StoreError::Config(format!("{label}: {e}")))
 }
 
-super::queries::store_impl!(
-    SqliteStore,
-    SqliteConn,
-    diesel::sqlite::Sqlite,
-    "sqlite",
-    per_row
-);
+super::queries::store_impl!(SqliteStore, SqliteConn, diesel::sqlite::Sqlite, "sqlite");
 
-async fn establish(path: String) -> ConnectionResult<SqliteConn> {
+async fn establish(path: String, pragmas: String) -> ConnectionResult<SqliteConn> {
     let mut conn = SqliteConn::establish(&path).await?;
-    conn.batch_execute(PRAGMAS)
+    conn.batch_execute(&pragmas)
         .await
         .map_err(ConnectionError::CouldntSetupConfiguration)?;
     Ok(conn)
@@ -107,6 +198,6 @@ pub(super) fn migrate(path: &Path) -> Result<Vec<String>, StoreError> {
     let mut conn = SqliteConnection::establish(path_str(path)?)
         .map_err(|e| StoreError::Unavailable(format!("sqlite {}: {e}", path.display())))?;
     // The busy timeout matters here too: another process may be writing the file.
-    conn.batch_execute(PRAGMAS)?;
+    conn.batch_execute(&pragmas(SqliteSynchronous::default()))?;
     super::run_migrations(&mut conn, MIGRATIONS)
 }

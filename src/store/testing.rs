@@ -31,6 +31,7 @@ pub(crate) fn test_config(
         data_dir,
         pool_size: 4,
         acquire_timeout_ms: 2000,
+        sqlite_synchronous: Default::default(),
     }
 }
 

@@ -214,6 +214,7 @@ pub fn open(cfg: &StoreConfig) -> Result<Arc<dyn MemoryRepository>, StoreError> 
             &path,
             pool_size,
             cfg.acquire_timeout(),
+            cfg.sqlite_synchronous,
         )?),
     };
     Ok(repository)

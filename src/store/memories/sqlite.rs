@@ -22,9 +22,10 @@ impl SqliteMemories {
         path: &Path,
         pool_size: usize,
         acquire_timeout: Duration,
+        synchronous: crate::store::SqliteSynchronous,
     ) -> Result<Self, crate::store::StoreError> {
         Ok(Self {
-            pool: crate::store::sqlite::pool(path, pool_size, "sqlite memory pool")?,
+            pool: crate::store::sqlite::pool(path, pool_size, "sqlite memory pool", synchronous)?,
             acquire_timeout,
         })
     }
