@@ -326,6 +326,12 @@ pub struct PersistenceSettings {
     pub max_batch: usize,
     /// How long a write waits for room in a full queue before failing with 503, in ms.
     pub enqueue_timeout_ms: u64,
+    /// How long the first commit of a turn that starts a new task waits for the turn's
+    /// first output, so that both share one transaction (a turn that answers at once costs
+    /// one commit, not two), in ms. Nothing is acknowledged before that commit; a turn
+    /// still running after this long has its message committed on its own. 0 commits it
+    /// before the executor starts. At most 10000.
+    pub start_grace_ms: u64,
 }
 
 impl Default for PersistenceSettings {
@@ -334,6 +340,7 @@ impl Default for PersistenceSettings {
             queue_capacity: 8192,
             max_batch: 256,
             enqueue_timeout_ms: 1000,
+            start_grace_ms: 20,
         }
     }
 }
@@ -785,6 +792,12 @@ impl Settings {
             self.persistence.queue_capacity as u64,
         )?;
         positive("persistence.max_batch", self.persistence.max_batch as u64)?;
+        if self.persistence.start_grace_ms > MAX_START_GRACE_MS {
+            return Err(ConfigError::Key {
+                key: "persistence.start_grace_ms",
+                problem: format!("must be at most {MAX_START_GRACE_MS}"),
+            });
+        }
         positive("threads.history_window", self.threads.history_window as u64)?;
         positive("threads.idle_timeout_secs", self.threads.idle_timeout_secs)?;
         positive("threads.thread_ttl_secs", self.threads.thread_ttl_secs)?;
@@ -1249,6 +1262,26 @@ mod tests {
         // No eager recovery at all is a valid choice.
         let (_d, o) = with_file("auth.enabled = false\n[threads]\nrecover_eagerly = 0\n");
         assert_eq!(load(&[], o).unwrap().threads.recover_eagerly, 0);
+    }
+
+    #[test]
+    fn the_start_grace_and_sqlite_synchronous_are_checked() {
+        let (_d, o) = with_file("auth.enabled = false\n[persistence]\nstart_grace_ms = 10001\n");
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(
+            e.contains("`persistence.start_grace_ms` must be at most 10000"),
+            "{e}"
+        );
+        let (_d, o) = with_file("auth.enabled = false\n[persistence]\nstart_grace_ms = 0\n");
+        assert_eq!(load(&[], o).unwrap().persistence.start_grace_ms, 0);
+        let (_d, o) = with_file("auth.enabled = false\n[store]\nsqlite_synchronous = \"full\"\n");
+        assert_eq!(
+            load(&[], o).unwrap().store.sqlite_synchronous,
+            crate::store::SqliteSynchronous::Full
+        );
+        let (_d, o) = with_file("auth.enabled = false\n[store]\nsqlite_synchronous = \"off\"\n");
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(e.contains("sqlite_synchronous"), "{e}");
     }
 
     #[test]

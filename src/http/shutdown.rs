@@ -4,9 +4,11 @@
 //!    `/health/ready` turns 503, the janitor stops, and every task stream that no running
 //!    turn will publish to ends at once (the others when their turn ends) — so open SSE
 //!    connections close instead of holding the server until the deadline.
-//! 2. The HTTP server stops accepting connections and lets requests in flight finish;
-//!    at the same time the runtime waits for every accepted turn, including those whose
-//!    caller already has its answer (`returnImmediately`). Both are bounded by
+//! 2. The HTTP server stops accepting connections (paused: its workers keep running,
+//!    because the actor of a thread started by a request lives on the worker that took
+//!    it) and the runtime waits for every accepted turn, including those whose caller
+//!    already has its answer (`returnImmediately`). Then the server lets the requests
+//!    still in flight finish and stops its workers. All of it is bounded by
 //!    `server.shutdown_timeout_secs`; a second signal cuts the wait short.
 //! 3. The actors stop (a turn still running is cut: its task stays as last committed),
 //!    every write they queued is committed — for at most `server.shutdown_timeout_secs`
@@ -49,7 +51,18 @@ pub async fn graceful(handle: &ServerHandle, runtime: &Runtime, timeout: Duratio
     let deadline = Instant::now() + timeout;
     runtime.begin_drain();
     let drained = async {
-        let ((), left) = tokio::join!(handle.stop(true), runtime.wait_for_turns(deadline));
+        handle.pause().await;
+        let left = runtime.wait_for_turns(deadline).await;
+        // Every turn is over (or the deadline passed): the requests still in flight
+        // are answered or about to be; the workers stop after them.
+        if left > 0 {
+            handle.stop(false).await;
+        } else {
+            let stopping = tokio::time::timeout_at(deadline, handle.stop(true)).await;
+            if stopping.is_err() {
+                handle.stop(false).await;
+            }
+        }
         left
     };
     let left = tokio::select! {

@@ -15,6 +15,8 @@ use crate::domain::{
 use crate::error::Error;
 use crate::store::WriteOp;
 
+type ResidentFuture = std::pin::Pin<Box<dyn ActorFuture<ThreadActor, Output = Result<(), Error>>>>;
+
 type CancelFuture =
     std::pin::Pin<Box<dyn ActorFuture<ThreadActor, Output = Result<Task, ActorError>>>>;
 
@@ -28,9 +30,8 @@ impl Handler<CancelTask> for ThreadActor {
         let task_id = msg.task_id;
         let fut =
             self.ensure_resident(task_id.clone())
-                .then(move |resident, act: &mut Self, _ctx| {
+                .then(move |resident, act: &mut Self, ctx| {
                     let plan = resident.and_then(|()| act.plan_cancel(&task_id));
-                    let persistence = act.deps.persistence.clone();
                     let (ops, apply) = match plan {
                         Ok(p) => (p.ops, Some(p.apply)),
                         Err(e) => {
@@ -39,26 +40,22 @@ impl Handler<CancelTask> for ThreadActor {
                             return failed;
                         }
                     };
-                    let commit: CancelFuture = Box::pin(
-                        fut::wrap_future(async move { persistence.commit(ops).await }).map(
-                            move |result, act: &mut Self, ctx| {
-                                result?;
-                                let Some(apply) = apply else {
-                                    return Err(ActorError::Failed(Error::internal(
-                                        "no cancel plan",
-                                    )));
-                                };
-                                act.apply_emit(&task_id, apply);
-                                act.abort_if_running(&task_id, ctx);
-                                let loaded = act.loaded()?;
-                                loaded
-                                    .tasks
-                                    .get(&task_id)
-                                    .map(|e| e.task.clone())
-                                    .ok_or(ActorError::Failed(Error::TaskNotFound(task_id)))
-                            },
-                        ),
-                    );
+                    let commit: CancelFuture = Box::pin(act.commit(ops, ctx).map(
+                        move |result, act: &mut Self, ctx| {
+                            result?;
+                            let Some(apply) = apply else {
+                                return Err(ActorError::Failed(Error::internal("no cancel plan")));
+                            };
+                            act.apply_emit(&task_id, apply);
+                            act.abort_if_running(&task_id, ctx);
+                            let loaded = act.loaded()?;
+                            loaded
+                                .tasks
+                                .get(&task_id)
+                                .map(|e| e.task.clone())
+                                .ok_or(ActorError::Failed(Error::TaskNotFound(task_id)))
+                        },
+                    ));
                     commit
                 });
         AtomicResponse::new(Box::pin(fut))
@@ -171,50 +168,59 @@ impl ThreadActor {
 impl Handler<Subscribe> for ThreadActor {
     type Result = AtomicResponse<Self, Result<Subscription, ActorError>>;
 
-    fn handle(&mut self, msg: Subscribe, _ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: Subscribe, ctx: &mut Context<Self>) -> Self::Result {
         if let Err(e) = self.loaded() {
             return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
         }
         let buffer = self.deps.streaming.subscriber_buffer;
         let task_id = msg.task_id;
-        let fut =
-            self.ensure_resident(task_id.clone())
-                .map(move |resident, act: &mut Self, _ctx| {
-                    resident?;
-                    let tenant = act.key.tenant.clone();
-                    let draining = act.deps.shared.is_draining();
-                    let loaded = act.loaded()?;
-                    let running = loaded
-                        .running
-                        .as_ref()
-                        .is_some_and(|r| r.task_id == task_id);
-                    if draining && !running {
-                        // No turn will publish to it again before the server stops.
-                        return Err(ActorError::Failed(super::maintenance::shutting_down()));
-                    }
-                    let entry = loaded
-                        .tasks
-                        .get_mut(&task_id)
-                        .ok_or_else(|| Error::TaskNotFound(task_id.clone()))?;
-                    if entry.task.status.state.is_terminal() {
-                        // Resuming with Last-Event-ID after the end replays what was missed.
-                        return match msg.last_event_id {
-                            Some(after) => Ok(Subscription {
-                                tenant,
-                                task_id: Some(task_id),
-                                first: None,
-                                live: None,
-                                after_seq: after,
-                                until_terminal: true,
-                            }),
-                            None => Err(ActorError::Failed(Error::UnsupportedOperation(format!(
-                                "task {task_id} is {}; there is nothing left to subscribe to",
-                                entry.task.status.state.as_str()
-                            )))),
-                        };
-                    }
-                    Ok(subscribe_entry(entry, buffer, msg.last_event_id, true))
-                });
+        // A subscriber is shown only what is durable: a turn's first writes are committed
+        // before it sees them.
+        let synced = self.synced(ctx);
+        let wanted = task_id.clone();
+        let fut = synced
+            .then(move |synced, act: &mut Self, _ctx| -> ResidentFuture {
+                match synced {
+                    Ok(()) => Box::pin(act.ensure_resident(wanted)),
+                    Err(e) => Box::pin(fut::ready(Err(e))),
+                }
+            })
+            .map(move |resident, act: &mut Self, _ctx| {
+                resident?;
+                let tenant = act.key.tenant.clone();
+                let draining = act.deps.shared.is_draining();
+                let loaded = act.loaded()?;
+                let running = loaded
+                    .running
+                    .as_ref()
+                    .is_some_and(|r| r.task_id == task_id);
+                if draining && !running {
+                    // No turn will publish to it again before the server stops.
+                    return Err(ActorError::Failed(super::maintenance::shutting_down()));
+                }
+                let entry = loaded
+                    .tasks
+                    .get_mut(&task_id)
+                    .ok_or_else(|| Error::TaskNotFound(task_id.clone()))?;
+                if entry.task.status.state.is_terminal() {
+                    // Resuming with Last-Event-ID after the end replays what was missed.
+                    return match msg.last_event_id {
+                        Some(after) => Ok(Subscription {
+                            tenant,
+                            task_id: Some(task_id),
+                            first: None,
+                            live: None,
+                            after_seq: after,
+                            until_terminal: true,
+                        }),
+                        None => Err(ActorError::Failed(Error::UnsupportedOperation(format!(
+                            "task {task_id} is {}; there is nothing left to subscribe to",
+                            entry.task.status.state.as_str()
+                        )))),
+                    };
+                }
+                Ok(subscribe_entry(entry, buffer, msg.last_event_id, true))
+            });
         AtomicResponse::new(Box::pin(fut))
     }
 }

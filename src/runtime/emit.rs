@@ -305,6 +305,11 @@ impl ThreadActor {
                     waiter.fail(error.clone());
                 }
             }
+            if !loaded.unsynced.is_empty() {
+                // The refused turn's message was never committed: memory forgets it too.
+                self.discard(error, ctx);
+                return;
+            }
             self.finish_turn(ctx);
             if panicked {
                 ctx.stop();
@@ -340,16 +345,23 @@ impl ThreadActor {
         };
         match self.plan_emit(&emit) {
             Ok(plan) => {
-                let persistence = self.deps.persistence.clone();
-                let ops = plan.ops;
                 let apply = plan.apply;
-                ctx.wait(fut::wrap_future(async move { persistence.commit(ops).await }).map(
+                let commit = self.commit(plan.ops, ctx);
+                ctx.wait(commit.map(
                     move |result, act: &mut Self, ctx| {
                         match result {
                             Ok(()) => act.apply_emit(&task_id, apply),
                             Err(e) => {
+                                // The task is stored as its last commit left it, with no
+                                // turn running any more: the actor leaves memory, and the
+                                // next load fails the task as INTERRUPTED (a discarded
+                                // actor answers every waiter with `e`).
                                 tracing::error!(task_id = %task_id, error = %e, "could not record the failed task");
-                                act.fail_waiters(&task_id, e);
+                                act.fail_waiters(&task_id, e.clone());
+                                if act.loaded_quietly().is_ok() {
+                                    act.discard(e, ctx);
+                                }
+                                return;
                             }
                         }
                         act.finish_turn(ctx);
@@ -477,7 +489,7 @@ pub(super) enum EmitApply {
 impl Handler<TurnEmit> for ThreadActor {
     type Result = AtomicResponse<Self, Result<(), Error>>;
 
-    fn handle(&mut self, msg: TurnEmit, _ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: TurnEmit, ctx: &mut Context<Self>) -> Self::Result {
         let plan = match self.plan_emit(&msg) {
             Ok(plan) => plan,
             Err(e) => {
@@ -487,23 +499,19 @@ impl Handler<TurnEmit> for ThreadActor {
                 return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
             }
         };
-        let persistence = self.deps.persistence.clone();
-        let ops = plan.ops;
         let apply = plan.apply;
         let task_id = msg.task_id;
-        if ops.is_empty() {
+        if plan.ops.is_empty() {
             self.apply_emit(&task_id, apply);
             return AtomicResponse::new(Box::pin(fut::ready(Ok(()))));
         }
-        AtomicResponse::new(Box::pin(
-            fut::wrap_future(async move { persistence.commit(ops).await }).map(
-                move |result, act: &mut Self, _ctx| {
-                    result?;
-                    act.apply_emit(&task_id, apply);
-                    Ok(())
-                },
-            ),
-        ))
+        AtomicResponse::new(Box::pin(self.commit(plan.ops, ctx).map(
+            move |result, act: &mut Self, _ctx| {
+                result?;
+                act.apply_emit(&task_id, apply);
+                Ok(())
+            },
+        )))
     }
 }
 

@@ -84,7 +84,7 @@ impl ThreadActor {
             .map(|(id, _)| id.clone())
             .collect();
         for task_id in orphans {
-            ctx.wait(fut::ready(()).then(move |(), act: &mut Self, _ctx| {
+            ctx.wait(fut::ready(()).then(move |(), act: &mut Self, ctx| {
                 let mut message = Message::agent(
                     act.key.context_id.clone(),
                     Some(task_id.clone()),
@@ -97,13 +97,11 @@ impl ThreadActor {
                 metadata.insert("errorCode".into(), INTERRUPTED.into());
                 message.metadata = Some(metadata);
                 let planned = act.plan_forced_status(&task_id, TaskState::Failed, Some(message));
-                let persistence = act.deps.persistence.clone();
                 let done: Pin<Box<dyn ActorFuture<Self, Output = ()>>> = match planned {
                     Ok(plan) => {
-                        let ops = plan.ops;
                         let apply = plan.apply;
                         Box::pin(
-                            fut::wrap_future(async move { persistence.commit(ops).await }).map(
+                            act.commit(plan.ops, ctx).map(
                                 move |committed, act: &mut Self, _ctx| match committed {
                                     Ok(()) => {
                                         tracing::warn!(task_id = %task_id, "task interrupted by a restart marked failed");
@@ -132,8 +130,9 @@ impl ThreadActor {
             Ok(loaded) => loaded,
             Err(e) => return Box::pin(fut::ready(Err(e))),
         };
-        // A thread that only exists in memory (no turn committed yet) has nothing stored.
-        if !loaded.thread_persisted {
+        // A thread that only exists in memory (no turn committed yet) has nothing stored;
+        // one whose turn has just started (writes not committed yet) is swept next time.
+        if !loaded.thread_persisted || !loaded.unsynced.is_empty() {
             return Box::pin(fut::ready(Ok(SweepReport::default())));
         }
         let mut state = loaded.state.clone();

@@ -28,6 +28,8 @@ mod stream;
 mod thread;
 mod tool_router;
 mod turn;
+#[cfg(test)]
+mod write_path_tests;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -162,6 +164,7 @@ impl Runtime {
             streaming: settings.streaming.clone(),
             state: settings.state.clone(),
             shared: shared.clone(),
+            start_grace: Duration::from_millis(settings.persistence.start_grace_ms),
         });
         Ok(Runtime {
             registry: ThreadRegistry::new(deps, handles),

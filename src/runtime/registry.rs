@@ -1,6 +1,9 @@
 //! The `ThreadRegistry`: finds or starts the actor of a thread.
 //!
-//! Actors are spread over one arbiter per core by a hash of the thread key (an actix
+//! The actor of a thread this server has just minted (a message without `contextId`)
+//! starts on the arbiter that is handling the request — an HTTP worker — so the request,
+//! its turn and its answer stay on one thread. Every other thread's actor is placed on
+//! one of the runtime's arbiters (one per core) by a hash of the thread key (an actix
 //! actor lives on one arbiter thread; putting them all on one would serialise the
 //! server). Each runs under an actix `Supervisor`. An evicted actor answers `Gone` and a
 //! dead one has a closed mailbox; either way the registry starts a fresh actor and
@@ -49,13 +52,20 @@ impl ThreadRegistry {
             Entry::Occupied(o) if o.get().1.connected() => o.get().1.clone(),
             entry => {
                 let id = next_actor_id(&self.deps.shared);
-                let arbiter =
-                    &self.arbiters[self.hasher.hash_one(key) as usize % self.arbiters.len()];
                 let deps = self.deps.clone();
                 let actor_key = key.clone();
-                let addr = Supervisor::start_in_arbiter(arbiter, move |_| {
+                let make = move |_: &mut Context<ThreadActor>| {
                     ThreadActor::new(id, actor_key, deps, fresh)
-                });
+                };
+                let addr = match Arbiter::try_current() {
+                    // A new thread: here, where its first request is (no hand-off).
+                    Some(_) if fresh => Supervisor::start(make),
+                    _ => {
+                        let arbiter = &self.arbiters
+                            [self.hasher.hash_one(key) as usize % self.arbiters.len()];
+                        Supervisor::start_in_arbiter(arbiter, make)
+                    }
+                };
                 match entry {
                     Entry::Occupied(mut o) => {
                         o.insert((id, addr.clone()));

@@ -13,6 +13,7 @@
 //! commit leaves the actor exactly as it was.
 
 use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -31,7 +32,7 @@ use crate::domain::{
 };
 use crate::error::Error;
 use crate::session::{History, StoredMessage, ThreadState, ToolCall};
-use crate::store::{MessageRecord, Store, ThreadRecord, ThreadStatus};
+use crate::store::{MessageRecord, Store, ThreadRecord, ThreadStatus, WriteOp};
 use crate::telemetry;
 
 /// One published event of a task: its log sequence number and the event.
@@ -98,6 +99,8 @@ pub struct ThreadDeps {
     pub streaming: StreamingSettings,
     pub state: StateSettings,
     pub shared: Arc<Shared>,
+    /// `persistence.start_grace_ms`.
+    pub start_grace: Duration,
 }
 
 /// How a `SendMessage` caller wants its answer.
@@ -191,6 +194,15 @@ pub(super) struct Loaded {
     pub running: Option<RunningTurn>,
     pub queue: VecDeque<PendingTurn>,
     pub last_activity: Instant,
+    /// Writes already applied to memory whose commit rides along with the actor's next
+    /// one: the start of a turn that opens a new task (thread row, user message), which
+    /// nothing outside this actor can see until the task's first output commits it.
+    /// Committed on their own after `persistence.start_grace_ms` by `flush`.
+    pub unsynced: Vec<WriteOp>,
+    /// The timer that commits `unsynced` on its own.
+    pub flush: Option<SpawnHandle>,
+    /// Events of `unsynced` writes, published once those are committed.
+    pub unpublished: Vec<(TaskId, HubEvent)>,
 }
 
 enum Phase {
@@ -357,6 +369,7 @@ impl ThreadActor {
         };
         let quiet = loaded.running.is_none()
             && loaded.queue.is_empty()
+            && loaded.unsynced.is_empty()
             && loaded.last_activity.elapsed() >= idle
             && loaded.tasks.values().all(|t| {
                 t.waiters.is_empty() && t.hub.as_ref().is_none_or(|h| h.receiver_count() == 0)
@@ -366,6 +379,113 @@ impl ThreadActor {
             metrics::counter!(telemetry::JANITOR_ACTORS_EVICTED).increment(1);
             self.close(None, ctx);
         }
+    }
+}
+
+impl ThreadActor {
+    /// Commits `ops` through the persistence actor, preceded by whatever this actor left
+    /// unsynced. If a commit that carried unsynced writes fails, memory is ahead of the
+    /// store: the actor is discarded (see [`ThreadActor::discard`]).
+    pub(super) fn commit(
+        &mut self,
+        mut ops: Vec<WriteOp>,
+        ctx: &mut Context<Self>,
+    ) -> impl ActorFuture<Self, Output = Result<(), Error>> + 'static {
+        let mut carried = false;
+        if let Ok(loaded) = self.loaded_quietly()
+            && !loaded.unsynced.is_empty()
+        {
+            let mut all = std::mem::take(&mut loaded.unsynced);
+            all.append(&mut ops);
+            ops = all;
+            carried = true;
+            if let Some(timer) = loaded.flush.take() {
+                ctx.cancel_future(timer);
+            }
+        }
+        let persistence = self.deps.persistence.clone();
+        fut::wrap_future(async move { persistence.commit(ops).await }).map(
+            move |result, act: &mut Self, ctx| {
+                if carried {
+                    match &result {
+                        Ok(()) => act.publish_unpublished(),
+                        Err(e) => act.discard(e.clone(), ctx),
+                    }
+                }
+                result
+            },
+        )
+    }
+
+    /// Resolves once nothing applied to memory is waiting for its commit: what a reader
+    /// is shown next is durable. Commits the unsynced writes now if there are any.
+    pub(super) fn synced(
+        &mut self,
+        ctx: &mut Context<Self>,
+    ) -> Pin<Box<dyn ActorFuture<Self, Output = Result<(), Error>>>> {
+        match self.loaded_quietly() {
+            Ok(loaded) if !loaded.unsynced.is_empty() => Box::pin(self.commit(Vec::new(), ctx)),
+            _ => Box::pin(fut::ready(Ok(()))),
+        }
+    }
+
+    fn publish_unpublished(&mut self) {
+        let Ok(loaded) = self.loaded_quietly() else {
+            return;
+        };
+        for (task_id, event) in std::mem::take(&mut loaded.unpublished) {
+            if let Some(hub) = loaded.tasks.get(&task_id).and_then(|e| e.hub.as_ref()) {
+                let _ = hub.send(event);
+            }
+        }
+    }
+
+    /// Defers `ops` (already applied to memory) to the actor's next commit, or to a commit
+    /// of their own after `persistence.start_grace_ms`.
+    pub(super) fn defer(&mut self, mut ops: Vec<WriteOp>, ctx: &mut Context<Self>) {
+        let grace = self.deps.start_grace;
+        let Ok(loaded) = self.loaded_quietly() else {
+            return;
+        };
+        loaded.unsynced.append(&mut ops);
+        if loaded.flush.is_none() {
+            loaded.flush = Some(ctx.run_later(grace, |act, ctx| {
+                if let Ok(loaded) = act.loaded_quietly() {
+                    loaded.flush = None;
+                }
+                let flush = act.commit(Vec::new(), ctx).map(|result, act: &mut Self, _| {
+                    if let Err(e) = result {
+                        tracing::warn!(context_id = %act.key.context_id, error = %e, "a turn's first writes could not be committed");
+                    }
+                });
+                ctx.wait(flush);
+            }));
+        }
+    }
+
+    /// Memory holds writes the store refused (a commit that carried unsynced writes
+    /// failed, or a refused turn's start was never committed): every caller waiting on
+    /// this thread gets `error`, the running turn is cut, and the actor leaves memory. The
+    /// next request loads the thread as the store has it — as if the refused request had
+    /// never come, so a retry of the same message works.
+    pub(super) fn discard(&mut self, error: Error, ctx: &mut Context<Self>) {
+        tracing::warn!(context_id = %self.key.context_id, error = %error, "thread actor discarded: memory was ahead of the store");
+        if let Phase::Ready(loaded) = &mut self.phase {
+            loaded.unsynced.clear();
+            loaded.unpublished.clear();
+            for entry in loaded.tasks.values_mut() {
+                for waiter in entry.waiters.drain(..) {
+                    waiter.fail(error.clone());
+                }
+            }
+            for pending in loaded.queue.drain(..) {
+                pending.waiter.fail(Error::Unavailable {
+                    detail: "the thread was reloaded; send the message again".into(),
+                    retry_after_secs: 1,
+                });
+            }
+        }
+        self.close(None, ctx);
     }
 }
 
@@ -390,6 +510,9 @@ impl Loaded {
             running: None,
             queue: VecDeque::new(),
             last_activity: Instant::now(),
+            unsynced: Vec::new(),
+            flush: None,
+            unpublished: Vec::new(),
         }
     }
 
@@ -434,6 +557,9 @@ impl Loaded {
             running: None,
             queue: VecDeque::new(),
             last_activity: Instant::now(),
+            unsynced: Vec::new(),
+            flush: None,
+            unpublished: Vec::new(),
         }
     }
 
@@ -654,15 +780,23 @@ impl Handler<SendTurn> for ThreadActor {
 }
 
 impl Handler<GetResident> for ThreadActor {
-    type Result = Result<Option<Task>, ActorError>;
+    type Result = AtomicResponse<Self, Result<Option<Task>, ActorError>>;
 
-    fn handle(&mut self, msg: GetResident, _ctx: &mut Context<Self>) -> Self::Result {
-        let loaded = self.loaded()?;
-        Ok(loaded
-            .tasks
-            .get(&msg.task_id)
-            .filter(|e| e.materialized)
-            .map(|e| e.task.clone()))
+    fn handle(&mut self, msg: GetResident, ctx: &mut Context<Self>) -> Self::Result {
+        if let Err(e) = self.loaded() {
+            return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
+        }
+        AtomicResponse::new(Box::pin(self.synced(ctx).map(
+            move |synced, act: &mut Self, _ctx| {
+                synced?;
+                let loaded = act.loaded()?;
+                Ok(loaded
+                    .tasks
+                    .get(&msg.task_id)
+                    .filter(|e| e.materialized)
+                    .map(|e| e.task.clone()))
+            },
+        )))
     }
 }
 

@@ -61,24 +61,35 @@ impl ThreadActor {
         self.begin(pending, ctx);
     }
 
-    /// Plans, commits and starts one turn.
+    /// Plans, commits and starts one turn. A turn that opens a new task (and whose caller
+    /// does not want the task at once) starts before its first writes are committed:
+    /// they ride along with the turn's first output, so a turn that answers at once
+    /// costs one commit (see [`ThreadActor::defer`]).
     fn begin(&mut self, pending: PendingTurn, ctx: &mut Context<Self>) {
         match self.plan_start(&pending) {
             Ok(plan) => {
-                let persistence = self.deps.persistence.clone();
-                let ops = plan.ops;
+                // Deferred unless the caller is answered at the start: `returnImmediately`
+                // gets the task at once, and a stream continuing a task starts with it.
+                let defer = !self.deps.start_grace.is_zero()
+                    && match pending.mode {
+                        Mode::Immediate => false,
+                        Mode::Streaming => !plan.apply.existing,
+                        Mode::Blocking => true,
+                    };
+                if defer {
+                    self.defer(plan.ops, ctx);
+                    self.start(plan.apply, pending, true, ctx);
+                    return;
+                }
                 let start = plan.apply;
-                ctx.wait(
-                    fut::wrap_future(async move { persistence.commit(ops).await }).map(
-                        move |result, act: &mut Self, ctx| {
-                            match result {
-                                Ok(()) => act.start(start, pending, ctx),
-                                Err(e) => pending.waiter.fail(e),
-                            }
-                            act.pump(ctx);
-                        },
-                    ),
-                );
+                let commit = self.commit(plan.ops, ctx);
+                ctx.wait(commit.map(move |result, act: &mut Self, ctx| {
+                    match result {
+                        Ok(()) => act.start(start, pending, false, ctx),
+                        Err(e) => pending.waiter.fail(e),
+                    }
+                    act.pump(ctx);
+                }));
             }
             Err(e) => {
                 pending.waiter.fail(e);
@@ -204,8 +215,15 @@ impl ThreadActor {
         })
     }
 
-    /// Applies a committed turn start and launches the executor.
-    fn start(&mut self, start: StartTurn, pending: PendingTurn, ctx: &mut Context<Self>) {
+    /// Applies a turn start and launches the executor. With `deferred` its writes are
+    /// not committed yet: its event is published once they are.
+    fn start(
+        &mut self,
+        start: StartTurn,
+        pending: PendingTurn,
+        deferred: bool,
+        ctx: &mut Context<Self>,
+    ) {
         let buffer = self.deps.streaming.subscriber_buffer;
         let key = self.key.clone();
         self.turn_counter += 1;
@@ -240,8 +258,11 @@ impl ThreadActor {
         if let Some((seq, event)) = start.event {
             entry.last_seq = seq;
             count_transition(TaskState::Working);
-            if let Some(hub) = &entry.hub {
-                let _ = hub.send(HubEvent::new((seq, event)));
+            let event = HubEvent::new((seq, event));
+            if deferred {
+                loaded.unpublished.push((task_id.clone(), event));
+            } else if let Some(hub) = &entry.hub {
+                let _ = hub.send(event);
             }
         }
         if start.materialized {

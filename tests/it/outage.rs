@@ -114,3 +114,135 @@ async fn a_database_outage_fails_fast_and_the_server_recovers() {
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
     assert_eq!(app.get("/health").await.status(), 200);
 }
+
+/// What the store holds of a thread: its messages (role, text), read straight from the
+/// database (not through the proxy).
+async fn stored_messages(url: &str, context_id: &str) -> Vec<(String, String)> {
+    use agent_a2a::domain::{ContextId, TenantId};
+    let store = agent_a2a::store::open(&agent_a2a::store::StoreConfig {
+        database_url: Some(url.to_owned()),
+        ..Default::default()
+    })
+    .await
+    .expect("store");
+    let thread = store
+        .load_thread(
+            &TenantId::default_tenant(),
+            &ContextId::parse(context_id).unwrap(),
+            100,
+        )
+        .await
+        .expect("load_thread");
+    thread
+        .map(|t| t.recent.into_iter().map(|m| (m.role, m.content)).collect())
+        .unwrap_or_default()
+}
+
+/// Sends `params` until the database is back (the pool replaces broken connections on
+/// use); returns the first answer that is not a 503.
+async fn send_until_up(app: &crate::support::TestApp, params: &Value) -> Value {
+    for _ in 0..50 {
+        let r = app
+            .client
+            .post(format!("{}/", app.url))
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params": params}))
+            .send()
+            .await
+            .unwrap();
+        if r.status() != 503 {
+            return r.json().await.unwrap();
+        }
+    }
+    panic!("the server did not recover after the database returned");
+}
+
+#[actix_web::test]
+async fn a_send_refused_by_a_database_cut_leaves_nothing_behind_and_works_when_sent_again() {
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    let (prefix, rest) = url.split_once('@').unwrap();
+    let (host_port, db) = rest.split_once('/').unwrap();
+    let proxy = Proxy::start(host_port.to_owned()).await;
+    let proxied = format!("{prefix}@127.0.0.1:{}/{db}", proxy.port);
+    let app = spawn_app_with(Backend::Postgres(proxied), |s| {
+        s.store.acquire_timeout_ms = 500;
+    })
+    .await;
+
+    // A new task in a thread the client names.
+    let context = uuid::Uuid::new_v4().to_string();
+    let mut message = user_message("complete");
+    message["contextId"] = json!(context);
+    let params = json!({ "message": message });
+    proxy.set_up(false);
+    let r = app
+        .client
+        .post(format!("{}/", app.url))
+        .json(&json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params": params}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    proxy.set_up(true);
+    let done = send_until_up(&app, &params).await;
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+    let messages = stored_messages(&url, &context).await;
+    let users: Vec<_> = messages.iter().filter(|(role, _)| role == "user").collect();
+    assert_eq!(
+        users.len(),
+        1,
+        "the refused send left a message: {messages:?}"
+    );
+
+    // A follow-up to a task that asks for input, refused the same way.
+    let asked = app
+        .rpc(
+            "SendMessage",
+            json!({"message": {
+            "messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
+            "contextId": context, "parts": [{"text": "input"}]}}),
+        )
+        .await;
+    let task_id = asked["result"]["task"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        asked["result"]["task"]["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED"
+    );
+    let before = stored_messages(&url, &context).await;
+    let follow_up = json!({"message": {
+        "messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
+        "contextId": context, "taskId": task_id, "parts": [{"text": "more"}]}});
+    proxy.set_up(false);
+    let r = app
+        .client
+        .post(format!("{}/", app.url))
+        .json(&json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params": follow_up}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    proxy.set_up(true);
+    let task = loop {
+        let r = app.rpc("GetTask", json!({"id": task_id})).await;
+        if r["result"]["id"] == task_id.as_str() {
+            break r["result"].clone();
+        }
+    };
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{task}"
+    );
+    assert_eq!(stored_messages(&url, &context).await, before);
+    let continued = send_until_up(&app, &follow_up).await;
+    assert_eq!(
+        continued["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{continued}"
+    );
+    let after = stored_messages(&url, &context).await;
+    assert_eq!(after.len(), before.len() + 2, "{after:?}");
+}

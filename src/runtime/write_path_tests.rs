@@ -1,0 +1,418 @@
+//! The write path of a turn against a real SQLite store that counts its commits and can
+//! refuse any one of them (a database cut at that commit point): how many commits a turn
+//! costs, and that a refused request leaves nothing behind — the store holds exactly what
+//! it held before, and the same message sent again works.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+
+use super::{AgentExecutor, ExecutorSource, Runtime, Turn, TurnSink};
+use crate::config::Settings;
+use crate::domain::{
+    Artifact, ContextId, ListTasksQuery, Message, MessageId, Part, Role, SendConfig, SendMessage,
+    SendOutcome, StreamEvent, Task, TaskId, TaskPage, TaskState, TenantId, Timestamp,
+};
+use crate::error::Error;
+use crate::skills::SkillRegistry;
+use crate::store::testing::SqliteTestStore;
+use crate::store::{
+    BlockingCommit, Census, DueThread, Store, StoreError, StoredTask, ThreadSnapshot, WriteOp,
+};
+
+/// Counts commits and refuses the `fail_at`-th one (1-based; 0: none) with
+/// `Unavailable`, writing nothing, as a database that went away would.
+struct CutStore {
+    inner: Arc<dyn Store>,
+    commits: AtomicUsize,
+    fail_at: AtomicUsize,
+}
+
+impl CutStore {
+    fn new(inner: Arc<dyn Store>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            commits: AtomicUsize::new(0),
+            fail_at: AtomicUsize::new(0),
+        })
+    }
+
+    /// Refuses the `n`-th commit from now (1: the next one).
+    fn cut_at(&self, n: usize) {
+        self.fail_at
+            .store(self.commits.load(Ordering::SeqCst) + n, Ordering::SeqCst);
+    }
+
+    fn commits(&self) -> usize {
+        self.commits.load(Ordering::SeqCst)
+    }
+
+    /// Counts a commit; `Err` when this is the one to refuse. Empty batches (the
+    /// shutdown flush) are not commits.
+    fn admit(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let n = self.commits.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == self.fail_at.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("cut by the test".into()));
+        }
+        Ok(())
+    }
+}
+
+struct CutWriter {
+    cut: Arc<CutStore>,
+    inner: Arc<dyn BlockingCommit>,
+}
+
+impl BlockingCommit for CutWriter {
+    fn commit_blocking(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        self.cut.admit(ops)?;
+        self.inner.commit_blocking(ops)
+    }
+}
+
+/// The store the runtime gets: every call goes to the `CutStore`'s inner store, commits
+/// through `admit` first.
+struct Handle(Arc<CutStore>);
+
+#[async_trait]
+impl Store for Handle {
+    fn backend(&self) -> &'static str {
+        self.0.inner.backend()
+    }
+    async fn commit(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
+        self.0.admit(ops)?;
+        self.0.inner.commit(ops).await
+    }
+    fn blocking_commit(&self) -> Option<Arc<dyn BlockingCommit>> {
+        let inner = self.0.inner.blocking_commit()?;
+        Some(Arc::new(CutWriter {
+            cut: self.0.clone(),
+            inner,
+        }))
+    }
+    async fn load_thread(
+        &self,
+        tenant: &TenantId,
+        thread_id: &ContextId,
+        window: usize,
+    ) -> Result<Option<ThreadSnapshot>, StoreError> {
+        self.0.inner.load_thread(tenant, thread_id, window).await
+    }
+    async fn load_task(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+    ) -> Result<Option<StoredTask>, StoreError> {
+        self.0.inner.load_task(tenant, task_id).await
+    }
+    async fn list_tasks(
+        &self,
+        tenant: &TenantId,
+        query: &ListTasksQuery,
+    ) -> Result<Option<TaskPage>, StoreError> {
+        self.0.inner.list_tasks(tenant, query).await
+    }
+    async fn task_events(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        after_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, StreamEvent)>, StoreError> {
+        self.0
+            .inner
+            .task_events(tenant, task_id, after_seq, limit)
+            .await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.0.inner.ping().await
+    }
+    async fn census(&self, now: Timestamp) -> Result<Census, StoreError> {
+        self.0.inner.census(now).await
+    }
+    async fn due_threads(
+        &self,
+        now: Timestamp,
+        after: Option<&DueThread>,
+        limit: usize,
+    ) -> Result<Vec<DueThread>, StoreError> {
+        self.0.inner.due_threads(now, after, limit).await
+    }
+    async fn recent_threads(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<(TenantId, ContextId)>, StoreError> {
+        self.0.inner.recent_threads(now, limit).await
+    }
+}
+
+/// `done`: completes at once. `input`: asks for more. `steps`: working, an artifact,
+/// completed (three outputs). `hi`: answers with a message. `wait`: completes once
+/// released. A continuation completes.
+#[derive(Default)]
+struct Script {
+    release: tokio::sync::Notify,
+}
+
+#[async_trait]
+impl AgentExecutor for Script {
+    async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<(), Error> {
+        if turn.continuation {
+            return sink.complete(Some(sink.text("continued"))).await;
+        }
+        match turn.message.text().as_str() {
+            "wait" => {
+                self.release.notified().await;
+                sink.complete(None).await
+            }
+            "input" => sink.input_required(sink.text("more, please")).await,
+            "steps" => {
+                sink.working().await?;
+                sink.artifact(Artifact::new(vec![Part::text("a")]), false, true)
+                    .await?;
+                sink.complete(None).await
+            }
+            "hi" => sink.reply(sink.text("hello")).await,
+            _ => sink.complete(Some(sink.text("done"))).await,
+        }
+    }
+}
+
+struct Fixture {
+    script: Arc<Script>,
+    cut: Arc<CutStore>,
+    runtime: Runtime,
+    tenant: TenantId,
+    _store: SqliteTestStore,
+}
+
+impl Fixture {
+    async fn new() -> Self {
+        let store = SqliteTestStore::open().await;
+        let cut = CutStore::new(store.store.clone());
+        let script = Arc::new(Script::default());
+        let runtime = Runtime::start(
+            &Settings::default(),
+            Arc::new(Handle(cut.clone())),
+            ExecutorSource::Custom(script.clone()),
+            &SkillRegistry::default(),
+        )
+        .expect("runtime starts");
+        Self {
+            script,
+            cut,
+            runtime,
+            tenant: TenantId::default_tenant(),
+            _store: store,
+        }
+    }
+
+    async fn send(&self, message: &Message) -> Result<SendOutcome, Error> {
+        let cmd = SendMessage {
+            message: message.clone(),
+            config: SendConfig::default(),
+            metadata: None,
+            create_missing_task: false,
+        };
+        self.runtime.send(&self.tenant, cmd).await
+    }
+
+    /// What the store holds of a thread: (message seq, role, text) in order, and its
+    /// tasks with their states and history lengths.
+    async fn stored(&self, context_id: &ContextId) -> (Vec<(i64, String, String)>, Vec<Task>) {
+        let store = &self.cut.inner;
+        let messages = match store.load_thread(&self.tenant, context_id, 100).await {
+            Ok(Some(snapshot)) => snapshot
+                .recent
+                .into_iter()
+                .map(|m| (m.seq, m.role, m.content))
+                .collect(),
+            Ok(None) => Vec::new(),
+            Err(e) => panic!("load_thread: {e}"),
+        };
+        let page = store
+            .list_tasks(
+                &self.tenant,
+                &ListTasksQuery {
+                    context_id: Some(context_id.clone()),
+                    page_size: 100,
+                    history_length: None,
+                    ..ListTasksQuery::default()
+                },
+            )
+            .await
+            .expect("list_tasks")
+            .expect("a page");
+        (messages, page.tasks)
+    }
+}
+
+fn user(text: &str, context_id: &ContextId, task_id: Option<&TaskId>) -> Message {
+    Message {
+        message_id: MessageId::generate(),
+        context_id: Some(context_id.clone()),
+        task_id: task_id.cloned(),
+        role: Role::User,
+        parts: vec![Part::text(text)],
+        metadata: None,
+        extensions: vec![],
+        reference_task_ids: vec![],
+    }
+}
+
+fn task(outcome: Result<SendOutcome, Error>) -> Task {
+    match outcome {
+        Ok(SendOutcome::Task(task)) => task,
+        other => panic!("expected a task, got {other:?}"),
+    }
+}
+
+fn is_unavailable(outcome: &Result<SendOutcome, Error>) -> bool {
+    matches!(outcome, Err(Error::Unavailable { .. }))
+}
+
+#[actix_web::test]
+async fn a_turn_that_completes_at_once_costs_one_commit() {
+    let f = Fixture::new().await;
+    let context = ContextId::generate();
+    let before = f.cut.commits();
+    let done = task(f.send(&user("done", &context, None)).await);
+    assert_eq!(done.status.state, TaskState::Completed);
+    assert_eq!(
+        f.cut.commits() - before,
+        1,
+        "the start rides with the completion"
+    );
+
+    // A message answer, and a follow-up that completes at once: one commit each too.
+    let before = f.cut.commits();
+    let reply = f.send(&user("hi", &context, None)).await;
+    assert!(matches!(reply, Ok(SendOutcome::Message(_))), "{reply:?}");
+    assert_eq!(f.cut.commits() - before, 1);
+    let asked = task(f.send(&user("input", &context, None)).await);
+    assert_eq!(asked.status.state, TaskState::InputRequired);
+    let before = f.cut.commits();
+    let continued = task(f.send(&user("more", &context, Some(&asked.id))).await);
+    assert_eq!(continued.status.state, TaskState::Completed);
+    assert_eq!(f.cut.commits() - before, 1);
+
+    // Three outputs: three commits, the first carrying the start.
+    let before = f.cut.commits();
+    let steps = task(f.send(&user("steps", &context, None)).await);
+    assert_eq!(steps.status.state, TaskState::Completed);
+    assert_eq!(f.cut.commits() - before, 3);
+    f.runtime.shutdown();
+}
+
+#[actix_web::test]
+async fn a_new_task_refused_at_its_commit_leaves_nothing_and_can_be_sent_again() {
+    let f = Fixture::new().await;
+    let context = ContextId::generate();
+    let message = user("done", &context, None);
+    f.cut.cut_at(1);
+    let refused = f.send(&message).await;
+    assert!(is_unavailable(&refused), "{refused:?}");
+    let (messages, tasks) = f.stored(&context).await;
+    assert!(messages.is_empty(), "orphan messages: {messages:?}");
+    assert!(tasks.is_empty());
+
+    // The very same message again: stored once, answered once.
+    let done = task(f.send(&message).await);
+    assert_eq!(done.status.state, TaskState::Completed);
+    let (messages, tasks) = f.stored(&context).await;
+    assert_eq!(
+        messages,
+        vec![
+            (1, "user".to_owned(), "done".to_owned()),
+            (2, "agent".to_owned(), "done".to_owned())
+        ]
+    );
+    assert_eq!(tasks.len(), 1);
+    f.runtime.shutdown();
+}
+
+#[actix_web::test]
+async fn a_follow_up_refused_at_its_commit_leaves_the_task_as_it_was() {
+    let f = Fixture::new().await;
+    let context = ContextId::generate();
+    let asked = task(f.send(&user("input", &context, None)).await);
+    let before = f.stored(&context).await;
+    assert_eq!(before.1[0].status.state, TaskState::InputRequired);
+
+    let follow_up = user("more", &context, Some(&asked.id));
+    f.cut.cut_at(1);
+    let refused = f.send(&follow_up).await;
+    assert!(is_unavailable(&refused), "{refused:?}");
+    assert_eq!(f.stored(&context).await, before, "the store is as it was");
+    // Read through the runtime too: the actor forgot the refused turn.
+    let seen = f
+        .runtime
+        .get_task(&f.tenant, &asked.id, None)
+        .await
+        .expect("the task");
+    assert_eq!(seen.status.state, TaskState::InputRequired);
+    assert_eq!(seen.history.len(), 2);
+
+    let continued = task(f.send(&follow_up).await);
+    assert_eq!(continued.status.state, TaskState::Completed);
+    let (messages, _) = f.stored(&context).await;
+    let users = messages
+        .iter()
+        .filter(|(_, role, _)| role == "user")
+        .count();
+    assert_eq!(users, 2, "the follow-up is stored once: {messages:?}");
+    f.runtime.shutdown();
+}
+
+#[actix_web::test]
+async fn a_cut_at_each_later_commit_of_a_turn_fails_its_task_or_refuses_the_request() {
+    for cut in 2..=3 {
+        let f = Fixture::new().await;
+        let context = ContextId::generate();
+        f.cut.cut_at(cut);
+        let outcome = f.send(&user("steps", &context, None)).await;
+        // The first output made the task visible (working); a later refused output
+        // fails it, and that failure is recorded — nothing stays `working`.
+        let failed = task(outcome);
+        assert_eq!(failed.status.state, TaskState::Failed, "cut at {cut}");
+        let (_, tasks) = f.stored(&context).await;
+        assert_eq!(tasks.len(), 1);
+        assert_eq!(tasks[0].status.state, TaskState::Failed, "cut at {cut}");
+        // The thread goes on.
+        let done = task(f.send(&user("done", &context, None)).await);
+        assert_eq!(done.status.state, TaskState::Completed);
+        f.runtime.shutdown();
+    }
+}
+
+#[actix_web::test]
+async fn a_long_turn_has_its_message_committed_after_the_start_grace() {
+    let f = Fixture::new().await;
+    let context = ContextId::generate();
+    let message = user("wait", &context, None);
+    let running = f.send(&message);
+    let watch = async {
+        // The default grace is 20 ms; the message is durable soon after, while the turn
+        // still waits (bounded: 5 s).
+        for _ in 0..1000 {
+            let (messages, _) = f.stored(&context).await;
+            if !messages.is_empty() {
+                assert_eq!(messages, vec![(1, "user".to_owned(), "wait".to_owned())]);
+                assert_eq!(f.cut.commits(), 1);
+                f.script.release.notify_one();
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        panic!("the message of a running turn was never committed");
+    };
+    let (outcome, ()) = tokio::join!(running, watch);
+    assert_eq!(task(outcome).status.state, TaskState::Completed);
+    assert_eq!(f.cut.commits(), 2);
+    f.runtime.shutdown();
+}
