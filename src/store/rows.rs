@@ -52,13 +52,13 @@ pub(super) fn thread_key(
 #[derive(Insertable)]
 #[diesel(table_name = threads, treat_none_as_default_value = false)]
 pub(super) struct NewThread<'a> {
-    tenant_id: &'a str,
-    thread_id: &'a str,
-    created_at: i64,
-    updated_at: i64,
-    expires_at: i64,
-    status: &'static str,
-    conversation_context: String,
+    pub(super) tenant_id: &'a str,
+    pub(super) thread_id: &'a str,
+    pub(super) created_at: i64,
+    pub(super) updated_at: i64,
+    pub(super) expires_at: i64,
+    pub(super) status: &'static str,
+    pub(super) conversation_context: String,
 }
 
 impl<'a> NewThread<'a> {
@@ -110,18 +110,18 @@ impl ThreadRow {
 #[derive(Insertable)]
 #[diesel(table_name = messages, treat_none_as_default_value = false)]
 pub(super) struct NewMessage<'a> {
-    tenant_id: &'a str,
-    thread_id: &'a str,
-    seq: i64,
-    message_id: Option<&'a str>,
-    task_id: Option<&'a str>,
-    role: &'a str,
-    author: Option<&'a str>,
-    content: &'a str,
-    parts: String,
-    tool_calls: String,
-    metadata: Option<String>,
-    created_at: i64,
+    pub(super) tenant_id: &'a str,
+    pub(super) thread_id: &'a str,
+    pub(super) seq: i64,
+    pub(super) message_id: Option<&'a str>,
+    pub(super) task_id: Option<&'a str>,
+    pub(super) role: &'a str,
+    pub(super) author: Option<&'a str>,
+    pub(super) content: &'a str,
+    pub(super) parts: String,
+    pub(super) tool_calls: String,
+    pub(super) metadata: Option<String>,
+    pub(super) created_at: i64,
 }
 
 impl<'a> NewMessage<'a> {
@@ -216,17 +216,17 @@ impl MessageRow {
 #[derive(Insertable)]
 #[diesel(table_name = tasks, treat_none_as_default_value = false)]
 pub(super) struct NewTask<'a> {
-    tenant_id: &'a str,
-    task_id: &'a str,
-    context_id: &'a str,
-    state: &'static str,
-    status_message: Option<String>,
-    status_timestamp: i64,
-    artifacts: String,
-    transitions: String,
-    metadata: Option<String>,
-    created_at: i64,
-    updated_at: i64,
+    pub(super) tenant_id: &'a str,
+    pub(super) task_id: &'a str,
+    pub(super) context_id: &'a str,
+    pub(super) state: &'static str,
+    pub(super) status_message: Option<String>,
+    pub(super) status_timestamp: i64,
+    pub(super) artifacts: String,
+    pub(super) transitions: String,
+    pub(super) metadata: Option<String>,
+    pub(super) created_at: i64,
+    pub(super) updated_at: i64,
 }
 
 impl<'a> NewTask<'a> {
@@ -319,12 +319,12 @@ pub(super) struct NewHistoryLink<'a> {
 #[derive(Insertable)]
 #[diesel(table_name = task_events, treat_none_as_default_value = false)]
 pub(super) struct NewTaskEvent<'a> {
-    tenant_id: &'a str,
-    task_id: &'a str,
-    seq: i64,
-    kind: &'static str,
-    payload: String,
-    created_at: i64,
+    pub(super) tenant_id: &'a str,
+    pub(super) task_id: &'a str,
+    pub(super) seq: i64,
+    pub(super) kind: &'static str,
+    pub(super) payload: String,
+    pub(super) created_at: i64,
 }
 
 impl<'a> NewTaskEvent<'a> {

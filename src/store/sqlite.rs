@@ -2,11 +2,12 @@
 //!
 //! Commits and reads take different roads:
 //!
-//! - **Commits** go through one [`SqliteWriter`]: a plain synchronous `SqliteConnection`
-//!   behind a mutex. The persistence layer calls it from a thread of its own
-//!   ([`BlockingCommit`]), so a group of batches is one call — one transaction, the
-//!   statements of `writes.rs`, prepared once and cached by the connection — instead of
-//!   one blocking-pool hop per statement. SQLite has one writer at a time anyway.
+//! - **Commits** go through one [`SqliteWriter`]: a plain synchronous connection (rusqlite,
+//!   on the same libsqlite3 as diesel) behind a mutex. The persistence layer calls it from
+//!   a thread of its own ([`BlockingCommit`]), so a group of batches is one call — one
+//!   transaction, the statements of `writes.rs` row by row, each prepared once and cached
+//!   — instead of one blocking-pool hop per statement. SQLite has one writer at a time
+//!   anyway.
 //! - **Reads** use a pool of connections wrapped in diesel-async's
 //!   `SyncConnectionWrapper`, which runs them on tokio's blocking pool so no arbiter thread
 //!   ever waits on the disk.
@@ -33,7 +34,7 @@ use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
-use super::writes::{self, CHUNK, Rows, Statement};
+use super::writes::{CHUNK, Rows, sqlite as sql};
 use super::{BlockingCommit, SqliteSynchronous, StoreError, WriteOp};
 
 const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
@@ -93,16 +94,23 @@ impl SqliteStore {
     }
 }
 
-/// The one write connection to the SQLite file.
+/// The one write connection to the SQLite file (rusqlite, over the same libsqlite3 as
+/// diesel), with its prepared statements cached.
 pub struct SqliteWriter {
-    conn: Mutex<SqliteConnection>,
+    conn: Mutex<rusqlite::Connection>,
 }
+
+/// Statements the writer keeps prepared: the five of `writes::sqlite` and a few shapes of
+/// the janitor's expiry.
+const CACHED_STATEMENTS: usize = 16;
 
 impl SqliteWriter {
     fn open(path: &Path, synchronous: SqliteSynchronous) -> Result<Self, StoreError> {
-        let mut conn = SqliteConnection::establish(path_str(path)?)
+        let conn = rusqlite::Connection::open(path)
             .map_err(|e| StoreError::Unavailable(format!("sqlite {}: {e}", path.display())))?;
-        conn.batch_execute(&pragmas(synchronous))?;
+        conn.execute_batch(&pragmas(synchronous))
+            .map_err(store_error)?;
+        conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
         Ok(Self {
             conn: Mutex::new(conn),
         })
@@ -111,44 +119,128 @@ impl SqliteWriter {
 
 impl BlockingCommit for SqliteWriter {
     /// Applies a batch in one `BEGIN IMMEDIATE` transaction (the write lock is taken at
-    /// once, so the transaction never has to upgrade a read lock), one multi-row statement
-    /// per table and chunk.
+    /// once, so the transaction never has to upgrade a read lock), one cached statement
+    /// per row.
     fn commit_blocking(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
         let rows = Rows::collect(ops)?;
         if rows.is_empty() {
             return Ok(());
         }
-        // A panic while holding the lock cannot leave a transaction half-open: diesel
-        // rolls back an open transaction before the next one begins.
+        // A panic while holding the lock leaves no transaction open: rusqlite's
+        // `Transaction` rolls back when dropped unfinished.
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        conn.immediate_transaction(|conn| {
-            for chunk in rows.threads.chunks(CHUNK) {
-                run(writes::upsert_threads(chunk), conn)?;
-            }
-            for (tenant, ids, at) in rows.expiry_chunks() {
-                run(writes::expire_threads(tenant, ids, at), conn)?;
-            }
-            for chunk in rows.messages.chunks(CHUNK) {
-                run(writes::insert_messages(chunk), conn)?;
-            }
-            for chunk in rows.tasks.chunks(CHUNK) {
-                run(writes::upsert_tasks(chunk), conn)?;
-            }
-            for chunk in rows.links.chunks(CHUNK) {
-                run(writes::insert_links(chunk), conn)?;
-            }
-            for chunk in rows.events.chunks(CHUNK) {
-                run(writes::insert_events(chunk), conn)?;
-            }
-            Ok(())
-        })
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(store_error)?;
+        write_rows(&tx, &rows).map_err(store_error)?;
+        tx.commit().map_err(store_error)
     }
 }
 
-/// Runs one write statement.
-fn run(statement: impl Statement, conn: &mut SqliteConnection) -> Result<(), StoreError> {
-    diesel::query_dsl::methods::ExecuteDsl::execute(statement, conn)?;
+/// The statements of `writes::sqlite`, row by row, in the order of [`Rows`]' fields.
+fn write_rows(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Result<()> {
+    use rusqlite::params;
+    if !rows.threads.is_empty() {
+        let mut stmt = tx.prepare_cached(sql::UPSERT_THREAD)?;
+        for r in &rows.threads {
+            stmt.execute(params![
+                r.tenant_id,
+                r.thread_id,
+                r.created_at,
+                r.updated_at,
+                r.expires_at,
+                r.status,
+                r.conversation_context
+            ])?;
+        }
+    }
+    for expiration in &rows.expirations {
+        for ids in expiration.thread_ids.chunks(CHUNK) {
+            let mut stmt = tx.prepare_cached(&sql::expire_threads(ids.len()))?;
+            let mut values: Vec<&dyn rusqlite::ToSql> = vec![&expiration.tenant, &expiration.at];
+            values.extend(ids.iter().map(|id| id as &dyn rusqlite::ToSql));
+            stmt.execute(values.as_slice())?;
+        }
+    }
+    if !rows.messages.is_empty() {
+        let mut stmt = tx.prepare_cached(sql::INSERT_MESSAGE)?;
+        for r in &rows.messages {
+            stmt.execute(params![
+                r.tenant_id,
+                r.thread_id,
+                r.seq,
+                r.message_id,
+                r.task_id,
+                r.role,
+                r.author,
+                r.content,
+                r.parts,
+                r.tool_calls,
+                r.metadata,
+                r.created_at
+            ])?;
+        }
+    }
+    if !rows.tasks.is_empty() {
+        let mut stmt = tx.prepare_cached(sql::UPSERT_TASK)?;
+        for r in &rows.tasks {
+            stmt.execute(params![
+                r.tenant_id,
+                r.task_id,
+                r.context_id,
+                r.state,
+                r.status_message,
+                r.status_timestamp,
+                r.artifacts,
+                r.transitions,
+                r.metadata,
+                r.created_at,
+                r.updated_at
+            ])?;
+        }
+    }
+    if !rows.links.is_empty() {
+        let mut stmt = tx.prepare_cached(sql::INSERT_LINK)?;
+        for r in &rows.links {
+            stmt.execute(params![
+                r.tenant_id,
+                r.task_id,
+                r.position,
+                r.thread_id,
+                r.message_seq
+            ])?;
+        }
+    }
+    if !rows.events.is_empty() {
+        let mut stmt = tx.prepare_cached(sql::INSERT_EVENT)?;
+        for r in &rows.events {
+            stmt.execute(params![
+                r.tenant_id,
+                r.task_id,
+                r.seq,
+                r.kind,
+                r.payload,
+                r.created_at
+            ])?;
+        }
+    }
     Ok(())
+}
+
+/// A writer error as the store reports it: a busy or locked database is retryable, a
+/// constraint a conflict.
+fn store_error(e: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode;
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            StoreError::Unavailable(e.to_string())
+        }
+        Some(ErrorCode::ConstraintViolation) => StoreError::Conflict(e.to_string()),
+        Some(ErrorCode::CannotOpen | ErrorCode::DiskFull | ErrorCode::SystemIoFailure) => {
+            StoreError::Unavailable(e.to_string())
+        }
+        _ => StoreError::Query(e.to_string()),
+    }
 }
 
 /// A pool of at most `size` connections to the SQLite file at `path`, each set up with

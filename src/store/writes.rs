@@ -3,10 +3,17 @@
 //! A batch of [`WriteOp`]s becomes [`Rows`] (upserts deduplicated to the last write of
 //! each key: ops are full rows, so the last one is the state the batch leaves; Postgres
 //! also refuses `ON CONFLICT DO UPDATE` touching one row twice in a statement), and the
-//! rows become one multi-row statement per table and chunk, built by the functions below.
-//! A statement is a plain diesel query value; the backends only differ in how they run it:
-//! `postgres.rs` awaits it on an `AsyncPgConnection`, `sqlite.rs` runs it on a synchronous
-//! `SqliteConnection` inside its writer thread (see [`Statement`]).
+//! rows become statements:
+//!
+//! - **Postgres** (`postgres.rs`): one multi-row statement per table and chunk, built by the
+//!   diesel functions below and awaited on an `AsyncPgConnection` — one round trip each.
+//! - **SQLite** (`sqlite.rs`): the same statements one row at a time ([`sqlite`]), each
+//!   prepared once by the writer connection and cached: a statement is an in-process call
+//!   there, and preparing it was the writer's largest cost (diesel never caches an upsert,
+//!   nor any insert on SQLite, so it parsed every statement of every commit anew).
+//!
+//! The two forms are kept side by side here; the store tests run every case on both
+//! backends, so they cannot drift apart unnoticed.
 //!
 //! With no foreign keys the order between tables does not matter; within a table it is
 //! kept. The statements are applied in the order of [`Rows`]' fields, thread expirations
@@ -14,7 +21,6 @@
 
 use std::collections::HashMap;
 
-use diesel::sqlite::SqliteConnection;
 use diesel::upsert::excluded;
 use diesel::{ExpressionMethods, QueryDsl};
 use diesel_async::AsyncPgConnection;
@@ -27,27 +33,19 @@ use super::{StoreError, ThreadStatus, WriteOp};
 /// 32766 for the widest table (12 columns).
 pub(super) const CHUNK: usize = 500;
 
-/// A write statement both backends can run: awaited on Postgres (diesel-async), called on
-/// SQLite (diesel's own synchronous connection, which caches the prepared statement).
+/// A write statement for Postgres (diesel-async).
 pub(super) trait Statement:
-    diesel_async::methods::ExecuteDsl<AsyncPgConnection>
-    + diesel::query_dsl::methods::ExecuteDsl<SqliteConnection>
-    + Send
+    diesel_async::methods::ExecuteDsl<AsyncPgConnection> + Send
 {
 }
 
-impl<T> Statement for T where
-    T: diesel_async::methods::ExecuteDsl<AsyncPgConnection>
-        + diesel::query_dsl::methods::ExecuteDsl<SqliteConnection>
-        + Send
-{
-}
+impl<T> Statement for T where T: diesel_async::methods::ExecuteDsl<AsyncPgConnection> + Send {}
 
 /// A conditional expiry of some of a tenant's threads ([`WriteOp::ExpireThreads`]).
 pub(super) struct Expiration<'a> {
-    tenant: &'a str,
-    thread_ids: Vec<&'a str>,
-    at: i64,
+    pub tenant: &'a str,
+    pub thread_ids: Vec<&'a str>,
+    pub at: i64,
 }
 
 /// The rows of a batch, per table, in the order they are written.
@@ -217,4 +215,47 @@ pub(super) fn insert_links<'a>(rows: &'a [NewHistoryLink<'a>]) -> impl Statement
 
 pub(super) fn insert_events<'a>(rows: &'a [NewTaskEvent<'a>]) -> impl Statement + 'a {
     diesel::insert_into(task_events::table).values(rows)
+}
+
+/// The same writes as single-row SQL for SQLite's cached statements (`?n` parameters in
+/// column order), applied in the order of [`Rows`]' fields.
+pub(super) mod sqlite {
+    pub const UPSERT_THREAD: &str = "INSERT INTO threads (tenant_id, thread_id, created_at, \
+        updated_at, expires_at, status, conversation_context) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+        ON CONFLICT (tenant_id, thread_id) DO UPDATE SET updated_at = excluded.updated_at, \
+        expires_at = excluded.expires_at, status = excluded.status, \
+        conversation_context = excluded.conversation_context";
+
+    /// The conditional expiry of `ids` threads of one tenant: `?1` tenant, `?2` the
+    /// instant, then the thread ids.
+    pub fn expire_threads(ids: usize) -> String {
+        use super::ThreadStatus::{Active, Expired};
+        let params: Vec<String> = (3..3 + ids).map(|i| format!("?{i}")).collect();
+        format!(
+            "UPDATE threads SET status = '{}' WHERE tenant_id = ?1 AND status = '{}' \
+             AND expires_at <= ?2 AND thread_id IN ({})",
+            Expired.as_str(),
+            Active.as_str(),
+            params.join(", ")
+        )
+    }
+
+    pub const INSERT_MESSAGE: &str = "INSERT INTO messages (tenant_id, thread_id, seq, message_id, \
+        task_id, role, author, content, parts, tool_calls, metadata, created_at) \
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+
+    pub const UPSERT_TASK: &str = "INSERT INTO tasks (tenant_id, task_id, context_id, state, \
+        status_message, status_timestamp, artifacts, transitions, metadata, created_at, \
+        updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
+        ON CONFLICT (tenant_id, task_id) DO UPDATE SET context_id = excluded.context_id, \
+        state = excluded.state, status_message = excluded.status_message, \
+        status_timestamp = excluded.status_timestamp, artifacts = excluded.artifacts, \
+        transitions = excluded.transitions, metadata = excluded.metadata, \
+        updated_at = excluded.updated_at";
+
+    pub const INSERT_LINK: &str = "INSERT INTO task_history (tenant_id, task_id, position, \
+        thread_id, message_seq) VALUES (?1, ?2, ?3, ?4, ?5)";
+
+    pub const INSERT_EVENT: &str = "INSERT INTO task_events (tenant_id, task_id, seq, kind, \
+        payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 }
