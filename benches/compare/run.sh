@@ -3,7 +3,8 @@
 #
 # Installs and starts, one after the other, echo agents that complete a task per
 # SendMessage — the official Python SDK (a2a-sdk, uvicorn), the official JS SDK
-# (@a2a-js/sdk, express), turul-a2a (crates.io), a bare actix-web handler (the ceiling),
+# (@a2a-js/sdk, express), the official Rust SDK (a2a-server-lf, axum), turul-a2a
+# (crates.io), a bare actix-web handler (the ceiling),
 # and agent-a2a itself (release build, durable write-through to SQLite, then to Postgres)
 # — and loads each with the same run of benches/load (send, closed loop). Each target
 # runs --rounds times, the rounds interleaved; every run gets a fresh server (and a fresh
@@ -24,7 +25,7 @@ set -Eeuo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 
-ALL_TARGETS="python-sdk js-sdk turul-a2a ceiling agent-a2a-sqlite agent-a2a-postgres"
+ALL_TARGETS="python-sdk js-sdk turul-a2a ceiling agent-a2a-sqlite agent-a2a-postgres a2a-rs"
 TARGETS="$ALL_TARGETS"
 CONNECTIONS=64
 DURATION=10s
@@ -53,7 +54,7 @@ Options:
   --duration TIME     measured time per run (default $DURATION)
   --warmup TIME       warm-up per run (default $WARMUP)
   --rounds N          runs per target (default $ROUNDS)
-  --port-base PORT    first of six consecutive ports (default $PORT_BASE)
+  --port-base PORT    first of seven consecutive ports (default $PORT_BASE)
   --pg-url URL        Postgres server for the Postgres runs, without a database
                       (default $PG_URL)
   --work DIR          venv, build output of the fixtures, run data (default benches/compare/.work)
@@ -157,12 +158,12 @@ APT_UPDATED=0
 apt_install() {
     command -v apt-get >/dev/null || die "apt-get not found; install $* yourself"
     if [[ $APT_UPDATED -eq 0 ]]; then
-        timeout "$INSTALL_TIMEOUT" as_root apt-get update -qq || die "apt-get update failed"
+        as_root timeout "$INSTALL_TIMEOUT" apt-get update -qq || die "apt-get update failed"
         APT_UPDATED=1
     fi
     log "apt-get install $*"
-    DEBIAN_FRONTEND=noninteractive timeout "$INSTALL_TIMEOUT" \
-        as_root apt-get install -y -qq "$@" >"$LOGS/apt.log" 2>&1 \
+    as_root env DEBIAN_FRONTEND=noninteractive timeout "$INSTALL_TIMEOUT" \
+        apt-get install -y -qq "$@" >"$LOGS/apt.log" 2>&1 \
         || die "apt-get install $* failed (see $LOGS/apt.log)"
 }
 
@@ -195,6 +196,8 @@ LOAD_BIN=""
 EXAMPLES="$CARGO_TARGET_DIR/release/examples"
 TURUL_TARGET="$CARGO_TARGET_DIR/compare-turul"
 TURUL_BIN="$TURUL_TARGET/release/compare-turul-echo"
+A2A_RS_TARGET="$CARGO_TARGET_DIR/compare-a2a-rs"
+A2A_RS_BIN="$A2A_RS_TARGET/release/compare-a2a-rs-echo"
 VENV="$WORK/venv"
 
 build_load_generator() {
@@ -226,6 +229,14 @@ build_turul() {
     CARGO_TARGET_DIR="$TURUL_TARGET" timeout "$BUILD_TIMEOUT" cargo build --locked --release \
         --manifest-path "$HERE/turul/Cargo.toml" >"$LOGS/build-turul.log" 2>&1 \
         || die "building the turul-a2a fixture failed (see $LOGS/build-turul.log)"
+}
+
+build_a2a_rs() {
+    wants a2a-rs || return 0
+    log "building the a2a-server-lf fixture (release)"
+    CARGO_TARGET_DIR="$A2A_RS_TARGET" timeout "$BUILD_TIMEOUT" cargo build --locked --release \
+        --manifest-path "$HERE/a2a-rs/Cargo.toml" >"$LOGS/build-a2a-rs.log" 2>&1 \
+        || die "building the a2a-server-lf fixture failed (see $LOGS/build-a2a-rs.log)"
 }
 
 install_python() {
@@ -289,6 +300,9 @@ start_server() { # target run-id: starts it in the background, sets SERVER_PID
             ;;
         turul-a2a)
             "$TURUL_BIN" "127.0.0.1:$port" >"$logf" 2>&1 &
+            ;;
+        a2a-rs)
+            "$A2A_RS_BIN" "127.0.0.1:$port" >"$logf" 2>&1 &
             ;;
         ceiling)
             "$EXAMPLES/compare_ceiling" "127.0.0.1:$port" >"$logf" 2>&1 &
@@ -413,6 +427,7 @@ main() {
         install_python
         install_js
         build_turul
+        build_a2a_rs
         build_examples
     fi
     build_load_generator   # quick when built: it also yields the executable's path
@@ -447,6 +462,9 @@ main() {
         fi
         if wants turul-a2a; then
             echo "turul_a2a=$(awk '/^name = "turul-a2a"$/ {getline; print $3}' "$HERE/turul/Cargo.lock" | tr -d '"')"
+        fi
+        if wants a2a-rs; then
+            echo "a2a_server_lf=$(awk '/^name = "a2a-server-lf"$/ {getline; print $3}' "$HERE/a2a-rs/Cargo.lock" | tr -d '"')"
         fi
         if wants agent-a2a-postgres; then
             echo "postgres=$(timeout 10 psql -X -At "$PG_URL/postgres" -c 'SHOW server_version' 2>/dev/null || echo unknown)"
