@@ -313,6 +313,9 @@ impl Default for StoreSettings {
     }
 }
 
+/// The most `persistence.commits_in_flight` (each holds a Postgres connection).
+pub const MAX_COMMITS_IN_FLIGHT: usize = 64;
+
 /// The longest `persistence.start_grace_ms`: a user message must not stay uncommitted
 /// for longer while its turn runs.
 pub const MAX_START_GRACE_MS: u64 = 10_000;
@@ -332,6 +335,10 @@ pub struct PersistenceSettings {
     /// still running after this long has its message committed on its own. 0 commits it
     /// before the executor starts. At most 10000.
     pub start_grace_ms: u64,
+    /// Postgres: group commits in flight at once, each on its connection (its statements
+    /// pipelined). A thread's writes stay in order: its actor waits for each commit. SQLite
+    /// has one writer and ignores this. From 1 to 64.
+    pub commits_in_flight: usize,
 }
 
 impl Default for PersistenceSettings {
@@ -341,6 +348,7 @@ impl Default for PersistenceSettings {
             max_batch: 256,
             enqueue_timeout_ms: 1000,
             start_grace_ms: 20,
+            commits_in_flight: 4,
         }
     }
 }
@@ -792,6 +800,12 @@ impl Settings {
             self.persistence.queue_capacity as u64,
         )?;
         positive("persistence.max_batch", self.persistence.max_batch as u64)?;
+        if !(1..=MAX_COMMITS_IN_FLIGHT).contains(&self.persistence.commits_in_flight) {
+            return Err(ConfigError::Key {
+                key: "persistence.commits_in_flight",
+                problem: format!("must be from 1 to {MAX_COMMITS_IN_FLIGHT}"),
+            });
+        }
         if self.persistence.start_grace_ms > MAX_START_GRACE_MS {
             return Err(ConfigError::Key {
                 key: "persistence.start_grace_ms",
@@ -1002,6 +1016,7 @@ impl Settings {
             pool_size: self.store.pool_size,
             acquire_timeout_ms: self.store.acquire_timeout_ms,
             sqlite_synchronous: self.store.sqlite_synchronous,
+            commits_in_flight: self.persistence.commits_in_flight,
         }
     }
 
@@ -1265,13 +1280,23 @@ mod tests {
     }
 
     #[test]
-    fn the_start_grace_and_sqlite_synchronous_are_checked() {
+    fn persistence_bounds_and_sqlite_synchronous_are_checked() {
         let (_d, o) = with_file("auth.enabled = false\n[persistence]\nstart_grace_ms = 10001\n");
         let e = load(&[], o).unwrap_err().to_string();
         assert!(
             e.contains("`persistence.start_grace_ms` must be at most 10000"),
             "{e}"
         );
+        for bad in [0, 65] {
+            let (_d, o) = with_file(&format!(
+                "auth.enabled = false\n[persistence]\ncommits_in_flight = {bad}\n"
+            ));
+            let e = load(&[], o).unwrap_err().to_string();
+            assert!(
+                e.contains("`persistence.commits_in_flight` must be from 1 to 64"),
+                "{e}"
+            );
+        }
         let (_d, o) = with_file("auth.enabled = false\n[persistence]\nstart_grace_ms = 0\n");
         assert_eq!(load(&[], o).unwrap().persistence.start_grace_ms, 0);
         let (_d, o) = with_file("auth.enabled = false\n[store]\nsqlite_synchronous = \"full\"\n");

@@ -10,7 +10,8 @@
 //! On SQLite the loop is a thread of its own calling the store's synchronous writer
 //! ([`Store::blocking_commit`]): a request's batch crosses threads twice (into the queue,
 //! back with the acknowledgement) however many statements it holds. On Postgres it is a
-//! task on the persistence arbiter, where the writer connection lives.
+//! task on the persistence arbiter, where the writer connections live, with up to
+//! `persistence.commits_in_flight` group commits running at once.
 //!
 //! **Architecture invariant:** nothing is acknowledged to a client before the commit that
 //! holds it has returned; per-thread order is preserved because each `ThreadActor` waits
@@ -113,7 +114,7 @@ pub fn start(
             }
         }
         None => {
-            arbiter.spawn(run_async(queue, store));
+            arbiter.spawn(run_async(queue, store, settings.commits_in_flight.max(1)));
         }
     }
     PersistenceHandle {
@@ -161,27 +162,58 @@ fn run_blocking(mut queue: Queue, writer: &dyn BlockingCommit) {
     tracing::info!("persistence thread stopped: no more writers");
 }
 
-/// The commit loop of an asynchronous store, on the persistence arbiter.
-async fn run_async(mut queue: Queue, store: Arc<dyn Store>) {
-    let mut group: Vec<WriteRequest> = Vec::with_capacity(queue.max_batch);
-    while let Some(first) = queue.rx.recv().await {
-        queue.gather(first, &mut group);
-        let started = Instant::now();
-        let result = if group.len() == 1 {
-            store.commit(&group[0].ops).await
-        } else {
-            let all: Vec<WriteOp> = group.iter().flat_map(|r| r.ops.iter().cloned()).collect();
-            store.commit(&all).await
+/// The commit loop of an asynchronous store, on the persistence arbiter: up to
+/// `in_flight` group commits at once, each on its own connection. Any two batches in
+/// flight belong to different threads (a thread actor waits for each commit before it
+/// sends the next), so their order does not matter; a flush (an empty batch) waits for
+/// every commit before it to return.
+async fn run_async(mut queue: Queue, store: Arc<dyn Store>, in_flight: usize) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(in_flight));
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            break;
         };
-        record_commit(started, &result);
-        for request in settle(&mut group, result) {
-            let started = Instant::now();
-            let result = store.commit(&request.ops).await;
-            record_commit(started, &result);
-            acknowledge(request, result);
-        }
+        let Some(first) = queue.rx.recv().await else {
+            break;
+        };
+        let mut group: Vec<WriteRequest> = Vec::with_capacity(queue.max_batch);
+        queue.gather(first, &mut group);
+        let flush = group.iter().any(|r| r.ops.is_empty());
+        // A flush is acknowledged only once every commit that started before it is done.
+        let all = if flush {
+            let others = u32::try_from(in_flight - 1).unwrap_or(u32::MAX);
+            slots.clone().acquire_many_owned(others).await.ok()
+        } else {
+            None
+        };
+        let store = store.clone();
+        actix::spawn(async move {
+            commit_group_async(store.as_ref(), group).await;
+            drop((slot, all));
+        });
     }
+    // Every commit still running holds a slot: wait for them all.
+    let _ = slots
+        .acquire_many(u32::try_from(in_flight).unwrap_or(u32::MAX))
+        .await;
     tracing::info!("persistence actor stopped: no more writers");
+}
+
+async fn commit_group_async(store: &dyn Store, mut group: Vec<WriteRequest>) {
+    let started = Instant::now();
+    let result = if group.len() == 1 {
+        store.commit(&group[0].ops).await
+    } else {
+        let all: Vec<WriteOp> = group.iter().flat_map(|r| r.ops.iter().cloned()).collect();
+        store.commit(&all).await
+    };
+    record_commit(started, &result);
+    for request in settle(&mut group, result) {
+        let started = Instant::now();
+        let result = store.commit(&request.ops).await;
+        record_commit(started, &result);
+        acknowledge(request, result);
+    }
 }
 
 /// Commits every batch of `group` in one call of `commit`.
@@ -266,6 +298,8 @@ mod tests {
     struct GatedStore {
         entered: Notify,
         gate: Notify,
+        /// Commits that have entered so far.
+        entries: std::sync::atomic::AtomicUsize,
     }
 
     #[async_trait]
@@ -274,6 +308,7 @@ mod tests {
             "gated"
         }
         async fn commit(&self, _ops: &[WriteOp]) -> Result<(), StoreError> {
+            self.entries.fetch_add(1, Ordering::SeqCst);
             self.entered.notify_one();
             self.gate.notified().await;
             Ok(())
@@ -337,6 +372,7 @@ mod tests {
         let store = Arc::new(GatedStore {
             entered: Notify::new(),
             gate: Notify::new(),
+            entries: Default::default(),
         });
         let settings = PersistenceSettings {
             queue_capacity: 1,
@@ -371,6 +407,60 @@ mod tests {
         store.entered.notified().await;
         store.gate.notify_one();
         assert_eq!(second.await.unwrap(), Ok(()));
+        arbiter.stop();
+    }
+
+    #[actix_web::test]
+    async fn commits_run_side_by_side_and_a_flush_waits_for_them() {
+        let store = Arc::new(GatedStore {
+            entered: Notify::new(),
+            gate: Notify::new(),
+            entries: Default::default(),
+        });
+        let settings = PersistenceSettings {
+            max_batch: 1,
+            commits_in_flight: 2,
+            ..PersistenceSettings::default()
+        };
+        let arbiter = actix::Arbiter::new();
+        let handle = start(store.clone(), &settings, &arbiter.handle());
+        let write = || {
+            vec![WriteOp::ExpireThreads {
+                tenant: TenantId::default_tenant(),
+                thread_ids: Vec::new(),
+                at: crate::domain::Timestamp(0),
+            }]
+        };
+        let commit = |ops: Vec<WriteOp>| {
+            let handle = handle.clone();
+            actix_web::rt::spawn(async move { handle.commit(ops).await })
+        };
+        // Two commits inside the store at once.
+        let first = commit(write());
+        store.entered.notified().await;
+        let second = commit(write());
+        store.entered.notified().await;
+        assert_eq!(store.entries.load(Ordering::SeqCst), 2);
+        // A flush queued behind them waits for both, not only for a free slot.
+        let flush = commit(Vec::new());
+        store.gate.notify_one();
+        let one_done = tokio::select! {
+            r = first => r,
+            r = second => r,
+        };
+        assert_eq!(one_done.unwrap(), Ok(()));
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            store.entries.load(Ordering::SeqCst),
+            2,
+            "the flush ran while a commit before it was still running"
+        );
+        store.gate.notify_one();
+        store.entered.notified().await;
+        store.gate.notify_one();
+        assert_eq!(flush.await.unwrap(), Ok(()));
         arbiter.stop();
     }
 }

@@ -354,6 +354,8 @@ pub struct StoreConfig {
     pub acquire_timeout_ms: u64,
     /// SQLite only: `PRAGMA synchronous`.
     pub sqlite_synchronous: SqliteSynchronous,
+    /// Postgres only: connections for commits, one per group commit in flight.
+    pub commits_in_flight: usize,
 }
 
 impl Default for StoreConfig {
@@ -364,6 +366,7 @@ impl Default for StoreConfig {
             pool_size: 16,
             acquire_timeout_ms: 2000,
             sqlite_synchronous: SqliteSynchronous::default(),
+            commits_in_flight: 1,
         }
     }
 }
@@ -421,6 +424,7 @@ pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
         Location::Postgres(url) => Arc::new(postgres::PgStore::new(
             &url,
             cfg.pool_size,
+            cfg.commits_in_flight,
             cfg.acquire_timeout(),
         )?),
         Location::Sqlite(path) => Arc::new(sqlite::SqliteStore::new(

@@ -26,10 +26,6 @@ const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
 /// Key of the advisory lock held while migrating (the bytes of "a2a_migr").
 const MIGRATION_LOCK: i64 = 0x6132_615f_6d69_6772;
 
-/// Connections of the commit pool: commits come from the one `PersistenceActor`, one
-/// transaction at a time.
-const WRITER_POOL_SIZE: usize = 1;
-
 /// [`Store`](super::Store) on Postgres.
 pub struct PgStore {
     pool: Pool<AsyncPgConnection>,
@@ -42,12 +38,18 @@ pub struct PgStore {
 }
 
 impl PgStore {
-    /// A store over a pool of at most `pool_size` connections to `url` for reads and one
-    /// for commits. Connects nothing yet; migrations are applied separately ([`migrate`]).
-    pub fn new(url: &str, pool_size: usize, acquire_timeout: Duration) -> Result<Self, StoreError> {
+    /// A store over a pool of at most `pool_size` connections to `url` for reads and
+    /// `writers` for commits (one per group commit in flight). Connects nothing yet;
+    /// migrations are applied separately ([`migrate`]).
+    pub fn new(
+        url: &str,
+        pool_size: usize,
+        writers: usize,
+        acquire_timeout: Duration,
+    ) -> Result<Self, StoreError> {
         Ok(Self {
             pool: pool(url, pool_size, "postgres pool")?,
-            writer: pool(url, WRITER_POOL_SIZE, "postgres writer pool")?,
+            writer: pool(url, writers, "postgres writer pool")?,
             acquire_timeout,
         })
     }
@@ -80,24 +82,29 @@ impl PgStore {
         }
         let mut conn = self.checkout(&self.writer).await?;
         conn.transaction(async |conn| {
+            // Pipelined: every statement is sent before the first answer is read; the
+            // server runs them in the order sent (expiries after the thread upserts).
+            let conn: &AsyncPgConnection = conn;
+            let mut statements = Vec::new();
             for chunk in rows.threads.chunks(CHUNK) {
-                run(writes::upsert_threads(chunk), conn).await?;
+                statements.push(run(writes::upsert_threads(chunk), conn));
             }
             for (tenant, ids, at) in rows.expiry_chunks() {
-                run(writes::expire_threads(tenant, ids, at), conn).await?;
+                statements.push(run(writes::expire_threads(tenant, ids, at), conn));
             }
             for chunk in rows.messages.chunks(CHUNK) {
-                run(writes::insert_messages(chunk), conn).await?;
+                statements.push(run(writes::insert_messages(chunk), conn));
             }
             for chunk in rows.tasks.chunks(CHUNK) {
-                run(writes::upsert_tasks(chunk), conn).await?;
+                statements.push(run(writes::upsert_tasks(chunk), conn));
             }
             for chunk in rows.links.chunks(CHUNK) {
-                run(writes::insert_links(chunk), conn).await?;
+                statements.push(run(writes::insert_links(chunk), conn));
             }
             for chunk in rows.events.chunks(CHUNK) {
-                run(writes::insert_events(chunk), conn).await?;
+                statements.push(run(writes::insert_events(chunk), conn));
             }
+            futures_util::future::try_join_all(statements).await?;
             Ok::<(), StoreError>(())
         })
         .await
@@ -111,10 +118,12 @@ impl PgStore {
     }
 }
 
-/// Runs one write statement.
-async fn run(statement: impl Statement, conn: &mut AsyncPgConnection) -> Result<(), StoreError> {
-    diesel_async::methods::ExecuteDsl::execute(statement, conn).await?;
-    Ok(())
+/// One write statement on a shared connection (pipelined with the others).
+fn run<'a>(
+    statement: impl Statement + 'a,
+    mut conn: &'a AsyncPgConnection,
+) -> futures_util::future::BoxFuture<'a, diesel::QueryResult<usize>> {
+    diesel_async::methods::ExecuteDsl::execute(statement, &mut conn)
 }
 
 /// Applies pending migrations to the database at `url`; blocks until done.

@@ -6,7 +6,8 @@
 //! rows become statements:
 //!
 //! - **Postgres** (`postgres.rs`): one multi-row statement per table and chunk, built by the
-//!   diesel functions below and awaited on an `AsyncPgConnection` — one round trip each.
+//!   diesel functions below and pipelined on an `AsyncPgConnection`: sent together, run by
+//!   the server in order, one round trip for all of them.
 //! - **SQLite** (`sqlite.rs`): the same statements one row at a time ([`sqlite`]), each
 //!   prepared once by the writer connection and cached: a statement is an in-process call
 //!   there, and preparing it was the writer's largest cost (diesel never caches an upsert,
@@ -33,13 +34,17 @@ use super::{StoreError, ThreadStatus, WriteOp};
 /// 32766 for the widest table (12 columns).
 pub(super) const CHUNK: usize = 500;
 
-/// A write statement for Postgres (diesel-async).
+/// A write statement for Postgres (diesel-async), runnable on a shared connection so
+/// that the statements of a commit are pipelined.
 pub(super) trait Statement:
-    diesel_async::methods::ExecuteDsl<AsyncPgConnection> + Send
+    for<'c> diesel_async::methods::ExecuteDsl<&'c AsyncPgConnection> + Send
 {
 }
 
-impl<T> Statement for T where T: diesel_async::methods::ExecuteDsl<AsyncPgConnection> + Send {}
+impl<T> Statement for T where
+    T: for<'c> diesel_async::methods::ExecuteDsl<&'c AsyncPgConnection> + Send
+{
+}
 
 /// A conditional expiry of some of a tenant's threads ([`WriteOp::ExpireThreads`]).
 pub(super) struct Expiration<'a> {

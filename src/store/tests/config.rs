@@ -150,7 +150,7 @@ async fn opening_an_unreachable_postgres_is_unavailable() {
 async fn queries_against_an_unreachable_postgres_are_unavailable() {
     let cfg = unreachable_postgres();
     let url = cfg.database_url.as_deref().unwrap();
-    let store = PgStore::new(url, 2, Duration::from_millis(cfg.acquire_timeout_ms)).unwrap();
+    let store = PgStore::new(url, 2, 1, Duration::from_millis(cfg.acquire_timeout_ms)).unwrap();
     let store: &dyn crate::store::Store = &store;
     let ping = store.ping().await;
     assert!(matches!(ping, Err(StoreError::Unavailable(_))), "{ping:?}");
