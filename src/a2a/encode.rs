@@ -23,15 +23,25 @@ use crate::domain::{
 /// The task metadata key holding `[{"state", "timestamp"}]`, oldest first.
 pub const TRANSITIONS_KEY: &str = "agent-a2a.transitions";
 
+/// A JSON object of `entries`, which are moved in (`json!` would serialize each value into
+/// a copy of itself).
+fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    let mut out = Map::new();
+    for (key, value) in entries {
+        out.insert(key.to_owned(), value);
+    }
+    Value::Object(out)
+}
+
 /// A `SendMessage` result: 1.0 `{"task"|"message"}`, 0.3 REST `{"task"|"msg"}`,
 /// 0.3 JSON-RPC the bare object, 0.1 a task.
 pub fn encode_send_outcome(d: Dialect, outcome: &SendOutcome) -> Value {
     match (d, outcome) {
         (Dialect::V1 | Dialect::V03Rest, SendOutcome::Task(task)) => {
-            json!({ "task": encode_task(d, task) })
+            object([("task", encode_task(d, task))])
         }
-        (Dialect::V1, SendOutcome::Message(m)) => json!({ "message": encode_message(d, m) }),
-        (Dialect::V03Rest, SendOutcome::Message(m)) => json!({ "msg": encode_message(d, m) }),
+        (Dialect::V1, SendOutcome::Message(m)) => object([("message", encode_message(d, m))]),
+        (Dialect::V03Rest, SendOutcome::Message(m)) => object([("msg", encode_message(d, m))]),
         (Dialect::V03Rpc | Dialect::V01, SendOutcome::Task(task)) => encode_task(d, task),
         (Dialect::V03Rpc, SendOutcome::Message(m)) => encode_message(d, m),
         (Dialect::V01, SendOutcome::Message(m)) => v01_message_as_task(m, false),
@@ -137,12 +147,12 @@ pub fn encode_stream_event(d: Dialect, event: &StreamEvent) -> Value {
 /// One page of `ListTasks`; `nextPageToken` is always present (`""` on the last page).
 pub fn encode_task_page(d: Dialect, page: &TaskPage) -> Value {
     let tasks: Vec<Value> = page.tasks.iter().map(|t| encode_task(d, t)).collect();
-    json!({
-        "tasks": tasks,
-        "nextPageToken": page.next_page_token,
-        "pageSize": page.page_size,
-        "totalSize": page.total_size,
-    })
+    object([
+        ("tasks", Value::Array(tasks)),
+        ("nextPageToken", json!(page.next_page_token)),
+        ("pageSize", json!(page.page_size)),
+        ("totalSize", json!(page.total_size)),
+    ])
 }
 
 fn encode_status(d: Dialect, status: &TaskStatus) -> Value {
@@ -195,16 +205,19 @@ fn insert_metadata(out: &mut Map<String, Value>, metadata: Option<&Metadata>) {
 fn proto_stream_event(d: Dialect, event: &StreamEvent) -> Value {
     let v03 = d == Dialect::V03Rest;
     match event {
-        StreamEvent::Task { task } => json!({ "task": encode_task(d, task) }),
+        StreamEvent::Task { task } => object([("task", encode_task(d, task))]),
         StreamEvent::Message { message } => {
             let key = if v03 { "msg" } else { "message" };
-            json!({ key: encode_message(d, message) })
+            object([(key, encode_message(d, message))])
         }
         // ProtoJSON leaves default values out; the 0.3 proto shape always had them.
-        StreamEvent::StatusUpdate { .. } => json!({ "statusUpdate": update_fields(d, event, v03) }),
-        StreamEvent::ArtifactUpdate { .. } => {
-            json!({ "artifactUpdate": update_fields(d, event, v03) })
+        StreamEvent::StatusUpdate { .. } => {
+            object([("statusUpdate", Value::Object(update_fields(d, event, v03)))])
         }
+        StreamEvent::ArtifactUpdate { .. } => object([(
+            "artifactUpdate",
+            Value::Object(update_fields(d, event, v03)),
+        )]),
     }
 }
 
@@ -276,11 +289,11 @@ fn update_fields(d: Dialect, event: &StreamEvent, always_flags: bool) -> Map<Str
 fn v01_stream_event(event: &StreamEvent) -> Value {
     let d = Dialect::V01;
     match event {
-        StreamEvent::Task { task } => json!({
-            "id": task.id.as_str(),
-            "status": encode_status(d, &task.status),
-            "final": is_final(task.status.state),
-        }),
+        StreamEvent::Task { task } => object([
+            ("id", json!(task.id.as_str())),
+            ("status", encode_status(d, &task.status)),
+            ("final", json!(is_final(task.status.state))),
+        ]),
         StreamEvent::Message { message } => v01_message_as_task(message, true),
         StreamEvent::StatusUpdate {
             task_id,
@@ -328,7 +341,10 @@ fn v01_message_as_task(message: &Message, as_event: bool) -> Value {
     }
     out.insert(
         "status".into(),
-        json!({"state": "completed", "message": encode_message(Dialect::V01, message)}),
+        object([
+            ("state", json!("completed")),
+            ("message", encode_message(Dialect::V01, message)),
+        ]),
     );
     if as_event {
         out.insert("final".into(), json!(true));

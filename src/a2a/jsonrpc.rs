@@ -64,7 +64,12 @@ fn refuse(id: Value, why: &str) -> (Value, Error) {
 
 /// A success response.
 pub fn success(id: &Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
+    // Built by hand: `json!` would serialize `result` into a copy of itself.
+    let mut envelope = serde_json::Map::new();
+    envelope.insert("jsonrpc".into(), Value::from("2.0"));
+    envelope.insert("id".into(), id.clone());
+    envelope.insert("result".into(), result);
+    Value::Object(envelope)
 }
 
 /// An error response (`error` = [`jsonrpc_error_object`]).
