@@ -295,9 +295,10 @@ pub struct StoreSettings {
     pub pool_size: usize,
     /// How long a request waits for a connection before failing with 503, in ms.
     pub acquire_timeout_ms: u64,
-    /// SQLite's `PRAGMA synchronous`: `normal` (a commit survives a crash of the process;
-    /// a power loss can roll back the last ones) or `full` (one fsync per group commit: a
-    /// power loss loses nothing acknowledged).
+    /// SQLite's `PRAGMA synchronous`: `full` (the default: one fsync per group commit, a
+    /// power loss loses nothing acknowledged; measured within the noise of `normal` at 64
+    /// connections, +0.2 ms p50 at one) or `normal` (a commit survives a crash of the
+    /// process; a power loss can roll back the last ones).
     pub sqlite_synchronous: crate::store::SqliteSynchronous,
 }
 

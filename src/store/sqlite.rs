@@ -15,10 +15,10 @@
 //! Every connection is set up with WAL journaling (readers never block the writer), a
 //! busy timeout (a second writer, such as the memory repository's, waits instead of
 //! failing at once), foreign keys on, and the configured `synchronous` level
-//! ([`SqliteSynchronous`], `store.sqlite_synchronous`). In WAL mode NORMAL makes every
-//! committed transaction survive a crash of the process; only a power loss or OS crash
-//! can roll back the last commits, which FULL prevents at the price of an fsync per
-//! commit (one per group of batches).
+//! ([`SqliteSynchronous`], `store.sqlite_synchronous`, FULL by default): FULL syncs the
+//! WAL at every commit — one fsync per group of batches — so not even a power loss or OS
+//! crash takes back an acknowledged write; in WAL mode NORMAL survives a crash of the
+//! process, but a power loss can roll back the last commits.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
