@@ -4,16 +4,14 @@
 use actix::prelude::*;
 use tokio::sync::broadcast;
 
-use super::emit::EmitApply;
+use super::plan::{self, EmitApply, Planned};
 use super::thread::{
     ActorError, CancelTask, HubEvent, Subscribe, Subscription, TaskEntry, ThreadActor, Waiter,
 };
-use super::turn::Planned;
 use crate::domain::{
-    Message, SendOutcome, StreamEvent, Task, TaskId, TaskState, TaskStatus, TenantId, Timestamp,
+    Message, SendOutcome, StreamEvent, Task, TaskId, TaskState, TenantId, Timestamp,
 };
 use crate::error::Error;
-use crate::store::WriteOp;
 
 type ResidentFuture = std::pin::Pin<Box<dyn ActorFuture<ThreadActor, Output = Result<(), Error>>>>;
 
@@ -67,9 +65,7 @@ impl ThreadActor {
         self.plan_forced_status(task_id, TaskState::Canceled, None)
     }
 
-    /// A status change no turn asked for (a cancel, or a failure after a restart): the
-    /// task must be resident, materialized and not terminal. Its status message, if any,
-    /// joins the thread's history like any status message.
+    /// A status change no turn asked for (`plan::plan_forced_status`).
     pub(super) fn plan_forced_status(
         &mut self,
         task_id: &TaskId,
@@ -80,71 +76,7 @@ impl ThreadActor {
         let loaded = self
             .loaded()
             .map_err(|_| Error::internal("thread actor closed"))?;
-        let entry = loaded
-            .tasks
-            .get(task_id)
-            .filter(|e| e.materialized)
-            .ok_or_else(|| Error::TaskNotFound(task_id.clone()))?;
-        if entry.task.status.state.is_terminal() {
-            return Err(Error::TaskNotCancelable {
-                task_id: task_id.clone(),
-                state: entry.task.status.state,
-            });
-        }
-        let now = Timestamp::now();
-        let mut task = entry.task.clone();
-        let mut ops = Vec::new();
-        let mut record = None;
-        let mut new_seqs = Vec::new();
-        let mut next_seq = loaded.next_seq;
-        let message = message.map(|mut m| {
-            m.context_id = Some(key.context_id.clone());
-            m.task_id = Some(task_id.clone());
-            let stored = super::thread::message_record(&key, next_seq, &m, Some(task_id), now);
-            ops.push(WriteOp::AppendMessage(stored.clone()));
-            ops.push(super::turn::link(
-                &key,
-                task_id,
-                task.history.len() as i64,
-                next_seq,
-            ));
-            record = Some(stored);
-            new_seqs.push(next_seq);
-            next_seq += 1;
-            m
-        });
-        let status = TaskStatus {
-            state,
-            message,
-            timestamp: now,
-        };
-        task.set_status(status.clone());
-        let seq = entry.last_seq + 1;
-        let event = StreamEvent::StatusUpdate {
-            task_id: task_id.clone(),
-            context_id: key.context_id.clone(),
-            status,
-            metadata: None,
-        };
-        ops.push(WriteOp::UpsertTask(task.clone()));
-        ops.push(WriteOp::AppendTaskEvent {
-            tenant: key.tenant.clone(),
-            task_id: task_id.clone(),
-            seq,
-            event: event.clone(),
-            created_at: now,
-        });
-        Ok(Planned {
-            ops,
-            apply: EmitApply::Event {
-                task: Box::new(task),
-                event,
-                seq,
-                next_seq,
-                new_seqs,
-                record,
-            },
-        })
+        plan::plan_forced_status(&key, loaded, task_id, state, message, Timestamp::now())
     }
 
     /// A canceled task's turn stops at once: its executor is aborted.

@@ -1,5 +1,6 @@
-//! Executor outputs inside a `ThreadActor`: planning and applying status changes,
-//! artifacts and message replies, and ending a turn (including failures and panics).
+//! Executor outputs inside a `ThreadActor`: committing and applying status changes,
+//! artifacts and message replies (planned by `plan::plan_emit`), and ending a turn
+//! (including failures and panics).
 //!
 //! A failed turn fails its task with a status message that carries an `errorCode` and
 //! never the internal detail; a panic additionally stops the actor so its supervisor
@@ -10,162 +11,21 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 
 use super::control::{resolve_outcomes, resolve_with_message, subscribe_entry};
+use super::plan::{self, EmitApply, Planned};
 use super::thread::{
-    ActorError, Emit, HubEvent, Loaded, TaskEntry, ThreadActor, ThreadKey, TurnEmit, Waiter,
-    count_transition, message_record, session_record,
+    ActorError, Emit, HubEvent, TaskEntry, ThreadActor, TurnEmit, Waiter, count_transition,
 };
-use super::turn::{Planned, link};
-use crate::domain::{Message, Part, StreamEvent, Task, TaskId, TaskState, TaskStatus, Timestamp};
+use crate::domain::{Message, Part, StreamEvent, TaskId, TaskState, Timestamp};
 use crate::error::Error;
-use crate::session::{Appended, Event, IdSource, ThreadState, append_event};
-use crate::store::{MessageRecord, ThreadRecord, WriteOp};
 
 impl ThreadActor {
-    /// Plans an executor output: validates it against the task state and builds the ops.
+    /// Plans an executor output (`plan::plan_emit`).
     pub(super) fn plan_emit(&mut self, msg: &TurnEmit) -> Result<Planned<EmitApply>, Error> {
         let key = self.key.clone();
         let loaded = self
             .loaded()
             .map_err(|_| Error::internal("thread actor closed"))?;
-        let running = loaded
-            .running
-            .as_ref()
-            .filter(|r| r.turn == msg.turn && r.task_id == msg.task_id)
-            .ok_or_else(|| {
-                Error::UnsupportedOperation(
-                    "this turn is over (the task was canceled or failed)".into(),
-                )
-            })?;
-        if running.replied {
-            return Err(Error::InvalidAgentResponse(
-                "the turn already answered with a message".into(),
-            ));
-        }
-        let entry = loaded
-            .tasks
-            .get(&msg.task_id)
-            .ok_or_else(|| Error::TaskNotFound(msg.task_id.clone()))?;
-        let now = Timestamp::now();
-        let emit = match &msg.emit {
-            Emit::Event(event) => {
-                return plan_session_event(&key, loaded, &msg.task_id, event, now);
-            }
-            Emit::Reply(message) if !entry.materialized => {
-                let mut message = message.clone();
-                message.context_id = Some(key.context_id.clone());
-                message.task_id = None;
-                let seq = loaded.next_seq;
-                let record = message_record(&key, seq, &message, None, now);
-                return Ok(Planned {
-                    ops: vec![WriteOp::AppendMessage(record.clone())],
-                    apply: EmitApply::Reply { message, record },
-                });
-            }
-            Emit::Reply(message) => Emit::Status {
-                state: TaskState::Completed,
-                message: Some(message.clone()),
-                metadata: None,
-            },
-            other => other.clone(),
-        };
-        let mut ops = Vec::new();
-        let mut task = entry.task.clone();
-        let mut next_seq = loaded.next_seq;
-        let mut new_seqs = Vec::new();
-        let mut status_record = None;
-        if !entry.materialized {
-            let first = entry
-                .history_seqs
-                .first()
-                .ok_or_else(|| Error::internal("provisional task without its message"))?;
-            ops.push(link(&key, &task.id, 0, *first));
-        }
-        let event = match emit {
-            Emit::Status {
-                state,
-                message,
-                metadata,
-            } => {
-                if !task.status.state.can_transition_to(state) {
-                    return Err(Error::InvalidAgentResponse(format!(
-                        "illegal transition {} -> {}",
-                        task.status.state.as_str(),
-                        state.as_str()
-                    )));
-                }
-                let message = message.map(|mut m| {
-                    m.context_id = Some(key.context_id.clone());
-                    m.task_id = Some(task.id.clone());
-                    m
-                });
-                if let Some(m) = &message {
-                    let record = message_record(&key, next_seq, m, Some(&task.id), now);
-                    ops.push(WriteOp::AppendMessage(record.clone()));
-                    status_record = Some(record);
-                    ops.push(link(&key, &task.id, task.history.len() as i64, next_seq));
-                    new_seqs.push(next_seq);
-                    next_seq += 1;
-                }
-                let status = TaskStatus {
-                    state,
-                    message,
-                    timestamp: now,
-                };
-                task.set_status(status.clone());
-                StreamEvent::StatusUpdate {
-                    task_id: task.id.clone(),
-                    context_id: key.context_id.clone(),
-                    status,
-                    metadata,
-                }
-            }
-            Emit::Artifact {
-                artifact,
-                append,
-                last_chunk,
-            } => {
-                if task.status.state.is_terminal() {
-                    return Err(Error::InvalidAgentResponse(format!(
-                        "artifact after the task became {}",
-                        task.status.state.as_str()
-                    )));
-                }
-                task.apply_artifact(&artifact, append, now);
-                StreamEvent::ArtifactUpdate {
-                    task_id: task.id.clone(),
-                    context_id: key.context_id.clone(),
-                    artifact,
-                    append,
-                    last_chunk,
-                    metadata: None,
-                }
-            }
-            Emit::Reply(_) | Emit::Event(_) => {
-                return Err(Error::internal(
-                    "a reply or session event reached the task planner",
-                ));
-            }
-        };
-        let seq = entry.last_seq + 1;
-        ops.push(WriteOp::UpsertTask(task.clone()));
-        ops.push(WriteOp::AppendTaskEvent {
-            tenant: key.tenant.clone(),
-            task_id: task.id.clone(),
-            seq,
-            event: event.clone(),
-            created_at: now,
-        });
-        Ok(Planned {
-            ops,
-            apply: EmitApply::Event {
-                task: Box::new(task),
-                event,
-                seq,
-                next_seq,
-                new_seqs,
-                record: status_record,
-            },
-        })
+        plan::plan_emit(&key, loaded, msg, Timestamp::now())
     }
 
     /// Applies a committed executor output: memory, hub, waiters.
@@ -461,31 +321,6 @@ impl ThreadActor {
     }
 }
 
-#[allow(
-    clippy::large_enum_variant,
-    reason = "built once per output and moved into its commit callback; never stored"
-)]
-pub(super) enum EmitApply {
-    /// A session record and/or a new thread state (with the thread row that stores it).
-    Session {
-        record: Option<MessageRecord>,
-        state: Option<(Box<ThreadState>, Box<ThreadRecord>)>,
-    },
-    Reply {
-        message: Message,
-        record: MessageRecord,
-    },
-    Event {
-        task: Box<Task>,
-        event: StreamEvent,
-        seq: i64,
-        next_seq: i64,
-        new_seqs: Vec<i64>,
-        /// The status message's record, for the history.
-        record: Option<MessageRecord>,
-    },
-}
-
 impl Handler<TurnEmit> for ThreadActor {
     type Result = AtomicResponse<Self, Result<(), Error>>;
 
@@ -513,58 +348,6 @@ impl Handler<TurnEmit> for ThreadActor {
             },
         )))
     }
-}
-
-/// Plans a complete agent-loop event: the record `append_event` makes of it (at the
-/// thread's next `seq`, linked to the running task) and the state its delta leads to. A
-/// delta that would take the state past its limit refuses the whole event and changes
-/// nothing.
-fn plan_session_event(
-    key: &ThreadKey,
-    loaded: &Loaded,
-    task_id: &crate::domain::TaskId,
-    event: &Event,
-    now: Timestamp,
-) -> Result<Planned<EmitApply>, Error> {
-    if event.partial {
-        return Err(Error::InvalidAgentResponse(
-            "partial events are streamed, not stored".into(),
-        ));
-    }
-    let (record, delta) = match append_event(&loaded.history, event, &mut IdSource::random()) {
-        Appended::Message {
-            mut record,
-            state_delta,
-        } => {
-            record.seq = loaded.next_seq;
-            (Some(record), state_delta)
-        }
-        Appended::StateOnly(delta) => (None, delta),
-        Appended::Nothing => (None, serde_json::Map::new()),
-    };
-    let mut ops = Vec::new();
-    let record = record.map(|r| {
-        let stored = session_record(key, &r, task_id);
-        ops.push(WriteOp::AppendMessage(stored.clone()));
-        stored
-    });
-    let state = if delta.is_empty() {
-        None
-    } else {
-        let mut state = loaded.state.clone();
-        state
-            .apply_delta(&delta, now)
-            .map_err(|e| Error::InvalidAgentResponse(format!("state delta refused: {e}")))?;
-        let mut thread = loaded.thread.clone();
-        thread.conversation_context = state.to_json();
-        thread.updated_at = now;
-        ops.insert(0, WriteOp::UpsertThread(thread.clone()));
-        Some((Box::new(state), Box::new(thread)))
-    };
-    Ok(Planned {
-        ops,
-        apply: EmitApply::Session { record, state },
-    })
 }
 
 /// Errors an executor may raise to fail the request itself (the client's fault or a

@@ -20,6 +20,9 @@ mod janitor;
 mod maintenance;
 pub mod model_actor;
 mod persistence;
+mod plan;
+#[cfg(test)]
+mod plan_tests;
 mod recovery;
 mod registry;
 mod shutdown;

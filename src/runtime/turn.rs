@@ -1,30 +1,17 @@
-//! Turn execution inside a `ThreadActor`: starting queued turns, applying executor
-//! outputs, ending turns (including failures and panics), cancel and subscribe.
-//!
-//! A new task stays *provisional* — in memory only — until the executor's first output:
-//! an agent that answers with a plain message never creates a task. Any other first
-//! output materializes the task and that output in one commit. `returnImmediately`
-//! materializes the task before the executor starts, since the caller wants it at once.
+//! Turn starts inside a `ThreadActor`: the queue of turns, the start's commit (or its
+//! deferral), and launching the executor. The rules are `plan::plan_start`.
 
 use actix::prelude::*;
 
 use super::control::subscribe_entry;
 use super::executor::{Turn, TurnSink};
+use super::plan::{self, Planned, StartTurn};
 use super::thread::{
     ActorError, HubEvent, Mode, PendingTurn, RunningTurn, TaskEntry, ThreadActor, Waiter,
-    count_transition, message_record,
+    count_transition,
 };
-use crate::domain::{
-    Message, SendOutcome, StreamEvent, Task, TaskId, TaskState, TaskStatus, Timestamp,
-};
+use crate::domain::{SendOutcome, TaskState, Timestamp};
 use crate::error::Error;
-use crate::store::{ThreadStatus, WriteOp};
-
-/// Ops, plus what to apply to memory once they are committed.
-pub(super) struct Planned<A> {
-    pub ops: Vec<WriteOp>,
-    pub apply: A,
-}
 
 impl ThreadActor {
     /// Starts the next queued turn when none is running.
@@ -99,8 +86,7 @@ impl ThreadActor {
     }
 
     /// Validates a client message against the thread and its task, and plans the first
-    /// commit of the turn: the thread (touched), the user message, and for existing or
-    /// immediate tasks the task row and history link.
+    /// writes of the turn (`plan::plan_start`).
     fn plan_start(&mut self, pending: &PendingTurn) -> Result<Planned<StartTurn>, Error> {
         let ttl_ms = (self.deps.threads.thread_ttl_secs as i64).saturating_mul(1000);
         let key = self.key.clone();
@@ -108,111 +94,14 @@ impl ThreadActor {
             ActorError::Gone => Error::internal("thread actor closed while starting a turn"),
             ActorError::Failed(e) => e,
         })?;
-        let now = Timestamp::now();
-        if loaded.thread_persisted
-            && (loaded.thread.status == ThreadStatus::Expired || loaded.thread.expires_at <= now)
-        {
-            return Err(Error::ThreadExpired(key.context_id.clone()));
-        }
-        let cmd = &pending.cmd;
-        let (task_id, existing) = match &cmd.message.task_id {
-            Some(id) => match loaded.tasks.get(id) {
-                Some(entry) if entry.materialized => {
-                    if entry.task.status.state.is_terminal() {
-                        return Err(Error::UnsupportedOperation(format!(
-                            "task {id} is {}; send a new message without taskId to start a new task",
-                            entry.task.status.state.as_str()
-                        )));
-                    }
-                    (id.clone(), true)
-                }
-                Some(_) => return Err(Error::TaskNotFound(id.clone())),
-                None if cmd.create_missing_task => (id.clone(), false),
-                None => return Err(Error::TaskNotFound(id.clone())),
-            },
-            None => (TaskId::generate(), false),
-        };
-        let mut message = cmd.message.clone();
-        message.context_id = Some(key.context_id.clone());
-        message.task_id = Some(task_id.clone());
-        let seq = loaded.next_seq;
-        let materialize_now = existing || pending.mode == Mode::Immediate;
-
-        let mut thread = loaded.thread.clone();
-        thread.updated_at = now;
-        thread.expires_at = Timestamp(now.0.saturating_add(ttl_ms));
-        let record = message_record(
+        plan::plan_start(
             &key,
-            seq,
-            &message,
-            materialize_now.then_some(&task_id),
-            now,
-        );
-        let mut ops = vec![
-            WriteOp::UpsertThread(thread.clone()),
-            WriteOp::AppendMessage(record.clone()),
-        ];
-        let mut event = None;
-        let task = if existing {
-            let entry = &loaded.tasks[&task_id];
-            let mut task = entry.task.clone();
-            task.history.push(message.clone());
-            task.updated_at = now;
-            ops.push(link(&key, &task_id, entry.task.history.len() as i64, seq));
-            if task.status.state.is_interrupted() {
-                // The follow-up resumes the task: it is working again until the agent says
-                // otherwise, so streams opened by the follow-up do not end on their snapshot.
-                let status = TaskStatus {
-                    state: TaskState::Working,
-                    message: None,
-                    timestamp: now,
-                };
-                task.set_status(status.clone());
-                let ev = StreamEvent::StatusUpdate {
-                    task_id: task_id.clone(),
-                    context_id: key.context_id.clone(),
-                    status,
-                    metadata: None,
-                };
-                let ev_seq = entry.last_seq + 1;
-                ops.push(WriteOp::AppendTaskEvent {
-                    tenant: key.tenant.clone(),
-                    task_id: task_id.clone(),
-                    seq: ev_seq,
-                    event: ev.clone(),
-                    created_at: now,
-                });
-                event = Some((ev_seq, ev));
-            }
-            ops.push(WriteOp::UpsertTask(task.clone()));
-            task
-        } else {
-            let task = Task::submitted(
-                task_id.clone(),
-                key.context_id.clone(),
-                key.tenant.clone(),
-                message.clone(),
-                now,
-            );
-            if materialize_now {
-                ops.push(WriteOp::UpsertTask(task.clone()));
-                ops.push(link(&key, &task_id, 0, seq));
-            }
-            task
-        };
-        Ok(Planned {
-            ops,
-            apply: StartTurn {
-                thread,
-                message,
-                record,
-                seq,
-                task,
-                existing,
-                materialized: materialize_now,
-                event,
-            },
-        })
+            loaded,
+            &pending.cmd,
+            pending.mode,
+            ttl_ms,
+            Timestamp::now(),
+        )
     }
 
     /// Applies a turn start and launches the executor. With `deferred` its writes are
@@ -320,33 +209,5 @@ impl ThreadActor {
             fut::wrap_future(handle)
                 .map(move |result, act: &mut Self, ctx| act.turn_ended(turn_id, result, ctx)),
         );
-    }
-}
-
-struct StartTurn {
-    thread: crate::store::ThreadRecord,
-    message: Message,
-    /// The message's stored record, for the history.
-    record: crate::store::MessageRecord,
-    seq: i64,
-    task: Task,
-    existing: bool,
-    materialized: bool,
-    /// The status event of a resumed task (interrupted → working).
-    event: Option<(i64, StreamEvent)>,
-}
-
-pub(super) fn link(
-    key: &super::thread::ThreadKey,
-    task_id: &TaskId,
-    position: i64,
-    seq: i64,
-) -> WriteOp {
-    WriteOp::LinkTaskMessage {
-        tenant: key.tenant.clone(),
-        task_id: task_id.clone(),
-        position,
-        thread_id: key.context_id.clone(),
-        message_seq: seq,
     }
 }

@@ -1,0 +1,485 @@
+//! The turn rules, as pure functions over a thread's state (`Loaded`): what a client
+//! message, an executor output or a forced status change is allowed to do, and the writes
+//! and the memory change it leads to. No actix and no I/O: the actor's handlers call
+//! these, commit the ops, then apply the plan (plan → commit → apply → publish), and the
+//! rules are unit-tested on their own (`plan_tests.rs`).
+//!
+//! A new task stays *provisional* — in memory only — until the executor's first output:
+//! an agent that answers with a plain message never creates a task. Any other first
+//! output materializes the task and that output in one commit. `returnImmediately`
+//! materializes the task at the start, since the caller wants it at once.
+
+use super::thread::{
+    Emit, Loaded, Mode, TaskEntry, ThreadKey, TurnEmit, message_record, session_record,
+};
+use crate::domain::{
+    Message, Metadata, SendMessage, StreamEvent, Task, TaskId, TaskState, TaskStatus, Timestamp,
+};
+use crate::error::Error;
+use crate::session::{Appended, Event, IdSource, ThreadState, append_event};
+use crate::store::{MessageRecord, ThreadRecord, ThreadStatus, WriteOp};
+
+/// Ops, plus what to apply to memory once they are committed.
+pub(super) struct Planned<A> {
+    pub ops: Vec<WriteOp>,
+    pub apply: A,
+}
+
+/// A turn's start, applied once planned (see `ThreadActor::start`).
+pub(super) struct StartTurn {
+    pub thread: ThreadRecord,
+    pub message: Message,
+    /// The message's stored record, for the history.
+    pub record: MessageRecord,
+    pub seq: i64,
+    pub task: Task,
+    /// The message continues a task that exists (and is interrupted).
+    pub existing: bool,
+    /// The task is persisted and visible once this start is committed.
+    pub materialized: bool,
+    /// The status event of a resumed task (interrupted → working).
+    pub event: Option<(i64, StreamEvent)>,
+}
+
+#[allow(
+    clippy::large_enum_variant,
+    reason = "built once per output and moved into its commit callback; never stored"
+)]
+pub(super) enum EmitApply {
+    /// A session record and/or a new thread state (with the thread row that stores it).
+    Session {
+        record: Option<MessageRecord>,
+        state: Option<(Box<ThreadState>, Box<ThreadRecord>)>,
+    },
+    Reply {
+        message: Message,
+        record: MessageRecord,
+    },
+    Event {
+        task: Box<Task>,
+        event: StreamEvent,
+        seq: i64,
+        next_seq: i64,
+        new_seqs: Vec<i64>,
+        /// The status message's record, for the history.
+        record: Option<MessageRecord>,
+    },
+}
+
+/// Validates a client message against the thread and its task, and plans the first
+/// writes of the turn: the thread (touched, its expiry moved `ttl_ms` ahead), the user
+/// message, and for existing or immediate tasks the task row and history link.
+pub(super) fn plan_start(
+    key: &ThreadKey,
+    loaded: &Loaded,
+    cmd: &SendMessage,
+    mode: Mode,
+    ttl_ms: i64,
+    now: Timestamp,
+) -> Result<Planned<StartTurn>, Error> {
+    if loaded.thread_persisted
+        && (loaded.thread.status == ThreadStatus::Expired || loaded.thread.expires_at <= now)
+    {
+        return Err(Error::ThreadExpired(key.context_id.clone()));
+    }
+    let (task_id, existing) = match &cmd.message.task_id {
+        Some(id) => match loaded.tasks.get(id) {
+            Some(entry) if entry.materialized => {
+                if entry.task.status.state.is_terminal() {
+                    return Err(Error::UnsupportedOperation(format!(
+                        "task {id} is {}; send a new message without taskId to start a new task",
+                        entry.task.status.state.as_str()
+                    )));
+                }
+                (id.clone(), true)
+            }
+            Some(_) => return Err(Error::TaskNotFound(id.clone())),
+            None if cmd.create_missing_task => (id.clone(), false),
+            None => return Err(Error::TaskNotFound(id.clone())),
+        },
+        None => (TaskId::generate(), false),
+    };
+    let mut message = cmd.message.clone();
+    message.context_id = Some(key.context_id.clone());
+    message.task_id = Some(task_id.clone());
+    let seq = loaded.next_seq;
+    let materialize_now = existing || mode == Mode::Immediate;
+
+    let mut thread = loaded.thread.clone();
+    thread.updated_at = now;
+    thread.expires_at = Timestamp(now.0.saturating_add(ttl_ms));
+    let record = message_record(key, seq, &message, materialize_now.then_some(&task_id), now);
+    let mut ops = vec![
+        WriteOp::UpsertThread(thread.clone()),
+        WriteOp::AppendMessage(record.clone()),
+    ];
+    let mut event = None;
+    let task = if existing {
+        let entry = &loaded.tasks[&task_id];
+        let mut task = entry.task.clone();
+        task.history.push(message.clone());
+        task.updated_at = now;
+        ops.push(link(key, &task_id, entry.task.history.len() as i64, seq));
+        if task.status.state.is_interrupted() {
+            // The follow-up resumes the task: it is working again until the agent says
+            // otherwise, so streams opened by the follow-up do not end on their snapshot.
+            let status = TaskStatus {
+                state: TaskState::Working,
+                message: None,
+                timestamp: now,
+            };
+            task.set_status(status.clone());
+            let ev = StreamEvent::StatusUpdate {
+                task_id: task_id.clone(),
+                context_id: key.context_id.clone(),
+                status,
+                metadata: None,
+            };
+            let ev_seq = entry.last_seq + 1;
+            ops.push(event_op(key, &task_id, ev_seq, &ev, now));
+            event = Some((ev_seq, ev));
+        }
+        ops.push(WriteOp::UpsertTask(task.clone()));
+        task
+    } else {
+        let task = Task::submitted(
+            task_id.clone(),
+            key.context_id.clone(),
+            key.tenant.clone(),
+            message.clone(),
+            now,
+        );
+        if materialize_now {
+            ops.push(WriteOp::UpsertTask(task.clone()));
+            ops.push(link(key, &task_id, 0, seq));
+        }
+        task
+    };
+    Ok(Planned {
+        ops,
+        apply: StartTurn {
+            thread,
+            message,
+            record,
+            seq,
+            task,
+            existing,
+            materialized: materialize_now,
+            event,
+        },
+    })
+}
+
+/// Plans an executor output: validates it against the running turn and the task's state
+/// and builds the writes.
+pub(super) fn plan_emit(
+    key: &ThreadKey,
+    loaded: &Loaded,
+    msg: &TurnEmit,
+    now: Timestamp,
+) -> Result<Planned<EmitApply>, Error> {
+    let running = loaded
+        .running
+        .as_ref()
+        .filter(|r| r.turn == msg.turn && r.task_id == msg.task_id)
+        .ok_or_else(|| {
+            Error::UnsupportedOperation(
+                "this turn is over (the task was canceled or failed)".into(),
+            )
+        })?;
+    if running.replied {
+        return Err(Error::InvalidAgentResponse(
+            "the turn already answered with a message".into(),
+        ));
+    }
+    let entry = loaded
+        .tasks
+        .get(&msg.task_id)
+        .ok_or_else(|| Error::TaskNotFound(msg.task_id.clone()))?;
+    match &msg.emit {
+        Emit::Event(event) => plan_session_event(key, loaded, &msg.task_id, event, now),
+        Emit::Reply(message) if !entry.materialized => {
+            let mut message = message.clone();
+            message.context_id = Some(key.context_id.clone());
+            message.task_id = None;
+            let record = message_record(key, loaded.next_seq, &message, None, now);
+            Ok(Planned {
+                ops: vec![WriteOp::AppendMessage(record.clone())],
+                apply: EmitApply::Reply { message, record },
+            })
+        }
+        // Later in a turn, or on an existing task, a reply completes the task.
+        Emit::Reply(message) => plan_status(
+            key,
+            loaded,
+            entry,
+            Change::Status {
+                state: TaskState::Completed,
+                message: Some(message.clone()),
+                metadata: None,
+            },
+            now,
+        ),
+        Emit::Status {
+            state,
+            message,
+            metadata,
+        } => plan_status(
+            key,
+            loaded,
+            entry,
+            Change::Status {
+                state: *state,
+                message: message.clone(),
+                metadata: metadata.clone(),
+            },
+            now,
+        ),
+        Emit::Artifact {
+            artifact,
+            append,
+            last_chunk,
+        } => {
+            if entry.task.status.state.is_terminal() {
+                return Err(Error::InvalidAgentResponse(format!(
+                    "artifact after the task became {}",
+                    entry.task.status.state.as_str()
+                )));
+            }
+            plan_status(
+                key,
+                loaded,
+                entry,
+                Change::Artifact {
+                    artifact: artifact.clone(),
+                    append: *append,
+                    last_chunk: *last_chunk,
+                },
+                now,
+            )
+        }
+    }
+}
+
+/// A status change no turn asked for (a cancel, or a failure after a restart): the task
+/// must be resident, materialized and not terminal. Its status message, if any, joins the
+/// thread's history like any status message.
+pub(super) fn plan_forced_status(
+    key: &ThreadKey,
+    loaded: &Loaded,
+    task_id: &TaskId,
+    state: TaskState,
+    message: Option<Message>,
+    now: Timestamp,
+) -> Result<Planned<EmitApply>, Error> {
+    let entry = loaded
+        .tasks
+        .get(task_id)
+        .filter(|e| e.materialized)
+        .ok_or_else(|| Error::TaskNotFound(task_id.clone()))?;
+    if entry.task.status.state.is_terminal() {
+        return Err(Error::TaskNotCancelable {
+            task_id: task_id.clone(),
+            state: entry.task.status.state,
+        });
+    }
+    plan_status(
+        key,
+        loaded,
+        entry,
+        Change::Status {
+            state,
+            message,
+            metadata: None,
+        },
+        now,
+    )
+}
+
+/// What happens to a task: a status change (with its message and event metadata) or an
+/// artifact.
+enum Change {
+    Status {
+        state: TaskState,
+        message: Option<Message>,
+        metadata: Option<Metadata>,
+    },
+    Artifact {
+        artifact: crate::domain::Artifact,
+        append: bool,
+        last_chunk: bool,
+    },
+}
+
+/// The one plan of a task event, whoever asked for it: a provisional task is
+/// materialized with it (its first message linked), a status message joins the thread's
+/// history and the task's, the task row is rewritten and the event logged with the
+/// task's next sequence number. A status must be a legal transition.
+fn plan_status(
+    key: &ThreadKey,
+    loaded: &Loaded,
+    entry: &TaskEntry,
+    change: Change,
+    now: Timestamp,
+) -> Result<Planned<EmitApply>, Error> {
+    let mut ops = Vec::new();
+    let mut task = entry.task.clone();
+    let mut next_seq = loaded.next_seq;
+    let mut new_seqs = Vec::new();
+    let mut record = None;
+    if !entry.materialized {
+        let first = entry
+            .history_seqs
+            .first()
+            .ok_or_else(|| Error::internal("provisional task without its message"))?;
+        ops.push(link(key, &task.id, 0, *first));
+    }
+    let event = match change {
+        Change::Status {
+            state,
+            message,
+            metadata,
+        } => {
+            if !task.status.state.can_transition_to(state) {
+                return Err(Error::InvalidAgentResponse(format!(
+                    "illegal transition {} -> {}",
+                    task.status.state.as_str(),
+                    state.as_str()
+                )));
+            }
+            let message = message.map(|mut m| {
+                m.context_id = Some(key.context_id.clone());
+                m.task_id = Some(task.id.clone());
+                m
+            });
+            if let Some(m) = &message {
+                let stored = message_record(key, next_seq, m, Some(&task.id), now);
+                ops.push(WriteOp::AppendMessage(stored.clone()));
+                ops.push(link(key, &task.id, task.history.len() as i64, next_seq));
+                record = Some(stored);
+                new_seqs.push(next_seq);
+                next_seq += 1;
+            }
+            let status = TaskStatus {
+                state,
+                message,
+                timestamp: now,
+            };
+            task.set_status(status.clone());
+            StreamEvent::StatusUpdate {
+                task_id: task.id.clone(),
+                context_id: key.context_id.clone(),
+                status,
+                metadata,
+            }
+        }
+        Change::Artifact {
+            artifact,
+            append,
+            last_chunk,
+        } => {
+            task.apply_artifact(&artifact, append, now);
+            StreamEvent::ArtifactUpdate {
+                task_id: task.id.clone(),
+                context_id: key.context_id.clone(),
+                artifact,
+                append,
+                last_chunk,
+                metadata: None,
+            }
+        }
+    };
+    let seq = entry.last_seq + 1;
+    ops.push(WriteOp::UpsertTask(task.clone()));
+    ops.push(event_op(key, &task.id, seq, &event, now));
+    Ok(Planned {
+        ops,
+        apply: EmitApply::Event {
+            task: Box::new(task),
+            event,
+            seq,
+            next_seq,
+            new_seqs,
+            record,
+        },
+    })
+}
+
+/// Plans a complete agent-loop event: the record `append_event` makes of it (at the
+/// thread's next `seq`, linked to the running task) and the state its delta leads to. A
+/// delta that would take the state past its limit refuses the whole event and changes
+/// nothing.
+fn plan_session_event(
+    key: &ThreadKey,
+    loaded: &Loaded,
+    task_id: &TaskId,
+    event: &Event,
+    now: Timestamp,
+) -> Result<Planned<EmitApply>, Error> {
+    if event.partial {
+        return Err(Error::InvalidAgentResponse(
+            "partial events are streamed, not stored".into(),
+        ));
+    }
+    let (record, delta) = match append_event(&loaded.history, event, &mut IdSource::random()) {
+        Appended::Message {
+            mut record,
+            state_delta,
+        } => {
+            record.seq = loaded.next_seq;
+            (Some(record), state_delta)
+        }
+        Appended::StateOnly(delta) => (None, delta),
+        Appended::Nothing => (None, serde_json::Map::new()),
+    };
+    let mut ops = Vec::new();
+    let record = record.map(|r| {
+        let stored = session_record(key, &r, task_id);
+        ops.push(WriteOp::AppendMessage(stored.clone()));
+        stored
+    });
+    let state = if delta.is_empty() {
+        None
+    } else {
+        let mut state = loaded.state.clone();
+        state
+            .apply_delta(&delta, now)
+            .map_err(|e| Error::InvalidAgentResponse(format!("state delta refused: {e}")))?;
+        let mut thread = loaded.thread.clone();
+        thread.conversation_context = state.to_json();
+        thread.updated_at = now;
+        ops.insert(0, WriteOp::UpsertThread(thread.clone()));
+        Some((Box::new(state), Box::new(thread)))
+    };
+    Ok(Planned {
+        ops,
+        apply: EmitApply::Session { record, state },
+    })
+}
+
+/// Makes message `seq` of the thread the `position`-th history entry of the task.
+pub(super) fn link(key: &ThreadKey, task_id: &TaskId, position: i64, seq: i64) -> WriteOp {
+    WriteOp::LinkTaskMessage {
+        tenant: key.tenant.clone(),
+        task_id: task_id.clone(),
+        position,
+        thread_id: key.context_id.clone(),
+        message_seq: seq,
+    }
+}
+
+fn event_op(
+    key: &ThreadKey,
+    task_id: &TaskId,
+    seq: i64,
+    event: &StreamEvent,
+    now: Timestamp,
+) -> WriteOp {
+    WriteOp::AppendTaskEvent {
+        tenant: key.tenant.clone(),
+        task_id: task_id.clone(),
+        seq,
+        event: event.clone(),
+        created_at: now,
+    }
+}

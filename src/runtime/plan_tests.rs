@@ -1,0 +1,519 @@
+//! The turn rules (`plan.rs`) on a thread state built by hand: no actix, no store.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::plan::{EmitApply, StartTurn, plan_emit, plan_forced_status, plan_start};
+use super::shutdown::Activity;
+use super::thread::{Emit, Loaded, Mode, RunningTurn, TaskEntry, ThreadKey, TurnEmit};
+use crate::config::StateSettings;
+use crate::domain::{
+    Artifact, ContextId, Message, MessageId, Part, Role, SendConfig, SendMessage, StreamEvent,
+    Task, TaskId, TaskState, TaskStatus, TenantId, Timestamp,
+};
+use crate::error::Error;
+use crate::session::{Content, Event, History, ThreadState};
+use crate::store::{ThreadRecord, ThreadStatus, WriteOp};
+
+const NOW: Timestamp = Timestamp(1_800_000_000_000);
+const TTL_MS: i64 = 60_000;
+
+fn key() -> ThreadKey {
+    ThreadKey {
+        tenant: TenantId::default_tenant(),
+        context_id: ContextId::parse("ctx-1").unwrap(),
+    }
+}
+
+/// A thread with nothing in it yet (`persisted`: its row is stored, expiring at
+/// `expires_at`).
+fn thread(persisted: bool, expires_at: Timestamp) -> Loaded {
+    let key = key();
+    Loaded {
+        thread: ThreadRecord {
+            tenant: key.tenant,
+            thread_id: key.context_id,
+            created_at: NOW,
+            updated_at: NOW,
+            expires_at,
+            status: ThreadStatus::Active,
+            conversation_context: serde_json::json!({}),
+        },
+        thread_persisted: persisted,
+        history: History::new(1, 50),
+        state: ThreadState::new(&StateSettings {
+            ttl_secs: 3600,
+            max_bytes: 64,
+        }),
+        next_seq: 1,
+        tasks: HashMap::new(),
+        running: None,
+        queue: VecDeque::new(),
+        last_activity: Instant::now(),
+        unsynced: Vec::new(),
+        flush: None,
+        unpublished: Vec::new(),
+    }
+}
+
+fn fresh() -> Loaded {
+    thread(false, Timestamp(NOW.0 + TTL_MS))
+}
+
+fn user(text: &str, task_id: Option<&TaskId>) -> SendMessage {
+    SendMessage {
+        message: Message {
+            message_id: MessageId::generate(),
+            context_id: None,
+            task_id: task_id.cloned(),
+            role: Role::User,
+            parts: vec![Part::text(text)],
+            metadata: None,
+            extensions: vec![],
+            reference_task_ids: vec![],
+        },
+        config: SendConfig::default(),
+        metadata: None,
+        create_missing_task: false,
+    }
+}
+
+/// Applies a planned start the way the actor does (memory only), with the turn running.
+fn started(loaded: &mut Loaded, start: StartTurn, turn: u64) -> TaskId {
+    loaded.thread = start.thread;
+    loaded.thread_persisted = true;
+    loaded.next_seq = start.seq + 1;
+    let task_id = start.task.id.clone();
+    let entry = loaded
+        .tasks
+        .entry(task_id.clone())
+        .or_insert_with(|| TaskEntry {
+            task: start.task.clone(),
+            materialized: false,
+            last_seq: 0,
+            hub: None,
+            waiters: Vec::new(),
+            finished_at: None,
+            history_seqs: Vec::new(),
+        });
+    entry.task = start.task;
+    entry.materialized = start.materialized;
+    entry.history_seqs.push(start.seq);
+    if let Some((seq, _)) = start.event {
+        entry.last_seq = seq;
+    }
+    loaded.running = Some(RunningTurn {
+        task_id: task_id.clone(),
+        turn,
+        abort: None,
+        replied: false,
+        _busy: Arc::new(Activity::default()).busy(),
+    });
+    task_id
+}
+
+/// A materialized task of the thread in `state`, with one history message.
+fn stored_task(loaded: &mut Loaded, state: TaskState) -> TaskId {
+    let key = key();
+    let id = TaskId::generate();
+    let first = Message {
+        context_id: Some(key.context_id.clone()),
+        task_id: Some(id.clone()),
+        ..user("first", None).message
+    };
+    let mut task = Task::submitted(id.clone(), key.context_id, key.tenant, first, NOW);
+    task.set_status(TaskStatus {
+        state,
+        message: None,
+        timestamp: NOW,
+    });
+    loaded.tasks.insert(
+        id.clone(),
+        TaskEntry {
+            task,
+            materialized: true,
+            last_seq: 3,
+            hub: None,
+            waiters: Vec::new(),
+            finished_at: None,
+            history_seqs: vec![1],
+        },
+    );
+    loaded.thread_persisted = true;
+    loaded.next_seq = 2;
+    id
+}
+
+fn emit(task_id: &TaskId, turn: u64, emit: Emit) -> TurnEmit {
+    TurnEmit {
+        task_id: task_id.clone(),
+        turn,
+        emit,
+    }
+}
+
+fn status(state: TaskState, message: Option<&str>) -> Emit {
+    Emit::Status {
+        state,
+        message: message.map(|text| Message::agent(key().context_id, None, vec![Part::text(text)])),
+        metadata: None,
+    }
+}
+
+fn kinds(ops: &[WriteOp]) -> Vec<&'static str> {
+    ops.iter()
+        .map(|op| match op {
+            WriteOp::UpsertThread(_) => "thread",
+            WriteOp::AppendMessage(_) => "message",
+            WriteOp::UpsertTask(_) => "task",
+            WriteOp::LinkTaskMessage { .. } => "link",
+            WriteOp::AppendTaskEvent { .. } => "event",
+            WriteOp::ExpireThreads { .. } => "expire",
+        })
+        .collect()
+}
+
+#[test]
+fn a_new_task_writes_only_the_thread_and_the_message_until_its_first_output() {
+    let loaded = fresh();
+    let plan = plan_start(
+        &key(),
+        &loaded,
+        &user("hi", None),
+        Mode::Blocking,
+        TTL_MS,
+        NOW,
+    )
+    .expect("a plan");
+    assert_eq!(kinds(&plan.ops), ["thread", "message"]);
+    assert!(!plan.apply.materialized && !plan.apply.existing);
+    assert_eq!(plan.apply.seq, 1);
+    assert_eq!(plan.apply.task.status.state, TaskState::Submitted);
+    assert_eq!(plan.apply.thread.expires_at, Timestamp(NOW.0 + TTL_MS));
+    // The message is not linked to a task that may never exist.
+    let WriteOp::AppendMessage(record) = &plan.ops[1] else {
+        unreachable!()
+    };
+    assert_eq!(record.task_id, None);
+}
+
+#[test]
+fn return_immediately_materializes_the_task_at_the_start() {
+    let loaded = fresh();
+    let plan = plan_start(
+        &key(),
+        &loaded,
+        &user("hi", None),
+        Mode::Immediate,
+        TTL_MS,
+        NOW,
+    )
+    .expect("a plan");
+    assert_eq!(kinds(&plan.ops), ["thread", "message", "task", "link"]);
+    assert!(plan.apply.materialized);
+}
+
+#[test]
+fn an_expired_thread_takes_no_message() {
+    let expired = thread(true, NOW);
+    let refused = plan_start(
+        &key(),
+        &expired,
+        &user("hi", None),
+        Mode::Blocking,
+        TTL_MS,
+        NOW,
+    );
+    assert!(
+        matches!(refused, Err(Error::ThreadExpired(_))),
+        "{:?}",
+        refused.err()
+    );
+    // A thread that only exists in memory has nothing to expire.
+    let unsaved = thread(false, NOW);
+    assert!(
+        plan_start(
+            &key(),
+            &unsaved,
+            &user("hi", None),
+            Mode::Blocking,
+            TTL_MS,
+            NOW
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn a_follow_up_needs_a_known_task_that_is_not_terminal() {
+    let mut loaded = fresh();
+    let unknown = TaskId::generate();
+    let refused = plan_start(
+        &key(),
+        &loaded,
+        &user("x", Some(&unknown)),
+        Mode::Blocking,
+        TTL_MS,
+        NOW,
+    );
+    assert!(matches!(refused, Err(Error::TaskNotFound(_))));
+    // A 0.1 client may name the task it creates.
+    let mut create = user("x", Some(&unknown));
+    create.create_missing_task = true;
+    let plan = plan_start(&key(), &loaded, &create, Mode::Blocking, TTL_MS, NOW).expect("created");
+    assert_eq!(plan.apply.task.id, unknown);
+
+    let done = stored_task(&mut loaded, TaskState::Completed);
+    let refused = plan_start(
+        &key(),
+        &loaded,
+        &user("x", Some(&done)),
+        Mode::Blocking,
+        TTL_MS,
+        NOW,
+    );
+    assert!(matches!(refused, Err(Error::UnsupportedOperation(_))));
+}
+
+#[test]
+fn a_follow_up_resumes_an_interrupted_task_and_links_the_message_after_its_history() {
+    let mut loaded = fresh();
+    let asked = stored_task(&mut loaded, TaskState::InputRequired);
+    let plan = plan_start(
+        &key(),
+        &loaded,
+        &user("more", Some(&asked)),
+        Mode::Blocking,
+        TTL_MS,
+        NOW,
+    )
+    .expect("a plan");
+    assert_eq!(
+        kinds(&plan.ops),
+        ["thread", "message", "link", "event", "task"]
+    );
+    let WriteOp::LinkTaskMessage {
+        position,
+        message_seq,
+        ..
+    } = &plan.ops[2]
+    else {
+        unreachable!()
+    };
+    assert_eq!((*position, *message_seq), (1, 2));
+    let (seq, event) = plan.apply.event.expect("a resume event");
+    assert_eq!(seq, 4, "after the task's last logged event");
+    assert!(
+        matches!(event, StreamEvent::StatusUpdate { status, .. } if status.state == TaskState::Working)
+    );
+    assert_eq!(plan.apply.task.history.len(), 2);
+}
+
+#[test]
+fn the_first_output_of_a_provisional_task_materializes_it_with_its_message() {
+    let mut loaded = fresh();
+    let start = plan_start(
+        &key(),
+        &loaded,
+        &user("hi", None),
+        Mode::Blocking,
+        TTL_MS,
+        NOW,
+    )
+    .unwrap()
+    .apply;
+    let task_id = started(&mut loaded, start, 7);
+    let plan = plan_emit(
+        &key(),
+        &loaded,
+        &emit(&task_id, 7, status(TaskState::Completed, Some("done"))),
+        NOW,
+    )
+    .expect("a plan");
+    // The user message becomes history entry 0, the status message entry 1.
+    assert_eq!(
+        kinds(&plan.ops),
+        ["link", "message", "link", "task", "event"]
+    );
+    let EmitApply::Event {
+        task,
+        seq,
+        next_seq,
+        new_seqs,
+        ..
+    } = plan.apply
+    else {
+        panic!("an event plan")
+    };
+    assert_eq!(task.status.state, TaskState::Completed);
+    assert_eq!((seq, next_seq, new_seqs), (1, 3, vec![2]));
+}
+
+#[test]
+fn outputs_are_checked_against_the_turn_and_the_task() {
+    let mut loaded = fresh();
+    let start = plan_start(
+        &key(),
+        &loaded,
+        &user("hi", None),
+        Mode::Blocking,
+        TTL_MS,
+        NOW,
+    )
+    .unwrap()
+    .apply;
+    let task_id = started(&mut loaded, start, 7);
+    // Another turn's output.
+    let stale = plan_emit(
+        &key(),
+        &loaded,
+        &emit(&task_id, 6, status(TaskState::Working, None)),
+        NOW,
+    );
+    assert!(matches!(stale, Err(Error::UnsupportedOperation(_))));
+    // A transition the state machine does not allow.
+    let illegal = plan_emit(
+        &key(),
+        &loaded,
+        &emit(&task_id, 7, status(TaskState::Submitted, None)),
+        NOW,
+    );
+    assert!(
+        matches!(illegal, Err(Error::InvalidAgentResponse(_))),
+        "{:?}",
+        illegal.err()
+    );
+    // An artifact after the end.
+    loaded
+        .tasks
+        .get_mut(&task_id)
+        .unwrap()
+        .task
+        .set_status(TaskStatus {
+            state: TaskState::Completed,
+            message: None,
+            timestamp: NOW,
+        });
+    let late = plan_emit(
+        &key(),
+        &loaded,
+        &emit(
+            &task_id,
+            7,
+            Emit::Artifact {
+                artifact: Artifact::new(vec![Part::text("a")]),
+                append: false,
+                last_chunk: true,
+            },
+        ),
+        NOW,
+    );
+    assert!(matches!(late, Err(Error::InvalidAgentResponse(_))));
+}
+
+#[test]
+fn a_reply_answers_without_a_task_only_before_the_task_exists() {
+    let mut loaded = fresh();
+    let start = plan_start(
+        &key(),
+        &loaded,
+        &user("hi", None),
+        Mode::Blocking,
+        TTL_MS,
+        NOW,
+    )
+    .unwrap()
+    .apply;
+    let task_id = started(&mut loaded, start, 1);
+    let reply = Emit::Reply(Message::agent(
+        key().context_id,
+        None,
+        vec![Part::text("hello")],
+    ));
+    let plan = plan_emit(&key(), &loaded, &emit(&task_id, 1, reply.clone()), NOW).unwrap();
+    assert_eq!(kinds(&plan.ops), ["message"]);
+    assert!(matches!(plan.apply, EmitApply::Reply { .. }));
+    // Once the task exists, the same reply completes it.
+    loaded.tasks.get_mut(&task_id).unwrap().materialized = true;
+    let plan = plan_emit(&key(), &loaded, &emit(&task_id, 1, reply), NOW).unwrap();
+    let EmitApply::Event { task, .. } = plan.apply else {
+        panic!("an event plan")
+    };
+    assert_eq!(task.status.state, TaskState::Completed);
+}
+
+#[test]
+fn a_state_delta_past_the_limit_refuses_the_whole_event() {
+    let mut loaded = fresh();
+    let start = plan_start(
+        &key(),
+        &loaded,
+        &user("hi", None),
+        Mode::Blocking,
+        TTL_MS,
+        NOW,
+    )
+    .unwrap()
+    .apply;
+    let task_id = started(&mut loaded, start, 1);
+    let mut event = Event::new(
+        "agent",
+        Some(Content {
+            role: "model".into(),
+            parts: vec![crate::session::Part::Text("thinking".into())],
+        }),
+        NOW,
+    );
+    event
+        .actions
+        .state_delta
+        .insert("notes".into(), serde_json::json!("x".repeat(100)));
+    let refused = plan_emit(
+        &key(),
+        &loaded,
+        &emit(&task_id, 1, Emit::Event(Box::new(event.clone()))),
+        NOW,
+    );
+    assert!(
+        matches!(refused, Err(Error::InvalidAgentResponse(_))),
+        "{:?}",
+        refused.err()
+    );
+    // Within the limit: the record and the thread row carrying the new state.
+    event
+        .actions
+        .state_delta
+        .insert("notes".into(), serde_json::json!("ok"));
+    let plan = plan_emit(
+        &key(),
+        &loaded,
+        &emit(&task_id, 1, Emit::Event(Box::new(event))),
+        NOW,
+    )
+    .expect("a plan");
+    assert_eq!(kinds(&plan.ops), ["thread", "message"]);
+}
+
+#[test]
+fn a_forced_status_needs_a_materialized_task_that_is_not_terminal() {
+    let mut loaded = fresh();
+    let open = stored_task(&mut loaded, TaskState::Working);
+    let text = Message::agent(key().context_id, None, vec![Part::text("stopped")]);
+    let plan = plan_forced_status(&key(), &loaded, &open, TaskState::Canceled, Some(text), NOW)
+        .expect("a plan");
+    // The same writes as any status with a message: message, link, task, event.
+    assert_eq!(kinds(&plan.ops), ["message", "link", "task", "event"]);
+    let done = stored_task(&mut loaded, TaskState::Failed);
+    let refused = plan_forced_status(&key(), &loaded, &done, TaskState::Canceled, None, NOW);
+    assert!(matches!(refused, Err(Error::TaskNotCancelable { .. })));
+    let unknown = plan_forced_status(
+        &key(),
+        &loaded,
+        &TaskId::generate(),
+        TaskState::Canceled,
+        None,
+        NOW,
+    );
+    assert!(matches!(unknown, Err(Error::TaskNotFound(_))));
+}
