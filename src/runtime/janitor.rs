@@ -46,7 +46,7 @@ use futures_util::future::join_all;
 use tokio::sync::watch;
 
 use super::Runtime;
-use super::maintenance::{Sweep, SweepReport};
+use super::thread::maintenance::{Sweep, SweepReport};
 use super::thread::{ActorError, ThreadActor, ThreadKey};
 use crate::domain::{ContextId, TenantId, Timestamp};
 use crate::error::Result;

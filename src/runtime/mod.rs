@@ -12,17 +12,11 @@
 //! `shutdown.rs`).
 
 mod agent_loop;
-mod control;
-mod emit;
 pub mod executor;
 pub mod health;
 mod janitor;
-mod maintenance;
 pub mod model_actor;
 mod persistence;
-mod plan;
-#[cfg(test)]
-mod plan_tests;
 mod recovery;
 mod registry;
 mod shutdown;
@@ -30,7 +24,6 @@ mod skill_actor;
 mod stream;
 mod thread;
 mod tool_router;
-mod turn;
 #[cfg(test)]
 mod write_path_tests;
 
@@ -45,7 +38,7 @@ pub use agent_loop::{AgentLoopExecutor, RoutingExecutor};
 pub use executor::{AgentExecutor, Turn, TurnSink};
 pub use health::{Check, HealthReport, Overall, ProviderHealth};
 pub use janitor::JanitorReport;
-pub use maintenance::SweepReport;
+pub use thread::maintenance::SweepReport;
 pub use model_actor::Models;
 pub use persistence::PersistenceHandle;
 pub use recovery::Recovery;
@@ -280,7 +273,7 @@ impl Runtime {
         // Counted before the check, so that a shutdown that begins now waits for it.
         let busy = self.shared.activity.busy();
         if self.is_draining() {
-            return Err(maintenance::shutting_down());
+            return Err(thread::maintenance::shutting_down());
         }
         let (key, cmd, fresh) = self.route(tenant, cmd).await?;
         let mut rx = None;
@@ -356,7 +349,7 @@ impl Runtime {
         last_event_id: Option<i64>,
     ) -> Result<Subscription> {
         if self.is_draining() {
-            return Err(maintenance::shutting_down());
+            return Err(thread::maintenance::shutting_down());
         }
         let key = self.task_thread(tenant, task_id).await?;
         self.registry

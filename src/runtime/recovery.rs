@@ -18,7 +18,7 @@ use futures_util::StreamExt;
 use tokio::sync::watch;
 
 use super::Runtime;
-use super::maintenance::Recover;
+use super::thread::maintenance::Recover;
 use super::thread::ThreadKey;
 use crate::domain::Timestamp;
 

@@ -19,7 +19,8 @@ use actix::Arbiter;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::{Runtime, lock, maintenance};
+use super::thread::maintenance;
+use super::{Runtime, lock};
 use crate::error::{Error, Result};
 
 /// The number of turns (and sends on their way to one) not yet finished.

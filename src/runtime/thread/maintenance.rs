@@ -13,14 +13,14 @@ use std::pin::Pin;
 
 use actix::prelude::*;
 
-use super::thread::{ActorError, ThreadActor};
+use super::{ActorError, ThreadActor};
 use crate::domain::{Message, Metadata, Part, TaskId, TaskState, Timestamp};
 use crate::error::Error;
 use crate::store::{ThreadStatus, WriteOp};
 use crate::telemetry;
 
 /// The error for requests that arrive once a graceful shutdown has begun.
-pub(super) fn shutting_down() -> Error {
+pub(in crate::runtime) fn shutting_down() -> Error {
     Error::Unavailable {
         detail: "the server is shutting down".into(),
         retry_after_secs: 1,
@@ -67,7 +67,7 @@ impl ThreadActor {
     /// it. Each gets a failed status with `errorCode: INTERRUPTED`, one commit each, queued
     /// before any message is handled. Interrupted states (`input-required`, …) wait for the
     /// client and are left alone.
-    pub(super) fn fail_interrupted(&mut self, ctx: &mut Context<Self>) {
+    pub(in crate::runtime) fn fail_interrupted(&mut self, ctx: &mut Context<Self>) {
         let Ok(loaded) = self.loaded_quietly() else {
             return;
         };
@@ -125,7 +125,7 @@ impl ThreadActor {
     }
 
     /// Plans the sweep, commits it and applies it. Nothing to do commits nothing.
-    pub(super) fn sweep(&mut self, now: Timestamp) -> SweepFuture {
+    pub(in crate::runtime) fn sweep(&mut self, now: Timestamp) -> SweepFuture {
         let loaded = match self.loaded_quietly() {
             Ok(loaded) => loaded,
             Err(e) => return Box::pin(fut::ready(Err(e))),
@@ -175,7 +175,7 @@ impl ThreadActor {
     /// Ends the streams of every task but the one whose turn is running: dropping a
     /// task's hub ends its subscribers' live feed, and each stream then catches up from
     /// the durable log and closes.
-    pub(super) fn end_idle_streams(&mut self) {
+    pub(in crate::runtime) fn end_idle_streams(&mut self) {
         let Ok(loaded) = self.loaded_quietly() else {
             return;
         };

@@ -9,7 +9,7 @@
 //! output materializes the task and that output in one commit. `returnImmediately`
 //! materializes the task at the start, since the caller wants it at once.
 
-use super::thread::{
+use super::{
     Emit, Loaded, Mode, TaskEntry, ThreadKey, TurnEmit, message_record, session_record,
 };
 use crate::domain::{
@@ -20,13 +20,13 @@ use crate::session::{Appended, Event, IdSource, ThreadState, append_event};
 use crate::store::{MessageRecord, ThreadRecord, ThreadStatus, WriteOp};
 
 /// Ops, plus what to apply to memory once they are committed.
-pub(super) struct Planned<A> {
+pub(in crate::runtime) struct Planned<A> {
     pub ops: Vec<WriteOp>,
     pub apply: A,
 }
 
 /// A turn's start, applied once planned (see `ThreadActor::start`).
-pub(super) struct StartTurn {
+pub(in crate::runtime) struct StartTurn {
     pub thread: ThreadRecord,
     pub message: Message,
     /// The message's stored record, for the history.
@@ -45,7 +45,7 @@ pub(super) struct StartTurn {
     clippy::large_enum_variant,
     reason = "built once per output and moved into its commit callback; never stored"
 )]
-pub(super) enum EmitApply {
+pub(in crate::runtime) enum EmitApply {
     /// A session record and/or a new thread state (with the thread row that stores it).
     Session {
         record: Option<MessageRecord>,
@@ -69,7 +69,7 @@ pub(super) enum EmitApply {
 /// Validates a client message against the thread and its task, and plans the first
 /// writes of the turn: the thread (touched, its expiry moved `ttl_ms` ahead), the user
 /// message, and for existing or immediate tasks the task row and history link.
-pub(super) fn plan_start(
+pub(in crate::runtime) fn plan_start(
     key: &ThreadKey,
     loaded: &Loaded,
     cmd: &SendMessage,
@@ -172,7 +172,7 @@ pub(super) fn plan_start(
 
 /// Plans an executor output: validates it against the running turn and the task's state
 /// and builds the writes.
-pub(super) fn plan_emit(
+pub(in crate::runtime) fn plan_emit(
     key: &ThreadKey,
     loaded: &Loaded,
     msg: &TurnEmit,
@@ -264,7 +264,7 @@ pub(super) fn plan_emit(
 /// A status change no turn asked for (a cancel, or a failure after a restart): the task
 /// must be resident, materialized and not terminal. Its status message, if any, joins the
 /// thread's history like any status message.
-pub(super) fn plan_forced_status(
+pub(in crate::runtime) fn plan_forced_status(
     key: &ThreadKey,
     loaded: &Loaded,
     task_id: &TaskId,
@@ -458,7 +458,7 @@ fn plan_session_event(
 }
 
 /// Makes message `seq` of the thread the `position`-th history entry of the task.
-pub(super) fn link(key: &ThreadKey, task_id: &TaskId, position: i64, seq: i64) -> WriteOp {
+pub(in crate::runtime) fn link(key: &ThreadKey, task_id: &TaskId, position: i64, seq: i64) -> WriteOp {
     WriteOp::LinkTaskMessage {
         tenant: key.tenant.clone(),
         task_id: task_id.clone(),

@@ -12,7 +12,7 @@ use actix::prelude::*;
 
 use super::control::{resolve_outcomes, resolve_with_message, subscribe_entry};
 use super::plan::{self, EmitApply, Planned};
-use super::thread::{
+use super::{
     ActorError, Emit, HubEvent, TaskEntry, ThreadActor, TurnEmit, Waiter, count_transition,
 };
 use crate::domain::{Message, Part, StreamEvent, TaskId, TaskState, Timestamp};
@@ -20,7 +20,7 @@ use crate::error::Error;
 
 impl ThreadActor {
     /// Plans an executor output (`plan::plan_emit`).
-    pub(super) fn plan_emit(&mut self, msg: &TurnEmit) -> Result<Planned<EmitApply>, Error> {
+    pub(in crate::runtime) fn plan_emit(&mut self, msg: &TurnEmit) -> Result<Planned<EmitApply>, Error> {
         let key = self.key.clone();
         let loaded = self
             .loaded()
@@ -29,7 +29,7 @@ impl ThreadActor {
     }
 
     /// Applies a committed executor output: memory, hub, waiters.
-    pub(super) fn apply_emit(&mut self, task_id: &TaskId, apply: EmitApply) {
+    pub(in crate::runtime) fn apply_emit(&mut self, task_id: &TaskId, apply: EmitApply) {
         let buffer = self.deps.streaming.subscriber_buffer;
         let key = self.key.clone();
         let shared = self.deps.shared.clone();
@@ -111,7 +111,7 @@ impl ThreadActor {
     }
 
     /// The executor returned (or panicked, or was aborted).
-    pub(super) fn turn_ended(
+    pub(in crate::runtime) fn turn_ended(
         &mut self,
         turn_id: u64,
         result: Result<Result<(), Error>, tokio::task::JoinError>,
@@ -243,7 +243,7 @@ impl ThreadActor {
         }
     }
 
-    pub(super) fn fail_waiters(&mut self, task_id: &TaskId, error: Error) {
+    pub(in crate::runtime) fn fail_waiters(&mut self, task_id: &TaskId, error: Error) {
         if let Ok(loaded) = self.loaded()
             && let Some(entry) = loaded.tasks.get_mut(task_id)
         {
@@ -256,7 +256,7 @@ impl ThreadActor {
         }
     }
 
-    pub(super) fn finish_turn(&mut self, ctx: &mut Context<Self>) {
+    pub(in crate::runtime) fn finish_turn(&mut self, ctx: &mut Context<Self>) {
         if let Ok(loaded) = self.loaded() {
             loaded.running = None;
         }
@@ -274,7 +274,7 @@ impl ThreadActor {
     }
 
     /// Loads a task of this thread from the store into memory when it is not resident.
-    pub(super) fn ensure_resident(
+    pub(in crate::runtime) fn ensure_resident(
         &mut self,
         task_id: TaskId,
     ) -> impl ActorFuture<Self, Output = Result<(), Error>> + 'static {

@@ -4,9 +4,9 @@
 use actix::prelude::*;
 
 use super::control::subscribe_entry;
-use super::executor::{Turn, TurnSink};
+use crate::runtime::executor::{Turn, TurnSink};
 use super::plan::{self, Planned, StartTurn};
-use super::thread::{
+use super::{
     ActorError, HubEvent, Mode, PendingTurn, RunningTurn, TaskEntry, ThreadActor, Waiter,
     count_transition,
 };
@@ -15,7 +15,7 @@ use crate::error::Error;
 
 impl ThreadActor {
     /// Starts the next queued turn when none is running.
-    pub(super) fn pump(&mut self, ctx: &mut Context<Self>) {
+    pub(in crate::runtime) fn pump(&mut self, ctx: &mut Context<Self>) {
         let Ok(loaded) = self.loaded() else { return };
         if loaded.running.is_some() {
             return;

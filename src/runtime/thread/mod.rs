@@ -12,6 +12,14 @@
 //! **Architecture invariant:** memory never holds a change the store does not; a failed
 //! commit leaves the actor exactly as it was.
 
+mod control;
+mod emit;
+pub(super) mod maintenance;
+mod plan;
+#[cfg(test)]
+mod plan_tests;
+mod turn;
+
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::plan::{EmitApply, StartTurn, plan_emit, plan_forced_status, plan_start};
-use super::shutdown::Activity;
-use super::thread::{Emit, Loaded, Mode, RunningTurn, TaskEntry, ThreadKey, TurnEmit};
+use crate::runtime::shutdown::Activity;
+use super::{Emit, Loaded, Mode, RunningTurn, TaskEntry, ThreadKey, TurnEmit};
 use crate::config::StateSettings;
 use crate::domain::{
     Artifact, ContextId, Message, MessageId, Part, Role, SendConfig, SendMessage, StreamEvent,

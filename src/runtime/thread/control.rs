@@ -5,7 +5,7 @@ use actix::prelude::*;
 use tokio::sync::broadcast;
 
 use super::plan::{self, EmitApply, Planned};
-use super::thread::{
+use super::{
     ActorError, CancelTask, HubEvent, Subscribe, Subscription, TaskEntry, ThreadActor, Waiter,
 };
 use crate::domain::{
@@ -61,12 +61,12 @@ impl Handler<CancelTask> for ThreadActor {
 }
 
 impl ThreadActor {
-    pub(super) fn plan_cancel(&mut self, task_id: &TaskId) -> Result<Planned<EmitApply>, Error> {
+    pub(in crate::runtime) fn plan_cancel(&mut self, task_id: &TaskId) -> Result<Planned<EmitApply>, Error> {
         self.plan_forced_status(task_id, TaskState::Canceled, None)
     }
 
     /// A status change no turn asked for (`plan::plan_forced_status`).
-    pub(super) fn plan_forced_status(
+    pub(in crate::runtime) fn plan_forced_status(
         &mut self,
         task_id: &TaskId,
         state: TaskState,
@@ -159,7 +159,7 @@ impl Handler<Subscribe> for ThreadActor {
 
 /// A subscription to a resident task: a snapshot first (or, when resuming after
 /// `last_event_id`, the missed events from the log), then live events.
-pub(super) fn subscribe_entry(
+pub(in crate::runtime) fn subscribe_entry(
     entry: &mut TaskEntry,
     buffer: usize,
     last_event_id: Option<i64>,
@@ -191,7 +191,7 @@ pub(super) fn subscribe_entry(
     }
 }
 
-pub(super) fn resolve_outcomes(entry: &mut TaskEntry) {
+pub(in crate::runtime) fn resolve_outcomes(entry: &mut TaskEntry) {
     for waiter in entry.waiters.drain(..) {
         match waiter {
             Waiter::Outcome { tx, history_length } => {
@@ -218,7 +218,7 @@ pub(super) fn resolve_outcomes(entry: &mut TaskEntry) {
     }
 }
 
-pub(super) fn resolve_with_message(waiter: Waiter, message: &Message, tenant: &TenantId) {
+pub(in crate::runtime) fn resolve_with_message(waiter: Waiter, message: &Message, tenant: &TenantId) {
     match waiter {
         Waiter::Outcome { tx, .. } => {
             let _ = tx.send(Ok(SendOutcome::Message(message.clone())));
