@@ -1,29 +1,26 @@
 //! The actor runtime: thread actors under supervision, the persistence actor, task
 //! streams, and the [`Runtime`] facade the HTTP layer calls.
 //!
-//! A request becomes a message to the `ThreadActor` of its thread (`contextId`); the
-//! actor validates it, commits it through the `PersistenceActor`, runs the turn with the
-//! [`AgentExecutor`], and publishes each committed event to the task's subscribers.
+//! A request becomes a message to the `ThreadActor` of its thread (`contextId`,
+//! `thread/`); the actor validates it against the turn rules (`thread/plan.rs`), runs the
+//! turn with the [`AgentExecutor`] (`executors/`), commits each change through the
+//! persistence actor (`persistence.rs`) and publishes each committed event to the task's
+//! subscribers (`stream.rs`).
 //!
-//! The runtime's lifecycle around that: start-up recovery of active threads
-//! (`recovery.rs`), the periodic janitor (`janitor.rs`, with the actors' side in
-//! `maintenance.rs`), health checks of every dependency (`health.rs`) and the graceful
-//! shutdown ([`Runtime::begin_drain`], [`Runtime::wait_for_turns`], [`Runtime::close`];
-//! `shutdown.rs`).
+//! The runtime's lifecycle around that (`lifecycle/`): start-up recovery of active
+//! threads (`recovery.rs`), the periodic janitor (`janitor.rs`, with the actors' side in
+//! `thread/maintenance.rs`), health checks of every dependency (`health.rs`) and the
+//! graceful shutdown ([`Runtime::begin_drain`], [`Runtime::wait_for_turns`],
+//! [`Runtime::close`]; `shutdown.rs`).
 
-mod agent_loop;
-pub mod executor;
-pub mod health;
-mod janitor;
+pub mod executors;
+mod lifecycle;
 pub mod model_actor;
 mod persistence;
-mod recovery;
 mod registry;
-mod shutdown;
 mod skill_actor;
 mod stream;
 mod thread;
-mod tool_router;
 #[cfg(test)]
 mod write_path_tests;
 
@@ -34,18 +31,19 @@ use actix::{Arbiter, ArbiterHandle};
 use futures_util::Stream;
 use tokio::sync::{oneshot, watch};
 
-pub use agent_loop::{AgentLoopExecutor, RoutingExecutor};
 pub use executor::{AgentExecutor, Turn, TurnSink};
+pub use executors::executor;
+pub use executors::{AgentLoopExecutor, RoutingExecutor, ToolRoutingExecutor};
 pub use health::{Check, HealthReport, Overall, ProviderHealth};
-pub use janitor::JanitorReport;
-pub use thread::maintenance::SweepReport;
+pub use lifecycle::health;
+pub use lifecycle::janitor::JanitorReport;
+pub use lifecycle::recovery::Recovery;
 pub use model_actor::Models;
 pub use persistence::PersistenceHandle;
-pub use recovery::Recovery;
 pub use skill_actor::{SkillStartError, Tools};
 pub use stream::SeqEvent;
 pub use thread::Subscription;
-pub use tool_router::ToolRoutingExecutor;
+pub use thread::maintenance::SweepReport;
 
 use crate::config::{Settings, ThreadSettings};
 use crate::domain::{
@@ -136,7 +134,7 @@ impl Runtime {
                             .iter()
                             .map(|s| (s.name().to_owned(), s.description().to_owned()))
                             .collect();
-                        agent_loop::configured(settings, &models, &tools, &described)?
+                        executors::configured(settings, &models, &tools, &described)?
                     }
                 };
                 Ok((Arc::new(tools), executor, models))
@@ -185,12 +183,15 @@ impl Runtime {
     /// (once) and the periodic janitor. Called once the server listens.
     pub fn start_maintenance(self: &Arc<Self>) {
         let every = Duration::from_secs(self.settings.threads.janitor_interval_secs);
-        actix::spawn(janitor::run_periodically(
+        actix::spawn(lifecycle::janitor::run_periodically(
             Arc::downgrade(self),
             self.stop.subscribe(),
             every,
         ));
-        actix::spawn(recovery::run(Arc::downgrade(self), self.stop.subscribe()));
+        actix::spawn(lifecycle::recovery::run(
+            Arc::downgrade(self),
+            self.stop.subscribe(),
+        ));
     }
 
     /// Model providers behind their actors.

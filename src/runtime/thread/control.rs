@@ -61,7 +61,10 @@ impl Handler<CancelTask> for ThreadActor {
 }
 
 impl ThreadActor {
-    pub(in crate::runtime) fn plan_cancel(&mut self, task_id: &TaskId) -> Result<Planned<EmitApply>, Error> {
+    pub(in crate::runtime) fn plan_cancel(
+        &mut self,
+        task_id: &TaskId,
+    ) -> Result<Planned<EmitApply>, Error> {
         self.plan_forced_status(task_id, TaskState::Canceled, None)
     }
 
@@ -218,7 +221,11 @@ pub(in crate::runtime) fn resolve_outcomes(entry: &mut TaskEntry) {
     }
 }
 
-pub(in crate::runtime) fn resolve_with_message(waiter: Waiter, message: &Message, tenant: &TenantId) {
+pub(in crate::runtime) fn resolve_with_message(
+    waiter: Waiter,
+    message: &Message,
+    tenant: &TenantId,
+) {
     match waiter {
         Waiter::Outcome { tx, .. } => {
             let _ = tx.send(Ok(SendOutcome::Message(message.clone())));

@@ -20,7 +20,10 @@ use crate::error::Error;
 
 impl ThreadActor {
     /// Plans an executor output (`plan::plan_emit`).
-    pub(in crate::runtime) fn plan_emit(&mut self, msg: &TurnEmit) -> Result<Planned<EmitApply>, Error> {
+    pub(in crate::runtime) fn plan_emit(
+        &mut self,
+        msg: &TurnEmit,
+    ) -> Result<Planned<EmitApply>, Error> {
         let key = self.key.clone();
         let loaded = self
             .loaded()

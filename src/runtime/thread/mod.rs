@@ -31,8 +31,8 @@ use dashmap::DashMap;
 use tokio::sync::{broadcast, oneshot};
 
 use super::executor::AgentExecutor;
+use super::lifecycle::shutdown::{Activity, Busy};
 use super::persistence::PersistenceHandle;
-use super::shutdown::{Activity, Busy};
 use crate::config::{StateSettings, StreamingSettings, ThreadSettings};
 use crate::domain::{
     Artifact, ContextId, Message, Metadata, SendMessage, SendOutcome, StreamEvent, Task, TaskId,

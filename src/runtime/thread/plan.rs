@@ -9,9 +9,7 @@
 //! output materializes the task and that output in one commit. `returnImmediately`
 //! materializes the task at the start, since the caller wants it at once.
 
-use super::{
-    Emit, Loaded, Mode, TaskEntry, ThreadKey, TurnEmit, message_record, session_record,
-};
+use super::{Emit, Loaded, Mode, TaskEntry, ThreadKey, TurnEmit, message_record, session_record};
 use crate::domain::{
     Message, Metadata, SendMessage, StreamEvent, Task, TaskId, TaskState, TaskStatus, Timestamp,
 };
@@ -458,7 +456,12 @@ fn plan_session_event(
 }
 
 /// Makes message `seq` of the thread the `position`-th history entry of the task.
-pub(in crate::runtime) fn link(key: &ThreadKey, task_id: &TaskId, position: i64, seq: i64) -> WriteOp {
+pub(in crate::runtime) fn link(
+    key: &ThreadKey,
+    task_id: &TaskId,
+    position: i64,
+    seq: i64,
+) -> WriteOp {
     WriteOp::LinkTaskMessage {
         tenant: key.tenant.clone(),
         task_id: task_id.clone(),

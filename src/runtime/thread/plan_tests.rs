@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::plan::{EmitApply, StartTurn, plan_emit, plan_forced_status, plan_start};
-use crate::runtime::shutdown::Activity;
 use super::{Emit, Loaded, Mode, RunningTurn, TaskEntry, ThreadKey, TurnEmit};
 use crate::config::StateSettings;
 use crate::domain::{
@@ -13,6 +12,7 @@ use crate::domain::{
     Task, TaskId, TaskState, TaskStatus, TenantId, Timestamp,
 };
 use crate::error::Error;
+use crate::runtime::lifecycle::shutdown::Activity;
 use crate::session::{Content, Event, History, ThreadState};
 use crate::store::{ThreadRecord, ThreadStatus, WriteOp};
 

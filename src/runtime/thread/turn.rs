@@ -4,7 +4,6 @@
 use actix::prelude::*;
 
 use super::control::subscribe_entry;
-use crate::runtime::executor::{Turn, TurnSink};
 use super::plan::{self, Planned, StartTurn};
 use super::{
     ActorError, HubEvent, Mode, PendingTurn, RunningTurn, TaskEntry, ThreadActor, Waiter,
@@ -12,6 +11,7 @@ use super::{
 };
 use crate::domain::{SendOutcome, TaskState, Timestamp};
 use crate::error::Error;
+use crate::runtime::executor::{Turn, TurnSink};
 
 impl ThreadActor {
     /// Starts the next queued turn when none is running.

@@ -13,8 +13,8 @@
 
 use std::time::Instant;
 
-use super::Runtime;
-use super::model_actor::{Breaker, Circuit};
+use crate::runtime::Runtime;
+use crate::runtime::model_actor::{Breaker, Circuit};
 
 /// The outcome of one check.
 #[derive(Debug, Clone, PartialEq)]

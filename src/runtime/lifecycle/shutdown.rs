@@ -19,9 +19,9 @@ use actix::Arbiter;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::thread::maintenance;
-use super::{Runtime, lock};
 use crate::error::{Error, Result};
+use crate::runtime::thread::maintenance;
+use crate::runtime::{Runtime, lock};
 
 /// The number of turns (and sends on their way to one) not yet finished.
 #[derive(Debug, Default)]

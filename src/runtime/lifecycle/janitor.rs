@@ -45,11 +45,11 @@ use actix::Addr;
 use futures_util::future::join_all;
 use tokio::sync::watch;
 
-use super::Runtime;
-use super::thread::maintenance::{Sweep, SweepReport};
-use super::thread::{ActorError, ThreadActor, ThreadKey};
 use crate::domain::{ContextId, TenantId, Timestamp};
 use crate::error::Result;
+use crate::runtime::Runtime;
+use crate::runtime::thread::maintenance::{Sweep, SweepReport};
+use crate::runtime::thread::{ActorError, ThreadActor, ThreadKey};
 use crate::store::{DueThread, WriteOp};
 use crate::telemetry;
 
@@ -166,7 +166,7 @@ impl Runtime {
 }
 
 /// Runs a janitor pass every `every` until `stop` turns true or the runtime is gone.
-pub(super) async fn run_periodically(
+pub(in crate::runtime) async fn run_periodically(
     runtime: Weak<Runtime>,
     mut stop: watch::Receiver<bool>,
     every: Duration,

@@ -11,9 +11,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::executor::{AgentExecutor, Turn, TurnSink};
-use super::skill_actor::Tools;
 use crate::domain::{Artifact, Part, PartContent};
 use crate::error::{Error, Result};
+use crate::runtime::skill_actor::Tools;
 use crate::skills::{Caller, SkillError};
 
 /// The default executor (no model): direct tool calls, and help for free text.
@@ -29,11 +29,11 @@ struct ToolCall {
 
 impl ToolRoutingExecutor {
     /// Whether the turn's message holds an explicit tool call (well formed or not).
-    pub(super) fn is_tool_call(turn: &Turn) -> bool {
+    pub(in crate::runtime) fn is_tool_call(turn: &Turn) -> bool {
         !matches!(find_call(turn), Ok(None))
     }
 
-    pub(super) fn help(tools: &Tools) -> String {
+    pub(in crate::runtime) fn help(tools: &Tools) -> String {
         let tools = tools.names();
         let listing = if tools.is_empty() {
             "No tools are registered on this server, and no model is configured to answer \

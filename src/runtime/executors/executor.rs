@@ -12,10 +12,10 @@ use std::sync::Arc;
 use actix::Addr;
 use async_trait::async_trait;
 
-use super::skill_actor::Tools;
-use super::thread::{Emit, ThreadActor, TurnEmit};
 use crate::domain::{Artifact, ContextId, Message, Metadata, Part, TaskId, TaskState, TenantId};
 use crate::error::{Error, Result};
+use crate::runtime::skill_actor::Tools;
+use crate::runtime::thread::{Emit, ThreadActor, TurnEmit};
 use crate::session::{Event, StoredMessage};
 
 /// The agent logic a deployment plugs in.
@@ -51,10 +51,10 @@ pub struct Turn {
 /// Where an executor reports. Cheap to clone.
 #[derive(Clone)]
 pub struct TurnSink {
-    pub(super) addr: Addr<ThreadActor>,
-    pub(super) context_id: ContextId,
-    pub(super) task_id: TaskId,
-    pub(super) turn: u64,
+    pub(in crate::runtime) addr: Addr<ThreadActor>,
+    pub(in crate::runtime) context_id: ContextId,
+    pub(in crate::runtime) task_id: TaskId,
+    pub(in crate::runtime) turn: u64,
 }
 
 impl TurnSink {

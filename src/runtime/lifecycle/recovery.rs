@@ -17,10 +17,10 @@ use std::sync::Weak;
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
-use super::Runtime;
-use super::thread::maintenance::Recover;
-use super::thread::ThreadKey;
 use crate::domain::Timestamp;
+use crate::runtime::Runtime;
+use crate::runtime::thread::ThreadKey;
+use crate::runtime::thread::maintenance::Recover;
 
 /// Where start-up recovery stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,7 +106,7 @@ impl Runtime {
 
 /// Runs start-up recovery once and publishes its outcome (also when the runtime is
 /// stopping: then nothing more is loaded).
-pub(super) async fn run(runtime: Weak<Runtime>, stop: watch::Receiver<bool>) {
+pub(in crate::runtime) async fn run(runtime: Weak<Runtime>, stop: watch::Receiver<bool>) {
     let Some(runtime) = runtime.upgrade() else {
         return;
     };

@@ -20,7 +20,6 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
 use super::executor::{AgentExecutor, Turn, TurnSink};
-use super::skill_actor::Tools;
 use super::tool_router::ToolRoutingExecutor;
 use crate::agent::{
     ACTIVE_AGENT_KEY, AgentError, AgentTree, Content, Event, LlmRequest, ModelAdapter, Part,
@@ -31,6 +30,7 @@ use crate::config::{AgentSettings, HistorySettings};
 use crate::domain::{Artifact, Message, Metadata, Part as A2aPart, Timestamp};
 use crate::error::Result;
 use crate::providers::ProviderError;
+use crate::runtime::skill_actor::Tools;
 use crate::session::{FunctionCall, FunctionResponse, HeuristicEstimator, HistoryConfig};
 use crate::skills::{Caller, SkillError};
 
@@ -473,9 +473,9 @@ impl AgentExecutor for RoutingExecutor {
 
 /// The executor `[agent]` describes: the agent tree when `provider` is set, the routing
 /// model when only `routing_provider` is, and direct tool routing otherwise.
-pub(super) fn configured(
+pub(in crate::runtime) fn configured(
     settings: &crate::config::Settings,
-    models: &super::model_actor::Models,
+    models: &crate::runtime::model_actor::Models,
     tools: &Tools,
     skills: &[(String, String)],
 ) -> std::result::Result<Arc<dyn AgentExecutor>, crate::agent::TreeError> {

@@ -1,0 +1,8 @@
+//! The runtime's lifecycle around the thread actors: start-up recovery (`recovery.rs`),
+//! the periodic janitor (`janitor.rs`), health checks of every dependency (`health.rs`)
+//! and the graceful shutdown (`shutdown.rs`).
+
+pub mod health;
+pub(super) mod janitor;
+pub(super) mod recovery;
+pub(super) mod shutdown;
