@@ -153,9 +153,11 @@ fn run_blocking(mut queue: Queue, writer: &dyn BlockingCommit) {
     let mut group: Vec<WriteRequest> = Vec::with_capacity(queue.max_batch);
     while let Some(first) = queue.rx.blocking_recv() {
         queue.gather(first, &mut group);
-        let result = timed(|| commit_all(&group, |ops| writer.commit_blocking(ops)));
+        let batches: Vec<&[WriteOp]> = group.iter().map(|r| r.ops.as_slice()).collect();
+        let result = timed(|| writer.commit_blocking(&batches));
+        drop(batches);
         for request in settle(&mut group, result) {
-            let result = timed(|| writer.commit_blocking(&request.ops));
+            let result = timed(|| writer.commit_blocking(&[&request.ops]));
             acknowledge(request, result);
         }
     }
@@ -201,12 +203,9 @@ async fn run_async(mut queue: Queue, store: Arc<dyn Store>, in_flight: usize) {
 
 async fn commit_group_async(store: &dyn Store, mut group: Vec<WriteRequest>) {
     let started = Instant::now();
-    let result = if group.len() == 1 {
-        store.commit(&group[0].ops).await
-    } else {
-        let all: Vec<WriteOp> = group.iter().flat_map(|r| r.ops.iter().cloned()).collect();
-        store.commit(&all).await
-    };
+    let batches: Vec<&[WriteOp]> = group.iter().map(|r| r.ops.as_slice()).collect();
+    let result = store.commit_group(&batches).await;
+    drop(batches);
     record_commit(started, &result);
     for request in settle(&mut group, result) {
         let started = Instant::now();
@@ -214,18 +213,6 @@ async fn commit_group_async(store: &dyn Store, mut group: Vec<WriteRequest>) {
         record_commit(started, &result);
         acknowledge(request, result);
     }
-}
-
-/// Commits every batch of `group` in one call of `commit`.
-fn commit_all(
-    group: &[WriteRequest],
-    commit: impl FnOnce(&[WriteOp]) -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
-    if let [one] = group {
-        return commit(&one.ops);
-    }
-    let all: Vec<WriteOp> = group.iter().flat_map(|r| r.ops.iter().cloned()).collect();
-    commit(&all)
 }
 
 /// Acknowledges the group after its commit returned; returns the batches to commit again

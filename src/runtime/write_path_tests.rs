@@ -68,9 +68,10 @@ struct CutWriter {
 }
 
 impl BlockingCommit for CutWriter {
-    fn commit_blocking(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
-        self.cut.admit(ops)?;
-        self.inner.commit_blocking(ops)
+    fn commit_blocking(&self, batches: &[&[WriteOp]]) -> Result<(), StoreError> {
+        let ops: Vec<WriteOp> = batches.iter().flat_map(|b| b.iter().cloned()).collect();
+        self.cut.admit(&ops)?;
+        self.inner.commit_blocking(batches)
     }
 }
 

@@ -241,6 +241,13 @@ pub trait Store: Send + Sync + 'static {
     /// Applies `ops` in order in one transaction: all or nothing.
     async fn commit(&self, ops: &[WriteOp]) -> Result<(), StoreError>;
 
+    /// Applies several batches, in order, in one transaction (a group commit). The
+    /// default copies them into one batch; the stores read them in place.
+    async fn commit_group(&self, batches: &[&[WriteOp]]) -> Result<(), StoreError> {
+        let all: Vec<WriteOp> = batches.iter().flat_map(|b| b.iter().cloned()).collect();
+        self.commit(&all).await
+    }
+
     /// The thread with its last `window` messages and its open tasks; `None` if unknown.
     async fn load_thread(
         &self,
@@ -311,7 +318,8 @@ pub trait Store: Send + Sync + 'static {
 /// A commit that blocks the calling thread until its transaction has returned; same
 /// contract as [`Store::commit`].
 pub trait BlockingCommit: Send + Sync + 'static {
-    fn commit_blocking(&self, ops: &[WriteOp]) -> Result<(), StoreError>;
+    /// Applies `batches`, in order, in one transaction.
+    fn commit_blocking(&self, batches: &[&[WriteOp]]) -> Result<(), StoreError>;
 }
 
 /// SQLite's `PRAGMA synchronous` (`store.sqlite_synchronous`): how often the WAL is

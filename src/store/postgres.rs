@@ -75,7 +75,10 @@ super::queries::store_impl!(PgStore, AsyncPgConnection, diesel::pg::Pg, "postgre
 impl PgStore {
     /// Applies a batch in one transaction: one multi-row statement per table and chunk
     /// (`writes.rs`), nothing read back.
-    async fn commit_ops(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
+    async fn commit_ops<'a>(
+        &self,
+        ops: impl Iterator<Item = &'a WriteOp> + Send,
+    ) -> Result<(), StoreError> {
         let rows = Rows::collect(ops)?;
         if rows.is_empty() {
             return Ok(());

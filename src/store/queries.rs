@@ -66,7 +66,14 @@ macro_rules! store_impl {
                 &self,
                 ops: &[$crate::store::WriteOp],
             ) -> Result<(), $crate::store::StoreError> {
-                self.commit_ops(ops).await
+                self.commit_ops(ops.iter()).await
+            }
+
+            async fn commit_group(
+                &self,
+                batches: &[&[$crate::store::WriteOp]],
+            ) -> Result<(), $crate::store::StoreError> {
+                self.commit_ops(batches.iter().flat_map(|b| b.iter())).await
             }
 
             fn blocking_commit(&self) -> Option<std::sync::Arc<dyn $crate::store::BlockingCommit>> {

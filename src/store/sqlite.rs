@@ -80,10 +80,13 @@ impl SqliteStore {
 
     /// Commits from async code: one hop to the blocking pool for the whole batch. (The
     /// persistence layer calls [`SqliteWriter`] from its own thread instead.)
-    async fn commit_ops(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
+    async fn commit_ops<'a>(
+        &self,
+        ops: impl Iterator<Item = &'a WriteOp> + Send,
+    ) -> Result<(), StoreError> {
         let writer = self.writer.clone();
-        let ops = ops.to_vec();
-        tokio::task::spawn_blocking(move || writer.commit_blocking(&ops))
+        let ops: Vec<WriteOp> = ops.cloned().collect();
+        tokio::task::spawn_blocking(move || writer.commit_blocking(&[&ops]))
             .await
             .map_err(|e| StoreError::Unavailable(format!("the sqlite commit task failed: {e}")))?
     }
@@ -121,8 +124,8 @@ impl BlockingCommit for SqliteWriter {
     /// Applies a batch in one `BEGIN IMMEDIATE` transaction (the write lock is taken at
     /// once, so the transaction never has to upgrade a read lock), one cached statement
     /// per row.
-    fn commit_blocking(&self, ops: &[WriteOp]) -> Result<(), StoreError> {
-        let rows = Rows::collect(ops)?;
+    fn commit_blocking(&self, batches: &[&[WriteOp]]) -> Result<(), StoreError> {
+        let rows = Rows::collect(batches.iter().flat_map(|b| b.iter()))?;
         if rows.is_empty() {
             return Ok(());
         }

@@ -66,7 +66,7 @@ pub(super) struct Rows<'a> {
 
 impl<'a> Rows<'a> {
     /// The rows `ops` write, upserts deduplicated to the last write of each key.
-    pub fn collect(ops: &'a [WriteOp]) -> Result<Self, StoreError> {
+    pub fn collect(ops: impl IntoIterator<Item = &'a WriteOp>) -> Result<Self, StoreError> {
         let mut rows = Rows::default();
         let mut thread_at = HashMap::new();
         let mut task_at = HashMap::new();
