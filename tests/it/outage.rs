@@ -54,21 +54,32 @@ impl Proxy {
     }
 }
 
-#[actix_web::test]
-async fn a_database_outage_fails_fast_and_the_server_recovers() {
-    let Some(url) = fresh_postgres().await else {
-        return;
-    };
+/// The real server on a fresh Postgres database reached through a [`Proxy`] (with
+/// `tweak` applied to its settings); the database's own URL for direct reads. `None`
+/// when there is no Postgres to test against (outside CI).
+async fn behind_proxy(
+    tweak: impl FnOnce(&mut agent_a2a::config::Settings),
+) -> Option<(String, Proxy, crate::support::TestApp)> {
+    let url = fresh_postgres().await?;
     // postgres://user@host:port/db → the same through the proxy.
     let (prefix, rest) = url.split_once('@').unwrap();
     let (host_port, db) = rest.split_once('/').unwrap();
     let proxy = Proxy::start(host_port.to_owned()).await;
     let proxied = format!("{prefix}@127.0.0.1:{}/{db}", proxy.port);
-    let app = spawn_app_with(Backend::Postgres(proxied), |s| {
+    let app = spawn_app_with(Backend::Postgres(proxied), tweak).await;
+    Some((url, proxy, app))
+}
+
+#[actix_web::test]
+async fn a_database_outage_fails_fast_and_the_server_recovers() {
+    let Some((_, proxy, app)) = behind_proxy(|s| {
         s.store.acquire_timeout_ms = 500;
         s.server.retry_after_secs = 2;
     })
-    .await;
+    .await
+    else {
+        return;
+    };
     let (id, _) = app.task_with("complete").await;
 
     proxy.set_up(false);
@@ -159,17 +170,9 @@ async fn send_until_up(app: &crate::support::TestApp, params: &Value) -> Value {
 
 #[actix_web::test]
 async fn a_send_refused_by_a_database_cut_leaves_nothing_behind_and_works_when_sent_again() {
-    let Some(url) = fresh_postgres().await else {
+    let Some((url, proxy, app)) = behind_proxy(|s| s.store.acquire_timeout_ms = 500).await else {
         return;
     };
-    let (prefix, rest) = url.split_once('@').unwrap();
-    let (host_port, db) = rest.split_once('/').unwrap();
-    let proxy = Proxy::start(host_port.to_owned()).await;
-    let proxied = format!("{prefix}@127.0.0.1:{}/{db}", proxy.port);
-    let app = spawn_app_with(Backend::Postgres(proxied), |s| {
-        s.store.acquire_timeout_ms = 500;
-    })
-    .await;
 
     // A new task in a thread the client names.
     let context = uuid::Uuid::new_v4().to_string();

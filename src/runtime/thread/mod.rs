@@ -500,8 +500,8 @@ impl ThreadActor {
 impl Loaded {
     pub(super) fn new_thread(key: &ThreadKey, ttl_ms: i64, deps: &ThreadDeps) -> Self {
         let now = Timestamp::now();
-        Self {
-            thread: ThreadRecord {
+        Self::with(
+            ThreadRecord {
                 tenant: key.tenant.clone(),
                 thread_id: key.context_id.clone(),
                 created_at: now,
@@ -510,11 +510,28 @@ impl Loaded {
                 status: ThreadStatus::Active,
                 conversation_context: serde_json::Value::Object(Default::default()),
             },
-            thread_persisted: false,
-            history: History::new(1, deps.threads.history_window),
-            state: ThreadState::new(&deps.state),
-            next_seq: 1,
-            tasks: HashMap::new(),
+            false,
+            History::new(1, deps.threads.history_window),
+            ThreadState::new(&deps.state),
+            HashMap::new(),
+        )
+    }
+
+    /// A thread's state with no turn running or waiting and nothing unsynced.
+    pub(super) fn with(
+        thread: ThreadRecord,
+        thread_persisted: bool,
+        history: History,
+        state: ThreadState,
+        tasks: HashMap<TaskId, TaskEntry>,
+    ) -> Self {
+        Self {
+            thread,
+            thread_persisted,
+            next_seq: history.next_seq(),
+            history,
+            state,
+            tasks,
             running: None,
             queue: VecDeque::new(),
             last_activity: Instant::now(),
@@ -522,6 +539,39 @@ impl Loaded {
             flush: None,
             unpublished: Vec::new(),
         }
+    }
+
+    /// Applies a planned turn start to memory: the touched thread, the message in the
+    /// history, the task (created provisional, or updated). Returns the task's id, the
+    /// start's status event (for the caller to publish) and the message.
+    pub(super) fn apply_start(
+        &mut self,
+        start: plan::StartTurn,
+    ) -> (TaskId, Option<(i64, StreamEvent)>, Message) {
+        self.thread = start.thread;
+        self.thread_persisted = true;
+        self.next_seq = start.seq + 1;
+        self.remember(&start.record);
+        let task_id = start.task.id.clone();
+        let entry = self
+            .tasks
+            .entry(task_id.clone())
+            .or_insert_with(|| TaskEntry {
+                task: start.task.clone(),
+                materialized: false,
+                last_seq: 0,
+                hub: None,
+                waiters: Vec::new(),
+                finished_at: None,
+                history_seqs: Vec::new(),
+            });
+        entry.task = start.task;
+        entry.materialized = start.materialized;
+        entry.history_seqs.push(start.seq);
+        if let Some((seq, _)) = &start.event {
+            entry.last_seq = *seq;
+        }
+        (task_id, start.event, start.message)
     }
 
     fn from_snapshot(snapshot: crate::store::ThreadSnapshot, deps: &ThreadDeps) -> Self {
@@ -555,20 +605,13 @@ impl Loaded {
                 (entry.task.id.clone(), entry)
             })
             .collect();
-        Self {
+        Self::with(
             thread,
-            thread_persisted: true,
-            history: History::from_records(records, next_seq, deps.threads.history_window),
+            true,
+            History::from_records(records, next_seq, deps.threads.history_window),
             state,
-            next_seq,
             tasks,
-            running: None,
-            queue: VecDeque::new(),
-            last_activity: Instant::now(),
-            unsynced: Vec::new(),
-            flush: None,
-            unpublished: Vec::new(),
-        }
+        )
     }
 
     /// Adds a committed message record to the in-memory history (the window drops the

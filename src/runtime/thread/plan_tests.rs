@@ -1,10 +1,9 @@
 //! The turn rules (`plan.rs`) on a thread state built by hand: no actix, no store.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
-use super::plan::{EmitApply, StartTurn, plan_emit, plan_forced_status, plan_start};
+use super::plan::{EmitApply, Planned, StartTurn, plan_emit, plan_forced_status, plan_start};
 use super::{Emit, Loaded, Mode, RunningTurn, TaskEntry, ThreadKey, TurnEmit};
 use crate::config::StateSettings;
 use crate::domain::{
@@ -30,8 +29,8 @@ fn key() -> ThreadKey {
 /// `expires_at`).
 fn thread(persisted: bool, expires_at: Timestamp) -> Loaded {
     let key = key();
-    Loaded {
-        thread: ThreadRecord {
+    Loaded::with(
+        ThreadRecord {
             tenant: key.tenant,
             thread_id: key.context_id,
             created_at: NOW,
@@ -40,21 +39,14 @@ fn thread(persisted: bool, expires_at: Timestamp) -> Loaded {
             status: ThreadStatus::Active,
             conversation_context: serde_json::json!({}),
         },
-        thread_persisted: persisted,
-        history: History::new(1, 50),
-        state: ThreadState::new(&StateSettings {
+        persisted,
+        History::new(1, 50),
+        ThreadState::new(&StateSettings {
             ttl_secs: 3600,
             max_bytes: 64,
         }),
-        next_seq: 1,
-        tasks: HashMap::new(),
-        running: None,
-        queue: VecDeque::new(),
-        last_activity: Instant::now(),
-        unsynced: Vec::new(),
-        flush: None,
-        unpublished: Vec::new(),
-    }
+        HashMap::new(),
+    )
 }
 
 fn fresh() -> Loaded {
@@ -81,28 +73,7 @@ fn user(text: &str, task_id: Option<&TaskId>) -> SendMessage {
 
 /// Applies a planned start the way the actor does (memory only), with the turn running.
 fn started(loaded: &mut Loaded, start: StartTurn, turn: u64) -> TaskId {
-    loaded.thread = start.thread;
-    loaded.thread_persisted = true;
-    loaded.next_seq = start.seq + 1;
-    let task_id = start.task.id.clone();
-    let entry = loaded
-        .tasks
-        .entry(task_id.clone())
-        .or_insert_with(|| TaskEntry {
-            task: start.task.clone(),
-            materialized: false,
-            last_seq: 0,
-            hub: None,
-            waiters: Vec::new(),
-            finished_at: None,
-            history_seqs: Vec::new(),
-        });
-    entry.task = start.task;
-    entry.materialized = start.materialized;
-    entry.history_seqs.push(start.seq);
-    if let Some((seq, _)) = start.event {
-        entry.last_seq = seq;
-    }
+    let (task_id, _, _) = loaded.apply_start(start);
     loaded.running = Some(RunningTurn {
         task_id: task_id.clone(),
         turn,
@@ -145,6 +116,21 @@ fn stored_task(loaded: &mut Loaded, state: TaskState) -> TaskId {
     id
 }
 
+/// Plans the start of a turn whose caller waits for its outcome.
+fn start_blocking(loaded: &Loaded, cmd: &SendMessage) -> Result<Planned<StartTurn>, Error> {
+    plan_start(&key(), loaded, cmd, Mode::Blocking, TTL_MS, NOW)
+}
+
+/// A fresh thread whose first message started turn `turn` on a provisional task.
+fn new_turn(turn: u64) -> (Loaded, TaskId) {
+    let mut loaded = fresh();
+    let start = start_blocking(&loaded, &user("hi", None))
+        .expect("a plan")
+        .apply;
+    let task_id = started(&mut loaded, start, turn);
+    (loaded, task_id)
+}
+
 fn emit(task_id: &TaskId, turn: u64, emit: Emit) -> TurnEmit {
     TurnEmit {
         task_id: task_id.clone(),
@@ -177,15 +163,7 @@ fn kinds(ops: &[WriteOp]) -> Vec<&'static str> {
 #[test]
 fn a_new_task_writes_only_the_thread_and_the_message_until_its_first_output() {
     let loaded = fresh();
-    let plan = plan_start(
-        &key(),
-        &loaded,
-        &user("hi", None),
-        Mode::Blocking,
-        TTL_MS,
-        NOW,
-    )
-    .expect("a plan");
+    let plan = start_blocking(&loaded, &user("hi", None)).expect("a plan");
     assert_eq!(kinds(&plan.ops), ["thread", "message"]);
     assert!(!plan.apply.materialized && !plan.apply.existing);
     assert_eq!(plan.apply.seq, 1);
@@ -217,14 +195,7 @@ fn return_immediately_materializes_the_task_at_the_start() {
 #[test]
 fn an_expired_thread_takes_no_message() {
     let expired = thread(true, NOW);
-    let refused = plan_start(
-        &key(),
-        &expired,
-        &user("hi", None),
-        Mode::Blocking,
-        TTL_MS,
-        NOW,
-    );
+    let refused = start_blocking(&expired, &user("hi", None));
     assert!(
         matches!(refused, Err(Error::ThreadExpired(_))),
         "{:?}",
@@ -232,47 +203,23 @@ fn an_expired_thread_takes_no_message() {
     );
     // A thread that only exists in memory has nothing to expire.
     let unsaved = thread(false, NOW);
-    assert!(
-        plan_start(
-            &key(),
-            &unsaved,
-            &user("hi", None),
-            Mode::Blocking,
-            TTL_MS,
-            NOW
-        )
-        .is_ok()
-    );
+    assert!(start_blocking(&unsaved, &user("hi", None)).is_ok());
 }
 
 #[test]
 fn a_follow_up_needs_a_known_task_that_is_not_terminal() {
     let mut loaded = fresh();
     let unknown = TaskId::generate();
-    let refused = plan_start(
-        &key(),
-        &loaded,
-        &user("x", Some(&unknown)),
-        Mode::Blocking,
-        TTL_MS,
-        NOW,
-    );
+    let refused = start_blocking(&loaded, &user("x", Some(&unknown)));
     assert!(matches!(refused, Err(Error::TaskNotFound(_))));
     // A 0.1 client may name the task it creates.
     let mut create = user("x", Some(&unknown));
     create.create_missing_task = true;
-    let plan = plan_start(&key(), &loaded, &create, Mode::Blocking, TTL_MS, NOW).expect("created");
+    let plan = start_blocking(&loaded, &create).expect("created");
     assert_eq!(plan.apply.task.id, unknown);
 
     let done = stored_task(&mut loaded, TaskState::Completed);
-    let refused = plan_start(
-        &key(),
-        &loaded,
-        &user("x", Some(&done)),
-        Mode::Blocking,
-        TTL_MS,
-        NOW,
-    );
+    let refused = start_blocking(&loaded, &user("x", Some(&done)));
     assert!(matches!(refused, Err(Error::UnsupportedOperation(_))));
 }
 
@@ -280,15 +227,7 @@ fn a_follow_up_needs_a_known_task_that_is_not_terminal() {
 fn a_follow_up_resumes_an_interrupted_task_and_links_the_message_after_its_history() {
     let mut loaded = fresh();
     let asked = stored_task(&mut loaded, TaskState::InputRequired);
-    let plan = plan_start(
-        &key(),
-        &loaded,
-        &user("more", Some(&asked)),
-        Mode::Blocking,
-        TTL_MS,
-        NOW,
-    )
-    .expect("a plan");
+    let plan = start_blocking(&loaded, &user("more", Some(&asked))).expect("a plan");
     assert_eq!(
         kinds(&plan.ops),
         ["thread", "message", "link", "event", "task"]
@@ -312,18 +251,7 @@ fn a_follow_up_resumes_an_interrupted_task_and_links_the_message_after_its_histo
 
 #[test]
 fn the_first_output_of_a_provisional_task_materializes_it_with_its_message() {
-    let mut loaded = fresh();
-    let start = plan_start(
-        &key(),
-        &loaded,
-        &user("hi", None),
-        Mode::Blocking,
-        TTL_MS,
-        NOW,
-    )
-    .unwrap()
-    .apply;
-    let task_id = started(&mut loaded, start, 7);
+    let (loaded, task_id) = new_turn(7);
     let plan = plan_emit(
         &key(),
         &loaded,
@@ -352,18 +280,7 @@ fn the_first_output_of_a_provisional_task_materializes_it_with_its_message() {
 
 #[test]
 fn outputs_are_checked_against_the_turn_and_the_task() {
-    let mut loaded = fresh();
-    let start = plan_start(
-        &key(),
-        &loaded,
-        &user("hi", None),
-        Mode::Blocking,
-        TTL_MS,
-        NOW,
-    )
-    .unwrap()
-    .apply;
-    let task_id = started(&mut loaded, start, 7);
+    let (mut loaded, task_id) = new_turn(7);
     // Another turn's output.
     let stale = plan_emit(
         &key(),
@@ -414,18 +331,7 @@ fn outputs_are_checked_against_the_turn_and_the_task() {
 
 #[test]
 fn a_reply_answers_without_a_task_only_before_the_task_exists() {
-    let mut loaded = fresh();
-    let start = plan_start(
-        &key(),
-        &loaded,
-        &user("hi", None),
-        Mode::Blocking,
-        TTL_MS,
-        NOW,
-    )
-    .unwrap()
-    .apply;
-    let task_id = started(&mut loaded, start, 1);
+    let (mut loaded, task_id) = new_turn(1);
     let reply = Emit::Reply(Message::agent(
         key().context_id,
         None,
@@ -445,18 +351,7 @@ fn a_reply_answers_without_a_task_only_before_the_task_exists() {
 
 #[test]
 fn a_state_delta_past_the_limit_refuses_the_whole_event() {
-    let mut loaded = fresh();
-    let start = plan_start(
-        &key(),
-        &loaded,
-        &user("hi", None),
-        Mode::Blocking,
-        TTL_MS,
-        NOW,
-    )
-    .unwrap()
-    .apply;
-    let task_id = started(&mut loaded, start, 1);
+    let (loaded, task_id) = new_turn(1);
     let mut event = Event::new(
         "agent",
         Some(Content {

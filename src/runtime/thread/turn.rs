@@ -6,8 +6,7 @@ use actix::prelude::*;
 use super::control::subscribe_entry;
 use super::plan::{self, Planned, StartTurn};
 use super::{
-    ActorError, HubEvent, Mode, PendingTurn, RunningTurn, TaskEntry, ThreadActor, Waiter,
-    count_transition,
+    ActorError, HubEvent, Mode, PendingTurn, RunningTurn, ThreadActor, Waiter, count_transition,
 };
 use crate::domain::{SendOutcome, TaskState, Timestamp};
 use crate::error::Error;
@@ -124,28 +123,12 @@ impl ThreadActor {
                 .fail(Error::internal("thread actor closed while starting a turn"));
             return;
         };
-        loaded.thread = start.thread;
-        loaded.thread_persisted = true;
-        loaded.next_seq = start.seq + 1;
-        loaded.remember(&start.record);
-        let task_id = start.task.id.clone();
-        let entry = loaded
-            .tasks
-            .entry(task_id.clone())
-            .or_insert_with(|| TaskEntry {
-                task: start.task.clone(),
-                materialized: false,
-                last_seq: 0,
-                hub: None,
-                waiters: Vec::new(),
-                finished_at: None,
-                history_seqs: Vec::new(),
-            });
-        entry.task = start.task;
-        entry.materialized = start.materialized;
-        entry.history_seqs.push(start.seq);
-        if let Some((seq, event)) = start.event {
-            entry.last_seq = seq;
+        let (existing, materialized) = (start.existing, start.materialized);
+        let (task_id, event, message) = loaded.apply_start(start);
+        let Some(entry) = loaded.tasks.get_mut(&task_id) else {
+            return;
+        };
+        if let Some((seq, event)) = event {
             count_transition(TaskState::Working);
             let event = HubEvent::new((seq, event));
             if deferred {
@@ -154,7 +137,7 @@ impl ThreadActor {
                 let _ = hub.send(event);
             }
         }
-        if start.materialized {
+        if materialized {
             shared.tasks.insert(
                 (key.tenant.clone(), task_id.clone()),
                 key.context_id.clone(),
@@ -165,12 +148,12 @@ impl ThreadActor {
                 let view = entry.task.view(history_length, true);
                 let _ = tx.send(Ok(SendOutcome::Task(view)));
             }
-            (Mode::Streaming, Waiter::Stream(tx)) if start.existing => {
+            (Mode::Streaming, Waiter::Stream(tx)) if existing => {
                 let _ = tx.send(Ok(subscribe_entry(entry, buffer, None, false)));
             }
             (_, waiter) => entry.waiters.push(waiter),
         }
-        if !start.existing {
+        if !existing {
             count_transition(TaskState::Submitted);
         }
 
@@ -178,8 +161,8 @@ impl ThreadActor {
             tenant: key.tenant.clone(),
             context_id: key.context_id.clone(),
             task_id: task_id.clone(),
-            message: start.message,
-            continuation: start.existing,
+            message,
+            continuation: existing,
             history: loaded.history.iter().cloned().collect(),
             state: loaded
                 .state
