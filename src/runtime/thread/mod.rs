@@ -458,8 +458,10 @@ impl ThreadActor {
         loaded.unsynced.append(&mut ops);
         if loaded.flush.is_none() {
             loaded.flush = Some(ctx.run_later(grace, |act, ctx| {
-                if let Ok(loaded) = act.loaded_quietly() {
-                    loaded.flush = None;
+                // Nothing to do once the writes rode with a commit or the actor closed.
+                match act.loaded_quietly() {
+                    Ok(loaded) if !loaded.unsynced.is_empty() => loaded.flush = None,
+                    _ => return,
                 }
                 let flush = act.commit(Vec::new(), ctx).map(|result, act: &mut Self, _| {
                     if let Err(e) = result {
