@@ -349,7 +349,7 @@ impl Default for PersistenceSettings {
             max_batch: 256,
             enqueue_timeout_ms: 1000,
             start_grace_ms: 20,
-            commits_in_flight: 4,
+            commits_in_flight: crate::store::DEFAULT_COMMITS_IN_FLIGHT,
         }
     }
 }

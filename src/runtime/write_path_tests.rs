@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use super::{AgentExecutor, ExecutorSource, Runtime, Turn, TurnSink};
 use crate::config::Settings;
 use crate::domain::{
-    Artifact, ContextId, ListTasksQuery, Message, MessageId, Part, Role, SendConfig, SendMessage,
-    SendOutcome, StreamEvent, Task, TaskId, TaskPage, TaskState, TenantId, Timestamp,
+    Artifact, ContextId, ListTasksQuery, Message, Part, Role, SendConfig, SendMessage, SendOutcome,
+    StreamEvent, Task, TaskId, TaskPage, TaskState, TenantId, Timestamp,
 };
 use crate::error::Error;
 use crate::skills::SkillRegistry;
@@ -255,14 +255,8 @@ impl Fixture {
 
 fn user(text: &str, context_id: &ContextId, task_id: Option<&TaskId>) -> Message {
     Message {
-        message_id: MessageId::generate(),
-        context_id: Some(context_id.clone()),
-        task_id: task_id.cloned(),
         role: Role::User,
-        parts: vec![Part::text(text)],
-        metadata: None,
-        extensions: vec![],
-        reference_task_ids: vec![],
+        ..Message::agent(context_id.clone(), task_id.cloned(), vec![Part::text(text)])
     }
 }
 

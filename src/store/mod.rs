@@ -351,6 +351,10 @@ impl SqliteSynchronous {
     }
 }
 
+/// Group commits in flight at once on Postgres unless configured
+/// (`persistence.commits_in_flight`).
+pub const DEFAULT_COMMITS_IN_FLIGHT: usize = 4;
+
 /// Name of the SQLite file inside [`StoreConfig::data_dir`].
 pub const SQLITE_FILE: &str = "agent-a2a.db";
 
@@ -380,7 +384,7 @@ impl Default for StoreConfig {
             pool_size: 16,
             acquire_timeout_ms: 2000,
             sqlite_synchronous: SqliteSynchronous::default(),
-            commits_in_flight: 1,
+            commits_in_flight: DEFAULT_COMMITS_IN_FLIGHT,
         }
     }
 }

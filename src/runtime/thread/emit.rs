@@ -220,7 +220,7 @@ impl ThreadActor {
                                 // next load fails the task as INTERRUPTED (a discarded
                                 // actor answers every waiter with `e`).
                                 tracing::error!(task_id = %task_id, error = %e, "could not record the failed task");
-                                act.fail_waiters(&task_id, e.clone());
+                                // (Already discarded if the commit carried unsynced writes.)
                                 if act.loaded_quietly().is_ok() {
                                     act.discard(e, ctx);
                                 }

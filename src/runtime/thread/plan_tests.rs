@@ -7,8 +7,8 @@ use super::plan::{EmitApply, Planned, StartTurn, plan_emit, plan_forced_status, 
 use super::{Emit, Loaded, Mode, RunningTurn, TaskEntry, ThreadKey, TurnEmit};
 use crate::config::StateSettings;
 use crate::domain::{
-    Artifact, ContextId, Message, MessageId, Part, Role, SendConfig, SendMessage, StreamEvent,
-    Task, TaskId, TaskState, TaskStatus, TenantId, Timestamp,
+    Artifact, ContextId, Message, Part, Role, SendConfig, SendMessage, StreamEvent, Task, TaskId,
+    TaskState, TaskStatus, TenantId, Timestamp,
 };
 use crate::error::Error;
 use crate::runtime::lifecycle::shutdown::Activity;
@@ -56,14 +56,9 @@ fn fresh() -> Loaded {
 fn user(text: &str, task_id: Option<&TaskId>) -> SendMessage {
     SendMessage {
         message: Message {
-            message_id: MessageId::generate(),
-            context_id: None,
-            task_id: task_id.cloned(),
             role: Role::User,
-            parts: vec![Part::text(text)],
-            metadata: None,
-            extensions: vec![],
-            reference_task_ids: vec![],
+            context_id: None,
+            ..Message::agent(key().context_id, task_id.cloned(), vec![Part::text(text)])
         },
         config: SendConfig::default(),
         metadata: None,
