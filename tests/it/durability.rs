@@ -1,5 +1,6 @@
 //! Nothing acknowledged is lost: kill the server with SIGKILL in the middle of a stream
-//! of sends, restart it, and find every acknowledged task in the store.
+//! of sends, restart it, and find every acknowledged task in the store (SQLite and
+//! Postgres).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -9,12 +10,8 @@ use serde_json::{Value, json};
 
 use crate::support::{http_client, user_message};
 
-/// Starts the real binary and waits for its "listening" log line.
-fn start_server(data_dir: &std::path::Path) -> (Child, String) {
-    start_server_with(data_dir, &[])
-}
-
-/// [`start_server`] with extra environment variables (`AGENT_A2A__…` settings).
+/// Starts the real binary with extra environment variables (`AGENT_A2A__…` settings,
+/// `DATABASE_URL`) and waits for its "listening" log line.
 pub(crate) fn start_server_with(
     data_dir: &std::path::Path,
     env: &[(&str, &str)],
@@ -93,8 +90,22 @@ pub fn send_from_eight_clients(
 
 #[actix_web::test]
 async fn every_acknowledged_send_survives_sigkill() {
+    sigkill_mid_load(&[]).await;
+}
+
+#[actix_web::test]
+async fn every_acknowledged_send_survives_sigkill_on_postgres() {
+    let Some(database) = crate::support::fresh_postgres().await else {
+        return;
+    };
+    sigkill_mid_load(&[("DATABASE_URL", database.as_str())]).await;
+}
+
+/// Sends from eight clients, SIGKILL once 300 were acknowledged, restart on the same
+/// data (`env` chooses the store), and look for every acknowledged task.
+async fn sigkill_mid_load(env: &[(&str, &str)]) {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, url) = start_server(dir.path());
+    let (mut child, url) = start_server_with(dir.path(), env);
     let (acked, workers) = send_from_eight_clients(&url);
     let client = http_client();
     // Kill once a good number of sends were acknowledged, while the others are in flight.
@@ -112,7 +123,7 @@ async fn every_acknowledged_send_survives_sigkill() {
     }
     let acked = acked.lock().unwrap().clone();
 
-    let (mut child, url) = start_server(dir.path());
+    let (mut child, url) = start_server_with(dir.path(), env);
     let mut missing = Vec::new();
     for id in &acked {
         let r: Value = client
