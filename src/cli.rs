@@ -125,7 +125,7 @@ pub fn run(agent: Agent) -> ExitCode {
             })
             .map_err(|e| e.to_string()),
         Command::Serve => actix_web::rt::System::new()
-            .block_on(crate::http::serve(settings, agent))
+            .block_on(crate::startup::serve(settings, agent))
             .map_err(|e| e.to_string()),
     };
     match result {

@@ -1,7 +1,9 @@
 //! agent-a2a: a durable A2A (Agent2Agent) server whose threads are supervised actors.
 //!
-//! Layers, highest first (a module imports only those below it): `http` → `a2a` →
-//! `runtime` → `session` → `skills` → `store` → `domain`; `config`, `telemetry` and `error` serve all.
+//! Layers, highest first (a module imports only those below it): `startup` (assembly) →
+//! the bindings `http` and `grpc`, side by side → `service` (auth, the operations) →
+//! `a2a` → `runtime` → `session` → `skills` → `store` → `domain`; `config`, `telemetry`
+//! and `error` serve all.
 
 pub mod a2a;
 pub mod agent;
@@ -12,7 +14,9 @@ pub mod error;
 pub mod http;
 pub mod providers;
 pub mod runtime;
+pub mod service;
 pub mod session;
 pub mod skills;
+pub mod startup;
 pub mod store;
 pub mod telemetry;

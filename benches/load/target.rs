@@ -50,7 +50,7 @@ pub async fn check_url(url: &reqwest::Url, allow_remote: bool) -> anyhow::Result
 /// The server started in this process; stopped by [`InProcessServer::stop`].
 pub struct InProcessServer {
     pub url: reqwest::Url,
-    handle: actix_web::dev::ServerHandle,
+    handle: agent_a2a::startup::Handles,
     thread: std::thread::JoinHandle<()>,
     /// Holds the data directory until the server is gone.
     data_dir: tempfile::TempDir,
@@ -84,7 +84,7 @@ impl InProcessServer {
                         skills: SkillSource::Configured,
                         ..Agent::new(Arc::new(ToolRoutingExecutor))
                     };
-                    let running = match agent_a2a::http::start(settings, agent).await {
+                    let running = match agent_a2a::startup::start(settings, agent).await {
                         Ok(running) => running,
                         Err(e) => {
                             // Ignored error: main gave up waiting.
@@ -92,11 +92,12 @@ impl InProcessServer {
                             return;
                         }
                     };
-                    let _ = started_tx.send(Ok((running.addr, running.handle.clone())));
-                    if let Err(e) = running.server.await {
+                    let _ = started_tx.send(Ok((running.addr, running.handles.clone())));
+                    let runtime = running.runtime.clone();
+                    if let Err(e) = running.run().await {
                         eprintln!("load: the in-process server failed: {e}");
                     }
-                    running.runtime.shutdown();
+                    runtime.shutdown();
                 });
             })
             .context("cannot start the server thread")?;

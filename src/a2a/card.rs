@@ -41,6 +41,9 @@ pub struct CardConfig {
     pub output_modes: Vec<String>,
     /// Requests need an API key: declare the bearer and `X-API-Key` schemes.
     pub api_keys: bool,
+    /// `host:port` of the gRPC binding, when it is on: the card lists a 1.0 `GRPC`
+    /// interface after the HTTP ones.
+    pub grpc_url: Option<String>,
 }
 
 /// A skill as the card advertises it.
@@ -78,15 +81,18 @@ pub fn build_agent_card(cfg: &CardConfig, skills: &[SkillCard]) -> Value {
     card.insert("name".into(), json!(cfg.name));
     card.insert("description".into(), json!(cfg.description));
     card.insert("version".into(), json!(cfg.version));
-    card.insert(
-        "supportedInterfaces".into(),
-        json!([
-            interface(&rpc_url, "JSONRPC", "1.0"),
-            interface(base, "HTTP+JSON", "1.0"),
-            interface(&rpc_url, "JSONRPC", "0.3"),
-            interface(base, "HTTP+JSON", "0.3"),
-        ]),
-    );
+    let mut interfaces = vec![
+        interface(&rpc_url, "JSONRPC", "1.0"),
+        interface(base, "HTTP+JSON", "1.0"),
+    ];
+    if let Some(grpc) = &cfg.grpc_url {
+        interfaces.push(interface(grpc, "GRPC", "1.0"));
+    }
+    interfaces.extend([
+        interface(&rpc_url, "JSONRPC", "0.3"),
+        interface(base, "HTTP+JSON", "0.3"),
+    ]);
+    card.insert("supportedInterfaces".into(), Value::Array(interfaces));
     if let Some((organization, url)) = &cfg.provider {
         card.insert(
             "provider".into(),
@@ -213,7 +219,47 @@ mod tests {
             output_modes: vec!["text/plain".into()],
             v03_fields: true,
             api_keys: false,
+            grpc_url: None,
         }
+    }
+
+    #[test]
+    fn the_grpc_interface_is_listed_only_when_the_binding_is_on() {
+        let bindings = |card: &Value| -> Vec<(String, String)> {
+            card["supportedInterfaces"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| {
+                    let s = |k: &str| i[k].as_str().unwrap().to_owned();
+                    (s("protocolBinding"), s("protocolVersion"))
+                })
+                .collect()
+        };
+        let off = build_agent_card(&config(), &[]);
+        assert!(!bindings(&off).iter().any(|(b, _)| b == "GRPC"));
+        let cfg = CardConfig {
+            grpc_url: Some("127.0.0.1:8081".into()),
+            ..config()
+        };
+        let on = build_agent_card(&cfg, &[]);
+        let grpc: Vec<&Value> = on["supportedInterfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["protocolBinding"] == "GRPC")
+            .collect();
+        assert_eq!(grpc.len(), 1);
+        assert_eq!(grpc[0]["url"], "127.0.0.1:8081");
+        assert_eq!(grpc[0]["protocolVersion"], "1.0");
+        // The 0.3 view names only what 0.3 clients can reach: 1.0 gRPC is another package.
+        assert!(
+            on["additionalInterfaces"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|i| i["transport"] != "GRPC")
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Request bodies: the size limit, content types and the A2A version of a request.
+//! What a request carries: the body with its size limit and content type, the A2A
+//! version it asks for, its `Last-Event-ID`, and its credentials.
 
 use actix_web::HttpRequest;
 use actix_web::web::{Bytes, BytesMut, Payload};
@@ -118,4 +119,15 @@ pub fn last_event_id(req: &HttpRequest) -> Result<Option<i64>, Error> {
 /// Decoded `key=value` pairs of a query string (undecodable strings yield none).
 pub fn url_query_pairs(query: &str) -> Vec<(String, String)> {
     serde_urlencoded::from_str(query).unwrap_or_default()
+}
+
+/// The gate reads an HTTP caller's headers and peer address.
+impl crate::service::auth::Credentials for HttpRequest {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers().get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn peer(&self) -> Option<std::net::IpAddr> {
+        self.peer_addr().map(|peer| peer.ip())
+    }
 }

@@ -1,54 +1,21 @@
-//! Building responses: success bodies, and errors in each binding's shape, logged and
-//! counted (`telemetry::ERRORS`).
-//!
-//! Internal and unavailability errors are logged here with their full detail; the client
-//! only ever sees the generic text of `a2a::errors`.
+//! Building responses: success bodies, and errors in each HTTP binding's shape, logged
+//! and counted by [`Service::report`] (internal and unavailability errors with their full
+//! detail; the client only ever sees the generic text of `a2a::errors`).
 
 use actix_web::HttpResponse;
 use actix_web::http::StatusCode;
 use serde_json::Value;
 
-use crate::a2a::errors::{jsonrpc_error_object, map_error, rest_error_body};
+use crate::a2a::errors::{jsonrpc_error_object, rest_error_body};
 use crate::error::Error;
-use crate::telemetry;
+use crate::service::Service;
 
 /// The media type of 1.0 HTTP+JSON success bodies.
 pub const A2A_JSON: &str = "application/a2a+json";
 
-/// Logs what the client will not see, and counts the error by code, reason and method.
-pub fn log_error(err: &Error, method: &'static str) {
-    match err {
-        Error::Internal(detail) => tracing::error!(method, detail = %detail, "internal error"),
-        Error::Unavailable { detail, .. } => {
-            tracing::warn!(method, detail = %detail, "service unavailable")
-        }
-        other => tracing::debug!(method, error = %other, "request failed"),
-    }
-    let mapped = map_error(err);
-    metrics::counter!(
-        telemetry::ERRORS,
-        "code" => mapped.code.to_string(),
-        "reason" => mapped.reason,
-        "method" => method
-    )
-    .increment(1);
-}
-
 /// A JSON-RPC success envelope.
 pub fn jsonrpc_ok(id: &Value, result: Value) -> HttpResponse {
     HttpResponse::Ok().json(crate::a2a::jsonrpc::success(id, result))
-}
-
-/// The error as the client sees it: an unavailability carries the configured
-/// `Retry-After` whatever hint its origin gave.
-fn with_retry_after(err: &Error, retry_after_secs: u64) -> Error {
-    match err {
-        Error::Unavailable { detail, .. } => Error::Unavailable {
-            detail: detail.clone(),
-            retry_after_secs,
-        },
-        other => other.clone(),
-    }
 }
 
 /// A JSON-RPC error envelope: HTTP 200 as the binding requires, except 413 for a body
@@ -57,10 +24,9 @@ pub fn jsonrpc_err(
     id: &Value,
     err: &Error,
     method: &'static str,
-    retry_after_secs: u64,
+    service: &Service,
 ) -> HttpResponse {
-    log_error(err, method);
-    let err = &with_retry_after(err, retry_after_secs);
+    let err = &service.report(err, method);
     let status = match err {
         Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -104,9 +70,8 @@ pub fn rest_ok(body: Value, content_type: &'static str) -> HttpResponse {
 }
 
 /// A REST error: `google.rpc.Status` JSON with the mapped HTTP status.
-pub fn rest_err(err: &Error, method: &'static str, retry_after_secs: u64) -> HttpResponse {
-    log_error(err, method);
-    let err = &with_retry_after(err, retry_after_secs);
+pub fn rest_err(err: &Error, method: &'static str, service: &Service) -> HttpResponse {
+    let err = &service.report(err, method);
     let (status, body) = rest_error_body(err);
     let mut response = HttpResponse::build(
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),

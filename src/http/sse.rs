@@ -70,7 +70,7 @@ pub fn respond(
                 sse::Event::Data(data)
             }
             Err(e) => {
-                super::respond::log_error(&e, "stream");
+                crate::service::log_error(&e, "stream");
                 let data = match &framing {
                     Framing::JsonRpc(id) => serde_json::json!({
                         "jsonrpc": "2.0", "id": id, "error": jsonrpc_error_object(&e)

@@ -10,18 +10,14 @@ use sha2::{Digest, Sha256};
 
 use crate::a2a::card::{CardConfig, SkillCard, build_agent_card};
 use crate::config::Settings;
-use crate::http::auth::Gate;
-use crate::runtime::Runtime;
+use crate::service::Service;
 
 pub struct AppState {
-    pub runtime: Arc<Runtime>,
-    /// Authentication and rate limits of the A2A endpoints.
-    pub gate: Arc<Gate>,
+    /// The operations, and who may call them.
+    pub service: Arc<Service>,
     pub card: CachedCard,
     pub max_body_bytes: usize,
     pub keep_alive_secs: u64,
-    pub retry_after_secs: u64,
-    pub input_modes: Vec<String>,
     pub metrics: PrometheusHandle,
 }
 
@@ -37,8 +33,8 @@ impl AppState {
     pub fn new(
         settings: &Settings,
         bound: SocketAddr,
-        runtime: Arc<Runtime>,
-        gate: Arc<Gate>,
+        grpc: Option<SocketAddr>,
+        service: Arc<Service>,
         skills: &[SkillCard],
         metrics: PrometheusHandle,
     ) -> Self {
@@ -64,13 +60,13 @@ impl AppState {
             input_modes: agent.input_modes.clone(),
             output_modes: agent.output_modes.clone(),
             v03_fields: agent.card_v03_fields,
-            api_keys: gate.accepts_keys(),
+            api_keys: service.gate.accepts_keys(),
+            grpc_url: grpc.map(|addr| grpc_url(settings, addr)),
         };
         let body = build_agent_card(&config, skills).to_string();
         let etag = format!("\"{:x}\"", Sha256::digest(body.as_bytes()));
         Self {
-            runtime,
-            gate,
+            service,
             card: CachedCard {
                 body,
                 etag,
@@ -79,9 +75,27 @@ impl AppState {
             },
             max_body_bytes: settings.server.max_body_bytes,
             keep_alive_secs: settings.streaming.keep_alive_secs,
-            retry_after_secs: settings.server.retry_after_secs,
-            input_modes: agent.input_modes.clone(),
             metrics,
         }
+    }
+}
+
+/// The card's `url` of the gRPC interface: `host:port`, the host of `server.public_url`
+/// when one is set (the port stays the bound one), else the bound address.
+fn grpc_url(settings: &Settings, bound: SocketAddr) -> String {
+    let public = settings.server.public_url.trim();
+    let host = public
+        .split_once("://")
+        .map(|(_, rest)| rest)
+        .and_then(|rest| rest.split(['/', '?', '#']).next())
+        .map(|authority| match authority.rsplit_once(':') {
+            // `[::1]:8080` and `host:8080` lose their port; a bare `[::1]` keeps its colons.
+            Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+            _ => authority,
+        })
+        .filter(|host| !host.is_empty());
+    match host {
+        Some(host) => format!("{host}:{}", bound.port()),
+        None => bound.to_string(),
     }
 }

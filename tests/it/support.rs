@@ -74,7 +74,7 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub runtime: Arc<Runtime>,
     pub release: Arc<Notify>,
-    handle: actix_web::dev::ServerHandle,
+    handle: agent_a2a::startup::Handles,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -345,16 +345,17 @@ async fn start(
     release: Arc<Notify>,
 ) -> TestApp {
     agent_a2a::telemetry::init_logging(&settings.log);
-    let running = agent_a2a::http::start(settings, agent)
+    let running = agent_a2a::startup::start(settings, agent)
         .await
         .expect("server starts");
     let url = format!("http://{}", running.addr);
-    let handle = running.handle.clone();
-    actix_web::rt::spawn(running.server);
+    let handle = running.handles.clone();
+    let runtime = running.runtime.clone();
+    actix_web::rt::spawn(running.run());
     TestApp {
         url,
         client: http_client(),
-        runtime: running.runtime,
+        runtime,
         release,
         handle,
         _dir: dir,

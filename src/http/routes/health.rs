@@ -19,7 +19,7 @@ use crate::runtime::model_actor::Circuit;
 use crate::runtime::{Check, Overall, ProviderHealth, Recovery};
 
 pub async fn health(state: web::Data<AppState>) -> HttpResponse {
-    let runtime = &state.runtime;
+    let runtime = &state.service.runtime;
     let report = runtime.health().await;
     let overall = report.overall();
     let mut store = check_json(&report.store);
@@ -98,7 +98,7 @@ pub async fn live() -> HttpResponse {
 }
 
 pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
-    let runtime = &state.runtime;
+    let runtime = &state.service.runtime;
     if runtime.is_draining() {
         return HttpResponse::ServiceUnavailable().json(json!({"status": "shutting down"}));
     }

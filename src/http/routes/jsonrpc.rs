@@ -3,14 +3,14 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::Value;
 
-use super::operation::{self, Reply};
 use crate::a2a::{self, jsonrpc::parse_request};
 use crate::error::Error;
 use crate::http::AppState;
-use crate::http::body::{check_json_content_type, dialect, read_limited};
+use crate::http::body::{check_json_content_type, dialect, last_event_id, read_limited};
 use crate::http::observe::{Binding, tag};
 use crate::http::respond::{jsonrpc_err, jsonrpc_ok};
 use crate::http::sse::{self, Framing};
+use crate::service::operation::{self, Reply};
 
 pub async fn handle(
     req: HttpRequest,
@@ -28,7 +28,7 @@ async fn dispatch(
     state: &AppState,
 ) -> (HttpResponse, &'static str) {
     let unknown = "unknown";
-    let retry = state.retry_after_secs;
+    let retry = &*state.service;
     let body = match read_limited(req, payload, state.max_body_bytes).await {
         Ok(body) => body,
         Err(e) => return (jsonrpc_err(&Value::Null, &e, unknown, retry), unknown),
@@ -48,7 +48,7 @@ async fn dispatch(
         Err((id, e)) => return (jsonrpc_err(&id, &e, unknown, retry), unknown),
     };
     // Before the method is even looked up: nothing about the server answers a stranger.
-    let principal = match state.gate.admit(req) {
+    let principal = match state.service.gate.admit(req) {
         Ok(principal) => principal,
         Err(e) => return (jsonrpc_err(&rpc.id, &e, unknown, retry), unknown),
     };
@@ -61,17 +61,21 @@ async fn dispatch(
         Ok(d) => d,
         Err(e) => return (jsonrpc_err(&rpc.id, &e, name, retry), name),
     };
-    let response = match operation::execute(state, &principal, op, dialect, &rpc.params, req).await
-    {
-        Ok(Reply::Json(result)) => jsonrpc_ok(&rpc.id, result),
-        Ok(Reply::Stream(events)) => sse::respond(
-            events,
-            dialect,
-            Framing::JsonRpc(rpc.id.clone()),
-            state.keep_alive_secs,
-            req,
-        ),
-        Err(e) => jsonrpc_err(&rpc.id, &e, name, retry),
-    };
+    let response =
+        match operation::execute(&state.service, &principal, op, dialect, &rpc.params, || {
+            last_event_id(req)
+        })
+        .await
+        {
+            Ok(Reply::Json(result)) => jsonrpc_ok(&rpc.id, result),
+            Ok(Reply::Stream(events)) => sse::respond(
+                events,
+                dialect,
+                Framing::JsonRpc(rpc.id.clone()),
+                state.keep_alive_secs,
+                req,
+            ),
+            Err(e) => jsonrpc_err(&rpc.id, &e, name, retry),
+        };
     (response, name)
 }

@@ -1,13 +1,13 @@
 //! The URL space, laid out like the API it serves: JSON-RPC at `/`, HTTP+JSON 1.0
 //! unprefixed, HTTP+JSON 0.3 under `/v1`, the seed's aliases, the agent card, health,
-//! metrics and the operators' dashboard. Every A2A operation is executed by [`operation::execute`], so both bindings
-//! behave identically and differ only in framing.
+//! metrics and the operators' dashboard. Every A2A operation is executed by
+//! `service::operation::execute`, so the bindings behave identically and differ only in
+//! framing.
 
 mod card;
 mod dashboard;
 mod health;
 mod jsonrpc;
-mod operation;
 mod rest;
 
 use actix_web::web;

@@ -9,14 +9,16 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Map, Value};
 
-use super::operation::{self, Reply};
 use crate::a2a::{Dialect, Operation};
 use crate::error::Error;
 use crate::http::AppState;
-use crate::http::body::{check_json_content_type, dialect, read_limited, url_query_pairs};
+use crate::http::body::{
+    check_json_content_type, dialect, last_event_id, read_limited, url_query_pairs,
+};
 use crate::http::observe::{Binding, tag};
 use crate::http::respond::{A2A_JSON, rest_err, rest_ok};
 use crate::http::sse::{self, Framing};
+use crate::service::operation::{self, Reply};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/message:send", web::post().to(send))
@@ -77,7 +79,7 @@ async fn task_get(
     let op = match verb {
         None => Operation::GetTask,
         Some("subscribe") => Operation::SubscribeToTask,
-        Some(_) => return not_found(req).await,
+        Some(_) => return not_found(req, state).await,
     };
     let params = Ok(query_object(&req, Some(id)));
     run(&req, &state, op, shape(&req), params).await
@@ -93,7 +95,7 @@ async fn task_post(
     let op = match verb {
         Some("cancel") => Operation::CancelTask,
         Some("subscribe") => Operation::SubscribeToTask,
-        _ => return not_found(req).await,
+        _ => return not_found(req, state).await,
     };
     // Bodies of these actions are optional: empty, `{}` and `null` are all accepted.
     let params = json_body(&req, payload, &state, false).await.map(|body| {
@@ -155,9 +157,9 @@ pub async fn seed_get(
     run(&req, &state, Operation::GetTask, Dialect::V1, params).await
 }
 
-pub async fn not_found(req: HttpRequest) -> HttpResponse {
+pub async fn not_found(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let e = Error::MethodNotFound(format!("{} {}", req.method(), req.path()));
-    let mut response = rest_err(&e, "unknown", 0);
+    let mut response = rest_err(&e, "unknown", &state.service);
     tag(&mut response, Binding::Rest, "unknown");
     response
 }
@@ -171,20 +173,22 @@ async fn run(
 ) -> HttpResponse {
     let name = operation::name(op);
     // Authentication first: a stranger learns nothing, not even whether the body is valid.
-    let prepared = state
+    let service = &*state.service;
+    let prepared = service
         .gate
         .admit(req)
         .and_then(|principal| Ok((principal, params?)))
         .and_then(|(principal, p)| Ok((principal, dialect(req, shape)?, p)));
     let mut response = match prepared {
-        Err(e) => rest_err(&e, name, state.retry_after_secs),
+        Err(e) => rest_err(&e, name, service),
         Ok((principal, dialect, params)) => {
-            match operation::execute(state, &principal, op, dialect, &params, req).await {
+            let resume = || last_event_id(req);
+            match operation::execute(service, &principal, op, dialect, &params, resume).await {
                 Ok(Reply::Json(body)) => rest_ok(body, response_type(req, dialect)),
                 Ok(Reply::Stream(events)) => {
                     sse::respond(events, dialect, Framing::Rest, state.keep_alive_secs, req)
                 }
-                Err(e) => rest_err(&e, name, state.retry_after_secs),
+                Err(e) => rest_err(&e, name, service),
             }
         }
     };

@@ -9,7 +9,7 @@
 //! or between two actors after an eviction holds its guard all along.
 //!
 //! The runtime's part of the sequence is here too — [`Runtime::begin_drain`],
-//! [`Runtime::wait_for_turns`], [`Runtime::close`] — and `http::shutdown` runs it beside
+//! [`Runtime::wait_for_turns`], [`Runtime::close`] — and `startup::shutdown` runs it beside
 //! the HTTP server's own graceful stop.
 
 use std::sync::Arc;

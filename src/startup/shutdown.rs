@@ -20,9 +20,9 @@
 
 use std::time::Duration;
 
-use actix_web::dev::ServerHandle;
 use tokio::time::Instant;
 
+use super::Handles;
 use crate::runtime::Runtime;
 
 /// Waits for SIGTERM or SIGINT; returns the signal's name.
@@ -47,7 +47,7 @@ pub async fn signal() -> &'static str {
 
 /// Drains and stops the server and the runtime (the sequence above). Errors are logged:
 /// a shutdown goes on to the end regardless.
-pub async fn graceful(handle: &ServerHandle, runtime: &Runtime, timeout: Duration) {
+pub async fn graceful(handle: &Handles, runtime: &Runtime, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     runtime.begin_drain();
     let drained = async {

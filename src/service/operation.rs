@@ -1,17 +1,17 @@
-//! One implementation of every A2A operation, shared by the JSON-RPC and REST bindings.
+//! One implementation of every A2A operation, shared by every binding (JSON-RPC and
+//! HTTP+JSON in `http`, gRPC in `grpc`): a binding decodes its framing into the
+//! operation's ProtoJSON-shaped parameters, and frames what comes back.
 
 use std::pin::Pin;
 
-use actix_web::HttpRequest;
 use futures_util::Stream;
 use serde_json::Value;
 
+use super::Service;
+use super::auth::Principal;
 use crate::a2a::{self, Dialect, Operation};
 use crate::domain::{PartContent, SendMessage};
 use crate::error::{Error, Result};
-use crate::http::AppState;
-use crate::http::auth::Principal;
-use crate::http::body::last_event_id;
 use crate::runtime::SeqEvent;
 
 /// What an operation produced.
@@ -38,13 +38,15 @@ pub fn name(op: Operation) -> &'static str {
 }
 
 /// Executes `op` for `principal` (already admitted) with its decoded-from-JSON parameters.
+/// `resume` reads the event id a resuming subscriber names (the binding's
+/// `Last-Event-ID`); it is asked only by `SubscribeToTask`.
 pub async fn execute(
-    state: &AppState,
+    state: &Service,
     principal: &Principal,
     op: Operation,
     dialect: Dialect,
     params: &Value,
-    req: &HttpRequest,
+    resume: impl FnOnce() -> Result<Option<i64>>,
 ) -> Result<Reply> {
     let tenant = &principal.tenant;
     let rt = &state.runtime;
@@ -76,7 +78,7 @@ pub async fn execute(
         }
         Operation::SubscribeToTask => {
             let id = a2a::decode_task_id(dialect, params)?;
-            let resume = last_event_id(req)?;
+            let resume = resume()?;
             let sub = rt.subscribe(tenant, &id, resume).await?;
             Ok(Reply::Stream(Box::pin(rt.events(sub))))
         }
@@ -99,7 +101,7 @@ pub async fn execute(
 /// caller's budget for that skill, and the user a trusted proxy named given to the agent as
 /// `userId` (it beats any the client sent: the proxy vouched for it).
 fn decode_send(
-    state: &AppState,
+    state: &Service,
     principal: &Principal,
     dialect: Dialect,
     params: &Value,

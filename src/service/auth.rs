@@ -1,5 +1,6 @@
 //! Who is calling, and whether they may call now: the [`Gate`] every A2A request passes
-//! before anything is looked up.
+//! before anything is looked up, on every binding. A binding shows the gate what the
+//! caller presented through [`Credentials`] (HTTP headers, gRPC metadata: the same names).
 //!
 //! **Authentication.** An API key (`Authorization: Bearer <key>` or `X-API-Key: <key>`)
 //! names a tenant and a rate-limit tier. Keys are kept only as SHA-256 digests and a
@@ -20,8 +21,6 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 
-use actix_web::HttpRequest;
-use actix_web::http::header::{AUTHORIZATION, HeaderName};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 use sha2::{Digest, Sha256};
@@ -36,6 +35,15 @@ use crate::telemetry;
 const DEFAULT_TIER: &str = "default";
 /// The `skill_name` label of a limit that is not a skill's.
 const NO_SKILL: &str = "";
+
+/// What a caller presented: its headers (HTTP) or metadata (gRPC), by lowercase name,
+/// and the address it connects from.
+pub trait Credentials {
+    /// The value of `name` (lowercase), if present and readable as text.
+    fn header(&self, name: &str) -> Option<&str>;
+    /// The peer's address.
+    fn peer(&self) -> Option<IpAddr>;
+}
 
 /// The caller of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,10 +70,11 @@ struct Key {
     tier: String,
 }
 
+/// Header names are kept lowercase: HTTP/2 (and so gRPC) metadata is lowercase only.
 struct Proxy {
-    tenant: HeaderName,
-    tier: Option<HeaderName>,
-    user: Option<HeaderName>,
+    tenant: String,
+    tier: Option<String>,
+    user: Option<String>,
     peers: Vec<IpAddr>,
 }
 
@@ -112,13 +121,18 @@ impl Gate {
             })
             .collect::<Result<Vec<_>, GateError>>()?;
         let proxy_settings = &auth.trusted_proxy;
-        let header = |name: &str| -> Result<Option<HeaderName>, GateError> {
+        let header = |name: &str| -> Result<Option<String>, GateError> {
             if name.is_empty() {
                 return Ok(None);
             }
-            HeaderName::try_from(name)
-                .map(Some)
-                .map_err(|e| GateError(format!("header {name:?}: {e}")))
+            // RFC 9110 `token` characters.
+            let valid = name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !valid {
+                return Err(GateError(format!("header {name:?}: not a header name")));
+            }
+            Ok(Some(name.to_ascii_lowercase()))
         };
         let proxy = match header(&proxy_settings.tenant_header)? {
             Some(tenant) => Some(Proxy {
@@ -158,7 +172,7 @@ impl Gate {
     }
 
     /// Authenticates `req` and spends one request of its tenant's budget.
-    pub fn admit(&self, req: &HttpRequest) -> Result<Principal, Error> {
+    pub fn admit(&self, req: &impl Credentials) -> Result<Principal, Error> {
         let Some((keys, proxy)) = &self.auth else {
             return Ok(Principal::anonymous());
         };
@@ -187,10 +201,8 @@ impl Gate {
 
 /// The principal a trusted proxy names: `None` when the peer is not trusted or the header
 /// is absent (then the request needs a key).
-fn from_proxy(proxy: &Proxy, req: &HttpRequest) -> Result<Option<Principal>, Error> {
-    let trusted = req
-        .peer_addr()
-        .is_some_and(|peer| proxy.peers.contains(&peer.ip()));
+fn from_proxy(proxy: &Proxy, req: &impl Credentials) -> Result<Option<Principal>, Error> {
+    let trusted = req.peer().is_some_and(|peer| proxy.peers.contains(&peer));
     if !trusted {
         return Ok(None);
     }
@@ -208,7 +220,7 @@ fn from_proxy(proxy: &Proxy, req: &HttpRequest) -> Result<Option<Principal>, Err
     Ok(Some(Principal { tenant, tier, user }))
 }
 
-fn from_key(keys: &[Key], req: &HttpRequest) -> Result<Principal, Error> {
+fn from_key(keys: &[Key], req: &impl Credentials) -> Result<Principal, Error> {
     let presented = presented_key(req).ok_or_else(|| {
         Error::Unauthenticated(
             "credentials required: send an API key as \"Authorization: Bearer <key>\" or \
@@ -233,26 +245,20 @@ fn from_key(keys: &[Key], req: &HttpRequest) -> Result<Principal, Error> {
 }
 
 /// The key of `Authorization: Bearer <key>`, else of `X-API-Key`.
-fn presented_key(req: &HttpRequest) -> Option<String> {
-    let bearer = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, token) = v.trim().split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| token.trim().to_owned())
-        });
+fn presented_key(req: &impl Credentials) -> Option<String> {
+    let bearer = req.header("authorization").and_then(|v| {
+        let (scheme, token) = v.trim().split_once(' ')?;
+        scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| token.trim().to_owned())
+    });
     bearer
-        .or_else(|| header_text(req, &HeaderName::from_static("x-api-key")))
+        .or_else(|| header_text(req, "x-api-key"))
         .filter(|key| !key.is_empty())
 }
 
-fn header_text(req: &HttpRequest, name: &HeaderName) -> Option<String> {
-    req.headers()
-        .get(name)
-        .and_then(|v| v.to_str().ok())
+fn header_text(req: &impl Credentials, name: &str) -> Option<String> {
+    req.header(name)
         .map(|v| v.trim().to_owned())
         .filter(|v| !v.is_empty())
 }
@@ -348,7 +354,36 @@ impl Limits {
 mod tests {
     use super::*;
     use crate::config::{ApiKeySettings, AuthSettings, LimitSettings};
-    use actix_web::test::TestRequest;
+
+    /// What a test caller presents.
+    #[derive(Default)]
+    struct Presented {
+        headers: Vec<(String, String)>,
+        peer: Option<IpAddr>,
+    }
+
+    impl Presented {
+        fn insert_header(mut self, (name, value): (&str, impl Into<String>)) -> Self {
+            self.headers.push((name.to_ascii_lowercase(), value.into()));
+            self
+        }
+        fn peer_addr(mut self, peer: std::net::SocketAddr) -> Self {
+            self.peer = Some(peer.ip());
+            self
+        }
+    }
+
+    impl Credentials for Presented {
+        fn header(&self, name: &str) -> Option<&str> {
+            self.headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        }
+        fn peer(&self) -> Option<IpAddr> {
+            self.peer
+        }
+    }
 
     fn settings(keys: &[(&str, &str, &str)], per_minute: u32) -> Settings {
         Settings {
@@ -380,18 +415,12 @@ mod tests {
             100,
         ))
         .unwrap();
-        let bearer = TestRequest::default()
-            .insert_header(("Authorization", "Bearer k1"))
-            .to_http_request();
+        let bearer = Presented::default().insert_header(("Authorization", "Bearer k1"));
         assert_eq!(gate.admit(&bearer).unwrap().tenant.as_str(), "acme");
-        let api_key = TestRequest::default()
-            .insert_header(("X-API-Key", "k2"))
-            .to_http_request();
+        let api_key = Presented::default().insert_header(("X-API-Key", "k2"));
         let p = gate.admit(&api_key).unwrap();
         assert_eq!((p.tenant.as_str(), p.tier.as_str()), ("globex", "pro"));
-        let lower = TestRequest::default()
-            .insert_header(("Authorization", "bearer k2"))
-            .to_http_request();
+        let lower = Presented::default().insert_header(("Authorization", "bearer k2"));
         assert_eq!(gate.admit(&lower).unwrap().tenant.as_str(), "globex");
     }
 
@@ -399,12 +428,12 @@ mod tests {
     fn missing_or_wrong_keys_are_unauthenticated() {
         let gate = Gate::new(&settings(&[("k1", "acme", "free")], 100)).unwrap();
         for req in [
-            TestRequest::default(),
-            TestRequest::default().insert_header(("Authorization", "Bearer nope")),
-            TestRequest::default().insert_header(("Authorization", "Basic k1")),
-            TestRequest::default().insert_header(("X-API-Key", "")),
+            Presented::default(),
+            Presented::default().insert_header(("Authorization", "Bearer nope")),
+            Presented::default().insert_header(("Authorization", "Basic k1")),
+            Presented::default().insert_header(("X-API-Key", "")),
         ] {
-            let e = gate.admit(&req.to_http_request()).unwrap_err();
+            let e = gate.admit(&req).unwrap_err();
             assert!(matches!(e, Error::Unauthenticated(_)), "{e}");
         }
     }
@@ -419,9 +448,7 @@ mod tests {
             tier: "default".into(),
         });
         let gate = Gate::new(&s).unwrap();
-        let req = TestRequest::default()
-            .insert_header(("X-API-Key", "secret"))
-            .to_http_request();
+        let req = Presented::default().insert_header(("X-API-Key", "secret"));
         assert_eq!(gate.admit(&req).unwrap().tenant.as_str(), "acme");
     }
 
@@ -435,11 +462,7 @@ mod tests {
             .skills
             .insert("memory".into(), LimitSettings { per_minute: 1 });
         let gate = Gate::new(&s).unwrap();
-        let req = |key: &str| {
-            TestRequest::default()
-                .insert_header(("X-API-Key", key.to_owned()))
-                .to_http_request()
-        };
+        let req = |key: &str| Presented::default().insert_header(("X-API-Key", key.to_owned()));
         gate.admit(&req("k1")).unwrap();
         gate.admit(&req("k1")).unwrap();
         match gate.admit(&req("k1")).unwrap_err() {
@@ -479,11 +502,10 @@ mod tests {
         s.auth.trusted_proxy.user_header = "X-User-Id".into();
         let gate = Gate::new(&s).unwrap();
         let from = |peer: &str| {
-            TestRequest::default()
+            Presented::default()
                 .peer_addr(peer.parse().unwrap())
                 .insert_header(("X-Tenant-Id", "initech"))
                 .insert_header(("X-User-Id", "milton"))
-                .to_http_request()
         };
         let p = gate.admit(&from("127.0.0.1:5000")).unwrap();
         assert_eq!(p.tenant.as_str(), "initech");
@@ -501,9 +523,7 @@ mod tests {
         s.auth.enabled = false;
         let gate = Gate::new(&s).unwrap();
         for _ in 0..5 {
-            let p = gate
-                .admit(&TestRequest::default().to_http_request())
-                .unwrap();
+            let p = gate.admit(&Presented::default()).unwrap();
             assert_eq!(p.tenant, TenantId::default_tenant());
         }
         assert!(!gate.accepts_keys());

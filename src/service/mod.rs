@@ -1,0 +1,70 @@
+//! What every binding shares: who may call ([`auth`]), and the one implementation of
+//! every A2A operation ([`operation`]) over the runtime. The bindings (`http`, `grpc`)
+//! sit beside each other on top of this module and differ only in framing.
+
+pub mod auth;
+pub mod operation;
+
+use std::sync::Arc;
+
+use crate::a2a::errors::map_error;
+use crate::config::Settings;
+use crate::error::Error;
+use crate::runtime::Runtime;
+use crate::telemetry;
+use auth::Gate;
+
+/// The state every binding's handlers share.
+pub struct Service {
+    pub runtime: Arc<Runtime>,
+    /// Authentication and rate limits of the A2A operations.
+    pub gate: Arc<Gate>,
+    /// Media types a message's parts may have (`agent.input_modes`).
+    pub input_modes: Vec<String>,
+    /// `Retry-After` seconds of every "unavailable" answer (`server.retry_after_secs`).
+    pub retry_after_secs: u64,
+}
+
+impl Service {
+    pub fn new(settings: &Settings, runtime: Arc<Runtime>, gate: Arc<Gate>) -> Self {
+        Self {
+            runtime,
+            gate,
+            input_modes: settings.agent.input_modes.clone(),
+            retry_after_secs: settings.server.retry_after_secs,
+        }
+    }
+
+    /// Logs what the client will not see, counts the error by code, reason and method
+    /// (`telemetry::ERRORS`), and returns the error as the client sees it: an
+    /// unavailability carries the configured `Retry-After`, whatever hint its origin gave.
+    pub fn report(&self, err: &Error, method: &'static str) -> Error {
+        log_error(err, method);
+        match err {
+            Error::Unavailable { detail, .. } => Error::Unavailable {
+                detail: detail.clone(),
+                retry_after_secs: self.retry_after_secs,
+            },
+            other => other.clone(),
+        }
+    }
+}
+
+/// Logs an error with the detail the client never sees, and counts it.
+pub fn log_error(err: &Error, method: &'static str) {
+    match err {
+        Error::Internal(detail) => tracing::error!(method, detail = %detail, "internal error"),
+        Error::Unavailable { detail, .. } => {
+            tracing::warn!(method, detail = %detail, "service unavailable")
+        }
+        other => tracing::debug!(method, error = %other, "request failed"),
+    }
+    let mapped = map_error(err);
+    metrics::counter!(
+        telemetry::ERRORS,
+        "code" => mapped.code.to_string(),
+        "reason" => mapped.reason,
+        "method" => method
+    )
+    .increment(1);
+}

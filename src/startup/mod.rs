@@ -1,0 +1,255 @@
+//! Assembling the process: the store (migrated), the skills, the actor runtime, the gate,
+//! and the bindings' servers over one [`Service`] — the same for `main`, the examples,
+//! the tests and the load generator. [`serve`] runs it until SIGTERM or SIGINT and then
+//! shuts down gracefully (`shutdown.rs`).
+
+pub mod shutdown;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::{Server, ServerHandle};
+
+use crate::cli::{Agent, SkillSource};
+use crate::config::Settings;
+use crate::http::AppState;
+use crate::runtime::Runtime;
+use crate::service::Service;
+use crate::service::auth::{Gate, GateError};
+use crate::store::StoreError;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot open the store: {0}")]
+    Store(#[from] StoreError),
+    #[error("invalid configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("server error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("cannot start the skills: {0}")]
+    Runtime(#[from] crate::runtime::StartError),
+    #[error("cannot build the skills: {0}")]
+    Bootstrap(#[from] crate::skills::bootstrap::BootstrapError),
+    #[error(transparent)]
+    Auth(#[from] GateError),
+}
+
+/// A started process: its listeners are bound and its runtime runs; [`Running::run`]
+/// must be driven (e.g. by `actix_web::rt::spawn`) for the servers to serve.
+pub struct Running {
+    /// The HTTP address actually bound (useful with port 0).
+    pub addr: SocketAddr,
+    pub runtime: Arc<Runtime>,
+    /// Pauses and stops every server.
+    pub handles: Handles,
+    servers: Vec<Server>,
+}
+
+impl Running {
+    /// Serves until every server stopped (through [`Handles`]) or one failed.
+    pub async fn run(self) -> std::io::Result<()> {
+        for result in futures_util::future::join_all(self.servers).await {
+            result?;
+        }
+        Ok(())
+    }
+}
+
+/// The servers' handles.
+#[derive(Clone)]
+pub struct Handles {
+    servers: Vec<ServerHandle>,
+}
+
+impl Handles {
+    /// Stops accepting connections on every listener; workers keep running.
+    pub async fn pause(&self) {
+        futures_util::future::join_all(self.servers.iter().map(ServerHandle::pause)).await;
+    }
+
+    /// Stops every server: `graceful` lets the requests in flight finish (within
+    /// `server.shutdown_timeout_secs`).
+    pub async fn stop(&self, graceful: bool) {
+        futures_util::future::join_all(self.servers.iter().map(|h| h.stop(graceful))).await;
+    }
+}
+
+/// Opens the store (applying migrations), starts the actor runtime and binds the
+/// listeners. Must run inside an actix `System`.
+pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartError> {
+    // Outgoing HTTPS (embeddings, model providers) uses rustls with ring; it must be
+    // chosen once per process before any client is built. A second call is harmless.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let metrics = crate::telemetry::metrics_handle();
+    let gate = Arc::new(Gate::new(&settings)?);
+    let store = crate::store::open(&settings.store_config()).await?;
+    tracing::info!(backend = store.backend(), "store opened");
+    let skills = match agent.skills {
+        SkillSource::Registry(registry) => registry,
+        SkillSource::Configured => crate::skills::bootstrap::configured(&settings).await?,
+    };
+    let mut cards = skill_cards(&skills);
+    cards.extend(agent.cards);
+    let runtime = Arc::new(Runtime::start(&settings, store, agent.executor, &skills)?);
+    let service = Arc::new(Service::new(&settings, runtime.clone(), gate.clone()));
+    let workers = match settings.server.workers {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
+    };
+
+    let listener = bind(settings.bind_addr()?)?;
+    let addr = listener.local_addr()?;
+    let state = AppState::new(&settings, addr, None, service.clone(), &cards, metrics);
+    let http = crate::http::server(
+        state,
+        listener,
+        workers,
+        settings.server.shutdown_timeout_secs,
+        settings.metrics.dashboard,
+    )?;
+    let handles = Handles {
+        servers: vec![http.handle()],
+    };
+
+    runtime.start_maintenance();
+    actix_web::rt::spawn(upkeep(Arc::downgrade(&runtime)));
+    actix_web::rt::spawn(forget_idle_limits(Arc::downgrade(&gate)));
+    if settings.metrics.census_interval_secs > 0 {
+        let every = Duration::from_secs(settings.metrics.census_interval_secs);
+        actix_web::rt::spawn(census(Arc::downgrade(&runtime), every));
+    }
+    Ok(Running {
+        addr,
+        runtime,
+        handles,
+        servers: vec![http],
+    })
+}
+
+fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, StartError> {
+    std::net::TcpListener::bind(addr).map_err(|source| StartError::Bind {
+        addr: addr.to_string(),
+        source,
+    })
+}
+
+/// Drops the rate-limit state of tenants idle long enough to have a full budget again, so
+/// the limiters hold only recent callers (proxy mode admits any tenant name).
+async fn forget_idle_limits(gate: std::sync::Weak<Gate>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        tick.tick().await;
+        match gate.upgrade() {
+            Some(gate) => gate.retain_recent(),
+            None => return,
+        }
+    }
+}
+
+/// The card entries of the registered skills, with their tools' input schemas.
+pub fn skill_cards(skills: &crate::skills::SkillRegistry) -> Vec<crate::a2a::card::SkillCard> {
+    use crate::a2a::card::{SkillCard, ToolCard};
+    skills
+        .skills()
+        .iter()
+        .map(|s| SkillCard {
+            id: s.id().to_owned(),
+            name: s.name().to_owned(),
+            description: s.description().to_owned(),
+            tags: s.tags(),
+            examples: s.examples(),
+            tools: s
+                .tools()
+                .into_iter()
+                .map(|t| ToolCard {
+                    name: t.name,
+                    description: t.description,
+                    input_schema: t.input_schema,
+                    output_schema: t.output_schema,
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
+pub async fn serve(settings: Settings, agent: Agent) -> Result<(), StartError> {
+    let timeout = Duration::from_secs(settings.server.shutdown_timeout_secs);
+    let running = start(settings, agent).await?;
+    tracing::info!(addr = %running.addr, "agent-a2a listening; card at http://{}/.well-known/agent-card.json", running.addr);
+    let handles = running.handles.clone();
+    let runtime = running.runtime.clone();
+    let mut server = actix_web::rt::spawn(running.run());
+    let joined = tokio::select! {
+        joined = &mut server => Some(joined),
+        name = shutdown::signal() => {
+            tracing::info!(signal = name, "shutting down gracefully");
+            None
+        }
+    };
+    let joined = match joined {
+        Some(joined) => {
+            // The server ended by itself (an I/O error): nothing left to drain for.
+            runtime.shutdown();
+            joined
+        }
+        None => {
+            shutdown::graceful(&handles, &runtime, timeout).await;
+            server.await
+        }
+    };
+    joined.map_err(std::io::Error::other)??;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Keeps the metrics exporter's histograms fresh while the runtime lives (the exporter
+/// spawns no upkeep task of its own when installed as a plain recorder).
+async fn upkeep(runtime: std::sync::Weak<Runtime>) {
+    let metrics = crate::telemetry::metrics_handle();
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    while runtime.strong_count() > 0 {
+        tick.tick().await;
+        metrics.run_upkeep();
+    }
+}
+
+/// Counts active threads and tasks by state in the store every `every` while the runtime
+/// lives, and publishes them as gauges. A failed count keeps the last values (and says
+/// so in the log): a gauge that dropped to 0 would be a lie.
+async fn census(runtime: std::sync::Weak<Runtime>, every: Duration) {
+    use crate::domain::{TaskState, Timestamp};
+    use crate::telemetry::{TASKS, THREADS_ACTIVE};
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(store) = runtime.upgrade().map(|r| r.store().clone()) else {
+            return;
+        };
+        match store.census(Timestamp::now()).await {
+            Ok(census) => {
+                metrics::gauge!(THREADS_ACTIVE).set(census.active_threads as f64);
+                // Every state gets a series, at 0 when no task is in it.
+                for state in TaskState::ALL {
+                    let count = census
+                        .tasks_by_state
+                        .iter()
+                        .find(|(name, _)| name == state.as_str())
+                        .map_or(0, |(_, n)| *n);
+                    metrics::gauge!(TASKS, "state" => state.as_str()).set(count as f64);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "store census failed; thread and task gauges keep their last values")
+            }
+        }
+    }
+}
