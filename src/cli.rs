@@ -44,6 +44,9 @@ pub struct CommonArgs {
     /// Address to listen on, HOST:PORT.
     #[arg(long, global = true, value_name = "HOST:PORT")]
     pub bind: Option<String>,
+    /// Address of the gRPC binding, HOST:PORT; "" turns gRPC off.
+    #[arg(long, global = true, value_name = "HOST:PORT")]
+    pub grpc_bind: Option<String>,
     /// Database URL (postgres://… or sqlite:PATH); beats DATABASE_URL.
     #[arg(long, global = true, value_name = "URL")]
     pub database_url: Option<String>,
@@ -57,6 +60,7 @@ impl CommonArgs {
         Overrides {
             config_file: self.config.clone(),
             bind: self.bind.clone(),
+            grpc_bind: self.grpc_bind.clone(),
             database_url: self.database_url.clone(),
             data_dir: self.data_dir.clone(),
         }

@@ -46,6 +46,11 @@ pub struct ServerSettings {
     pub bind: String,
     /// Base URL advertised in the agent card; empty: `http://<bind>`.
     pub public_url: String,
+    /// `HOST:PORT` of the gRPC binding (plaintext HTTP/2); empty: no gRPC.
+    pub grpc_bind: String,
+    /// `host:port` the card advertises for gRPC; empty: the host of `public_url` with
+    /// the bound gRPC port, or the bound address when `public_url` is empty.
+    pub grpc_public_address: String,
     /// HTTP worker threads; 0: one per core.
     pub workers: usize,
     /// Largest accepted request body in bytes.
@@ -65,6 +70,8 @@ impl Default for ServerSettings {
         Self {
             bind: "127.0.0.1:8080".into(),
             public_url: String::new(),
+            grpc_bind: "127.0.0.1:8081".into(),
+            grpc_public_address: String::new(),
             workers: 0,
             max_body_bytes: 1024 * 1024,
             card_max_age_secs: 300,
@@ -693,6 +700,8 @@ impl Default for HealthSettings {
 pub struct Overrides {
     pub config_file: Option<PathBuf>,
     pub bind: Option<String>,
+    /// `server.grpc_bind` (empty: no gRPC).
+    pub grpc_bind: Option<String>,
     pub database_url: Option<String>,
     pub data_dir: Option<PathBuf>,
 }
@@ -755,6 +764,9 @@ impl Settings {
         if let Some(bind) = &overrides.bind {
             settings.server.bind = bind.clone();
         }
+        if let Some(bind) = &overrides.grpc_bind {
+            settings.server.grpc_bind = bind.clone();
+        }
         if let Some(url) = &overrides.database_url {
             settings.store.database_url = url.clone();
         }
@@ -777,6 +789,19 @@ impl Settings {
             Ok(())
         }
         self.bind_addr()?;
+        self.grpc_bind_addr()?;
+        let grpc_public = self.server.grpc_public_address.trim();
+        if !grpc_public.is_empty() {
+            let port = grpc_public
+                .rsplit_once(':')
+                .map(|(host, port)| (host, port.parse::<u16>()));
+            if !matches!(port, Some((host, Ok(_))) if !host.is_empty() && !host.contains('/')) {
+                return Err(ConfigError::Key {
+                    key: "server.grpc_public_address",
+                    problem: "must be host:port (no scheme, no path)".into(),
+                });
+            }
+        }
         let public_url = &self.server.public_url;
         let http = public_url.starts_with("http://") || public_url.starts_with("https://");
         if !public_url.is_empty() && !http {
@@ -1008,6 +1033,18 @@ impl Settings {
         })
     }
 
+    /// The gRPC listener's address, `None` when the binding is off.
+    pub fn grpc_bind_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        let bind = self.server.grpc_bind.trim();
+        if bind.is_empty() {
+            return Ok(None);
+        }
+        bind.parse().map(Some).map_err(|e| ConfigError::Key {
+            key: "server.grpc_bind",
+            problem: format!("is not HOST:PORT ({e}); empty turns gRPC off"),
+        })
+    }
+
     /// The store settings in the store's terms.
     pub fn store_config(&self) -> StoreConfig {
         StoreConfig {
@@ -1159,6 +1196,45 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("server.bind"), "{e}");
+    }
+
+    #[test]
+    fn the_grpc_binding_is_on_by_default_and_checked() {
+        let s = load(&[], Overrides::default()).unwrap();
+        assert_eq!(
+            s.grpc_bind_addr().unwrap(),
+            Some("127.0.0.1:8081".parse().unwrap())
+        );
+        let off = Overrides {
+            grpc_bind: Some(String::new()),
+            ..Default::default()
+        };
+        assert_eq!(load(&[], off).unwrap().grpc_bind_addr().unwrap(), None);
+        let e = load(
+            &[("AGENT_A2A__SERVER__GRPC_BIND", "nowhere")],
+            Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("server.grpc_bind"), "{e}");
+        for bad in ["http://h:1", "h", ":1", "h:port"] {
+            let e = load(
+                &[("AGENT_A2A__SERVER__GRPC_PUBLIC_ADDRESS", bad)],
+                Overrides::default(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("server.grpc_public_address"), "{bad}: {e}");
+        }
+        let s = load(
+            &[(
+                "AGENT_A2A__SERVER__GRPC_PUBLIC_ADDRESS",
+                "a2a.example.org:443",
+            )],
+            Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(s.server.grpc_public_address, "a2a.example.org:443");
     }
 
     const OLLAMA: &str = "auth.enabled = false\n[providers.default]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"llama3.1\"\n";

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod error;
+pub mod grpc;
 pub mod http;
 pub mod providers;
 pub mod runtime;

@@ -23,8 +23,9 @@ use crate::config::{LogFormat, LogSettings};
 
 // HTTP (recorded by the request middleware in `http`).
 
-/// HTTP requests by `binding` (`jsonrpc`, `http_json`, `other`), `method` (the A2A
-/// operation, or the route pattern for other routes) and `status`.
+/// Requests by `binding` (`jsonrpc`, `http_json`, `grpc`, `other`), `method` (the A2A
+/// operation, or the route pattern for other routes) and `status` (the HTTP status; for
+/// `grpc`, the gRPC status code's name).
 pub const HTTP_REQUESTS: &str = "agent_a2a_http_requests_total";
 /// Request latency in milliseconds (until the response head; an SSE stream's lifetime is
 /// not included) by `binding` and `method`.
@@ -34,6 +35,8 @@ pub const HTTP_LATENCY_MS: &str = "agent_a2a_http_request_duration_ms";
 pub const ERRORS: &str = "agent_a2a_errors_total";
 /// Open SSE streams.
 pub const SSE_SUBSCRIBERS: &str = "agent_a2a_sse_subscribers";
+/// Open gRPC event streams (`SendStreamingMessage`, `SubscribeToTask`).
+pub const GRPC_STREAMS: &str = "agent_a2a_grpc_streams";
 /// Requests refused by the rate limiter, by `tenant_id` and `skill_name`.
 pub const RATE_LIMITED: &str = "agent_a2a_rate_limited_total";
 
@@ -172,6 +175,7 @@ pub fn metrics_handle() -> PrometheusHandle {
             metrics::counter!(THREAD_RESTARTS).increment(0);
             metrics::counter!(PERSIST_FAILURES).increment(0);
             metrics::gauge!(SSE_SUBSCRIBERS).increment(0.0);
+            metrics::gauge!(GRPC_STREAMS).increment(0.0);
             metrics::gauge!(THREAD_ACTORS).increment(0.0);
             handle
         })
@@ -183,7 +187,7 @@ fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_counter!(
         HTTP_REQUESTS,
-        "HTTP requests by binding, method and status."
+        "Requests by binding (jsonrpc, http_json, grpc, other), method and status (HTTP status; gRPC code name)."
     );
     describe_histogram!(
         HTTP_LATENCY_MS,
@@ -194,6 +198,7 @@ fn describe() {
         "A2A errors answered, by JSON-RPC code, A2A reason and method."
     );
     describe_gauge!(SSE_SUBSCRIBERS, "Open SSE streams.");
+    describe_gauge!(GRPC_STREAMS, "Open gRPC event streams.");
     describe_counter!(
         RATE_LIMITED,
         "Requests refused by the rate limiter, by tenant and skill."

@@ -311,7 +311,7 @@ start_server() { # target run-id: starts it in the background, sets SERVER_PID
             local data="$WORK/data/$run"
             rm -rf "$data"; mkdir -p "$data"
             env "${clear[@]}" "$EXAMPLES/compare_echo" --config "$AGENT_CONFIG" \
-                --bind "127.0.0.1:$port" --data-dir "$data" >"$logf" 2>&1 &
+                --bind "127.0.0.1:$port" --grpc-bind "" --data-dir "$data" >"$logf" 2>&1 &
             ;;
         agent-a2a-postgres)
             local data="$WORK/data/$run"
@@ -320,7 +320,7 @@ start_server() { # target run-id: starts it in the background, sets SERVER_PID
             timeout 30 psql -q -X "$PG_URL/postgres" -c "CREATE DATABASE \"$PG_DB\"" \
                 >/dev/null || die "could not create database $PG_DB at $PG_URL"
             env "${clear[@]}" DATABASE_URL="$PG_URL/$PG_DB" "$EXAMPLES/compare_echo" \
-                --config "$AGENT_CONFIG" --bind "127.0.0.1:$port" --data-dir "$data" >"$logf" 2>&1 &
+                --config "$AGENT_CONFIG" --bind "127.0.0.1:$port" --grpc-bind "" --data-dir "$data" >"$logf" 2>&1 &
             ;;
     esac
     SERVER_PID=$!

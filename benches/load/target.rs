@@ -70,6 +70,7 @@ impl InProcessServer {
         // One anonymous tenant without rate limits: the load is the point.
         settings.auth.enabled = false;
         settings.server.bind = "127.0.0.1:0".into();
+        settings.server.grpc_bind = String::new();
         settings.store.data_dir = data_dir.path().to_path_buf();
         settings.store.database_url = String::new();
         // Quiet unless RUST_LOG says otherwise: the report goes to the same terminal.

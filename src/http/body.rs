@@ -103,17 +103,7 @@ pub fn last_event_id(req: &HttpRequest) -> Result<Option<i64>, Error> {
                 .find(|(k, _)| k == "lastEventId")
                 .map(|(_, v)| v)
         });
-    match raw.as_deref().map(str::trim) {
-        None | Some("") => Ok(None),
-        Some(v) => v
-            .parse::<i64>()
-            .ok()
-            .filter(|n| *n >= 0)
-            .map(Some)
-            .ok_or_else(|| {
-                Error::invalid_params("Last-Event-ID: must be an event id from this stream")
-            }),
-    }
+    crate::service::operation::event_id(raw.as_deref())
 }
 
 /// Decoded `key=value` pairs of a query string (undecodable strings yield none).

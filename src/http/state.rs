@@ -80,9 +80,13 @@ impl AppState {
     }
 }
 
-/// The card's `url` of the gRPC interface: `host:port`, the host of `server.public_url`
-/// when one is set (the port stays the bound one), else the bound address.
+/// The card's `url` of the gRPC interface: `server.grpc_public_address` when set, else
+/// the host of `server.public_url` with the bound port, else the bound address.
 fn grpc_url(settings: &Settings, bound: SocketAddr) -> String {
+    let configured = settings.server.grpc_public_address.trim();
+    if !configured.is_empty() {
+        return configured.to_owned();
+    }
     let public = settings.server.public_url.trim();
     let host = public
         .split_once("://")
@@ -97,5 +101,23 @@ fn grpc_url(settings: &Settings, bound: SocketAddr) -> String {
     match host {
         Some(host) => format!("{host}:{}", bound.port()),
         None => bound.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grpc_url_follows_the_public_host_with_the_bound_port() {
+        let bound: SocketAddr = "0.0.0.0:8081".parse().unwrap();
+        let mut s = Settings::default();
+        assert_eq!(grpc_url(&s, bound), "0.0.0.0:8081");
+        s.server.public_url = "https://a2a.example.org:8443/base".into();
+        assert_eq!(grpc_url(&s, bound), "a2a.example.org:8081");
+        s.server.public_url = "http://[::1]:8080".into();
+        assert_eq!(grpc_url(&s, bound), "[::1]:8081");
+        s.server.grpc_public_address = "grpc.example.org:443".into();
+        assert_eq!(grpc_url(&s, bound), "grpc.example.org:443");
     }
 }

@@ -97,6 +97,23 @@ pub async fn execute(
     }
 }
 
+/// The event id a resuming subscriber names (`Last-Event-ID` on HTTP, `last-event-id`
+/// metadata on gRPC): absent or blank is none; anything but a non-negative integer is
+/// invalid.
+pub fn event_id(raw: Option<&str>) -> Result<Option<i64>> {
+    match raw.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(v) => v
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .map(Some)
+            .ok_or_else(|| {
+                Error::invalid_params("Last-Event-ID: must be an event id from this stream")
+            }),
+    }
+}
+
 /// A send's command: decoded, its part types checked, a direct tool call charged to the
 /// caller's budget for that skill, and the user a trusted proxy named given to the agent as
 /// `userId` (it beats any the client sent: the proxy vouched for it).

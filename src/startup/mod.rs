@@ -13,6 +13,7 @@ use actix_web::dev::{Server, ServerHandle};
 
 use crate::cli::{Agent, SkillSource};
 use crate::config::Settings;
+use crate::grpc::GoAway;
 use crate::http::AppState;
 use crate::runtime::Runtime;
 use crate::service::Service;
@@ -46,6 +47,8 @@ pub enum StartError {
 pub struct Running {
     /// The HTTP address actually bound (useful with port 0).
     pub addr: SocketAddr,
+    /// The gRPC address actually bound, when the binding is on.
+    pub grpc_addr: Option<SocketAddr>,
     pub runtime: Arc<Runtime>,
     /// Pauses and stops every server.
     pub handles: Handles,
@@ -66,6 +69,9 @@ impl Running {
 #[derive(Clone)]
 pub struct Handles {
     servers: Vec<ServerHandle>,
+    /// The gRPC connections' switch (HTTP/2 connections outlive their calls; they are
+    /// asked to close before their workers stop).
+    go_away: Option<GoAway>,
 }
 
 impl Handles {
@@ -77,6 +83,9 @@ impl Handles {
     /// Stops every server: `graceful` lets the requests in flight finish (within
     /// `server.shutdown_timeout_secs`).
     pub async fn stop(&self, graceful: bool) {
+        if let Some(go_away) = &self.go_away {
+            go_away.go_away();
+        }
         futures_util::future::join_all(self.servers.iter().map(|h| h.stop(graceful))).await;
     }
 }
@@ -106,7 +115,18 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
 
     let listener = bind(settings.bind_addr()?)?;
     let addr = listener.local_addr()?;
-    let state = AppState::new(&settings, addr, None, service.clone(), &cards, metrics);
+    let grpc = match settings.grpc_bind_addr()? {
+        Some(grpc_addr) => Some(crate::grpc::server(
+            service.clone(),
+            bind(grpc_addr)?,
+            workers,
+            settings.server.max_body_bytes,
+            settings.server.shutdown_timeout_secs,
+        )?),
+        None => None,
+    };
+    let grpc_addr = grpc.as_ref().map(|g| g.addr);
+    let state = AppState::new(&settings, addr, grpc_addr, service.clone(), &cards, metrics);
     let http = crate::http::server(
         state,
         listener,
@@ -114,8 +134,16 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         settings.server.shutdown_timeout_secs,
         settings.metrics.dashboard,
     )?;
+    let mut servers = vec![http];
+    let mut go_away = None;
+    if let Some(grpc) = grpc {
+        tracing::info!(addr = %grpc.addr, "gRPC binding listening (lf.a2a.v1.A2AService, grpc.health.v1.Health)");
+        servers.push(grpc.server);
+        go_away = Some(grpc.go_away);
+    }
     let handles = Handles {
-        servers: vec![http.handle()],
+        servers: servers.iter().map(Server::handle).collect(),
+        go_away,
     };
 
     runtime.start_maintenance();
@@ -127,9 +155,10 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
     }
     Ok(Running {
         addr,
+        grpc_addr,
         runtime,
         handles,
-        servers: vec![http],
+        servers,
     })
 }
 

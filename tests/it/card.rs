@@ -19,6 +19,7 @@ async fn card_declares_bindings_capabilities_and_versions() {
     };
     assert!(has("JSONRPC", "1.0") && has("HTTP+JSON", "1.0"));
     assert!(has("JSONRPC", "0.3") && has("HTTP+JSON", "0.3"));
+    assert!(has("GRPC", "1.0"), "gRPC is on by default");
     assert_eq!(card["protocolVersion"], "0.3.0");
     assert_eq!(card["preferredTransport"], "JSONRPC");
     assert!(card["url"].as_str().unwrap().starts_with(&app.url));
@@ -79,5 +80,6 @@ async fn a_1_0_only_card_can_be_configured() {
         .unwrap();
     assert!(card.get("url").is_none() && card.get("protocolVersion").is_none());
     assert!(card["capabilities"].get("stateTransitionHistory").is_none());
-    assert_eq!(card["supportedInterfaces"].as_array().unwrap().len(), 4);
+    // JSON-RPC and HTTP+JSON for 1.0 and 0.3, and gRPC (1.0).
+    assert_eq!(card["supportedInterfaces"].as_array().unwrap().len(), 5);
 }

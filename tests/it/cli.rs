@@ -25,6 +25,7 @@ fn version_and_help() {
         "migrate",
         "--config",
         "--bind",
+        "--grpc-bind",
         "--database-url",
         "--data-dir",
     ] {

@@ -25,6 +25,9 @@ pub(crate) fn start_server_with(
             "serve",
             "--bind",
             &format!("127.0.0.1:{port}"),
+            // Any free port (the card names it): tests run side by side.
+            "--grpc-bind",
+            "127.0.0.1:0",
             "--data-dir",
         ])
         .arg(data_dir)

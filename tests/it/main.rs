@@ -7,6 +7,7 @@ mod cli;
 mod dashboard;
 mod durability;
 mod errors;
+mod grpc;
 mod health;
 mod janitor;
 mod jsonrpc;

@@ -173,6 +173,89 @@ async fn an_open_sse_stream_ends_on_sigterm_long_before_the_deadline() {
 }
 
 #[actix_web::test]
+async fn grpc_streams_and_idle_connections_end_on_sigterm_long_before_the_deadline() {
+    use a2a_pb::proto::{self, a2a_service_client::A2aServiceClient};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, url) = start_server_with(
+        dir.path(),
+        &[("AGENT_A2A__SERVER__SHUTDOWN_TIMEOUT_SECS", "3600")],
+    );
+    let client = http_client();
+    let card: Value = client
+        .get(format!("{url}/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let grpc = card["supportedInterfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["protocolBinding"] == "GRPC")
+        .and_then(|i| i["url"].as_str())
+        .expect("the card lists gRPC")
+        .to_owned();
+    let mut c = A2aServiceClient::connect(format!("http://{grpc}"))
+        .await
+        .expect("gRPC connects");
+    let sent = c
+        .send_message(proto::SendMessageRequest {
+            message: Some(proto::Message {
+                message_id: "shutdown-grpc-1".into(),
+                role: proto::Role::User as i32,
+                parts: vec![proto::Part {
+                    content: Some(proto::part::Content::Text("hello".into())),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("sent")
+        .into_inner();
+    let Some(proto::send_message_response::Payload::Task(task)) = sent.payload else {
+        panic!("a task");
+    };
+    // Input required: a subscription would follow the task indefinitely.
+    let mut stream = c
+        .subscribe_to_task(proto::SubscribeToTaskRequest {
+            id: task.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("subscribed")
+        .into_inner();
+    let snapshot = tokio::time::timeout(Duration::from_secs(20), stream.next())
+        .await
+        .expect("the snapshot arrives")
+        .expect("a first event")
+        .expect("not an error");
+    assert!(matches!(
+        snapshot.payload,
+        Some(proto::stream_response::Payload::Task(_))
+    ));
+
+    sigterm(&child);
+    let end = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(event) = stream.next().await {
+            event?;
+        }
+        Ok::<(), tonic::Status>(())
+    })
+    .await
+    .expect("the stream ended after SIGTERM");
+    assert!(end.is_ok(), "the stream closed cleanly: {end:?}");
+    // The client's connection stays open while idle; the server closed it with GOAWAY.
+    let status = exit_status(&mut child).await;
+    assert!(status.success(), "exit status after SIGTERM: {status:?}");
+    drop(c);
+}
+
+#[actix_web::test]
 async fn a_drain_refuses_new_work_and_waits_for_the_turns_already_accepted() {
     let app = spawn_app().await;
     let running = app.start_waiting_task().await;

@@ -74,6 +74,8 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub runtime: Arc<Runtime>,
     pub release: Arc<Notify>,
+    /// The gRPC binding's address (on unless a test turned it off).
+    pub grpc_addr: Option<std::net::SocketAddr>,
     handle: agent_a2a::startup::Handles,
     _dir: Option<tempfile::TempDir>,
 }
@@ -311,6 +313,7 @@ fn test_settings(dir: Option<&tempfile::TempDir>) -> Settings {
     // Tests act as the default tenant unless they turn auth on (tests/it/auth.rs).
     settings.auth.enabled = false;
     settings.server.bind = "127.0.0.1:0".into();
+    settings.server.grpc_bind = "127.0.0.1:0".into();
     settings.server.workers = 2;
     settings.threads.arbiters = 2;
     settings.log.level = "warn".into();
@@ -351,12 +354,14 @@ async fn start(
     let url = format!("http://{}", running.addr);
     let handle = running.handles.clone();
     let runtime = running.runtime.clone();
+    let grpc_addr = running.grpc_addr;
     actix_web::rt::spawn(running.run());
     TestApp {
         url,
         client: http_client(),
         runtime,
         release,
+        grpc_addr,
         handle,
         _dir: dir,
     }

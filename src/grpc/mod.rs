@@ -1,0 +1,149 @@
+//! The gRPC binding: `lf.a2a.v1.A2AService` (A2A 1.0) and `grpc.health.v1.Health` on
+//! their own listener (`server.grpc_bind`, plaintext HTTP/2), beside the HTTP bindings
+//! and over the same operations (`service`).
+//!
+//! Connections are accepted by an actix-server with as many workers as the HTTP server
+//! has; each worker is an actix arbiter, so a request's new thread actor starts on the
+//! worker that took the call, exactly as on HTTP, and serves the connection with hyper's
+//! HTTP/2 and tonic's routing. The generated types and service trait are the official
+//! Rust SDK's (`a2a_pb`).
+//!
+//! **Bounds.** A request message larger than `server.max_body_bytes` is refused by the
+//! framing before it is decoded (`OUT_OF_RANGE`, tonic's own status for it).
+//! **Shutdown.** [`GrpcServer::go_away`] tells every connection to finish: each sends an
+//! HTTP/2 GOAWAY, lets the calls in flight end (event streams end as the runtime drains)
+//! and closes; the workers stop after them, within `server.shutdown_timeout_secs`.
+
+mod convert;
+mod health;
+mod service;
+mod status;
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+
+use a2a_pb::proto::a2a_service_server::A2aServiceServer;
+use actix_web::dev::Server;
+use actix_web::rt::net::TcpStream;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::sync::watch;
+use tonic::service::Routes;
+use tonic::transport::server::TcpConnectInfo;
+use tonic_health::pb::health_server::HealthServer;
+use tower::ServiceExt;
+
+pub use health::A2A_SERVICE;
+pub use service::EVENT_ID_KEY;
+
+use crate::service::Service;
+
+/// A started gRPC server: the actix-server to drive, and the switch that makes every
+/// connection finish.
+pub struct GrpcServer {
+    pub addr: SocketAddr,
+    pub server: Server,
+    pub go_away: GoAway,
+}
+
+/// Tells every open connection to finish its calls and close.
+#[derive(Clone)]
+pub struct GoAway(Arc<watch::Sender<bool>>);
+
+impl GoAway {
+    pub fn go_away(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+/// The gRPC server on `listener` with `workers` workers.
+pub fn server(
+    service: Arc<Service>,
+    listener: TcpListener,
+    workers: usize,
+    max_message_bytes: usize,
+    shutdown_timeout_secs: u64,
+) -> std::io::Result<GrpcServer> {
+    let addr = listener.local_addr()?;
+    let runtime = service.runtime.clone();
+    let routes = Routes::new(
+        A2aServiceServer::new(service::A2a::new(service))
+            .max_decoding_message_size(max_message_bytes),
+    )
+    .add_service(HealthServer::new(health::HealthService::new(runtime)))
+    .prepare();
+    let (go_away, stop) = watch::channel(false);
+    let server = actix_server::Server::build()
+        .workers(workers)
+        .shutdown_timeout(shutdown_timeout_secs)
+        .disable_signals()
+        .listen("grpc", listener, move || {
+            let routes = routes.clone();
+            let stop = stop.clone();
+            actix_service::fn_service(move |stream: TcpStream| {
+                connection(stream, routes.clone(), stop.clone())
+            })
+        })?
+        .run();
+    Ok(GrpcServer {
+        addr,
+        server,
+        go_away: GoAway(Arc::new(go_away)),
+    })
+}
+
+/// Runs a connection's streams on the worker that accepted it, inside its arbiter (a
+/// plain `tokio::spawn` would leave the arbiter's context, where the thread actors a
+/// call starts live).
+#[derive(Clone, Copy)]
+struct OnThisWorker;
+
+impl<F> hyper::rt::Executor<F> for OnThisWorker
+where
+    F: std::future::Future + 'static,
+{
+    fn execute(&self, future: F) {
+        actix_web::rt::spawn(async move {
+            future.await;
+        });
+    }
+}
+
+/// Serves one HTTP/2 connection until the peer closes it, or until a GOAWAY asked for
+/// and its calls in flight are over.
+async fn connection(
+    stream: TcpStream,
+    routes: Routes,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), std::convert::Infallible> {
+    let info = TcpConnectInfo {
+        local_addr: stream.local_addr().ok(),
+        remote_addr: stream.peer_addr().ok(),
+    };
+    // Small frames (a unary answer) must not wait for Nagle.
+    let _ = stream.set_nodelay(true);
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        request.extensions_mut().insert(info.clone());
+        routes.clone().oneshot(request)
+    });
+    let connection = hyper::server::conn::http2::Builder::new(OnThisWorker)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    let asked = async {
+        if stop.wait_for(|stop| *stop).await.is_err() {
+            // The switch is gone with its server: only the peer ends this connection.
+            std::future::pending::<()>().await;
+        }
+    };
+    let served = tokio::select! {
+        served = connection.as_mut() => served,
+        () = asked => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(e) = served {
+        tracing::debug!(error = %e, "gRPC connection ended with an error");
+    }
+    Ok(())
+}

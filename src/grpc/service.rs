@@ -1,0 +1,364 @@
+//! `lf.a2a.v1.A2AService`: every RPC is the operation of the same name in
+//! `service::operation`, framed for gRPC.
+//!
+//! A call passes the same steps as on the HTTP bindings, in the same order: the gate
+//! (credentials from `authorization: Bearer …` or `x-api-key` metadata, then the
+//! tenant's rate limit), the request's ProtoJSON (`convert`), the `a2a-version` metadata,
+//! the operation, and the result's protobuf. Errors become statuses with `ErrorInfo`
+//! (`status`). Streams carry the events of the SSE streams in the same order; each event
+//! but a lone message names its place in the task's durable log in its `metadata` under
+//! [`EVENT_ID_KEY`], which a `SubscribeToTask` can name in its `last-event-id` metadata
+//! to resume after it.
+
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use a2a_pb::proto::{self, a2a_service_server::A2aService};
+use a2a_pb::protojson;
+use futures_util::{Stream, StreamExt};
+use prost::Message;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tonic::metadata::MetadataMap;
+use tonic::{Code, Request, Response, Status};
+use tracing::Instrument;
+
+use super::convert::{from_json, to_json};
+use super::status::{code_name, status};
+use crate::a2a::version::{is_newer_than_supported, negotiate};
+use crate::a2a::{Dialect, Operation, encode_stream_event};
+use crate::domain::StreamEvent;
+use crate::error::Error;
+use crate::runtime::SeqEvent;
+use crate::service::Service;
+use crate::service::auth::Credentials;
+use crate::service::operation::{self, Reply};
+use crate::telemetry;
+
+/// The `metadata` key of a streamed event's id (its place in the task's durable log).
+pub const EVENT_ID_KEY: &str = "urn:agent-a2a:event-id";
+
+/// A server stream of events.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<proto::StreamResponse, Status>> + Send>>;
+
+/// The gRPC service over the shared operations.
+pub struct A2a {
+    service: Arc<Service>,
+}
+
+impl A2a {
+    pub fn new(service: Arc<Service>) -> Self {
+        Self { service }
+    }
+}
+
+/// What a gRPC caller presented: its metadata and peer address.
+struct Caller<'a> {
+    metadata: &'a MetadataMap,
+    peer: Option<IpAddr>,
+}
+
+impl Credentials for Caller<'_> {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.metadata.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn peer(&self) -> Option<IpAddr> {
+        self.peer
+    }
+}
+
+impl A2a {
+    /// Admits the caller and executes `op` with the request's ProtoJSON.
+    async fn execute<J>(
+        &self,
+        op: Operation,
+        request: Request<impl Message>,
+    ) -> Result<Reply, Error>
+    where
+        J: Message + Default + Serialize,
+    {
+        let peer = request.remote_addr().map(|addr| addr.ip());
+        let (metadata, _, message) = request.into_parts();
+        let caller = Caller {
+            metadata: &metadata,
+            peer,
+        };
+        // Credentials first: a stranger learns nothing, not even whether its request is valid.
+        let principal = self.service.gate.admit(&caller)?;
+        let params = to_json::<J>(&message)?;
+        let dialect = version(&metadata)?;
+        let resume = || operation::event_id(caller.header("last-event-id"));
+        operation::execute(&self.service, &principal, op, dialect, &params, resume).await
+    }
+
+    /// A unary RPC: the request read through its twin `J`, the result through `RJ`.
+    async fn unary<J, RJ, R>(
+        &self,
+        op: Operation,
+        request: Request<impl Message>,
+    ) -> Result<Response<R>, Status>
+    where
+        J: Message + Default + Serialize,
+        RJ: Message + DeserializeOwned,
+        R: Message + Default,
+    {
+        let started = Instant::now();
+        let name = operation::name(op);
+        let result = async {
+            match self.execute::<J>(op, request).await? {
+                Reply::Json(value) => from_json::<RJ, R>(value),
+                Reply::Stream(_) => Err(Error::internal(format!("{name} answered with a stream"))),
+            }
+        }
+        .instrument(tracing::debug_span!("grpc", method = name))
+        .await;
+        let result = result
+            .map(Response::new)
+            .map_err(|e| status(&self.service.report(&e, name)));
+        observe(name, result.as_ref().err(), started);
+        result
+    }
+
+    /// A server-streaming RPC: the request read through its twin `J`.
+    async fn streaming<J>(
+        &self,
+        op: Operation,
+        request: Request<impl Message>,
+    ) -> Result<Response<EventStream>, Status>
+    where
+        J: Message + Default + Serialize,
+    {
+        let started = Instant::now();
+        let name = operation::name(op);
+        let result = self
+            .execute::<J>(op, request)
+            .instrument(tracing::debug_span!("grpc", method = name))
+            .await
+            .and_then(|reply| match reply {
+                Reply::Stream(events) => Ok(events),
+                Reply::Json(_) => Err(Error::internal(format!("{name} answered without a stream"))),
+            });
+        let result = match result {
+            Ok(events) => {
+                let service = self.service.clone();
+                let guard = StreamGuard::new();
+                let frames = events.map(move |item| {
+                    let _open = &guard;
+                    item.and_then(frame)
+                        .map_err(|e| status(&service.report(&e, name)))
+                });
+                Ok(Response::new(Box::pin(frames) as EventStream))
+            }
+            Err(e) => Err(status(&self.service.report(&e, name))),
+        };
+        observe(name, result.as_ref().err(), started);
+        result
+    }
+}
+
+/// The dialect of the `a2a-version` metadata: the gRPC service is 1.0's.
+fn version(metadata: &MetadataMap) -> Result<Dialect, Error> {
+    let requested = metadata.get("a2a-version").and_then(|v| v.to_str().ok());
+    if let Some(v) = requested
+        && is_newer_than_supported(v)
+    {
+        tracing::warn!(requested = %v, "request announces a newer A2A version than this server supports");
+    }
+    negotiate(requested, Dialect::V1)
+}
+
+/// One event as a `StreamResponse`, named by its id where SSE names it.
+fn frame((seq, event): SeqEvent) -> Result<proto::StreamResponse, Error> {
+    let mut value = encode_stream_event(Dialect::V1, &event);
+    if !matches!(event, StreamEvent::Message { .. }) {
+        name_event(&mut value, seq);
+    }
+    from_json::<protojson::StreamResponse, _>(value)
+}
+
+/// Writes `seq` into the metadata of the event's payload (`task`, `statusUpdate` or
+/// `artifactUpdate`).
+fn name_event(value: &mut Value, seq: i64) {
+    let Some(payload) = value.as_object_mut().and_then(|o| o.values_mut().next()) else {
+        return;
+    };
+    let Some(payload) = payload.as_object_mut() else {
+        return;
+    };
+    let metadata = payload.entry("metadata").or_insert_with(|| json!({}));
+    if let Some(metadata) = metadata.as_object_mut() {
+        metadata.insert(EVENT_ID_KEY.into(), Value::String(seq.to_string()));
+    }
+}
+
+/// Counts a call by method and status code, and times it until its answer (a stream's
+/// head): the HTTP bindings' metrics with `binding="grpc"`.
+fn observe(method: &'static str, error: Option<&Status>, started: Instant) {
+    let code = error.map_or(Code::Ok, Status::code);
+    metrics::counter!(
+        telemetry::HTTP_REQUESTS,
+        "binding" => "grpc",
+        "method" => method,
+        "status" => code_name(code)
+    )
+    .increment(1);
+    metrics::histogram!(telemetry::HTTP_LATENCY_MS, "binding" => "grpc", "method" => method)
+        .record(started.elapsed().as_secs_f64() * 1000.0);
+}
+
+/// Counts an open gRPC event stream while it lives.
+struct StreamGuard;
+
+impl StreamGuard {
+    fn new() -> Self {
+        metrics::gauge!(telemetry::GRPC_STREAMS).increment(1.0);
+        StreamGuard
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        metrics::gauge!(telemetry::GRPC_STREAMS).decrement(1.0);
+    }
+}
+
+#[tonic::async_trait]
+impl A2aService for A2a {
+    async fn send_message(
+        &self,
+        request: Request<proto::SendMessageRequest>,
+    ) -> Result<Response<proto::SendMessageResponse>, Status> {
+        self.unary::<protojson::SendMessageRequest, protojson::SendMessageResponse, _>(
+            Operation::SendMessage,
+            request,
+        )
+        .await
+    }
+
+    type SendStreamingMessageStream = EventStream;
+
+    async fn send_streaming_message(
+        &self,
+        request: Request<proto::SendMessageRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        self.streaming::<protojson::SendMessageRequest>(Operation::SendStreamingMessage, request)
+            .await
+    }
+
+    async fn get_task(
+        &self,
+        request: Request<proto::GetTaskRequest>,
+    ) -> Result<Response<proto::Task>, Status> {
+        self.unary::<protojson::GetTaskRequest, protojson::Task, _>(Operation::GetTask, request)
+            .await
+    }
+
+    async fn list_tasks(
+        &self,
+        request: Request<proto::ListTasksRequest>,
+    ) -> Result<Response<proto::ListTasksResponse>, Status> {
+        self.unary::<protojson::ListTasksRequest, protojson::ListTasksResponse, _>(
+            Operation::ListTasks,
+            request,
+        )
+        .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: Request<proto::CancelTaskRequest>,
+    ) -> Result<Response<proto::Task>, Status> {
+        self.unary::<protojson::CancelTaskRequest, protojson::Task, _>(
+            Operation::CancelTask,
+            request,
+        )
+        .await
+    }
+
+    type SubscribeToTaskStream = EventStream;
+
+    async fn subscribe_to_task(
+        &self,
+        request: Request<proto::SubscribeToTaskRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        self.streaming::<protojson::SubscribeToTaskRequest>(Operation::SubscribeToTask, request)
+            .await
+    }
+
+    async fn create_task_push_notification_config(
+        &self,
+        request: Request<proto::TaskPushNotificationConfig>,
+    ) -> Result<Response<proto::TaskPushNotificationConfig>, Status> {
+        self.unary::<protojson::TaskPushNotificationConfig, protojson::TaskPushNotificationConfig, _>(
+            Operation::CreatePushConfig,
+            request,
+        )
+        .await
+    }
+
+    async fn get_task_push_notification_config(
+        &self,
+        request: Request<proto::GetTaskPushNotificationConfigRequest>,
+    ) -> Result<Response<proto::TaskPushNotificationConfig>, Status> {
+        self.unary::<
+            protojson::GetTaskPushNotificationConfigRequest,
+            protojson::TaskPushNotificationConfig,
+            _,
+        >(Operation::GetPushConfig, request)
+        .await
+    }
+
+    async fn list_task_push_notification_configs(
+        &self,
+        request: Request<proto::ListTaskPushNotificationConfigsRequest>,
+    ) -> Result<Response<proto::ListTaskPushNotificationConfigsResponse>, Status> {
+        self.unary::<
+            protojson::ListTaskPushNotificationConfigsRequest,
+            protojson::ListTaskPushNotificationConfigsResponse,
+            _,
+        >(Operation::ListPushConfigs, request)
+        .await
+    }
+
+    async fn get_extended_agent_card(
+        &self,
+        request: Request<proto::GetExtendedAgentCardRequest>,
+    ) -> Result<Response<proto::AgentCard>, Status> {
+        self.unary::<protojson::GetExtendedAgentCardRequest, protojson::AgentCard, _>(
+            Operation::GetExtendedAgentCard,
+            request,
+        )
+        .await
+    }
+
+    async fn delete_task_push_notification_config(
+        &self,
+        request: Request<proto::DeleteTaskPushNotificationConfigRequest>,
+    ) -> Result<Response<()>, Status> {
+        self.unary::<protojson::DeleteTaskPushNotificationConfigRequest, (), ()>(
+            Operation::DeletePushConfig,
+            request,
+        )
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_named_in_their_payload_metadata() {
+        let mut status = json!({"statusUpdate": {"taskId": "t", "metadata": {"k": "v"}}});
+        name_event(&mut status, 7);
+        assert_eq!(status["statusUpdate"]["metadata"][EVENT_ID_KEY], "7");
+        assert_eq!(status["statusUpdate"]["metadata"]["k"], "v");
+        let mut task = json!({"task": {"id": "t"}});
+        name_event(&mut task, 3);
+        assert_eq!(task["task"]["metadata"][EVENT_ID_KEY], "3");
+    }
+}
