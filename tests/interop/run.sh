@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Interop test: builds the server (debug), starts it on a free loopback port with a fresh
 # embedded SQLite data dir, waits for its agent card, and runs the official A2A Python
-# SDK client tests (tests/interop/test_sdk_client.py) against it. The server is always
-# stopped, whatever happens.
+# SDK client tests (tests/interop/test_sdk_client.py) against it, over JSON-RPC, HTTP+JSON
+# and gRPC (a second free port). The server is always stopped, whatever happens.
 #
 # Usage: tests/interop/run.sh [pytest args...]
 # Environment:
@@ -38,7 +38,11 @@ echo "interop: building $bin_name (debug)"
 cargo build --locked --bin "$bin_name"
 server="$target_dir/debug/$bin_name"
 
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+port="$(free_port)"
+grpc_port="$(free_port)"
 data_dir="$(mktemp -d /tmp/a2a-interop.XXXXXX)"
 log="$data_dir/server.log"
 url="http://127.0.0.1:$port"
@@ -64,9 +68,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-echo "interop: starting $server on $url (data dir $data_dir)"
+echo "interop: starting $server on $url, gRPC on 127.0.0.1:$grpc_port (data dir $data_dir)"
 env -u DATABASE_URL -u TEST_DATABASE_URL \
-    "$server" --bind "127.0.0.1:$port" --data-dir "$data_dir" > "$log" 2>&1 &
+    "$server" --bind "127.0.0.1:$port" --grpc-bind "127.0.0.1:$grpc_port" \
+    --data-dir "$data_dir" > "$log" 2>&1 &
 server_pid=$!
 
 card_ready() {

@@ -3,17 +3,19 @@
 The server under test is at ``$A2A_URL`` (default http://127.0.0.1:8080) and runs the
 default executor, which answers free text with ``TASK_STATE_INPUT_REQUIRED`` and a
 message listing its tools. Every test runs once per binding the SDK can speak that the
-agent card declares (JSON-RPC and HTTP+JSON): the client is built from the card, as a
-real client would, with only that binding allowed.
+agent card declares (JSON-RPC, HTTP+JSON and gRPC): the client is built from the card,
+as a real client would, with only that binding allowed.
 
 ``tests/interop/run.sh`` builds and starts a server and runs this file.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 
+import grpc
 import httpx
 import pytest
 
@@ -27,6 +29,7 @@ from a2a.types import (
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     TaskNotCancelableError,
     TaskNotFoundError,
     TaskState,
@@ -35,7 +38,7 @@ from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
 
 A2A_URL = os.environ.get("A2A_URL", "http://127.0.0.1:8080").rstrip("/")
 
-BINDINGS = [TransportProtocol.JSONRPC, TransportProtocol.HTTP_JSON]
+BINDINGS = [TransportProtocol.JSONRPC, TransportProtocol.HTTP_JSON, TransportProtocol.GRPC]
 
 # A turn of the default executor ends in one of these (free text: input-required).
 TURN_END_STATES = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_INPUT_REQUIRED}
@@ -62,7 +65,7 @@ def card_json() -> dict:
     return response.json()
 
 
-@pytest.fixture(params=BINDINGS, ids=["jsonrpc", "http_json"])
+@pytest.fixture(params=BINDINGS, ids=["jsonrpc", "http_json", "grpc"])
 def binding(request: pytest.FixtureRequest, card_json: dict) -> str:
     declared = {i.get("protocolBinding") for i in card_json.get("supportedInterfaces", [])}
     if request.param not in declared:
@@ -76,6 +79,8 @@ async def make_client(binding: str, *, streaming: bool):
         supported_protocol_bindings=[binding],
         use_client_preference=True,
         httpx_client=httpx.AsyncClient(timeout=30),
+        # gRPC: the card's interface url is host:port, plaintext on loopback.
+        grpc_channel_factory=grpc.aio.insecure_channel,
     )
     return await ClientFactory(config).create_from_url(A2A_URL)
 
@@ -110,11 +115,12 @@ async def new_task(client, text: str = "hello"):
     return response.task
 
 
-async def test_card_declares_jsonrpc_and_http_json(card_json: dict) -> None:
+async def test_card_declares_every_binding(card_json: dict) -> None:
     interfaces = card_json["supportedInterfaces"]
     versions = {(i["protocolBinding"], i["protocolVersion"]) for i in interfaces}
     assert ("JSONRPC", "1.0") in versions
     assert ("HTTP+JSON", "1.0") in versions
+    assert ("GRPC", "1.0") in versions
     assert card_json["name"]
     assert "capabilities" in card_json
 
@@ -227,3 +233,35 @@ async def test_list_tasks_returns_the_tasks(client) -> None:
 
     everything = await client.list_tasks(ListTasksRequest(page_size=100))
     assert first.id in [t.id for t in everything.tasks] or everything.next_page_token
+
+
+async def test_subscribe_follows_the_task(client, streaming_client) -> None:
+    task = await new_task(client, "hello")
+    if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+        pytest.skip("the agent completed the first turn; nothing to follow")
+    events = streaming_client.subscribe(SubscribeToTaskRequest(id=task.id))
+    first = await asyncio.wait_for(anext(events), 10)
+    assert first.HasField("task"), f"a subscription starts with the task: {first}"
+    assert first.task.id == task.id
+    assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    # The task continues; the subscriber sees the turn as it happens.
+    follow_up = asyncio.create_task(
+        send_blocking(
+            client, user_message("more input", task_id=task.id, context_id=task.context_id)
+        )
+    )
+    update = await asyncio.wait_for(anext(events), 10)
+    kind = update.WhichOneof("payload")
+    assert kind in ("status_update", "artifact_update"), kind
+    assert getattr(update, kind).task_id == task.id
+    response = await asyncio.wait_for(follow_up, 10)
+    assert response.task.id == task.id
+    await events.aclose()
+
+
+async def test_subscribe_to_unknown_task_is_task_not_found(streaming_client) -> None:
+    with pytest.raises(TaskNotFoundError):
+        async for _ in streaming_client.subscribe(
+            SubscribeToTaskRequest(id=f"no-such-task-{uuid.uuid4()}")
+        ):
+            pass
