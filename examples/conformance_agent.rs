@@ -5,7 +5,7 @@
 //! Run it with the same flags as the server:
 //!
 //! ```text
-//! cargo run --example conformance_agent -- --bind 127.0.0.1:9999 --data-dir /tmp/tck-data
+//! cargo run --example conformance_agent -- --bind 127.0.0.1:9999 --grpc-bind 127.0.0.1:9998 --data-dir /tmp/tck-data
 //! ```
 //!
 //! It exists to be tested against; the production binary never behaves like this.
