@@ -75,6 +75,10 @@ pub struct Args {
     /// Which headers carry the API key.
     #[arg(long, value_enum, default_value_t = AuthHeader::Both)]
     pub auth_header: AuthHeader,
+    /// Binding of the calls: JSON-RPC at --url, or gRPC at the address the agent card
+    /// (beside --url) lists; gRPC speaks the 1.0 dialect only.
+    #[arg(long, value_enum, default_value_t = Binding::Jsonrpc)]
+    pub binding: Binding,
     /// Protocol version: method names, payload shapes and the A2A-Version header.
     #[arg(long, value_enum, default_value_t = Dialect::V1)]
     pub dialect: Dialect,
@@ -202,10 +206,20 @@ impl Args {
         if self.url.is_none() && self.allow_remote {
             fail("--allow-remote only applies with --url");
         }
+        if self.binding == Binding::Grpc && self.dialect != Dialect::V1 {
+            fail("--binding grpc speaks --dialect v1 only");
+        }
         if self.message_id_prefix.is_empty() {
             fail("--message-id-prefix must not be empty");
         }
     }
+}
+
+/// The binding the load generator calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Binding {
+    Jsonrpc,
+    Grpc,
 }
 
 /// Exits with a usage error in clap's format.

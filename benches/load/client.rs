@@ -1,6 +1,7 @@
-//! The HTTP side of the load generator: one pooled reqwest client that posts JSON-RPC
+//! The client side of the load generator: one pooled reqwest client that posts JSON-RPC
 //! requests to the target URL with the dialect's `A2A-Version` header and the API key,
-//! and reads answers either as one JSON document or as a Server-Sent Events stream.
+//! and reads answers either as one JSON document or as a Server-Sent Events stream — or,
+//! with `--binding grpc`, the same calls over gRPC (`grpc.rs`).
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +12,7 @@ use futures_util::{Stream, StreamExt};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
+use crate::grpc::GrpcWire;
 use crate::protocol::{Dialect, ErrorKind, Reply, StreamEvent, rpc_request, rpc_result};
 
 /// Which headers carry the API key.
@@ -31,6 +33,8 @@ pub struct Client {
     dialect: Dialect,
     message_id_prefix: String,
     next_id: AtomicU64,
+    /// Calls go over gRPC instead (`--binding grpc`).
+    grpc: Option<GrpcWire>,
 }
 
 impl Client {
@@ -75,7 +79,14 @@ impl Client {
             dialect,
             message_id_prefix,
             next_id: AtomicU64::new(1),
+            grpc: None,
         })
+    }
+
+    /// Sends the calls over gRPC, to the interface the card lists.
+    pub fn with_grpc(mut self, grpc: GrpcWire) -> Self {
+        self.grpc = Some(grpc);
+        self
     }
 
     pub fn dialect(&self) -> Dialect {
@@ -101,6 +112,9 @@ impl Client {
 
     /// A unary JSON-RPC call; returns its `result`.
     pub async fn call(&self, method: &str, params: Value) -> Result<Value, ErrorKind> {
+        if let Some(grpc) = &self.grpc {
+            return grpc.call(method, params).await;
+        }
         let response = self.post(method, params).await?;
         read_json(response).await
     }
@@ -115,6 +129,12 @@ impl Client {
     /// A streaming call (`SendStreamingMessage`, `SubscribeToTask`, …). A request the
     /// server refuses before streaming comes back as plain JSON and becomes its error.
     pub async fn open_stream(&self, method: &str, params: Value) -> Result<Events, ErrorKind> {
+        if let Some(grpc) = &self.grpc {
+            return Ok(Events {
+                dialect: self.dialect,
+                inner: Frames::Grpc(Box::new(grpc.open_stream(method, params).await?)),
+            });
+        }
         let response = self.post(method, params).await?;
         let is_sse = response
             .headers()
@@ -131,7 +151,7 @@ impl Client {
         }
         Ok(Events {
             dialect: self.dialect,
-            inner: Box::pin(response.bytes_stream().eventsource()),
+            inner: Frames::Sse(Box::pin(response.bytes_stream().eventsource())),
         })
     }
 }
@@ -171,17 +191,33 @@ type SseStream = Pin<
     >,
 >;
 
-/// The events of one SSE response, read as A2A stream events.
+/// Where a stream's events come from.
+enum Frames {
+    Sse(SseStream),
+    Grpc(Box<tonic::Streaming<a2a_pb::proto::StreamResponse>>),
+}
+
+/// The events of one SSE response (or gRPC stream), read as A2A stream events.
 pub struct Events {
     dialect: Dialect,
-    inner: SseStream,
+    inner: Frames,
 }
 
 impl Events {
     /// The next event; `None` when the server closed the stream. An `event: error`
-    /// frame becomes the error it carries.
+    /// frame (a gRPC status) becomes the error it carries.
     pub async fn next(&mut self) -> Option<Result<StreamEvent, ErrorKind>> {
-        let event = match self.inner.next().await? {
+        let sse = match &mut self.inner {
+            Frames::Sse(sse) => sse,
+            Frames::Grpc(stream) => {
+                let result = match stream.next().await? {
+                    Ok(event) => crate::grpc::to_json::<a2a_pb::protojson::StreamResponse>(&event),
+                    Err(status) => Err(crate::grpc::kind(&status)),
+                };
+                return Some(result.and_then(|event| StreamEvent::parse(self.dialect, &event)));
+            }
+        };
+        let event = match sse.next().await? {
             Ok(event) => event,
             Err(eventsource_stream::EventStreamError::Transport(e)) => {
                 return Some(Err(ErrorKind::from_reqwest(&e)));

@@ -21,6 +21,7 @@
 mod args;
 mod client;
 mod driver;
+mod grpc;
 mod memory;
 mod progress;
 mod protocol;
@@ -37,7 +38,7 @@ use anyhow::Context;
 use clap::Parser;
 use tokio::sync::watch;
 
-use crate::args::{Args, Format, TARGET_NAME};
+use crate::args::{Args, Binding, Format, TARGET_NAME};
 use crate::client::Client;
 use crate::driver::Plan;
 use crate::memory::Sampler;
@@ -95,7 +96,8 @@ async fn run(args: &Args) -> anyhow::Result<ExitCode> {
             (None, url.clone())
         }
         None => {
-            let server = tokio::task::spawn_blocking(InProcessServer::start)
+            let grpc = args.binding == Binding::Grpc;
+            let server = tokio::task::spawn_blocking(move || InProcessServer::start(grpc))
                 .await
                 .context("starting the in-process server")??;
             let url = server.url.clone();
@@ -170,13 +172,18 @@ async fn load(args: &Args, url: &reqwest::Url, in_process: bool) -> anyhow::Resu
         Scenario::Subscribe => connections + tasks,
         _ => connections,
     };
-    let client = Arc::new(Client::new(
+    let mut client = Client::new(
         url.clone(),
         args.dialect,
         args.api_key.as_deref().map(|key| (key, args.auth_header)),
         pool,
         args.message_id_prefix.clone(),
-    )?);
+    )?;
+    if args.binding == Binding::Grpc {
+        client =
+            client.with_grpc(grpc::GrpcWire::connect(url, pool, args.api_key.as_deref()).await?);
+    }
+    let client = Arc::new(client);
     let sampler = match (args.server_pid, in_process) {
         (Some(pid), _) => Some(Sampler::start(pid, "the server")?),
         (None, true) => Some(Sampler::start(
@@ -221,6 +228,10 @@ async fn load(args: &Args, url: &reqwest::Url, in_process: bool) -> anyhow::Resu
         unit: scenario.unit(),
         url: url.to_string(),
         in_process,
+        binding: match args.binding {
+            Binding::Jsonrpc => "JSON-RPC",
+            Binding::Grpc => "gRPC",
+        },
         dialect: args.dialect,
         connections: args.connections,
         rate: plan.rate,
@@ -246,8 +257,13 @@ fn describe(args: &Args, plan: &Plan, url: &reqwest::Url, in_process: bool) -> S
         None => "closed loop".to_owned(),
     };
     format!(
-        "{} against {url}{} for {bound} after a {} warm-up, {} connections, {shape}",
+        "{}{} against {url}{} for {bound} after a {} warm-up, {} connections, {shape}",
         args.scenario.name(),
+        if args.binding == Binding::Grpc {
+            " over gRPC (the card's GRPC interface)"
+        } else {
+            ""
+        },
         if in_process {
             " (in-process server)"
         } else {

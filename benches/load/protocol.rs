@@ -116,6 +116,8 @@ pub enum ErrorKind {
     InvalidBody,
     /// A JSON-RPC error object: its code and, when known, its reason.
     JsonRpc { code: i64, reason: String },
+    /// A gRPC status: its code and, when given, its `ErrorInfo` reason.
+    Grpc { code: String, reason: String },
     /// A well-formed answer of an unexpected shape.
     UnexpectedResult,
     /// The task ended failed, rejected or canceled.
@@ -186,6 +188,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::HttpStatus(status) => write!(f, "http {status}"),
             ErrorKind::InvalidBody => f.write_str("invalid body"),
             ErrorKind::JsonRpc { code, reason } => write!(f, "jsonrpc {code} {reason}"),
+            ErrorKind::Grpc { code, reason } => write!(f, "grpc {code} {reason}"),
             ErrorKind::UnexpectedResult => f.write_str("unexpected result"),
             ErrorKind::TaskEnded(state) => write!(f, "task {}", state.label()),
             ErrorKind::StreamEndedEarly => f.write_str("stream ended early"),

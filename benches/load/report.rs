@@ -18,6 +18,8 @@ pub struct Report {
     pub url: String,
     /// Whether the server ran inside the load generator's process.
     pub in_process: bool,
+    /// `JSON-RPC` or `gRPC`.
+    pub binding: &'static str,
     pub dialect: Dialect,
     pub connections: u32,
     /// Open-loop target rate per second; `None` for the closed loop.
@@ -86,6 +88,7 @@ pub struct RunInfo {
     pub unit: &'static str,
     pub url: String,
     pub in_process: bool,
+    pub binding: &'static str,
     pub dialect: Dialect,
     pub connections: u32,
     pub rate: Option<f64>,
@@ -129,6 +132,7 @@ impl Report {
             scenario: info.scenario,
             url: info.url,
             in_process: info.in_process,
+            binding: info.binding,
             dialect: info.dialect,
             connections: info.connections,
             rate: info.rate,
@@ -175,8 +179,9 @@ impl Report {
         };
         let _ = writeln!(
             out,
-            "A2A load: {} over JSON-RPC {} at {}{server}",
+            "A2A load: {} over {} {} at {}{server}",
             self.scenario,
+            self.binding,
             self.dialect.version(),
             self.url
         );

@@ -58,8 +58,9 @@ pub struct InProcessServer {
 
 impl InProcessServer {
     /// Starts the server on its own thread (an actix `System`), so it shares the
-    /// process but not the load generator's tokio runtime.
-    pub fn start() -> anyhow::Result<Self> {
+    /// process but not the load generator's tokio runtime; with `grpc`, its gRPC binding
+    /// too (on a free port the card names).
+    pub fn start(grpc: bool) -> anyhow::Result<Self> {
         let data_dir = tempfile::Builder::new()
             .prefix("a2a-load-")
             .tempdir()
@@ -70,7 +71,11 @@ impl InProcessServer {
         // One anonymous tenant without rate limits: the load is the point.
         settings.auth.enabled = false;
         settings.server.bind = "127.0.0.1:0".into();
-        settings.server.grpc_bind = String::new();
+        settings.server.grpc_bind = if grpc {
+            "127.0.0.1:0".into()
+        } else {
+            String::new()
+        };
         settings.store.data_dir = data_dir.path().to_path_buf();
         settings.store.database_url = String::new();
         // Quiet unless RUST_LOG says otherwise: the report goes to the same terminal.
