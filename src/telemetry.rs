@@ -182,6 +182,23 @@ pub fn metrics_handle() -> PrometheusHandle {
         .clone()
 }
 
+/// Counts something open in a gauge while it lives (a stream, a subscription): +1 now,
+/// -1 when dropped, whatever way it ends.
+pub struct OpenGauge(&'static str);
+
+impl OpenGauge {
+    pub fn new(gauge: &'static str) -> Self {
+        metrics::gauge!(gauge).increment(1.0);
+        OpenGauge(gauge)
+    }
+}
+
+impl Drop for OpenGauge {
+    fn drop(&mut self) {
+        metrics::gauge!(self.0).decrement(1.0);
+    }
+}
+
 /// The `# HELP` text of every metric family.
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};

@@ -145,7 +145,7 @@ impl A2a {
         let result = match result {
             Ok(events) => {
                 let service = self.service.clone();
-                let guard = StreamGuard::new();
+                let guard = telemetry::OpenGauge::new(telemetry::GRPC_STREAMS);
                 let frames = events.map(move |item| {
                     let _open = &guard;
                     item.and_then(frame)
@@ -208,22 +208,6 @@ fn observe(method: &'static str, error: Option<&Status>, started: Instant) {
     .increment(1);
     metrics::histogram!(telemetry::HTTP_LATENCY_MS, "binding" => "grpc", "method" => method)
         .record(started.elapsed().as_secs_f64() * 1000.0);
-}
-
-/// Counts an open gRPC event stream while it lives.
-struct StreamGuard;
-
-impl StreamGuard {
-    fn new() -> Self {
-        metrics::gauge!(telemetry::GRPC_STREAMS).increment(1.0);
-        StreamGuard
-    }
-}
-
-impl Drop for StreamGuard {
-    fn drop(&mut self) {
-        metrics::gauge!(telemetry::GRPC_STREAMS).decrement(1.0);
-    }
 }
 
 #[tonic::async_trait]

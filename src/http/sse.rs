@@ -28,22 +28,6 @@ pub enum Framing {
     Rest,
 }
 
-/// Decrements the subscriber gauge when the stream is dropped (client gone or done).
-struct SubscriberGuard;
-
-impl SubscriberGuard {
-    fn new() -> Self {
-        metrics::gauge!(telemetry::SSE_SUBSCRIBERS).increment(1.0);
-        SubscriberGuard
-    }
-}
-
-impl Drop for SubscriberGuard {
-    fn drop(&mut self) {
-        metrics::gauge!(telemetry::SSE_SUBSCRIBERS).decrement(1.0);
-    }
-}
-
 /// The SSE response for a stream of task events.
 pub fn respond(
     events: impl Stream<Item = Result<SeqEvent, Error>> + Send + 'static,
@@ -52,7 +36,7 @@ pub fn respond(
     keep_alive_secs: u64,
     req: &actix_web::HttpRequest,
 ) -> HttpResponse {
-    let guard = SubscriberGuard::new();
+    let guard = telemetry::OpenGauge::new(telemetry::SSE_SUBSCRIBERS);
     // The event stream ends by itself after a closing event or an error.
     let frames = events.map(move |item| {
         let _keep = &guard;
