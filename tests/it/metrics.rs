@@ -20,6 +20,7 @@ const CATALOGUE: &[&str] = &[
     t::HTTP_LATENCY_MS,
     t::ERRORS,
     t::SSE_SUBSCRIBERS,
+    t::GRPC_STREAMS,
     t::RATE_LIMITED,
     t::THREADS_ACTIVE,
     t::TASKS,
