@@ -51,6 +51,9 @@ pub struct ServerSettings {
     /// `host:port` the card advertises for gRPC; empty: the host of `public_url` with
     /// the bound gRPC port, or the bound address when `public_url` is empty.
     pub grpc_public_address: String,
+    /// Calls (HTTP/2 streams) one gRPC connection may have open at once; a client past
+    /// it waits for one to end (the HTTP/2 SETTINGS limit).
+    pub grpc_max_streams_per_connection: u32,
     /// HTTP worker threads; 0: one per core.
     pub workers: usize,
     /// Largest accepted request body in bytes.
@@ -72,6 +75,7 @@ impl Default for ServerSettings {
             public_url: String::new(),
             grpc_bind: "127.0.0.1:8081".into(),
             grpc_public_address: String::new(),
+            grpc_max_streams_per_connection: 200,
             workers: 0,
             max_body_bytes: 1024 * 1024,
             card_max_age_secs: 300,
@@ -819,6 +823,10 @@ impl Settings {
             });
         }
         positive("server.max_body_bytes", self.server.max_body_bytes as u64)?;
+        positive(
+            "server.grpc_max_streams_per_connection",
+            u64::from(self.server.grpc_max_streams_per_connection),
+        )?;
         positive("store.pool_size", self.store.pool_size as u64)?;
         positive("store.acquire_timeout_ms", self.store.acquire_timeout_ms)?;
         positive(
@@ -1235,6 +1243,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.server.grpc_public_address, "a2a.example.org:443");
+        let e = load(
+            &[("AGENT_A2A__SERVER__GRPC_MAX_STREAMS_PER_CONNECTION", "0")],
+            Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("server.grpc_max_streams_per_connection"), "{e}");
     }
 
     const OLLAMA: &str = "auth.enabled = false\n[providers.default]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"llama3.1\"\n";

@@ -9,7 +9,9 @@
 //! Rust SDK's (`a2a_pb`).
 //!
 //! **Bounds.** A request message larger than `server.max_body_bytes` is refused by the
-//! framing before it is decoded (`OUT_OF_RANGE`, tonic's own status for it).
+//! framing before it is decoded (`OUT_OF_RANGE`, tonic's own status for it). A
+//! connection carries at most `server.grpc_max_streams_per_connection` calls at once
+//! (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`: a client past it waits).
 //! **Shutdown.** [`GrpcServer::go_away`] tells every connection to finish: each sends an
 //! HTTP/2 GOAWAY, lets the calls in flight end (event streams end as the runtime drains)
 //! and closes; the workers stop after them, within `server.shutdown_timeout_secs`.
@@ -56,14 +58,30 @@ impl GoAway {
     }
 }
 
-/// The gRPC server on `listener` with `workers` workers.
+/// The gRPC server's settings.
+pub struct Limits {
+    /// Worker threads (arbiters), as many as the HTTP server's.
+    pub workers: usize,
+    /// `server.max_body_bytes`: the largest request message.
+    pub max_message_bytes: usize,
+    /// `server.grpc_max_streams_per_connection`.
+    pub max_streams_per_connection: u32,
+    /// `server.shutdown_timeout_secs`.
+    pub shutdown_timeout_secs: u64,
+}
+
+/// The gRPC server on `listener`.
 pub fn server(
     service: Arc<Service>,
     listener: TcpListener,
-    workers: usize,
-    max_message_bytes: usize,
-    shutdown_timeout_secs: u64,
+    limits: Limits,
 ) -> std::io::Result<GrpcServer> {
+    let Limits {
+        workers,
+        max_message_bytes,
+        max_streams_per_connection,
+        shutdown_timeout_secs,
+    } = limits;
     let addr = listener.local_addr()?;
     let runtime = service.runtime.clone();
     let routes = Routes::new(
@@ -81,7 +99,12 @@ pub fn server(
             let routes = routes.clone();
             let stop = stop.clone();
             actix_service::fn_service(move |stream: TcpStream| {
-                connection(stream, routes.clone(), stop.clone())
+                connection(
+                    stream,
+                    routes.clone(),
+                    max_streams_per_connection,
+                    stop.clone(),
+                )
             })
         })?
         .run();
@@ -114,6 +137,7 @@ where
 async fn connection(
     stream: TcpStream,
     routes: Routes,
+    max_streams: u32,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), std::convert::Infallible> {
     let info = TcpConnectInfo {
@@ -127,6 +151,7 @@ async fn connection(
         routes.clone().oneshot(request)
     });
     let connection = hyper::server::conn::http2::Builder::new(OnThisWorker)
+        .max_concurrent_streams(max_streams)
         .serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
     let asked = async {

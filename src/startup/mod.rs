@@ -119,9 +119,12 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         Some(grpc_addr) => Some(crate::grpc::server(
             service.clone(),
             bind(grpc_addr)?,
-            workers,
-            settings.server.max_body_bytes,
-            settings.server.shutdown_timeout_secs,
+            crate::grpc::Limits {
+                workers,
+                max_message_bytes: settings.server.max_body_bytes,
+                max_streams_per_connection: settings.server.grpc_max_streams_per_connection,
+                shutdown_timeout_secs: settings.server.shutdown_timeout_secs,
+            },
         )?),
         None => None,
     };

@@ -715,3 +715,53 @@ async fn with_grpc_off_nothing_listens_and_the_card_says_so() {
         .collect();
     assert!(!bindings.contains(&"GRPC"), "{bindings:?}");
 }
+
+#[actix_web::test]
+async fn a_connection_carries_at_most_its_streams_at_once() {
+    let app = spawn_app_with(Backend::Sqlite, |s| {
+        s.server.grpc_max_streams_per_connection = 1
+    })
+    .await;
+    let mut c = client(&app).await;
+    let waiting = c
+        .send_message(proto::SendMessageRequest {
+            message: Some(text_message("wait")),
+            configuration: Some(proto::SendMessageConfiguration {
+                return_immediately: true,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(proto::send_message_response::Payload::Task(task)) = waiting.payload else {
+        panic!("a task");
+    };
+    let mut live = c
+        .subscribe_to_task(proto::SubscribeToTaskRequest {
+            id: task.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    live.next().await.unwrap().unwrap();
+    // The one stream is taken: a second call on this connection cannot start.
+    let get = || proto::GetTaskRequest {
+        id: task.id.clone(),
+        ..Default::default()
+    };
+    let mut blocked = Request::new(get());
+    blocked.set_timeout(Duration::from_millis(300));
+    assert!(c.get_task(blocked).await.is_err(), "no stream was free");
+    // Once the subscription ends, the connection takes calls again.
+    app.release.notify_one();
+    collect(live).await.unwrap();
+    let got = c
+        .get_task(get())
+        .await
+        .expect("a stream is free")
+        .into_inner();
+    assert_eq!(state(&got), proto::TaskState::Completed);
+}
