@@ -1,19 +1,18 @@
 //! The command line: `agent-a2a [serve] [--config PATH] [--bind HOST:PORT]
-//! [--database-url URL] [--data-dir DIR]`, `agent-a2a migrate`, `--help`, `--version`.
+//! [--grpc-bind HOST:PORT] [--database-url URL] [--data-dir DIR]`, `agent-a2a migrate`,
+//! `--help`, `--version`.
 //!
 //! [`run`] is shared by the binary and the examples, so every program built on the
 //! library takes the same flags and configuration.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::a2a::card::SkillCard;
 use crate::config::{Overrides, Settings};
-use crate::runtime::{AgentExecutor, ExecutorSource};
-use crate::skills::SkillRegistry;
+/// What a program serves (kept here too: the examples build it beside `run`).
+pub use crate::startup::{Agent, SkillSource};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -63,45 +62,6 @@ impl CommonArgs {
             grpc_bind: self.grpc_bind.clone(),
             database_url: self.database_url.clone(),
             data_dir: self.data_dir.clone(),
-        }
-    }
-}
-
-/// Where the skills of a server come from.
-pub enum SkillSource {
-    /// Governance, knowledge and memory, as enabled in the settings.
-    Configured,
-    /// Exactly these (possibly none).
-    Registry(SkillRegistry),
-}
-
-/// What a program built on the library serves.
-pub struct Agent {
-    pub executor: ExecutorSource,
-    /// The skills whose tools the runtime serves (each behind a skill actor) and the card
-    /// lists with their tools' schemas.
-    pub skills: SkillSource,
-    /// Card entries for what the executor does by itself, without tools.
-    pub cards: Vec<SkillCard>,
-}
-
-impl Agent {
-    /// An executor with no tools.
-    pub fn new(executor: Arc<dyn AgentExecutor>) -> Self {
-        Self {
-            executor: ExecutorSource::Custom(executor),
-            skills: SkillSource::Registry(SkillRegistry::default()),
-            cards: Vec::new(),
-        }
-    }
-
-    /// What the configuration describes: its skills, and its agent (a model-backed agent
-    /// loop when `agent.provider` is set, direct tool routing otherwise).
-    pub fn configured() -> Self {
-        Self {
-            executor: ExecutorSource::Configured,
-            skills: SkillSource::Configured,
-            cards: Vec::new(),
         }
     }
 }

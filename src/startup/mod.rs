@@ -11,14 +11,55 @@ use std::time::Duration;
 
 use actix_web::dev::{Server, ServerHandle};
 
-use crate::cli::{Agent, SkillSource};
+use crate::a2a::card::SkillCard;
 use crate::config::Settings;
 use crate::grpc::GoAway;
 use crate::http::AppState;
 use crate::runtime::Runtime;
+use crate::runtime::{AgentExecutor, ExecutorSource};
 use crate::service::Service;
 use crate::service::auth::{Gate, GateError};
+use crate::skills::SkillRegistry;
 use crate::store::StoreError;
+
+/// Where the skills of a server come from.
+pub enum SkillSource {
+    /// Governance, knowledge and memory, as enabled in the settings.
+    Configured,
+    /// Exactly these (possibly none).
+    Registry(SkillRegistry),
+}
+
+/// What a program built on the library serves.
+pub struct Agent {
+    pub executor: ExecutorSource,
+    /// The skills whose tools the runtime serves (each behind a skill actor) and the card
+    /// lists with their tools' schemas.
+    pub skills: SkillSource,
+    /// Card entries for what the executor does by itself, without tools.
+    pub cards: Vec<SkillCard>,
+}
+
+impl Agent {
+    /// An executor with no tools.
+    pub fn new(executor: Arc<dyn AgentExecutor>) -> Self {
+        Self {
+            executor: ExecutorSource::Custom(executor),
+            skills: SkillSource::Registry(SkillRegistry::default()),
+            cards: Vec::new(),
+        }
+    }
+
+    /// What the configuration describes: its skills, and its agent (a model-backed agent
+    /// loop when `agent.provider` is set, direct tool routing otherwise).
+    pub fn configured() -> Self {
+        Self {
+            executor: ExecutorSource::Configured,
+            skills: SkillSource::Configured,
+            cards: Vec::new(),
+        }
+    }
+}
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
