@@ -44,6 +44,22 @@ pub struct CardConfig {
     /// `host:port` of the gRPC binding, when it is on: the card lists a 1.0 `GRPC`
     /// interface after the HTTP ones.
     pub grpc_url: Option<String>,
+    /// Callers authenticate: they can get the extended card (`GetExtendedAgentCard`).
+    pub extended_card: bool,
+}
+
+/// URI of the extension through which the extended card tells a caller its own terms.
+pub const TENANT_EXTENSION: &str = "urn:agent-a2a:tenant:v1";
+
+/// What the extended card tells an authenticated caller about its own terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantTerms {
+    pub tenant: String,
+    /// Its rate-limit tier, and that tier's requests per minute.
+    pub tier: String,
+    pub requests_per_minute: u32,
+    /// Direct tool calls per minute, by skill id, for the skills that have a budget.
+    pub skill_calls_per_minute: Vec<(String, u32)>,
 }
 
 /// A skill as the card advertises it.
@@ -102,7 +118,10 @@ pub fn build_agent_card(cfg: &CardConfig, skills: &[SkillCard]) -> Value {
     if let Some(url) = &cfg.documentation_url {
         card.insert("documentationUrl".into(), json!(url));
     }
-    card.insert("capabilities".into(), capabilities(skills, cfg.v03_fields));
+    card.insert(
+        "capabilities".into(),
+        capabilities(skills, cfg.v03_fields, cfg.extended_card),
+    );
     if cfg.api_keys {
         // Either scheme carries the same key; one suffices (OpenAPI "any entry" semantics).
         card.insert(
@@ -148,11 +167,47 @@ pub fn build_agent_card(cfg: &CardConfig, skills: &[SkillCard]) -> Value {
             {"url": base, "transport": "HTTP+JSON"},
         ]),
     );
-    card.insert("supportsAuthenticatedExtendedCard".into(), json!(false));
+    card.insert(
+        "supportsAuthenticatedExtendedCard".into(),
+        json!(cfg.extended_card),
+    );
     Value::Object(card)
 }
 
-fn capabilities(skills: &[SkillCard], v03_fields: bool) -> Value {
+/// The extended card of an authenticated caller: the public card (every skill and tool
+/// is open to every tenant) plus the caller's own terms in the
+/// `urn:agent-a2a:tenant:v1` extension.
+pub fn extended_agent_card(public: &Value, terms: &TenantTerms) -> Value {
+    let mut card = public.clone();
+    let budgets: Map<String, Value> = terms
+        .skill_calls_per_minute
+        .iter()
+        .map(|(skill, n)| (skill.clone(), json!(n)))
+        .collect();
+    let extension = json!({
+        "uri": TENANT_EXTENSION,
+        "description": "The caller's tenant and rate-limit tier: requests per minute, and \
+                        direct tool calls per minute for the skills that have a budget",
+        "required": false,
+        "params": {
+            "tenant": terms.tenant,
+            "tier": terms.tier,
+            "requestsPerMinute": terms.requests_per_minute,
+            "skillCallsPerMinute": budgets,
+        },
+    });
+    if let Some(caps) = card.get_mut("capabilities").and_then(Value::as_object_mut) {
+        match caps.get_mut("extensions").and_then(Value::as_array_mut) {
+            Some(extensions) => extensions.push(extension),
+            None => {
+                caps.insert("extensions".into(), Value::Array(vec![extension]));
+            }
+        }
+    }
+    card
+}
+
+fn capabilities(skills: &[SkillCard], v03_fields: bool, extended_card: bool) -> Value {
     let mut extensions = Vec::new();
     let with_tools: Map<String, Value> = skills
         .iter()
@@ -180,7 +235,7 @@ fn capabilities(skills: &[SkillCard], v03_fields: bool) -> Value {
     let mut caps = json!({
         "streaming": true,
         "pushNotifications": false,
-        "extendedAgentCard": false,
+        "extendedAgentCard": extended_card,
     });
     if v03_fields {
         caps["stateTransitionHistory"] = json!(true);
@@ -220,7 +275,42 @@ mod tests {
             v03_fields: true,
             api_keys: false,
             grpc_url: None,
+            extended_card: false,
         }
+    }
+
+    #[test]
+    fn the_extended_card_is_the_public_one_with_the_callers_terms() {
+        let cfg = CardConfig {
+            extended_card: true,
+            ..config()
+        };
+        let public = build_agent_card(&cfg, &[]);
+        assert_eq!(public["capabilities"]["extendedAgentCard"], true);
+        assert_eq!(public["supportsAuthenticatedExtendedCard"], true);
+        let terms = TenantTerms {
+            tenant: "acme".into(),
+            tier: "pro".into(),
+            requests_per_minute: 600,
+            skill_calls_per_minute: vec![("memory".into(), 30)],
+        };
+        let extended = extended_agent_card(&public, &terms);
+        let extensions = extended["capabilities"]["extensions"].as_array().unwrap();
+        let tenant = extensions
+            .iter()
+            .find(|e| e["uri"] == TENANT_EXTENSION)
+            .expect("the tenant extension");
+        assert_eq!(tenant["params"]["tenant"], "acme");
+        assert_eq!(tenant["params"]["tier"], "pro");
+        assert_eq!(tenant["params"]["requestsPerMinute"], 600);
+        assert_eq!(tenant["params"]["skillCallsPerMinute"]["memory"], 30);
+        // Everything else is the public card.
+        let mut without = extended.clone();
+        without["capabilities"]
+            .as_object_mut()
+            .unwrap()
+            .remove("extensions");
+        assert_eq!(without, public);
     }
 
     #[test]

@@ -166,6 +166,11 @@ impl Gate {
         })
     }
 
+    /// Whether callers authenticate (auth is on): they may then get the extended card.
+    pub fn authenticates(&self) -> bool {
+        self.auth.is_some()
+    }
+
     /// Whether API keys are accepted (the agent card then declares them).
     pub fn accepts_keys(&self) -> bool {
         self.auth.as_ref().is_some_and(|(keys, _)| !keys.is_empty())

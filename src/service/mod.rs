@@ -7,12 +7,15 @@ pub mod operation;
 
 use std::sync::Arc;
 
+use serde_json::Value;
+
+use crate::a2a::card::{TenantTerms, extended_agent_card};
 use crate::a2a::errors::map_error;
-use crate::config::Settings;
+use crate::config::{RateLimitSettings, Settings};
 use crate::error::Error;
 use crate::runtime::Runtime;
 use crate::telemetry;
-use auth::Gate;
+use auth::{Gate, Principal};
 
 /// The state every binding's handlers share.
 pub struct Service {
@@ -23,16 +26,42 @@ pub struct Service {
     pub input_modes: Vec<String>,
     /// `Retry-After` seconds of every "unavailable" answer (`server.retry_after_secs`).
     pub retry_after_secs: u64,
+    /// The public agent card.
+    pub card: Value,
+    /// The tiers' and skills' budgets, as the extended card tells them.
+    limits: RateLimitSettings,
 }
 
 impl Service {
-    pub fn new(settings: &Settings, runtime: Arc<Runtime>, gate: Arc<Gate>) -> Self {
+    pub fn new(settings: &Settings, runtime: Arc<Runtime>, gate: Arc<Gate>, card: Value) -> Self {
         Self {
             runtime,
             gate,
             input_modes: settings.agent.input_modes.clone(),
             retry_after_secs: settings.server.retry_after_secs,
+            card,
+            limits: settings.rate_limit.clone(),
         }
+    }
+
+    /// The extended card of an authenticated caller: the public card with its tenant,
+    /// tier and budgets.
+    pub fn extended_card(&self, principal: &Principal) -> Value {
+        let limits = &self.limits;
+        let terms = TenantTerms {
+            tenant: principal.tenant.as_str().to_owned(),
+            tier: principal.tier.clone(),
+            requests_per_minute: limits
+                .tiers
+                .get(&principal.tier)
+                .map_or(limits.default_per_minute, |tier| tier.per_minute),
+            skill_calls_per_minute: limits
+                .skills
+                .iter()
+                .map(|(skill, limit)| (skill.clone(), limit.per_minute))
+                .collect(),
+        };
+        extended_agent_card(&self.card, &terms)
     }
 
     /// Logs what the client will not see, counts the error by code, reason and method

@@ -87,6 +87,11 @@ pub async fn execute(
         | Operation::GetPushConfig
         | Operation::ListPushConfigs
         | Operation::DeletePushConfig => Err(Error::PushNotificationNotSupported),
+        // The gate admitted an authenticated caller; with auth off there is nobody to
+        // tell their terms, and the card says `extendedAgentCard: false`.
+        Operation::GetExtendedAgentCard if state.gate.authenticates() => {
+            Ok(Reply::Json(state.extended_card(principal)))
+        }
         Operation::GetExtendedAgentCard => match dialect {
             Dialect::V03Rpc | Dialect::V03Rest => Err(Error::ExtendedAgentCardNotConfigured),
             Dialect::V1 | Dialect::V01 => Err(Error::UnsupportedOperation(

@@ -3,6 +3,7 @@
 //! the tests and the load generator. [`serve`] runs it until SIGTERM or SIGINT and then
 //! shuts down gracefully (`shutdown.rs`).
 
+mod card;
 pub mod shutdown;
 
 use std::net::SocketAddr;
@@ -148,18 +149,30 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
     let mut cards = skill_cards(&skills);
     cards.extend(agent.cards);
     let runtime = Arc::new(Runtime::start(&settings, store, agent.executor, &skills)?);
-    let service = Arc::new(Service::new(&settings, runtime.clone(), gate.clone()));
     let workers = match settings.server.workers {
         0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
         n => n,
     };
 
+    // Both listeners first: the card names both addresses.
     let listener = bind(settings.bind_addr()?)?;
     let addr = listener.local_addr()?;
-    let grpc = match settings.grpc_bind_addr()? {
-        Some(grpc_addr) => Some(crate::grpc::server(
+    let grpc_listener = settings.grpc_bind_addr()?.map(bind).transpose()?;
+    let grpc_addr = grpc_listener
+        .as_ref()
+        .map(std::net::TcpListener::local_addr)
+        .transpose()?;
+    let public_card = card::agent_card(&settings, addr, grpc_addr, &gate, &cards);
+    let service = Arc::new(Service::new(
+        &settings,
+        runtime.clone(),
+        gate.clone(),
+        public_card,
+    ));
+    let grpc = match grpc_listener {
+        Some(grpc_listener) => Some(crate::grpc::server(
             service.clone(),
-            bind(grpc_addr)?,
+            grpc_listener,
             crate::grpc::Limits {
                 workers,
                 max_message_bytes: settings.server.max_body_bytes,
@@ -169,8 +182,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         )?),
         None => None,
     };
-    let grpc_addr = grpc.as_ref().map(|g| g.addr);
-    let state = AppState::new(&settings, addr, grpc_addr, service.clone(), &cards, metrics);
+    let state = AppState::new(&settings, service, metrics);
     let http = crate::http::server(
         state,
         listener,

@@ -471,3 +471,77 @@ async fn memories_are_per_tenant_and_skill_limits_apply_to_direct_calls() {
     );
     app.stop().await;
 }
+
+/// With auth on, the card offers the extended card, and every binding and dialect gives
+/// an authenticated caller the public card with its own tenant, tier and budgets.
+#[actix_web::test]
+async fn authenticated_callers_get_the_extended_card_with_their_terms() {
+    let app = spawn_app_with(Backend::Sqlite, |s| {
+        keys(s);
+        s.rate_limit
+            .tiers
+            .insert("pro".into(), LimitSettings { per_minute: 600 });
+        s.rate_limit
+            .skills
+            .insert("memory".into(), LimitSettings { per_minute: 30 });
+    })
+    .await;
+    let public: Value = app
+        .get("/.well-known/agent-card.json")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(public["capabilities"]["extendedAgentCard"], true);
+    assert_eq!(public["supportsAuthenticatedExtendedCard"], true);
+
+    let calls = [
+        (
+            "1.0 rpc",
+            Call::rpc("GetExtendedAgentCard", json!({}), "1.0"),
+        ),
+        (
+            "0.3 rpc",
+            Call::rpc("agent/getAuthenticatedExtendedCard", json!({}), "0.3"),
+        ),
+        (
+            "1.0 rest",
+            Call::rest(Method::GET, "/extendedAgentCard".into(), None, "1.0"),
+        ),
+        (
+            "0.3 rest",
+            Call::rest(Method::GET, "/v1/card".into(), None, "0.3"),
+        ),
+    ];
+    let terms_of = |card: &Value| -> Value {
+        card["capabilities"]["extensions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["uri"] == "urn:agent-a2a:tenant:v1")
+            .map(|e| e["params"].clone())
+            .unwrap_or(Value::Null)
+    };
+    for (name, call) in &calls {
+        let (status, _, body) = call.send(&app, Some(GLOBEX)).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        let card = body.get("result").unwrap_or(&body);
+        assert_eq!(card["name"], public["name"], "{name}");
+        let terms = terms_of(card);
+        assert_eq!(terms["tenant"], "globex", "{name}: {card}");
+        assert_eq!(terms["tier"], "pro", "{name}");
+        assert_eq!(terms["requestsPerMinute"], 600, "{name}");
+        assert_eq!(terms["skillCallsPerMinute"]["memory"], 30, "{name}");
+
+        // Another tenant sees its own terms, never globex's.
+        let (_, _, body) = call.send(&app, Some(ACME)).await;
+        let card = body.get("result").unwrap_or(&body);
+        assert_eq!(terms_of(card)["tenant"], "acme", "{name}");
+        assert_eq!(terms_of(card)["requestsPerMinute"], 10_000, "{name}");
+
+        // No credentials: the authentication error, not a card.
+        let (status, challenge, body) = call.send(&app, None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{name}: {body}");
+        assert!(challenge.is_some(), "{name}");
+    }
+}

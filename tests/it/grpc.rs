@@ -589,6 +589,43 @@ async fn credentials_come_from_metadata_and_tenants_stay_apart() {
 }
 
 #[actix_web::test]
+async fn an_authenticated_caller_gets_the_extended_card() {
+    let app = spawn_app_with(Backend::Sqlite, |s| keys(s, 10_000)).await;
+    let mut c = client(&app).await;
+    let e = c
+        .get_extended_agent_card(proto::GetExtendedAgentCardRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated);
+    let card = c
+        .get_extended_agent_card(call(
+            proto::GetExtendedAgentCardRequest::default(),
+            &[("x-api-key", GLOBEX)],
+        ))
+        .await
+        .expect("the extended card")
+        .into_inner();
+    let capabilities = card.capabilities.expect("capabilities");
+    assert_eq!(capabilities.extended_agent_card, Some(true));
+    let tenant = capabilities
+        .extensions
+        .iter()
+        .find(|e| e.uri == "urn:agent-a2a:tenant:v1")
+        .expect("the tenant extension");
+    let params = tenant.params.as_ref().expect("params");
+    let text = |key: &str| match params.fields[key].kind.as_ref() {
+        Some(prost_types::value::Kind::StringValue(s)) => s.clone(),
+        other => panic!("{key}: {other:?}"),
+    };
+    assert_eq!(text("tenant"), "globex");
+    assert!(
+        card.supported_interfaces
+            .iter()
+            .any(|i| i.protocol_binding == "GRPC")
+    );
+}
+
+#[actix_web::test]
 async fn over_the_rate_limit_is_resource_exhausted_with_the_delay() {
     let app = spawn_app_with(Backend::Sqlite, |s| keys(s, 2)).await;
     let mut c = client(&app).await;
