@@ -11,8 +11,8 @@
 //!   resumed, a fresh `Runtime` (outside the timing) makes them non-resident again.
 //! - `sse_fanout/<n>`: one task with `n` live subscribers (`Runtime::subscribe` streams,
 //!   each framing every event as the JSON-RPC SSE binding does); the time from the
-//!   executor being told to report a status update (`working` again) to the last
-//!   subscriber having framed it. That path includes the update's commit: `n = 1` is the
+//!   executor being told to report a status update (`working` again, with a progress
+//!   message) to the last subscriber having framed it. That path includes the update's commit: `n = 1` is the
 //!   baseline for the fan-out of `n = 1000`.
 //!
 //! The executor is a small scripted one, so the numbers are the runtime's, not an agent's.
@@ -63,7 +63,8 @@ struct Hold {
 }
 
 /// Any text: working → an artifact → completed with a message (the integration tests'
-/// default turn). `hold`: working, then one more `working` update per pulse.
+/// default turn). `hold`: working, then one more `working` update (with a progress
+/// message) per pulse.
 #[derive(Default)]
 struct BenchExecutor {
     hold: Mutex<Option<Hold>>,
@@ -85,7 +86,9 @@ impl AgentExecutor for BenchExecutor {
             // Ignored error: the bench stopped waiting.
             let _ = working.send(());
             while pulses.recv().await.is_some() {
-                sink.working().await?;
+                // A progress note: "working" alone, when already working, is no update.
+                sink.status(TaskState::Working, Some(sink.text("still working")))
+                    .await?;
             }
             return sink.complete(None).await;
         }

@@ -125,3 +125,42 @@ async fn the_card_lists_skills_and_tool_schemas() {
         "a"
     );
 }
+
+/// A tool call that continues a task waiting for input: the stream says "working" once
+/// (the resume), then the result and the end — not "working" twice in a row.
+#[actix_web::test]
+async fn a_tool_call_continuing_a_task_streams_working_once() {
+    let app = app().await;
+    let asked = app.send_text("hello").await;
+    let task = &asked["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{asked}"
+    );
+    let message = json!({
+        "messageId": uuid::Uuid::new_v4().to_string(),
+        "role": "ROLE_USER",
+        "taskId": task["id"],
+        "contextId": task["contextId"],
+        "parts": [{"data": {"tool": "add", "arguments": {"a": 2, "b": 3}}}],
+    });
+    let events = app
+        .rpc_stream("SendStreamingMessage", json!({"message": message}))
+        .await;
+    // The states the stream reports: its task snapshot's, then each status update's.
+    let states: Vec<String> = events
+        .iter()
+        .filter_map(|e| {
+            let result = &e.data["result"];
+            result["task"]["status"]["state"]
+                .as_str()
+                .or_else(|| result["statusUpdate"]["status"]["state"].as_str())
+        })
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        states,
+        ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"],
+        "{events:?}"
+    );
+}

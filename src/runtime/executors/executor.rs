@@ -86,6 +86,8 @@ impl TurnSink {
         .await
     }
 
+    /// Moves the task to working. A task that is working already (a follow-up resumed
+    /// it) is not reported working a second time: nothing is written or sent.
     pub async fn working(&self) -> Result<()> {
         self.status(TaskState::Working, None).await
     }

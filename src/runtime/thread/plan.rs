@@ -320,6 +320,25 @@ fn plan_status(
     change: Change,
     now: Timestamp,
 ) -> Result<Planned<EmitApply>, Error> {
+    // "Still working", with nothing to say, is no change: a task resumed by its follow-up
+    // is working already (`plan_start` said so), and the executor's own `working()`
+    // must not be sent and logged a second time.
+    if let Change::Status {
+        state: TaskState::Working,
+        message: None,
+        metadata: None,
+    } = &change
+        && entry.materialized
+        && entry.task.status.state == TaskState::Working
+    {
+        return Ok(Planned {
+            ops: Vec::new(),
+            apply: EmitApply::Session {
+                record: None,
+                state: None,
+            },
+        });
+    }
     let mut ops = Vec::new();
     let mut task = entry.task.clone();
     let mut next_seq = loaded.next_seq;

@@ -245,6 +245,46 @@ fn a_follow_up_resumes_an_interrupted_task_and_links_the_message_after_its_histo
 }
 
 #[test]
+fn working_again_without_a_message_is_not_a_second_event() {
+    let mut loaded = fresh();
+    let asked = stored_task(&mut loaded, TaskState::InputRequired);
+    let start = start_blocking(&loaded, &user("more", Some(&asked)))
+        .expect("a plan")
+        .apply;
+    let task_id = started(&mut loaded, start, 7);
+    assert_eq!(loaded.tasks[&task_id].task.status.state, TaskState::Working);
+    // The executor says "working" as every turn does: the resume already said it.
+    let plan = plan_emit(
+        &key(),
+        &loaded,
+        &emit(&task_id, 7, status(TaskState::Working, None)),
+        NOW,
+    )
+    .expect("a plan");
+    assert!(plan.ops.is_empty(), "{:?}", kinds(&plan.ops));
+    assert!(matches!(
+        plan.apply,
+        EmitApply::Session {
+            record: None,
+            state: None
+        }
+    ));
+    // Working with something to say is an event.
+    let plan = plan_emit(
+        &key(),
+        &loaded,
+        &emit(
+            &task_id,
+            7,
+            status(TaskState::Working, Some("looking it up")),
+        ),
+        NOW,
+    )
+    .expect("a plan");
+    assert!(kinds(&plan.ops).contains(&"event"));
+}
+
+#[test]
 fn the_first_output_of_a_provisional_task_materializes_it_with_its_message() {
     let (loaded, task_id) = new_turn(7);
     let plan = plan_emit(
