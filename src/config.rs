@@ -823,6 +823,8 @@ impl Settings {
             });
         }
         positive("server.max_body_bytes", self.server.max_body_bytes as u64)?;
+        // A client told to retry after 0 seconds retries at once.
+        positive("server.retry_after_secs", self.server.retry_after_secs)?;
         positive(
             "server.grpc_max_streams_per_connection",
             u64::from(self.server.grpc_max_streams_per_connection),
@@ -1250,6 +1252,17 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("server.grpc_max_streams_per_connection"), "{e}");
+    }
+
+    #[test]
+    fn retry_after_is_never_zero() {
+        let e = load(
+            &[("AGENT_A2A__SERVER__RETRY_AFTER_SECS", "0")],
+            Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("server.retry_after_secs"), "{e}");
     }
 
     const OLLAMA: &str = "auth.enabled = false\n[providers.default]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"llama3.1\"\n";

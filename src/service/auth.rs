@@ -337,7 +337,7 @@ impl Limits {
             .increment(1);
             let wait = not_until.wait_time_from(self.clock.now());
             Error::RateLimited {
-                retry_after_secs: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
+                retry_after_secs: retry_after_secs(wait),
                 scope: if skill.is_empty() {
                     format!("tenant {}", principal.tenant)
                 } else {
@@ -353,6 +353,12 @@ impl Limits {
             limiter.retain_recent();
         }
     }
+}
+
+/// `Retry-After` of a refusal: the wait rounded up to whole seconds, and never 0 — a
+/// refused client told "0" retries at once and is refused again.
+fn retry_after_secs(wait: std::time::Duration) -> u64 {
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
 }
 
 #[cfg(test)]
@@ -532,6 +538,17 @@ mod tests {
             assert_eq!(p.tenant, TenantId::default_tenant());
         }
         assert!(!gate.accepts_keys());
+    }
+
+    #[test]
+    fn retry_after_rounds_up_and_is_never_zero() {
+        use std::time::Duration;
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+        assert_eq!(retry_after_secs(Duration::from_nanos(1)), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(999)), 1);
+        assert_eq!(retry_after_secs(Duration::from_secs(1)), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(1001)), 2);
+        assert_eq!(retry_after_secs(Duration::from_secs(30)), 30);
     }
 
     #[test]
