@@ -6,8 +6,9 @@ use actix_web::HttpResponse;
 use actix_web::http::StatusCode;
 use serde_json::Value;
 
-use crate::a2a::errors::{jsonrpc_error_object, rest_error_body};
+use crate::a2a::errors::{ERROR_DOMAIN, ERROR_INFO_TYPE, jsonrpc_error_object, rest_error_body};
 use crate::error::Error;
+use crate::http::observe::{Binding, tag};
 use crate::service::Service;
 
 /// The media type of 1.0 HTTP+JSON success bodies.
@@ -80,4 +81,31 @@ pub fn rest_err(err: &Error, method: &'static str, service: &Service) -> HttpRes
     response
         .content_type("application/json")
         .body(body.to_string())
+}
+
+/// 405 for a method the path does not serve: `Allow` names those it does, and the body
+/// is a `google.rpc.Status` like every REST error (reason `METHOD_NOT_ALLOWED`).
+pub fn method_not_allowed(req: &actix_web::HttpRequest, allow: &'static str) -> HttpResponse {
+    let message = format!(
+        "{} is not served at {}; allowed: {allow}",
+        req.method(),
+        req.path()
+    );
+    let body = serde_json::json!({"error": {
+        "code": 405,
+        "status": "UNIMPLEMENTED",
+        "message": message,
+        "details": [{
+            "@type": ERROR_INFO_TYPE,
+            "reason": "METHOD_NOT_ALLOWED",
+            "domain": ERROR_DOMAIN,
+            "metadata": {"method": req.method().as_str(), "allow": allow},
+        }],
+    }});
+    let mut response = HttpResponse::MethodNotAllowed()
+        .insert_header((actix_web::http::header::ALLOW, allow))
+        .content_type("application/json")
+        .body(body.to_string());
+    tag(&mut response, Binding::Rest, "unknown");
+    response
 }

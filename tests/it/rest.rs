@@ -329,3 +329,65 @@ async fn advertised_urls_also_answer_with_a_trailing_slash() {
     let r = app.get("/tasks/").await;
     assert_eq!(r.status(), 200);
 }
+
+/// A method a path does not serve is 405 with `Allow` (not 404), and `HEAD` works
+/// wherever `GET` does: the same headers, no body.
+#[actix_web::test]
+async fn other_methods_are_405_with_allow_and_head_works_where_get_does() {
+    let app = spawn_app().await;
+    let cases = [
+        (reqwest::Method::GET, "/", "POST"),
+        (reqwest::Method::POST, "/health", "GET, HEAD"),
+        (reqwest::Method::DELETE, "/tasks", "GET, HEAD"),
+        (reqwest::Method::PUT, "/message:send", "POST"),
+        (reqwest::Method::GET, "/v1/message:stream", "POST"),
+        (reqwest::Method::GET, "/tasks/some-task:cancel", "POST"),
+        (reqwest::Method::POST, "/tasks/some-task", "GET, HEAD"),
+        (
+            reqwest::Method::POST,
+            "/.well-known/agent-card.json",
+            "GET, HEAD",
+        ),
+    ];
+    for (method, path, allow) in cases {
+        let r = app
+            .client
+            .request(method.clone(), format!("{}{path}", app.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 405, "{method} {path}");
+        assert_eq!(r.headers()["allow"], allow, "{method} {path}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(
+            body["error"]["details"][0]["reason"], "METHOD_NOT_ALLOWED",
+            "{body}"
+        );
+    }
+    // Still 404: a path nobody serves, and an unknown verb.
+    for path in ["/nope", "/tasks/some-task:bogus"] {
+        let r = app.get(path).await;
+        assert_eq!(r.status(), 404, "{path}");
+    }
+    for path in [
+        "/health",
+        "/health/ready",
+        "/.well-known/agent-card.json",
+        "/metrics",
+    ] {
+        let get = app.get(path).await;
+        let head = app
+            .client
+            .head(format!("{}{path}", app.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(head.status(), get.status(), "{path}");
+        assert_eq!(
+            head.headers().get("content-type"),
+            get.headers().get("content-type"),
+            "{path}"
+        );
+        assert!(head.bytes().await.unwrap().is_empty(), "{path}: no body");
+    }
+}

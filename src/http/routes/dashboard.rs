@@ -22,10 +22,11 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
      form-action 'none'; frame-ancestors 'none'";
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/dashboard", web::get().to(page))
-        .route("/dashboard/dashboard.js", web::get().to(script))
-        .route("/dashboard/dashboard.css", web::get().to(style))
-        .route("/dashboard/stats.json", web::get().to(stats_json));
+    use super::{READ, read, resource};
+    cfg.service(resource("/dashboard", READ).route(read().to(page)))
+        .service(resource("/dashboard/dashboard.js", READ).route(read().to(script)))
+        .service(resource("/dashboard/dashboard.css", READ).route(read().to(style)))
+        .service(resource("/dashboard/stats.json", READ).route(read().to(stats_json)));
 }
 
 /// A response with the page's security headers. Everything is revalidated on each load:

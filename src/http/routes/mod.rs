@@ -10,27 +10,48 @@ mod health;
 mod jsonrpc;
 mod rest;
 
-use actix_web::web;
+use actix_web::{HttpRequest, Resource, Route, guard, web};
+
+use crate::http::respond::method_not_allowed;
 
 /// Every route; the dashboard's only when `dashboard` is on (`metrics.dashboard`).
+///
+/// Each path is one resource: a method it does not serve answers 405 with `Allow`, and
+/// `HEAD` is served wherever `GET` is (the headers of the `GET` answer, no body).
 pub fn configure(cfg: &mut web::ServiceConfig, dashboard: bool) {
     if dashboard {
         cfg.configure(self::dashboard::configure);
     }
-    cfg.route("/", web::post().to(jsonrpc::handle))
-        .route(
-            "/.well-known/agent-card.json",
-            web::get().to(card::public_card),
-        )
-        .route("/.well-known/agent.json", web::get().to(card::public_card))
-        .route("/health", web::get().to(health::health))
-        .route("/health/live", web::get().to(health::live))
-        .route("/health/ready", web::get().to(health::ready))
-        .route("/metrics", web::get().to(health::metrics))
+    cfg.service(resource("/", POST).route(web::post().to(jsonrpc::handle)))
+        .service(resource("/.well-known/agent-card.json", READ).route(read().to(card::public_card)))
+        .service(resource("/.well-known/agent.json", READ).route(read().to(card::public_card)))
+        .service(resource("/health", READ).route(read().to(health::health)))
+        .service(resource("/health/live", READ).route(read().to(health::live)))
+        .service(resource("/health/ready", READ).route(read().to(health::ready)))
+        .service(resource("/metrics", READ).route(read().to(health::metrics)))
         // The seed's aliases first: `/tasks/{tail}` would otherwise take `/tasks/send`.
-        .route("/tasks/send", web::post().to(rest::seed_send))
-        .route("/tasks/{id}/get", web::get().to(rest::seed_get))
+        .service(resource("/tasks/send", POST).route(web::post().to(rest::seed_send)))
+        .service(resource("/tasks/{id}/get", READ).route(read().to(rest::seed_get)))
         .service(web::scope("/v1").configure(rest::configure))
         .configure(rest::configure)
         .default_service(web::to(rest::not_found));
+}
+
+/// `Allow` of a path served by `POST` only.
+const POST: &str = "POST";
+/// `Allow` of a path served by `GET` (and so `HEAD`).
+const READ: &str = "GET, HEAD";
+
+/// `GET`, and `HEAD`: actix-web answers a `HEAD` with the headers of the same handler's
+/// answer and no body.
+fn read() -> Route {
+    web::route().guard(guard::Any(guard::Get()).or(guard::Head()))
+}
+
+/// The resource at `path`, answering a method none of its routes serves with 405 and
+/// `Allow: allow`.
+fn resource(path: &str, allow: &'static str) -> Resource {
+    web::resource(path).default_service(web::to(move |req: HttpRequest| async move {
+        method_not_allowed(&req, allow)
+    }))
 }

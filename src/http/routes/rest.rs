@@ -16,23 +16,29 @@ use crate::http::body::{
     check_json_content_type, dialect, last_event_id, read_limited, url_query_pairs,
 };
 use crate::http::observe::{Binding, tag};
-use crate::http::respond::{A2A_JSON, rest_err, rest_ok};
+use crate::http::respond::{A2A_JSON, method_not_allowed, rest_err, rest_ok};
 use crate::http::sse::{self, Framing};
 use crate::service::operation::{self, Reply};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/message:send", web::post().to(send))
-        .route("/message:stream", web::post().to(stream))
-        .route("/tasks", web::get().to(list))
+    use super::{POST, READ, read, resource};
+    cfg.service(resource("/message:send", POST).route(web::post().to(send)))
+        .service(resource("/message:stream", POST).route(web::post().to(stream)))
+        .service(resource("/tasks", READ).route(read().to(list)))
         .route("/tasks/{id}/pushNotificationConfigs", web::route().to(push))
         .route(
             "/tasks/{id}/pushNotificationConfigs/{config_id}",
             web::route().to(push),
         )
-        .route("/tasks/{tail}", web::get().to(task_get))
-        .route("/tasks/{tail}", web::post().to(task_post))
-        .route("/extendedAgentCard", web::get().to(extended_card))
-        .route("/card", web::get().to(extended_card));
+        // `GET /tasks/{id}`, `POST /tasks/{id}:cancel`, either for `:subscribe`; the
+        // handlers refine the `Allow` by verb.
+        .service(
+            resource("/tasks/{tail}", "GET, HEAD, POST")
+                .route(read().to(task_get))
+                .route(web::post().to(task_post)),
+        )
+        .service(resource("/extendedAgentCard", READ).route(read().to(extended_card)))
+        .service(resource("/card", READ).route(read().to(extended_card)));
 }
 
 /// 0.3 routes live under `/v1`; everything else is 1.0.
@@ -79,6 +85,7 @@ async fn task_get(
     let op = match verb {
         None => Operation::GetTask,
         Some("subscribe") => Operation::SubscribeToTask,
+        Some("cancel") => return method_not_allowed(&req, super::POST),
         Some(_) => return not_found(req, state).await,
     };
     let params = Ok(query_object(&req, Some(id)));
@@ -95,7 +102,8 @@ async fn task_post(
     let op = match verb {
         Some("cancel") => Operation::CancelTask,
         Some("subscribe") => Operation::SubscribeToTask,
-        _ => return not_found(req, state).await,
+        None => return method_not_allowed(&req, super::READ),
+        Some(_) => return not_found(req, state).await,
     };
     // Bodies of these actions are optional: empty, `{}` and `null` are all accepted.
     let params = json_body(&req, payload, &state, false).await.map(|body| {
