@@ -96,6 +96,10 @@ pub struct AuthSettings {
     /// API keys, each acting for one tenant at one rate-limit tier.
     pub api_keys: Vec<ApiKeySettings>,
     pub trusted_proxy: TrustedProxySettings,
+    /// Failed authentications one client address may make per minute (a minute's worth
+    /// at once, then an even refill); past it, every request from that address gets 429
+    /// with `Retry-After` until the budget refills, whatever credentials it carries.
+    pub failures_per_minute: u32,
 }
 
 impl Default for AuthSettings {
@@ -104,6 +108,7 @@ impl Default for AuthSettings {
             enabled: true,
             api_keys: Vec::new(),
             trusted_proxy: TrustedProxySettings::default(),
+            failures_per_minute: 30,
         }
     }
 }
@@ -934,6 +939,12 @@ impl Settings {
     fn validate_auth(&self) -> Result<(), ConfigError> {
         let auth = &self.auth;
         let problem = |key: &'static str, problem: String| ConfigError::Key { key, problem };
+        if auth.failures_per_minute == 0 {
+            return Err(problem(
+                "auth.failures_per_minute",
+                "must be greater than 0".into(),
+            ));
+        }
         let mut digests = Vec::new();
         for (i, entry) in auth.api_keys.iter().enumerate() {
             let n = i + 1;
@@ -1252,6 +1263,17 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("server.grpc_max_streams_per_connection"), "{e}");
+    }
+
+    #[test]
+    fn failed_authentications_have_a_positive_budget() {
+        let e = load(
+            &[("AGENT_A2A__AUTH__FAILURES_PER_MINUTE", "0")],
+            Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("auth.failures_per_minute"), "{e}");
     }
 
     #[test]

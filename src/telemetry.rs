@@ -39,6 +39,10 @@ pub const SSE_SUBSCRIBERS: &str = "agent_a2a_sse_subscribers";
 pub const GRPC_STREAMS: &str = "agent_a2a_grpc_streams";
 /// Requests refused by the rate limiter, by `tenant_id` and `skill_name`.
 pub const RATE_LIMITED: &str = "agent_a2a_rate_limited_total";
+/// Failed authentications by `outcome`: `refused` (401) or `throttled` (429: the client
+/// address spent its `auth.failures_per_minute`). No address label: addresses are
+/// unbounded.
+pub const AUTH_FAILURES: &str = "agent_a2a_auth_failures_total";
 
 // Threads and tasks.
 
@@ -174,6 +178,8 @@ pub fn metrics_handle() -> PrometheusHandle {
             // an existing value alone.
             metrics::counter!(THREAD_RESTARTS).increment(0);
             metrics::counter!(PERSIST_FAILURES).increment(0);
+            metrics::counter!(AUTH_FAILURES, "outcome" => "refused").increment(0);
+            metrics::counter!(AUTH_FAILURES, "outcome" => "throttled").increment(0);
             metrics::gauge!(SSE_SUBSCRIBERS).increment(0.0);
             metrics::gauge!(GRPC_STREAMS).increment(0.0);
             metrics::gauge!(THREAD_ACTORS).increment(0.0);
@@ -219,6 +225,10 @@ fn describe() {
     describe_counter!(
         RATE_LIMITED,
         "Requests refused by the rate limiter, by tenant and skill."
+    );
+    describe_counter!(
+        AUTH_FAILURES,
+        "Failed authentications by outcome: refused (401) or throttled (429, per client address)."
     );
     describe_gauge!(
         THREADS_ACTIVE,

@@ -83,6 +83,8 @@ pub struct Gate {
     /// `None`: auth is off.
     auth: Option<(Vec<Key>, Option<Proxy>)>,
     limits: Limits,
+    /// Failed authentications per client address (`auth.failures_per_minute`).
+    failures: Failures,
 }
 
 /// Why the gate could not be built (settings that `Settings::validate` would refuse).
@@ -101,6 +103,7 @@ impl Gate {
             return Ok(Gate {
                 auth: None,
                 limits: Limits::new(&settings.rate_limit)?,
+                failures: Failures::new(auth.failures_per_minute)?,
             });
         }
         let keys = auth
@@ -163,6 +166,7 @@ impl Gate {
         Ok(Gate {
             auth: Some((keys, proxy)),
             limits: Limits::new(&settings.rate_limit)?,
+            failures: Failures::new(auth.failures_per_minute)?,
         })
     }
 
@@ -176,14 +180,30 @@ impl Gate {
         self.auth.as_ref().is_some_and(|(keys, _)| !keys.is_empty())
     }
 
-    /// Authenticates `req` and spends one request of its tenant's budget.
+    /// Authenticates `req` and spends one request of its tenant's budget. An address
+    /// that failed authentication too often is refused before its credentials are
+    /// looked at, so guessing keys from it learns nothing until its budget refills.
     pub fn admit(&self, req: &impl Credentials) -> Result<Principal, Error> {
         let Some((keys, proxy)) = &self.auth else {
             return Ok(Principal::anonymous());
         };
+        let peer = req.peer();
+        if let Some(peer) = peer {
+            self.failures.check(peer)?;
+        }
         let principal = match proxy.as_ref().and_then(|p| from_proxy(p, req).transpose()) {
-            Some(principal) => principal?,
-            None => from_key(keys, req)?,
+            Some(principal) => principal,
+            None => from_key(keys, req),
+        };
+        let principal = match principal {
+            Ok(principal) => principal,
+            Err(e) => {
+                metrics::counter!(telemetry::AUTH_FAILURES, "outcome" => "refused").increment(1);
+                if let Some(peer) = peer {
+                    self.failures.spend(peer);
+                }
+                return Err(e);
+            }
         };
         self.limits.tenant(&principal)?;
         Ok(principal)
@@ -198,9 +218,10 @@ impl Gate {
         self.limits.skill(principal, skill)
     }
 
-    /// Forgets limiter state of tenants that have not called for a while.
+    /// Forgets limiter state of tenants and addresses that have not called for a while.
     pub fn retain_recent(&self) {
         self.limits.retain_recent();
+        self.failures.retain_recent();
     }
 }
 
@@ -352,6 +373,58 @@ impl Limits {
         for limiter in self.tiers.values().chain(self.skills.values()) {
             limiter.retain_recent();
         }
+    }
+}
+
+/// Failed authentications per client address: each failure spends from the address's
+/// budget; an address whose last failure was refused by the budget is blocked until the
+/// budget would take one again.
+struct Failures {
+    limiter: DefaultKeyedRateLimiter<IpAddr>,
+    blocked: dashmap::DashMap<IpAddr, std::time::Instant>,
+    clock: DefaultClock,
+}
+
+impl Failures {
+    fn new(per_minute: u32) -> Result<Failures, GateError> {
+        let per_minute = NonZeroU32::new(per_minute)
+            .ok_or_else(|| GateError("auth.failures_per_minute: must be greater than 0".into()))?;
+        Ok(Failures {
+            limiter: DefaultKeyedRateLimiter::keyed(Quota::per_minute(per_minute)),
+            blocked: dashmap::DashMap::new(),
+            clock: DefaultClock::default(),
+        })
+    }
+
+    /// Refuses an address that is blocked.
+    fn check(&self, peer: IpAddr) -> Result<(), Error> {
+        let Some(until) = self.blocked.get(&peer).map(|until| *until) else {
+            return Ok(());
+        };
+        let now = std::time::Instant::now();
+        if until <= now {
+            self.blocked.remove_if(&peer, |_, until| *until <= now);
+            return Ok(());
+        }
+        metrics::counter!(telemetry::AUTH_FAILURES, "outcome" => "throttled").increment(1);
+        Err(Error::RateLimited {
+            retry_after_secs: retry_after_secs(until - now),
+            scope: "failed authentications from this address".into(),
+        })
+    }
+
+    /// Counts one failure of `peer`, blocking it when its budget is spent.
+    fn spend(&self, peer: IpAddr) {
+        if let Err(not_until) = self.limiter.check_key(&peer) {
+            let wait = not_until.wait_time_from(self.clock.now());
+            self.blocked.insert(peer, std::time::Instant::now() + wait);
+        }
+    }
+
+    fn retain_recent(&self) {
+        self.limiter.retain_recent();
+        let now = std::time::Instant::now();
+        self.blocked.retain(|_, until| *until > now);
     }
 }
 
@@ -538,6 +611,45 @@ mod tests {
             assert_eq!(p.tenant, TenantId::default_tenant());
         }
         assert!(!gate.accepts_keys());
+    }
+
+    #[test]
+    fn an_address_that_keeps_failing_is_throttled_whatever_it_sends() {
+        let mut s = settings(&[("k1", "acme", "free")], 100);
+        s.auth.failures_per_minute = 3;
+        let gate = Gate::new(&s).unwrap();
+        let from = |peer: &str, key: &str| {
+            Presented::default()
+                .peer_addr(peer.parse().unwrap())
+                .insert_header(("X-API-Key", key.to_owned()))
+        };
+        for _ in 0..3 {
+            let e = gate.admit(&from("10.0.0.1:1", "wrong")).unwrap_err();
+            assert!(matches!(e, Error::Unauthenticated(_)), "{e}");
+        }
+        // The fourth failure spends past the budget: from now on the address is refused
+        // before its key is looked at — even the right key.
+        assert!(gate.admit(&from("10.0.0.1:1", "wrong")).is_err());
+        for key in ["wrong", "k1"] {
+            match gate.admit(&from("10.0.0.1:2", key)).unwrap_err() {
+                Error::RateLimited {
+                    retry_after_secs,
+                    scope,
+                } => {
+                    assert!((1..=20).contains(&retry_after_secs), "{retry_after_secs}");
+                    assert!(scope.contains("failed authentications"), "{scope}");
+                }
+                other => panic!("{key}: {other}"),
+            }
+        }
+        // Another address is not affected.
+        assert_eq!(
+            gate.admit(&from("10.0.0.2:1", "k1"))
+                .unwrap()
+                .tenant
+                .as_str(),
+            "acme"
+        );
     }
 
     #[test]

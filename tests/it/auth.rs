@@ -26,6 +26,8 @@ fn keys(s: &mut Settings) {
         },
     ];
     s.rate_limit.default_per_minute = 10_000;
+    // These tests send wrong keys on purpose, many from one address.
+    s.auth.failures_per_minute = 10_000;
 }
 
 /// One request as a client of `binding` would send it.
@@ -544,4 +546,52 @@ async fn authenticated_callers_get_the_extended_card_with_their_terms() {
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{name}: {body}");
         assert!(challenge.is_some(), "{name}");
     }
+}
+
+/// An address that keeps presenting wrong keys gets 429 with `Retry-After` — even with a
+/// right key — until its budget of failures refills; the failures are counted.
+#[actix_web::test]
+async fn failed_authentications_are_throttled_per_address() {
+    let app = spawn_app_with(Backend::Sqlite, |s| {
+        keys(s);
+        s.auth.failures_per_minute = 5;
+    })
+    .await;
+    let call = Call::rpc("GetTask", json!({"id": "t"}), "1.0");
+    for _ in 0..5 {
+        let (status, _, _) = call.send(&app, Some("wrong")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+    // The sixth failure is past the budget: the address is blocked from then on.
+    let (status, _, _) = call.send(&app, Some("wrong")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let response = app
+        .client
+        .post(format!("{}/", app.url))
+        .header("Authorization", format!("Bearer {ACME}"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry_after: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=12).contains(&retry_after), "{retry_after}");
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    let count = |outcome: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("agent_a2a_auth_failures_total")
+                    && l.contains(&format!("outcome=\"{outcome}\""))
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    assert!(count("refused") >= 6.0, "{metrics}");
+    assert!(count("throttled") >= 1.0, "{metrics}");
 }

@@ -520,6 +520,7 @@ fn keys(s: &mut Settings, per_minute: u32) {
         })
         .collect();
     s.rate_limit.default_per_minute = per_minute;
+    s.auth.failures_per_minute = 10_000;
 }
 
 #[actix_web::test]

@@ -22,6 +22,7 @@ const CATALOGUE: &[&str] = &[
     t::SSE_SUBSCRIBERS,
     t::GRPC_STREAMS,
     t::RATE_LIMITED,
+    t::AUTH_FAILURES,
     t::THREADS_ACTIVE,
     t::TASKS,
     t::THREAD_ACTORS,
