@@ -679,6 +679,9 @@ pub struct MetricsSettings {
     /// How often active threads and tasks by state are counted in the store, in
     /// seconds; 0: never (those gauges are then not exported).
     pub census_interval_secs: u64,
+    /// When set, `/metrics` answers only `Authorization: Bearer <this token>` (its labels
+    /// name tenants); empty: open to whoever reaches the port.
+    pub bearer_token: String,
 }
 
 impl Default for MetricsSettings {
@@ -686,6 +689,7 @@ impl Default for MetricsSettings {
         Self {
             dashboard: true,
             census_interval_secs: 15,
+            bearer_token: String::new(),
         }
     }
 }

@@ -17,6 +17,8 @@ pub struct AppState {
     pub max_body_bytes: usize,
     pub keep_alive_secs: u64,
     pub metrics: PrometheusHandle,
+    /// SHA-256 of `metrics.bearer_token`, when `/metrics` needs it.
+    pub metrics_token: Option<[u8; 32]>,
 }
 
 /// The agent card, serialized once, with its validators.
@@ -43,6 +45,8 @@ impl AppState {
             max_body_bytes: settings.server.max_body_bytes,
             keep_alive_secs: settings.streaming.keep_alive_secs,
             metrics,
+            metrics_token: (!settings.metrics.bearer_token.is_empty())
+                .then(|| Sha256::digest(settings.metrics.bearer_token.as_bytes()).into()),
         }
     }
 }

@@ -301,3 +301,29 @@ fn the_deploy_examples_use_the_real_metric_names() {
     assert!(prometheus.contains("metrics_path: /metrics"));
     assert!(prometheus.contains("job_name: agent-a2a"));
 }
+
+/// With `metrics.bearer_token` set, `/metrics` (whose labels name tenants) answers only
+/// that token.
+#[actix_web::test]
+async fn metrics_can_require_a_bearer_token() {
+    let app = crate::support::spawn_app_with(crate::support::Backend::Sqlite, |s| {
+        s.metrics.bearer_token = "scrape-secret".into()
+    })
+    .await;
+    let scrape = |token: Option<&'static str>| {
+        let mut request = app.client.get(format!("{}/metrics", app.url));
+        if let Some(token) = token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        request.send()
+    };
+    for token in [None, Some("wrong"), Some("")] {
+        let r = scrape(token).await.unwrap();
+        assert_eq!(r.status(), 401, "{token:?}");
+        assert!(r.headers().contains_key("www-authenticate"));
+        assert!(!r.text().await.unwrap().contains("agent_a2a_"), "{token:?}");
+    }
+    let r = scrape(Some("scrape-secret")).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("agent_a2a_build_info"));
+}

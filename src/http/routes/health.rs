@@ -11,8 +11,10 @@
 //!
 //! Error details stay in the log; the bodies name only what is down.
 
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use crate::http::AppState;
 use crate::runtime::model_actor::Circuit;
@@ -119,7 +121,25 @@ pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
     }
 }
 
-pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+/// Prometheus exposition; with `metrics.bearer_token` set, only for that bearer token
+/// (compared as SHA-256 digests, in constant time).
+pub async fn metrics(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    if let Some(expected) = &state.metrics_token {
+        let presented = req
+            .headers()
+            .get(actix_web::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| Sha256::digest(token.trim().as_bytes()));
+        let allowed = presented.is_some_and(|digest| bool::from(digest.as_slice().ct_eq(expected)));
+        if !allowed {
+            return HttpResponse::Unauthorized()
+                .insert_header(("WWW-Authenticate", r#"Bearer realm="agent-a2a metrics""#))
+                .content_type("text/plain")
+                .body("metrics need \"Authorization: Bearer <metrics.bearer_token>\"\n");
+        }
+    }
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(state.metrics.render())
