@@ -247,10 +247,66 @@ pub fn rest_error_body(err: &Error) -> (u16, Value) {
     (mapping.http_status, body)
 }
 
+/// A 0.3 REST error: the `google.rpc.Status` body of [`rest_error_body`] plus the
+/// top-level fields the SDKs' 0.3 REST clients read — `code` and `message` as in a
+/// JSON-RPC error (the JavaScript SDK), and `type`, the error's class name (the Python
+/// SDK's compat client), when the code has one.
+pub fn rest_v03_error_body(err: &Error) -> (u16, Value) {
+    let (status, mut body) = rest_error_body(err);
+    let mapping = map_error(err);
+    if let Some(top) = body.as_object_mut() {
+        top.insert("code".into(), json!(mapping.code));
+        top.insert("message".into(), json!(mapping.message));
+        if let Some(name) = error_type_name(mapping.code) {
+            top.insert("type".into(), json!(name));
+        }
+    }
+    (status, body)
+}
+
+/// The A2A / JSON-RPC error class of a code, as the SDKs name it.
+fn error_type_name(code: i64) -> Option<&'static str> {
+    Some(match code {
+        -32001 => "TaskNotFoundError",
+        -32002 => "TaskNotCancelableError",
+        -32003 => "PushNotificationNotSupportedError",
+        -32004 => "UnsupportedOperationError",
+        -32005 => "ContentTypeNotSupportedError",
+        -32006 => "InvalidAgentResponseError",
+        -32007 => "ExtendedAgentCardNotConfiguredError",
+        -32008 => "ExtensionSupportRequiredError",
+        -32009 => "VersionNotSupportedError",
+        -32600 => "InvalidRequestError",
+        -32601 => "MethodNotFoundError",
+        -32602 => "InvalidParamsError",
+        -32603 => "InternalError",
+        -32700 => "JSONParseError",
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::domain::{ContextId, TaskId, TaskState};
+
+    #[test]
+    fn v03_rest_errors_carry_the_top_level_fields_of_both_sdks() {
+        let (status, body) =
+            rest_v03_error_body(&Error::TaskNotFound(TaskId::parse("t-9").unwrap()));
+        assert_eq!(status, 404);
+        assert_eq!(body["code"], -32001);
+        assert_eq!(body["type"], "TaskNotFoundError");
+        assert_eq!(body["message"], body["error"]["message"]);
+        assert_eq!(body["error"]["status"], "NOT_FOUND");
+        // No class for the server-defined -32000 errors; internal text stays out.
+        let (_, body) = rest_v03_error_body(&Error::Internal(SECRET.into()));
+        assert_eq!(body["type"], "InternalError");
+        assert!(!body.to_string().contains("hunter2"));
+        let (_, body) = rest_v03_error_body(&Error::Unauthenticated("no key".into()));
+        assert_eq!(body["code"], -32000);
+        assert!(body.get("type").is_none());
+    }
 
     const SECRET: &str = "db password=hunter2 at 10.0.0.5";
 

@@ -6,7 +6,10 @@ use actix_web::HttpResponse;
 use actix_web::http::StatusCode;
 use serde_json::Value;
 
-use crate::a2a::errors::{ERROR_DOMAIN, ERROR_INFO_TYPE, jsonrpc_error_object, rest_error_body};
+use crate::a2a::Dialect;
+use crate::a2a::errors::{
+    ERROR_DOMAIN, ERROR_INFO_TYPE, jsonrpc_error_object, rest_error_body, rest_v03_error_body,
+};
 use crate::error::Error;
 use crate::http::observe::{Binding, tag};
 use crate::service::Service;
@@ -71,9 +74,17 @@ pub fn rest_ok(body: Value, content_type: &'static str) -> HttpResponse {
 }
 
 /// A REST error: `google.rpc.Status` JSON with the mapped HTTP status.
-pub fn rest_err(err: &Error, method: &'static str, service: &Service) -> HttpResponse {
+pub fn rest_err(
+    err: &Error,
+    method: &'static str,
+    service: &Service,
+    dialect: Dialect,
+) -> HttpResponse {
     let err = &service.report(err, method);
-    let (status, body) = rest_error_body(err);
+    let (status, body) = match dialect {
+        Dialect::V03Rest => rest_v03_error_body(err),
+        _ => rest_error_body(err),
+    };
     let mut response = HttpResponse::build(
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
     );

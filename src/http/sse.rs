@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::a2a::Dialect;
 use crate::a2a::encode_stream_event;
-use crate::a2a::errors::{jsonrpc_error_object, rest_error_body};
+use crate::a2a::errors::{jsonrpc_error_object, rest_error_body, rest_v03_error_body};
 use crate::error::Error;
 use crate::runtime::SeqEvent;
 use crate::telemetry;
@@ -59,6 +59,7 @@ pub fn respond(
                     Framing::JsonRpc(id) => serde_json::json!({
                         "jsonrpc": "2.0", "id": id, "error": jsonrpc_error_object(&e)
                     }),
+                    Framing::Rest if dialect == Dialect::V03Rest => rest_v03_error_body(&e).1,
                     Framing::Rest => rest_error_body(&e).1,
                 };
                 sse::Event::Data(sse::Data::new(data.to_string()).event("error"))

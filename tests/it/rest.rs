@@ -391,3 +391,24 @@ async fn other_methods_are_405_with_allow_and_head_works_where_get_does() {
         assert!(head.bytes().await.unwrap().is_empty(), "{path}: no body");
     }
 }
+
+/// 0.3 REST errors keep the `google.rpc.Status` body and add what the SDKs' 0.3 REST
+/// clients read: `code` and `message` (JavaScript), `type` (Python); 1.0 stays as it is.
+#[actix_web::test]
+async fn v03_rest_errors_speak_to_the_sdks_0_3_clients() {
+    let app = spawn_app().await;
+    let r = app.get("/v1/tasks/no-such-task").await;
+    assert_eq!(r.status(), 404);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["code"], -32001, "{body}");
+    assert_eq!(body["type"], "TaskNotFoundError", "{body}");
+    assert!(body["message"].as_str().unwrap().contains("no-such-task"));
+    assert_eq!(body["error"]["status"], "NOT_FOUND");
+    let r = app.get("/tasks/no-such-task").await;
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body.get("code").is_none() && body.get("type").is_none(),
+        "{body}"
+    );
+    assert_eq!(body["error"]["status"], "NOT_FOUND");
+}

@@ -167,7 +167,7 @@ pub async fn seed_get(
 
 pub async fn not_found(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let e = Error::MethodNotFound(format!("{} {}", req.method(), req.path()));
-    let mut response = rest_err(&e, "unknown", &state.service);
+    let mut response = rest_err(&e, "unknown", &state.service, shape(&req));
     tag(&mut response, Binding::Rest, "unknown");
     response
 }
@@ -188,7 +188,7 @@ async fn run(
         .and_then(|principal| Ok((principal, params?)))
         .and_then(|(principal, p)| Ok((principal, dialect(req, shape)?, p)));
     let mut response = match prepared {
-        Err(e) => rest_err(&e, name, service),
+        Err(e) => rest_err(&e, name, service, shape),
         Ok((principal, dialect, params)) => {
             let resume = || last_event_id(req);
             match operation::execute(service, &principal, op, dialect, &params, resume).await {
@@ -196,7 +196,7 @@ async fn run(
                 Ok(Reply::Stream(events)) => {
                     sse::respond(events, dialect, Framing::Rest, state.keep_alive_secs, req)
                 }
-                Err(e) => rest_err(&e, name, service),
+                Err(e) => rest_err(&e, name, service, shape),
             }
         }
     };
