@@ -286,7 +286,7 @@ fn error_type_name(code: i64) -> Option<&'static str> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::domain::{ContextId, TaskId, TaskState};
 
@@ -312,7 +312,7 @@ mod tests {
 
     /// One value of every variant; `variant_index` fails to compile when a variant is
     /// added, and `every_variant_is_listed` fails until the new one is listed here.
-    fn all_variants() -> Vec<Error> {
+    pub(crate) fn all_variants() -> Vec<Error> {
         let task = TaskId::parse("t-1").unwrap();
         vec![
             Error::Parse("expected value".into()),

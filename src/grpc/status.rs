@@ -83,48 +83,15 @@ pub fn code_name(code: Code) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{ContextId, TaskId};
-
-    fn every_error() -> Vec<Error> {
-        let task = TaskId::parse("t-1").unwrap();
-        vec![
-            Error::Parse("x".into()),
-            Error::InvalidRequest("x".into()),
-            Error::MethodNotFound("x".into()),
-            Error::InvalidParams("x".into()),
-            Error::VersionNotSupported("9.0".into()),
-            Error::ContentTypeNotSupported("x".into()),
-            Error::PayloadTooLarge { limit: 10 },
-            Error::TaskNotFound(task.clone()),
-            Error::TaskNotCancelable {
-                task_id: task.clone(),
-                state: crate::domain::TaskState::Completed,
-            },
-            Error::UnsupportedOperation("x".into()),
-            Error::PushNotificationNotSupported,
-            Error::ExtendedAgentCardNotConfigured,
-            Error::InvalidAgentResponse("secret".into()),
-            Error::ThreadExpired(ContextId::parse("c-1").unwrap()),
-            Error::Unauthenticated("x".into()),
-            Error::RateLimited {
-                retry_after_secs: 7,
-                scope: "tenant acme".into(),
-            },
-            Error::Unavailable {
-                detail: "secret".into(),
-                retry_after_secs: 2,
-            },
-            Error::Internal("secret".into()),
-        ]
-    }
+    use crate::a2a::errors::tests::all_variants;
 
     #[test]
     fn every_error_has_a_known_code_and_its_error_info() {
-        for err in every_error() {
+        for err in all_variants() {
             let mapped = map_error(&err);
             let status = status(&err);
             assert_eq!(code_name(status.code()), mapped.grpc_status, "{err:?}");
-            assert!(!status.message().contains("secret"), "{err:?}");
+            assert!(!status.message().contains("hunter2"), "{err:?}");
             let info = status.get_details_error_info().expect("ErrorInfo");
             assert_eq!(info.reason, mapped.reason);
             assert_eq!(info.domain, ERROR_DOMAIN);
