@@ -55,6 +55,10 @@ pub fn decode_send(d: Dialect, params: &Value) -> Result<SendMessage, Error> {
     require_user(d, &message)?;
     let config = match f.opt_child("configuration")? {
         None => SendConfig::default(),
+        // A config this server cannot honour is refused, never silently dropped.
+        Some(c) if c.has("taskPushNotificationConfig") || c.has("pushNotificationConfig") => {
+            return Err(Error::PushNotificationNotSupported);
+        }
         Some(c) => SendConfig {
             accepted_output_modes: c.strings("acceptedOutputModes")?,
             history_length: history_length(d, &c)?,
@@ -76,6 +80,9 @@ pub fn decode_send(d: Dialect, params: &Value) -> Result<SendMessage, Error> {
 /// 0.1 `TaskSendParams`: the client chooses the task id and may name a session.
 fn decode_send_v01(f: &Fields<'_>) -> Result<SendMessage, Error> {
     let d = Dialect::V01;
+    if f.has("pushNotification") {
+        return Err(Error::PushNotificationNotSupported);
+    }
     let id = parse_id(f.req_str("id")?, "id", TaskId::parse)?;
     let session = f
         .opt_nonempty_str("sessionId")?

@@ -114,8 +114,7 @@ fn v03_blocking_false_means_return_immediately_and_zero_history_means_unlimited(
     let params = json!({
         "message": {"kind": "message", "messageId": "m", "role": "user",
                     "parts": [{"kind": "text", "text": "x"}]},
-        "configuration": {"blocking": false, "historyLength": 0,
-                          "pushNotificationConfig": {"url": "https://ignored"}}
+        "configuration": {"blocking": false, "historyLength": 0}
     });
     let send = decode_send(Dialect::V03Rpc, &params).unwrap();
     assert!(send.config.return_immediately);
@@ -375,4 +374,43 @@ fn input_modes_accept_exact_wildcard_and_family_matches() {
     );
     let untyped = message_with_types(&[None]);
     assert!(check_input_modes(&untyped, &accepted(&["text/plain"])).is_ok());
+}
+
+#[test]
+fn a_push_config_in_a_send_is_refused_not_ignored() {
+    let mut v1 = v1_send();
+    v1["configuration"]["taskPushNotificationConfig"] = json!({"url": "https://example.org/hook"});
+    assert!(matches!(
+        decode_send(Dialect::V1, &v1),
+        Err(Error::PushNotificationNotSupported)
+    ));
+    let mut snake = v1_send();
+    snake["configuration"]["task_push_notification_config"] = json!({"url": "https://h/x"});
+    assert!(matches!(
+        decode_send(Dialect::V1, &snake),
+        Err(Error::PushNotificationNotSupported)
+    ));
+    // 0.3's name, and 0.1's field beside the message.
+    let v03 = json!({
+        "message": {"kind": "message", "messageId": "m-1", "role": "user",
+                    "parts": [{"kind": "text", "text": "hi"}]},
+        "configuration": {"pushNotificationConfig": {"url": "https://h/x"}},
+    });
+    assert!(matches!(
+        decode_send(Dialect::V03Rpc, &v03),
+        Err(Error::PushNotificationNotSupported)
+    ));
+    let v01 = json!({
+        "id": "t-1",
+        "message": {"role": "user", "parts": [{"type": "text", "text": "hi"}]},
+        "pushNotification": {"url": "https://h/x"},
+    });
+    assert!(matches!(
+        decode_send(Dialect::V01, &v01),
+        Err(Error::PushNotificationNotSupported)
+    ));
+    // An explicit null is no config.
+    let mut null = v1_send();
+    null["configuration"]["taskPushNotificationConfig"] = Value::Null;
+    assert!(decode_send(Dialect::V1, &null).is_ok());
 }
