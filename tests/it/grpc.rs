@@ -265,7 +265,20 @@ async fn errors_carry_the_status_of_the_table_and_an_error_info() {
         "PUSH_NOTIFICATION_NOT_SUPPORTED".to_owned(),
     );
     let e = c
-        .create_task_push_notification_config(config)
+        .create_task_push_notification_config(config.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&e), expected);
+    // A push config riding on a send is refused too, not dropped.
+    let e = c
+        .send_message(proto::SendMessageRequest {
+            message: Some(text_message("complete")),
+            configuration: Some(proto::SendMessageConfiguration {
+                task_push_notification_config: Some(config),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
         .await
         .unwrap_err();
     assert_eq!(reason(&e), expected);
