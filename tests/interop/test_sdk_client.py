@@ -265,3 +265,16 @@ async def test_subscribe_to_unknown_task_is_task_not_found(streaming_client) -> 
             SubscribeToTaskRequest(id=f"no-such-task-{uuid.uuid4()}")
         ):
             pass
+
+
+async def test_v03_rest_errors_reach_the_compat_client_typed() -> None:
+    """The SDK's 0.3 REST client maps an error body to its class by the top-level
+    ``type``; a body it cannot read would surface as a generic HTTP error."""
+    from a2a.compat.v0_3.rest_transport import CompatRestTransport
+
+    async with httpx.AsyncClient(timeout=10) as http:
+        transport = CompatRestTransport(http, None, A2A_URL)
+        with pytest.raises(TaskNotFoundError):
+            await transport.get_task(GetTaskRequest(id=f"no-such-task-{uuid.uuid4()}"))
+        with pytest.raises(TaskNotFoundError):
+            await transport.cancel_task(CancelTaskRequest(id=f"no-such-task-{uuid.uuid4()}"))
