@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use crate::a2a::Dialect;
 use crate::a2a::errors::{
-    ERROR_DOMAIN, ERROR_INFO_TYPE, jsonrpc_error_object, rest_error_body, rest_v03_error_body,
+    ERROR_DOMAIN, ERROR_INFO_TYPE, jsonrpc_error_object, jsonrpc_http_status, rest_error_body,
+    rest_v03_error_body,
 };
 use crate::error::Error;
 use crate::http::observe::{Binding, tag};
@@ -22,8 +23,7 @@ pub fn jsonrpc_ok(id: &Value, result: Value) -> HttpResponse {
     HttpResponse::Ok().json(crate::a2a::jsonrpc::success(id, result))
 }
 
-/// A JSON-RPC error envelope: HTTP 200 as the binding requires, except 413 for a body
-/// over the limit (nothing was parsed) and 503 when the client should retry later.
+/// A JSON-RPC error envelope, with the status `a2a::errors::jsonrpc_http_status` gives.
 pub fn jsonrpc_err(
     id: &Value,
     err: &Error,
@@ -31,13 +31,8 @@ pub fn jsonrpc_err(
     service: &Service,
 ) -> HttpResponse {
     let err = &service.report(err, method);
-    let status = match err {
-        Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-        Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-        Error::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-        Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-        _ => StatusCode::OK,
-    };
+    let status =
+        StatusCode::from_u16(jsonrpc_http_status(err)).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = HttpResponse::build(status);
     challenge_headers(err, &mut response);
     response.json(serde_json::json!({
