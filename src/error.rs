@@ -1,8 +1,10 @@
 //! The service error: every way a request can fail, in the terms of the domain.
 //!
 //! `crate::a2a::errors` maps each variant to its JSON-RPC code, HTTP status and
-//! `ErrorInfo` reason in one exhaustive `match`. Variants that carry internal detail
-//! (`Internal`, `Unavailable`) keep it for the log only; clients get a generic message.
+//! `ErrorInfo` reason in one exhaustive `match`. What a client may read of an error is
+//! [`Error::client_message`], on every binding and in a failed task's status: variants
+//! that carry internal detail (`Internal`, `Unavailable`, `InvalidAgentResponse`) keep
+//! it for the log only.
 
 use crate::domain::{ContextId, TaskId, TaskState};
 
@@ -74,6 +76,55 @@ impl Error {
     pub fn internal(msg: impl std::fmt::Display) -> Self {
         Error::Internal(msg.to_string())
     }
+
+    /// What a client may be told of this error, on any binding or in a failed task's
+    /// status: the error itself, or a fixed text for the variants whose detail is
+    /// internal. Exhaustive: a new variant does not compile until it is placed here.
+    pub fn client_message(&self) -> String {
+        match self {
+            Error::InvalidAgentResponse(_) => "the agent produced an invalid response".into(),
+            Error::Unavailable { .. } => "service temporarily unavailable, retry later".into(),
+            Error::Internal(_) => "internal error".into(),
+            Error::Parse(_)
+            | Error::InvalidRequest(_)
+            | Error::MethodNotFound(_)
+            | Error::InvalidParams(_)
+            | Error::VersionNotSupported(_)
+            | Error::ContentTypeNotSupported(_)
+            | Error::PayloadTooLarge { .. }
+            | Error::TaskNotFound(_)
+            | Error::TaskNotCancelable { .. }
+            | Error::UnsupportedOperation(_)
+            | Error::PushNotificationNotSupported
+            | Error::ExtendedAgentCardNotConfigured
+            | Error::ThreadExpired(_)
+            | Error::Unauthenticated(_)
+            | Error::RateLimited { .. } => self.to_string(),
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_detail_never_reaches_a_client() {
+        let secret = "db password=hunter2";
+        for err in [
+            Error::Internal(secret.into()),
+            Error::InvalidAgentResponse(secret.into()),
+            Error::Unavailable {
+                detail: secret.into(),
+                retry_after_secs: 1,
+            },
+        ] {
+            assert!(err.to_string().contains("hunter2"), "the log keeps it");
+            assert!(!err.client_message().contains("hunter2"), "{err:?}");
+        }
+        let shown = Error::invalid_params("message.parts: at least one part is required");
+        assert_eq!(shown.client_message(), shown.to_string());
+    }
+}

@@ -37,7 +37,7 @@ pub struct ErrorMapping {
 
 /// Maps a service error to its codes, reason and client-facing message.
 pub fn map_error(err: &Error) -> ErrorMapping {
-    let shown = || err.to_string();
+    let shown = || err.client_message();
     let meta = |pairs: &[(&str, String)]| -> BTreeMap<String, String> {
         pairs
             .iter()
@@ -153,7 +153,7 @@ pub fn map_error(err: &Error) -> ErrorMapping {
             500,
             "INTERNAL",
             "INVALID_AGENT_RESPONSE",
-            "the agent produced an invalid response".to_owned(),
+            err.client_message(),
             meta(&[]),
         ),
         Error::ThreadExpired(context_id) => (
@@ -189,7 +189,7 @@ pub fn map_error(err: &Error) -> ErrorMapping {
             503,
             "UNAVAILABLE",
             "UNAVAILABLE",
-            "service temporarily unavailable, retry later".to_owned(),
+            err.client_message(),
             meta(&[("retryAfterSeconds", retry_after_secs.to_string())]),
         ),
         Error::Internal(_) => (
@@ -197,7 +197,7 @@ pub fn map_error(err: &Error) -> ErrorMapping {
             500,
             "INTERNAL",
             "INTERNAL_ERROR",
-            "internal error".to_owned(),
+            err.client_message(),
             meta(&[]),
         ),
     };

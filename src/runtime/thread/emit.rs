@@ -378,20 +378,32 @@ fn is_client_error(e: &Error) -> bool {
     }
 }
 
-/// The status text of a task failed by an error: no internals for internal errors.
+/// The status text of a task failed by an error: what a client may be told of it.
 fn failure_text(e: &Error) -> String {
-    match e {
-        Error::Internal(_) => "internal error".into(),
-        Error::InvalidAgentResponse(_) => "the agent produced an invalid response".into(),
-        other => other.to_string(),
-    }
+    e.client_message()
 }
 
+/// The `errorCode` of a task failed by an error.
 fn failure_metadata(e: &Error) -> crate::domain::Metadata {
     let code = match e {
         Error::Internal(_) => "INTERNAL_ERROR",
         Error::InvalidAgentResponse(_) => "INVALID_AGENT_RESPONSE",
-        _ => "AGENT_ERROR",
+        Error::Parse(_)
+        | Error::InvalidRequest(_)
+        | Error::MethodNotFound(_)
+        | Error::InvalidParams(_)
+        | Error::VersionNotSupported(_)
+        | Error::ContentTypeNotSupported(_)
+        | Error::PayloadTooLarge { .. }
+        | Error::TaskNotFound(_)
+        | Error::TaskNotCancelable { .. }
+        | Error::UnsupportedOperation(_)
+        | Error::PushNotificationNotSupported
+        | Error::ExtendedAgentCardNotConfigured
+        | Error::ThreadExpired(_)
+        | Error::Unauthenticated(_)
+        | Error::RateLimited { .. }
+        | Error::Unavailable { .. } => "AGENT_ERROR",
     };
     let mut m = crate::domain::Metadata::new();
     m.insert("errorCode".into(), serde_json::Value::String(code.into()));
