@@ -237,7 +237,10 @@ fn model_error_text(tool: &str, error: SkillError) -> String {
         SkillError::Blocked { message, report } => {
             format!("blocked by governance: {message} (report: {report})")
         }
-        other => other.to_string(),
+        // The caller's mistakes, told in full so the model can correct the call.
+        mistake @ (SkillError::InvalidArguments(_)
+        | SkillError::NotFound(_)
+        | SkillError::Conflict(_)) => mistake.to_string(),
     }
 }
 
