@@ -79,12 +79,30 @@ impl Error {
 
     /// What a client may be told of this error, on any binding or in a failed task's
     /// status: the error itself, or a fixed text for the variants whose detail is
-    /// internal. Exhaustive: a new variant does not compile until it is placed here.
+    /// internal.
     pub fn client_message(&self) -> String {
+        self.client_view().0
+    }
+
+    /// The `errorCode` a task failed by this error carries in its status metadata.
+    pub fn task_error_code(&self) -> &'static str {
+        self.client_view().1
+    }
+
+    /// The client's view of an error: its text and a failed task's `errorCode`, decided
+    /// together in one place. Exhaustive: a new variant does not compile until it is
+    /// placed here.
+    fn client_view(&self) -> (String, &'static str) {
         match self {
-            Error::InvalidAgentResponse(_) => "the agent produced an invalid response".into(),
-            Error::Unavailable { .. } => "service temporarily unavailable, retry later".into(),
-            Error::Internal(_) => "internal error".into(),
+            Error::InvalidAgentResponse(_) => (
+                "the agent produced an invalid response".into(),
+                "INVALID_AGENT_RESPONSE",
+            ),
+            Error::Internal(_) => ("internal error".into(), "INTERNAL_ERROR"),
+            Error::Unavailable { .. } => (
+                "service temporarily unavailable, retry later".into(),
+                "AGENT_ERROR",
+            ),
             Error::Parse(_)
             | Error::InvalidRequest(_)
             | Error::MethodNotFound(_)
@@ -99,7 +117,7 @@ impl Error {
             | Error::ExtendedAgentCardNotConfigured
             | Error::ThreadExpired(_)
             | Error::Unauthenticated(_)
-            | Error::RateLimited { .. } => self.to_string(),
+            | Error::RateLimited { .. } => (self.to_string(), "AGENT_ERROR"),
         }
     }
 }

@@ -385,26 +385,7 @@ fn failure_text(e: &Error) -> String {
 
 /// The `errorCode` of a task failed by an error.
 fn failure_metadata(e: &Error) -> crate::domain::Metadata {
-    let code = match e {
-        Error::Internal(_) => "INTERNAL_ERROR",
-        Error::InvalidAgentResponse(_) => "INVALID_AGENT_RESPONSE",
-        Error::Parse(_)
-        | Error::InvalidRequest(_)
-        | Error::MethodNotFound(_)
-        | Error::InvalidParams(_)
-        | Error::VersionNotSupported(_)
-        | Error::ContentTypeNotSupported(_)
-        | Error::PayloadTooLarge { .. }
-        | Error::TaskNotFound(_)
-        | Error::TaskNotCancelable { .. }
-        | Error::UnsupportedOperation(_)
-        | Error::PushNotificationNotSupported
-        | Error::ExtendedAgentCardNotConfigured
-        | Error::ThreadExpired(_)
-        | Error::Unauthenticated(_)
-        | Error::RateLimited { .. }
-        | Error::Unavailable { .. } => "AGENT_ERROR",
-    };
+    let code = e.task_error_code();
     let mut m = crate::domain::Metadata::new();
     m.insert("errorCode".into(), serde_json::Value::String(code.into()));
     m
