@@ -53,17 +53,9 @@ fn grpc_url(settings: &Settings, bound: SocketAddr) -> String {
     if !configured.is_empty() {
         return configured.to_owned();
     }
-    let public = settings.server.public_url.trim();
-    let host = public
-        .split_once("://")
-        .map(|(_, rest)| rest)
-        .and_then(|rest| rest.split(['/', '?', '#']).next())
-        .map(|authority| match authority.rsplit_once(':') {
-            // `[::1]:8080` and `host:8080` lose their port; a bare `[::1]` keeps its colons.
-            Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
-            _ => authority,
-        })
-        .filter(|host| !host.is_empty());
+    // `host_str` keeps an IPv6 literal's brackets, as `host:port` needs them.
+    let public = reqwest::Url::parse(settings.server.public_url.trim()).ok();
+    let host = public.as_ref().and_then(reqwest::Url::host_str);
     match host {
         Some(host) => format!("{host}:{}", bound.port()),
         None => bound.to_string(),
