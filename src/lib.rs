@@ -2,7 +2,7 @@
 //!
 //! Layers, highest first (a module imports only those below it): `startup` (assembly) →
 //! the bindings `http` and `grpc`, side by side → `service` (auth, the operations) →
-//! `a2a` → `runtime` → `session` → `skills` → `store` → `domain`; `config`, `telemetry`
+//! `push` (receiver policy, outbox delivery) → `a2a` → `runtime` → `session` → `skills` → `store` → `domain`; `config`, `telemetry`
 //! and `error` serve all.
 
 pub mod a2a;
@@ -14,6 +14,7 @@ pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod providers;
+pub mod push;
 pub mod runtime;
 pub mod service;
 pub mod session;

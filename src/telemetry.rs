@@ -69,6 +69,20 @@ pub const PERSIST_QUEUE: &str = "agent_a2a_persistence_queue_depth";
 /// Failed commits.
 pub const PERSIST_FAILURES: &str = "agent_a2a_persistence_failures_total";
 
+// Push notifications (recorded by the delivery in `push`).
+
+/// Deliveries finished, by `outcome`: `delivered` (2xx), `abandoned` (past
+/// `push.max_attempts` or `push.max_age_secs`, or refused by the URL policy at delivery),
+/// `dropped` (not queued: the outbox was at `push.max_outbox`).
+pub const PUSH_DELIVERIES: &str = "agent_a2a_push_deliveries_total";
+/// Delivery attempts by `result`: `ok`, `http_error` (a non-2xx status), `failed` (no
+/// answer: refused connection, timeout, DNS), `refused` (the URL policy).
+pub const PUSH_ATTEMPTS: &str = "agent_a2a_push_attempts_total";
+/// Deliveries owed (outbox rows).
+pub const PUSH_OUTBOX_DEPTH: &str = "agent_a2a_push_outbox_depth";
+/// From an event's commit to its receiver's 2xx, in milliseconds (retries included).
+pub const PUSH_DELIVERY_MS: &str = "agent_a2a_push_delivery_latency_ms";
+
 // Skills (recorded by the skill actors).
 
 /// Tool calls by `skill`, `tool` and `outcome` (`ok` or the error kind).
@@ -183,6 +197,10 @@ pub fn metrics_handle() -> PrometheusHandle {
             metrics::gauge!(SSE_SUBSCRIBERS).increment(0.0);
             metrics::gauge!(GRPC_STREAMS).increment(0.0);
             metrics::gauge!(THREAD_ACTORS).increment(0.0);
+            for outcome in ["delivered", "abandoned", "dropped"] {
+                metrics::counter!(PUSH_DELIVERIES, "outcome" => outcome).increment(0);
+            }
+            metrics::gauge!(PUSH_OUTBOX_DEPTH).increment(0.0);
             handle
         })
         .clone()
@@ -248,6 +266,19 @@ fn describe() {
         "Write batches waiting for the persistence actor."
     );
     describe_counter!(PERSIST_FAILURES, "Failed commits.");
+    describe_counter!(
+        PUSH_DELIVERIES,
+        "Push deliveries finished, by outcome: delivered, abandoned, dropped (outbox full)."
+    );
+    describe_counter!(
+        PUSH_ATTEMPTS,
+        "Push delivery attempts by result: ok, http_error, failed, refused."
+    );
+    describe_gauge!(PUSH_OUTBOX_DEPTH, "Push deliveries owed (outbox rows).");
+    describe_histogram!(
+        PUSH_DELIVERY_MS,
+        "From a task event's commit to its receiver's 2xx, in milliseconds (retries included)."
+    );
     describe_counter!(SKILL_CALLS, "Tool calls by skill, tool and outcome.");
     describe_counter!(
         SKILL_ERRORS,

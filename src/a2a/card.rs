@@ -5,7 +5,8 @@
 //! versions, in preference order) plus the 0.3 top-level fields (`protocolVersion`,
 //! `url`, `preferredTransport`, `additionalInterfaces`,
 //! `supportsAuthenticatedExtendedCard`), which 1.0 clients ignore. The capabilities say
-//! exactly what is implemented: streaming yes, push notifications and an extended card no.
+//! exactly what is served: streaming always, push notifications when `push.enabled`,
+//! the extended card when callers authenticate.
 //!
 //! Skills' tools are not part of A2A; their input schemas are published through the
 //! `urn:agent-a2a:tool-schemas:v1` extension so a client can call a tool directly with a
@@ -46,6 +47,8 @@ pub struct CardConfig {
     pub grpc_url: Option<String>,
     /// Callers authenticate: they can get the extended card (`GetExtendedAgentCard`).
     pub extended_card: bool,
+    /// Push-notification configs are served and delivered (`push.enabled`).
+    pub push_notifications: bool,
 }
 
 /// URI of the extension through which the extended card tells a caller its own terms.
@@ -118,10 +121,7 @@ pub fn build_agent_card(cfg: &CardConfig, skills: &[SkillCard]) -> Value {
     if let Some(url) = &cfg.documentation_url {
         card.insert("documentationUrl".into(), json!(url));
     }
-    card.insert(
-        "capabilities".into(),
-        capabilities(skills, cfg.v03_fields, cfg.extended_card),
-    );
+    card.insert("capabilities".into(), capabilities(skills, cfg));
     if cfg.api_keys {
         // Either scheme carries the same key; one suffices (OpenAPI "any entry" semantics).
         card.insert(
@@ -207,7 +207,8 @@ pub fn extended_agent_card(public: &Value, terms: &TenantTerms) -> Value {
     card
 }
 
-fn capabilities(skills: &[SkillCard], v03_fields: bool, extended_card: bool) -> Value {
+fn capabilities(skills: &[SkillCard], cfg: &CardConfig) -> Value {
+    let (v03_fields, extended_card) = (cfg.v03_fields, cfg.extended_card);
     let mut extensions = Vec::new();
     let with_tools: Map<String, Value> = skills
         .iter()
@@ -234,7 +235,7 @@ fn capabilities(skills: &[SkillCard], v03_fields: bool, extended_card: bool) -> 
     }
     let mut caps = json!({
         "streaming": true,
-        "pushNotifications": false,
+        "pushNotifications": cfg.push_notifications,
         "extendedAgentCard": extended_card,
     });
     if v03_fields {
@@ -276,6 +277,7 @@ mod tests {
             api_keys: false,
             grpc_url: None,
             extended_card: false,
+            push_notifications: false,
         }
     }
 
@@ -283,6 +285,7 @@ mod tests {
     fn the_extended_card_is_the_public_one_with_the_callers_terms() {
         let cfg = CardConfig {
             extended_card: true,
+            push_notifications: true,
             ..config()
         };
         let public = build_agent_card(&cfg, &[]);

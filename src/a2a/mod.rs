@@ -24,6 +24,7 @@ mod fields;
 pub mod jsonrpc;
 mod params;
 mod parts;
+mod push;
 pub mod version;
 
 #[cfg(test)]
@@ -36,6 +37,10 @@ pub use encode::{
 pub use params::{
     DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, TaskQuery, check_input_modes, decode_get_task,
     decode_list_tasks, decode_send, decode_task_id,
+};
+pub use push::{
+    decode_create_push, decode_list_push, decode_push_ref, encode_push_config, encode_push_list,
+    encode_push_payload, push_dialect,
 };
 
 /// A wire format: one protocol version in one binding's JSON.
@@ -65,7 +70,7 @@ pub enum Operation {
     CancelTask,
     /// Stream an existing task's events, starting with a snapshot.
     SubscribeToTask,
-    /// The four push-notification config operations (answered "not supported").
+    /// The four push-notification config operations.
     CreatePushConfig,
     GetPushConfig,
     ListPushConfigs,

@@ -16,6 +16,7 @@ use super::Dialect;
 use super::client_message::{decode_message, without_reserved_keys};
 use super::enums::{parse_state, role_name};
 use super::fields::{Fields, invalid, parse_id};
+use super::push::decode_send_push;
 use crate::domain::{
     ContextId, ListTasksQuery, Message, Role, SendConfig, SendMessage, TaskId, Timestamp,
 };
@@ -55,11 +56,8 @@ pub fn decode_send(d: Dialect, params: &Value) -> Result<SendMessage, Error> {
     require_user(d, &message)?;
     let config = match f.opt_child("configuration")? {
         None => SendConfig::default(),
-        // A config this server cannot honour is refused, never silently dropped.
-        Some(c) if c.has("taskPushNotificationConfig") || c.has("pushNotificationConfig") => {
-            return Err(Error::PushNotificationNotSupported);
-        }
         Some(c) => SendConfig {
+            push: decode_send_push(d, &c)?,
             accepted_output_modes: c.strings("acceptedOutputModes")?,
             history_length: history_length(d, &c)?,
             // 0.3 had the opposite knob: `blocking` (default true).
@@ -80,9 +78,6 @@ pub fn decode_send(d: Dialect, params: &Value) -> Result<SendMessage, Error> {
 /// 0.1 `TaskSendParams`: the client chooses the task id and may name a session.
 fn decode_send_v01(f: &Fields<'_>) -> Result<SendMessage, Error> {
     let d = Dialect::V01;
-    if f.has("pushNotification") {
-        return Err(Error::PushNotificationNotSupported);
-    }
     let id = parse_id(f.req_str("id")?, "id", TaskId::parse)?;
     let session = f
         .opt_nonempty_str("sessionId")?
@@ -103,6 +98,7 @@ fn decode_send_v01(f: &Fields<'_>) -> Result<SendMessage, Error> {
             accepted_output_modes: f.strings("acceptedOutputModes")?,
             history_length: history_length(d, f)?,
             return_immediately: false,
+            push: decode_send_push(d, f)?,
         },
         metadata: without_reserved_keys(f.opt_metadata("metadata")?),
         create_missing_task: true,

@@ -377,40 +377,92 @@ fn input_modes_accept_exact_wildcard_and_family_matches() {
 }
 
 #[test]
-fn a_push_config_in_a_send_is_refused_not_ignored() {
+fn a_push_config_in_a_send_is_decoded_in_every_dialect() {
+    use crate::domain::{PushAuth, PushDialect};
     let mut v1 = v1_send();
-    v1["configuration"]["taskPushNotificationConfig"] = json!({"url": "https://example.org/hook"});
-    assert!(matches!(
-        decode_send(Dialect::V1, &v1),
-        Err(Error::PushNotificationNotSupported)
-    ));
+    v1["configuration"]["taskPushNotificationConfig"] = json!({
+        "id": "c-1", "url": "https://example.org/hook", "token": "tok",
+        "authentication": {"scheme": "Bearer", "credentials": "secret"},
+    });
+    let push = decode_send(Dialect::V1, &v1)
+        .unwrap()
+        .config
+        .push
+        .expect("a config");
+    assert_eq!(push.id.as_deref(), Some("c-1"));
+    assert_eq!(push.url, "https://example.org/hook");
+    assert_eq!(push.token.as_deref(), Some("tok"));
+    assert_eq!(
+        push.auth,
+        Some(PushAuth {
+            scheme: "Bearer".into(),
+            credentials: Some("secret".into())
+        })
+    );
+    assert_eq!(push.dialect, PushDialect::V1);
     let mut snake = v1_send();
     snake["configuration"]["task_push_notification_config"] = json!({"url": "https://h/x"});
-    assert!(matches!(
-        decode_send(Dialect::V1, &snake),
-        Err(Error::PushNotificationNotSupported)
-    ));
-    // 0.3's name, and 0.1's field beside the message.
+    let push = decode_send(Dialect::V1, &snake)
+        .unwrap()
+        .config
+        .push
+        .expect("a config");
+    assert_eq!((push.id, push.url.as_str()), (None, "https://h/x"));
+    // 0.3's name and `schemes`, and 0.1's field beside the message: the 0.3 payload.
     let v03 = json!({
         "message": {"kind": "message", "messageId": "m-1", "role": "user",
                     "parts": [{"kind": "text", "text": "hi"}]},
-        "configuration": {"pushNotificationConfig": {"url": "https://h/x"}},
+        "configuration": {"pushNotificationConfig": {
+            "url": "https://h/x", "authentication": {"schemes": ["Bearer"], "credentials": "c"}}},
     });
-    assert!(matches!(
-        decode_send(Dialect::V03Rpc, &v03),
-        Err(Error::PushNotificationNotSupported)
-    ));
+    let push = decode_send(Dialect::V03Rpc, &v03)
+        .unwrap()
+        .config
+        .push
+        .expect("a config");
+    assert_eq!(push.dialect, PushDialect::V03);
+    assert_eq!(push.auth.map(|a| a.scheme), Some("Bearer".into()));
     let v01 = json!({
         "id": "t-1",
         "message": {"role": "user", "parts": [{"type": "text", "text": "hi"}]},
         "pushNotification": {"url": "https://h/x"},
     });
-    assert!(matches!(
-        decode_send(Dialect::V01, &v01),
-        Err(Error::PushNotificationNotSupported)
-    ));
+    assert!(
+        decode_send(Dialect::V01, &v01)
+            .unwrap()
+            .config
+            .push
+            .is_some()
+    );
     // An explicit null is no config.
     let mut null = v1_send();
     null["configuration"]["taskPushNotificationConfig"] = Value::Null;
-    assert!(decode_send(Dialect::V1, &null).is_ok());
+    assert!(
+        decode_send(Dialect::V1, &null)
+            .unwrap()
+            .config
+            .push
+            .is_none()
+    );
+}
+
+#[test]
+fn push_values_that_would_inject_a_header_are_refused() {
+    for (field, value) in [
+        ("token", json!("a\r\nX-Evil: 1")),
+        ("url", json!("https://h/x\nX-Evil: 1")),
+        (
+            "authentication",
+            json!({"scheme": "Bearer", "credentials": "c\r\nX: y"}),
+        ),
+        ("authentication", json!({"scheme": "Bearer x"})),
+        ("authentication", json!({"credentials": "no scheme"})),
+        ("url", json!("")),
+    ] {
+        let mut v1 = v1_send();
+        v1["configuration"]["taskPushNotificationConfig"] = json!({"url": "https://h/x"});
+        v1["configuration"]["taskPushNotificationConfig"][field] = value.clone();
+        let err = decode_send(Dialect::V1, &v1).expect_err(&format!("{field}: {value}"));
+        assert!(matches!(err, Error::InvalidParams(_)), "{field}: {err:?}");
+    }
 }

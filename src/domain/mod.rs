@@ -8,9 +8,11 @@
 //! internally tagged) used for JSON columns. They are never sent to clients.
 
 mod ids;
+mod push;
 mod task;
 
 pub use ids::{ContextId, IdError, MessageId, TaskId, TenantId, Timestamp};
+pub use push::{PushAuth, PushConfig, PushDialect, PushPayload, PushSpec, PushTarget};
 pub use task::{
     Artifact, Message, Part, PartContent, Role, StreamEvent, Task, TaskState, TaskStatus,
     Transition,
@@ -30,6 +32,9 @@ pub struct SendConfig {
     pub history_length: Option<u32>,
     /// Return as soon as the task exists instead of waiting for a terminal or interrupted state.
     pub return_immediately: bool,
+    /// A push-notification config to register for the task the message starts or
+    /// continues (its task id is filled in by the thread).
+    pub push: Option<PushSpec>,
 }
 
 /// A request to run a turn: one client message, sent to a thread (and maybe a task).

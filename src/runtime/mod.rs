@@ -17,6 +17,7 @@ pub mod executors;
 mod lifecycle;
 pub mod model_actor;
 mod persistence;
+pub mod push;
 mod registry;
 mod skill_actor;
 mod stream;
@@ -47,12 +48,14 @@ pub use thread::maintenance::SweepReport;
 
 use crate::config::{Settings, ThreadSettings};
 use crate::domain::{
-    ContextId, ListTasksQuery, SendMessage, SendOutcome, Task, TaskId, TaskPage, TenantId,
+    ContextId, ListTasksQuery, PushConfig, PushSpec, SendMessage, SendOutcome, Task, TaskId,
+    TaskPage, TenantId,
 };
 use crate::error::{Error, Result};
 use crate::skills::SkillRegistry;
 use crate::store::Store;
 use registry::ThreadRegistry;
+use thread::push::{AddPushConfig, RemovePushConfig};
 use thread::{
     CancelTask, GetResident, Mode, SendTurn, Shared, Subscribe, ThreadDeps, ThreadKey, Waiter,
 };
@@ -83,6 +86,7 @@ pub struct Runtime {
     store: Arc<dyn Store>,
     persistence: PersistenceHandle,
     shared: Arc<Shared>,
+    push: Arc<push::PushHub>,
     tools: Arc<Tools>,
     models: Models,
     /// The arbiters of thread, skill and model actors; emptied when stopped.
@@ -149,6 +153,7 @@ impl Runtime {
             }
         };
         let shared = Arc::new(Shared::new());
+        let push = Arc::new(push::PushHub::new(&settings.push));
         let deps = Arc::new(ThreadDeps {
             store: store.clone(),
             persistence: persistence.clone(),
@@ -158,6 +163,7 @@ impl Runtime {
             streaming: settings.streaming.clone(),
             state: settings.state.clone(),
             shared: shared.clone(),
+            push: push.clone(),
             start_grace: Duration::from_millis(settings.persistence.start_grace_ms),
         });
         Ok(Runtime {
@@ -165,6 +171,7 @@ impl Runtime {
             store,
             persistence,
             shared,
+            push,
             tools,
             models,
             arbiters: Mutex::new(actor_arbiters),
@@ -192,6 +199,11 @@ impl Runtime {
             Arc::downgrade(self),
             self.stop.subscribe(),
         ));
+    }
+
+    /// Turns true when the runtime stops (background work ends).
+    pub fn stopped(&self) -> watch::Receiver<bool> {
+        self.stop.subscribe()
     }
 
     /// Model providers behind their actors.
@@ -340,6 +352,64 @@ impl Runtime {
                 task_id: task_id.clone(),
             })
             .await
+    }
+
+    /// Registers a push config for a task (replacing the task's config of the same id).
+    pub async fn create_push_config(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        spec: PushSpec,
+    ) -> Result<PushConfig> {
+        let key = self.task_thread(tenant, task_id).await?;
+        self.registry
+            .call(&key, || AddPushConfig {
+                task_id: task_id.clone(),
+                spec: spec.clone(),
+            })
+            .await
+    }
+
+    /// The push configs of a task, in the order they were registered.
+    pub async fn push_configs(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+    ) -> Result<Vec<PushConfig>> {
+        // The task must exist for this tenant; its configs are read from the store,
+        // where every acknowledged change already is.
+        self.task_thread(tenant, task_id).await?;
+        Ok(self
+            .store
+            .push_configs(tenant, std::slice::from_ref(task_id))
+            .await?)
+    }
+
+    /// Removes a push config of a task; one that does not exist is already removed.
+    pub async fn delete_push_config(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        config_id: &str,
+    ) -> Result<()> {
+        let key = self.task_thread(tenant, task_id).await?;
+        self.registry
+            .call(&key, || RemovePushConfig {
+                task_id: task_id.clone(),
+                config_id: config_id.to_owned(),
+            })
+            .await
+    }
+
+    /// What thread actors and the push delivery share.
+    pub fn push_hub(&self) -> &Arc<push::PushHub> {
+        &self.push
+    }
+
+    /// Commits writes that belong to no thread (the push delivery's outbox updates)
+    /// through the persistence actor.
+    pub async fn commit(&self, ops: Vec<crate::store::WriteOp>) -> Result<()> {
+        self.persistence.commit(ops).await
     }
 
     /// Subscribes to a task; with `last_event_id`, resumes after that event.

@@ -352,6 +352,23 @@ mod tests {
         ) -> Result<Vec<(TenantId, ContextId)>, StoreError> {
             Ok(Vec::new())
         }
+        async fn push_configs(
+            &self,
+            _: &TenantId,
+            _: &[TaskId],
+        ) -> Result<Vec<crate::domain::PushConfig>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn due_deliveries(
+            &self,
+            _: crate::domain::Timestamp,
+            _: usize,
+        ) -> Result<Vec<crate::store::Delivery>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn outbox_depth(&self) -> Result<u64, StoreError> {
+            Ok(0)
+        }
     }
 
     #[actix_web::test]

@@ -150,6 +150,23 @@ impl Store for Handle {
     ) -> Result<Vec<(TenantId, ContextId)>, StoreError> {
         self.0.inner.recent_threads(now, limit).await
     }
+    async fn push_configs(
+        &self,
+        tenant: &TenantId,
+        task_ids: &[TaskId],
+    ) -> Result<Vec<crate::domain::PushConfig>, StoreError> {
+        self.0.inner.push_configs(tenant, task_ids).await
+    }
+    async fn due_deliveries(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<crate::store::Delivery>, StoreError> {
+        self.0.inner.due_deliveries(now, limit).await
+    }
+    async fn outbox_depth(&self) -> Result<u64, StoreError> {
+        self.0.inner.outbox_depth().await
+    }
 }
 
 /// `done`: completes at once. `input`: asks for more. `steps`: working, an artifact,

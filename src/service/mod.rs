@@ -13,6 +13,7 @@ use crate::a2a::card::{TenantTerms, extended_agent_card};
 use crate::a2a::errors::map_error;
 use crate::config::{RateLimitSettings, Settings};
 use crate::error::Error;
+use crate::push::UrlPolicy;
 use crate::runtime::Runtime;
 use crate::telemetry;
 use auth::{Gate, Principal};
@@ -30,11 +31,20 @@ pub struct Service {
     pub card: Value,
     /// The tiers' and skills' budgets, as the extended card tells them.
     limits: RateLimitSettings,
+    /// Which receivers push configs may name; `None`: push notifications are off.
+    push: Option<Arc<UrlPolicy>>,
 }
 
 impl Service {
-    pub fn new(settings: &Settings, runtime: Arc<Runtime>, gate: Arc<Gate>, card: Value) -> Self {
+    pub fn new(
+        settings: &Settings,
+        runtime: Arc<Runtime>,
+        gate: Arc<Gate>,
+        card: Value,
+        push: Option<Arc<UrlPolicy>>,
+    ) -> Self {
         Self {
+            push,
             runtime,
             gate,
             input_modes: settings.agent.input_modes.clone(),
@@ -42,6 +52,13 @@ impl Service {
             card,
             limits: settings.rate_limit.clone(),
         }
+    }
+
+    /// The receiver policy, or `PushNotificationNotSupported` when push is off.
+    pub fn push_policy(&self) -> Result<&UrlPolicy, Error> {
+        self.push
+            .as_deref()
+            .ok_or(Error::PushNotificationNotSupported)
     }
 
     /// The extended card of an authenticated caller: the public card with its tenant,

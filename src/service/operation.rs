@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::Service;
 use super::auth::Principal;
 use crate::a2a::{self, Dialect, Operation};
-use crate::domain::{PartContent, SendMessage};
+use crate::domain::{PartContent, PushConfig, SendMessage};
 use crate::error::{Error, Result};
 use crate::runtime::SeqEvent;
 
@@ -82,11 +82,47 @@ pub async fn execute(
             let sub = rt.subscribe(tenant, &id, resume).await?;
             Ok(Reply::Stream(Box::pin(rt.events(sub))))
         }
-        // Checked before anything else, as the spec requires: no task lookup happens.
-        Operation::CreatePushConfig
-        | Operation::GetPushConfig
-        | Operation::ListPushConfigs
-        | Operation::DeletePushConfig => Err(Error::PushNotificationNotSupported),
+        // Without push, refused before anything else, as the spec requires: no task lookup
+        // happens.
+        Operation::CreatePushConfig => {
+            let policy = state.push_policy()?;
+            let (task_id, spec) = a2a::decode_create_push(dialect, params)?;
+            policy.check_url(&spec.url)?;
+            let config = rt.create_push_config(tenant, &task_id, spec).await?;
+            Ok(Reply::Json(a2a::encode_push_config(dialect, &config)))
+        }
+        Operation::GetPushConfig => {
+            state.push_policy()?;
+            let (task_id, id) = a2a::decode_push_ref(dialect, params)?;
+            let configs = rt.push_configs(tenant, &task_id).await?;
+            // 0.3 and 0.1 may leave the id out: the task's first config.
+            let found = match &id {
+                Some(id) => configs.into_iter().find(|c| &c.id == id),
+                None => configs.into_iter().next(),
+            };
+            let config = found.ok_or_else(|| {
+                Error::invalid_params(match &id {
+                    Some(id) => format!("task {task_id} has no push notification config {id:?}"),
+                    None => format!("task {task_id} has no push notification config"),
+                })
+            })?;
+            Ok(Reply::Json(a2a::encode_push_config(dialect, &config)))
+        }
+        Operation::ListPushConfigs => {
+            state.push_policy()?;
+            let (task_id, page_size, page_token) = a2a::decode_list_push(dialect, params)?;
+            let configs = rt.push_configs(tenant, &task_id).await?;
+            let (page, next) = push_page(configs, page_size, page_token.as_deref())?;
+            Ok(Reply::Json(a2a::encode_push_list(dialect, &page, &next)))
+        }
+        Operation::DeletePushConfig => {
+            state.push_policy()?;
+            let (task_id, id) = a2a::decode_push_ref(dialect, params)?;
+            let id =
+                id.ok_or_else(|| Error::invalid_params("pushNotificationConfigId: is required"))?;
+            rt.delete_push_config(tenant, &task_id, &id).await?;
+            Ok(Reply::Json(Value::Null))
+        }
         // The gate admitted an authenticated caller; with auth off there is nobody to
         // tell their terms, and the card says `extendedAgentCard: false`.
         Operation::GetExtendedAgentCard if state.gate.authenticates() => {
@@ -100,6 +136,49 @@ pub async fn execute(
             )),
         },
     }
+}
+
+/// One page of a task's configs (in the order they were registered) and the token of
+/// the next (`""` on the last). The token is the position of the page's last config:
+/// its registration time and id, so deleting configs between pages skips nothing.
+fn push_page(
+    configs: Vec<PushConfig>,
+    page_size: Option<u32>,
+    page_token: Option<&str>,
+) -> Result<(Vec<PushConfig>, String)> {
+    let size = match page_size {
+        None | Some(0) => usize::MAX,
+        Some(n) if n <= a2a::MAX_PAGE_SIZE => n as usize,
+        Some(_) => {
+            return Err(Error::invalid_params(format!(
+                "pageSize: must be at most {}",
+                a2a::MAX_PAGE_SIZE
+            )));
+        }
+    };
+    let after = match page_token {
+        None => None,
+        Some(token) => {
+            let bad = || Error::invalid_params("pageToken: not a token this server issued");
+            let (at, id) = token.split_once('.').ok_or_else(bad)?;
+            Some((at.parse::<i64>().map_err(|_| bad())?, id.to_owned()))
+        }
+    };
+    let mut rest: Vec<PushConfig> = configs
+        .into_iter()
+        .filter(|c| {
+            after
+                .as_ref()
+                .is_none_or(|(at, id)| (c.created_at.millis(), &c.id) > (*at, id))
+        })
+        .collect();
+    if rest.len() <= size {
+        return Ok((rest, String::new()));
+    }
+    rest.truncate(size);
+    let last = &rest[size - 1];
+    let next = format!("{}.{}", last.created_at.millis(), last.id);
+    Ok((rest, next))
 }
 
 /// The event id a resuming subscriber names (`Last-Event-ID` on HTTP, `last-event-id`
@@ -130,6 +209,10 @@ fn decode_send(
 ) -> Result<SendMessage> {
     let mut cmd = a2a::decode_send(dialect, params)?;
     a2a::check_input_modes(&cmd.message, &state.input_modes)?;
+    // A config this server cannot honour is refused, never silently dropped.
+    if let Some(push) = &cmd.config.push {
+        state.push_policy()?.check_url(&push.url)?;
+    }
     let tool = cmd
         .message
         .parts

@@ -42,6 +42,7 @@ pub fn agent_card(
         api_keys: gate.accepts_keys(),
         grpc_url: grpc.map(|addr| grpc_url(settings, addr)),
         extended_card: gate.authenticates(),
+        push_notifications: settings.push.enabled,
     };
     build_agent_card(&config, skills)
 }

@@ -82,6 +82,8 @@ pub enum StartError {
     Bootstrap(#[from] crate::skills::bootstrap::BootstrapError),
     #[error(transparent)]
     Auth(#[from] GateError),
+    #[error("invalid push settings: {0}")]
+    Push(String),
 }
 
 /// A started process: its listeners are bound and its runtime runs; [`Running::run`]
@@ -163,11 +165,18 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         .map(std::net::TcpListener::local_addr)
         .transpose()?;
     let public_card = card::agent_card(&settings, addr, grpc_addr, &gate, &cards);
+    let push_policy = match settings.push.enabled {
+        true => Some(Arc::new(
+            crate::push::UrlPolicy::new(&settings.push).map_err(StartError::Push)?,
+        )),
+        false => None,
+    };
     let service = Arc::new(Service::new(
         &settings,
         runtime.clone(),
         gate.clone(),
         public_card,
+        push_policy.clone(),
     ));
     let grpc = match grpc_listener {
         Some(grpc_listener) => Some(crate::grpc::server(
@@ -203,6 +212,10 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
     };
 
     runtime.start_maintenance();
+    if let Some(policy) = push_policy {
+        crate::push::start(&runtime, &settings.push, policy, runtime.stopped())
+            .map_err(StartError::Push)?;
+    }
     actix_web::rt::spawn(upkeep(Arc::downgrade(&runtime)));
     actix_web::rt::spawn(forget_idle_limits(Arc::downgrade(&gate)));
     if settings.metrics.census_interval_secs > 0 {

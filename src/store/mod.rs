@@ -38,8 +38,8 @@ use serde_json::Value;
 pub use memories::MemoryRepository;
 
 use crate::domain::{
-    ContextId, ListTasksQuery, MessageId, Metadata, Part, StreamEvent, Task, TaskId, TaskPage,
-    TenantId, Timestamp,
+    ContextId, ListTasksQuery, MessageId, Metadata, Part, PushConfig, PushPayload, StreamEvent,
+    Task, TaskId, TaskPage, TenantId, Timestamp,
 };
 
 /// Whether a thread can still be continued.
@@ -147,6 +147,53 @@ pub enum WriteOp {
         thread_ids: Vec<ContextId>,
         at: Timestamp,
     },
+    /// Registers a push config, or replaces the task's config of the same id.
+    PutPushConfig(PushConfig),
+    /// Removes a push config and every delivery still owed to it.
+    DeletePushConfig {
+        tenant: TenantId,
+        task_id: TaskId,
+        config_id: String,
+    },
+    /// Owes `config_id` the delivery of the task's event `seq`: written in the batch that
+    /// logs the event, so an event is never logged without its deliveries.
+    EnqueuePush {
+        tenant: TenantId,
+        task_id: TaskId,
+        config_id: String,
+        seq: i64,
+        payload: PushPayload,
+        created_at: Timestamp,
+    },
+    /// A delivery is done (acknowledged, or given up): its outbox row goes.
+    PushDone(OutboxKey),
+    /// A delivery failed and is tried again at `next_attempt_at`.
+    PushRetry {
+        key: OutboxKey,
+        attempts: i64,
+        next_attempt_at: Timestamp,
+    },
+}
+
+/// One owed delivery: a config of a task, and the event's sequence number.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OutboxKey {
+    pub tenant: TenantId,
+    pub task_id: TaskId,
+    pub config_id: String,
+    pub seq: i64,
+}
+
+/// An owed delivery that is due, with the config it goes to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    pub key: OutboxKey,
+    pub payload: PushPayload,
+    /// When the event was logged.
+    pub created_at: Timestamp,
+    /// Attempts made so far.
+    pub attempts: i64,
+    pub config: PushConfig,
 }
 
 /// A thread still marked active whose expiry has passed: the janitor's work. The list
@@ -313,6 +360,25 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
         limit: usize,
     ) -> Result<Vec<(TenantId, ContextId)>, StoreError>;
+
+    /// The push configs of the tenant's tasks among `task_ids`, by task, then by the
+    /// order they were registered in.
+    async fn push_configs(
+        &self,
+        tenant: &TenantId,
+        task_ids: &[TaskId],
+    ) -> Result<Vec<PushConfig>, StoreError>;
+
+    /// Owed deliveries due at `now`, at most `limit`, oldest first, each the earliest
+    /// still owed to its config (a later event never overtakes an earlier one).
+    async fn due_deliveries(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, StoreError>;
+
+    /// Deliveries owed across every tenant (the outbox's depth).
+    async fn outbox_depth(&self) -> Result<u64, StoreError>;
 }
 
 /// A commit that blocks the calling thread until its transaction has returned; same

@@ -18,7 +18,7 @@ use diesel_async::pooled_connection::{
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
-use super::writes::{self, CHUNK, Rows, Statement};
+use super::writes::{self, CHUNK, PushRow, Rows, Statement};
 use super::{StoreError, WriteOp};
 
 const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
@@ -106,6 +106,37 @@ impl PgStore {
             }
             for chunk in rows.events.chunks(CHUNK) {
                 statements.push(run(writes::insert_events(chunk), conn));
+            }
+            for row in &rows.push {
+                match row {
+                    PushRow::PutConfig(r) => {
+                        statements.push(run(writes::upsert_push_config(r), conn));
+                    }
+                    PushRow::DeleteConfig {
+                        tenant_id,
+                        task_id,
+                        config_id,
+                    } => {
+                        statements.push(run(
+                            writes::delete_owed(tenant_id, task_id, config_id),
+                            conn,
+                        ));
+                        statements.push(run(
+                            writes::delete_push_config(tenant_id, task_id, config_id),
+                            conn,
+                        ));
+                    }
+                    PushRow::Enqueue(r) => statements.push(run(writes::insert_outbox(r), conn)),
+                    PushRow::Done(key) => statements.push(run(writes::delete_outbox(key), conn)),
+                    PushRow::Retry {
+                        key,
+                        attempts,
+                        next_attempt_at,
+                    } => statements.push(run(
+                        writes::reschedule_outbox(key, *attempts, *next_attempt_at),
+                        conn,
+                    )),
+                }
             }
             futures_util::future::try_join_all(statements).await?;
             Ok::<(), StoreError>(())

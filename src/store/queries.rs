@@ -146,6 +146,26 @@ macro_rules! store_impl {
             > {
                 reads::recent_threads(&mut *self.conn().await?, now, limit).await
             }
+
+            async fn push_configs(
+                &self,
+                tenant: &$crate::domain::TenantId,
+                task_ids: &[$crate::domain::TaskId],
+            ) -> Result<Vec<$crate::domain::PushConfig>, $crate::store::StoreError> {
+                reads::push_configs(&mut *self.conn().await?, tenant, task_ids).await
+            }
+
+            async fn due_deliveries(
+                &self,
+                now: $crate::domain::Timestamp,
+                limit: usize,
+            ) -> Result<Vec<$crate::store::Delivery>, $crate::store::StoreError> {
+                reads::due_deliveries(&mut *self.conn().await?, now, limit).await
+            }
+
+            async fn outbox_depth(&self) -> Result<u64, $crate::store::StoreError> {
+                reads::outbox_depth(&mut *self.conn().await?).await
+            }
         }
     };
 }

@@ -417,6 +417,66 @@ macro_rules! read_queries {
                     })
                     .collect()
             }
+
+            pub(super) async fn push_configs(
+                conn: &mut Conn,
+                tenant: &TenantId,
+                task_ids: &[TaskId],
+            ) -> Result<Vec<$crate::domain::PushConfig>, StoreError> {
+                use $crate::store::rows::PushConfigRow;
+                use $crate::store::schema::push_configs;
+                if task_ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let ids: Vec<&str> = task_ids.iter().map(TaskId::as_str).collect();
+                let rows: Vec<PushConfigRow> = push_configs::table
+                    .filter(push_configs::tenant_id.eq(tenant.as_str()))
+                    .filter(push_configs::task_id.eq_any(ids))
+                    .order((
+                        push_configs::task_id.asc(),
+                        push_configs::created_at.asc(),
+                        push_configs::config_id.asc(),
+                    ))
+                    .select(PushConfigRow::as_select())
+                    .load(conn)
+                    .await?;
+                rows.into_iter().map(PushConfigRow::into_config).collect()
+            }
+
+            /// The earliest owed delivery of each config whose time has come. The two
+            /// numbers are formatted into the SQL (they are integers), so one text
+            /// serves both backends' placeholder styles.
+            pub(super) async fn due_deliveries(
+                conn: &mut Conn,
+                now: $crate::domain::Timestamp,
+                max: usize,
+            ) -> Result<Vec<$crate::store::Delivery>, StoreError> {
+                use $crate::store::rows::DeliveryRow;
+                if max == 0 {
+                    return Ok(Vec::new());
+                }
+                let sql = format!(
+                    "SELECT c.tenant_id, c.task_id, c.config_id, c.dialect, c.url, c.token, \
+                     c.auth_scheme, c.auth_credentials, c.created_at, o.seq, o.payload, \
+                     o.created_at AS logged_at, o.attempts \
+                     FROM push_outbox o JOIN push_configs c ON c.tenant_id = o.tenant_id \
+                     AND c.task_id = o.task_id AND c.config_id = o.config_id \
+                     WHERE o.next_attempt_at <= {} AND NOT EXISTS (SELECT 1 FROM push_outbox p \
+                     WHERE p.tenant_id = o.tenant_id AND p.task_id = o.task_id \
+                     AND p.config_id = o.config_id AND p.seq < o.seq) \
+                     ORDER BY o.next_attempt_at, o.seq LIMIT {}",
+                    now.millis(),
+                    limit(max)
+                );
+                let rows: Vec<DeliveryRow> = diesel::sql_query(sql).load(conn).await?;
+                rows.into_iter().map(DeliveryRow::into_delivery).collect()
+            }
+
+            pub(super) async fn outbox_depth(conn: &mut Conn) -> Result<u64, StoreError> {
+                use $crate::store::schema::push_outbox;
+                let n: i64 = push_outbox::table.count().get_result(conn).await?;
+                Ok(u64::try_from(n).unwrap_or(0))
+            }
         }
     };
 }

@@ -5,15 +5,17 @@
 //! borrow from the record being written; loaded rows own their data and are decoded
 //! with [`StoreError::Corrupt`] for anything the database should never have held.
 
-use diesel::{Insertable, Queryable, Selectable};
+use diesel::{Insertable, Queryable, QueryableByName, Selectable};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::schema::{messages, task_events, task_history, tasks, threads};
-use super::{MessageRecord, StoreError, ThreadRecord, ThreadStatus};
+use super::schema::{
+    messages, push_configs, push_outbox, task_events, task_history, tasks, threads,
+};
+use super::{Delivery, MessageRecord, OutboxKey, StoreError, ThreadRecord, ThreadStatus};
 use crate::domain::{
-    ContextId, Message, MessageId, Metadata, Role, StreamEvent, Task, TaskId, TaskState,
-    TaskStatus, TenantId, Timestamp,
+    ContextId, Message, MessageId, Metadata, PushAuth, PushConfig, PushDialect, PushPayload, Role,
+    StreamEvent, Task, TaskId, TaskState, TaskStatus, TenantId, Timestamp,
 };
 
 fn encode<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<String, StoreError> {
@@ -360,4 +362,138 @@ impl<'a> NewTaskEvent<'a> {
 /// Decodes a logged event's payload.
 pub(super) fn decode_event(payload: &str) -> Result<StreamEvent, StoreError> {
     decode("task event", payload)
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = push_configs, treat_none_as_default_value = false)]
+pub(super) struct NewPushConfig<'a> {
+    pub(super) tenant_id: &'a str,
+    pub(super) task_id: &'a str,
+    pub(super) config_id: &'a str,
+    pub(super) dialect: &'static str,
+    pub(super) url: &'a str,
+    pub(super) token: Option<&'a str>,
+    pub(super) auth_scheme: Option<&'a str>,
+    pub(super) auth_credentials: Option<&'a str>,
+    pub(super) created_at: i64,
+}
+
+impl<'a> NewPushConfig<'a> {
+    pub(super) fn new(c: &'a PushConfig) -> Self {
+        Self {
+            tenant_id: c.tenant.as_str(),
+            task_id: c.task_id.as_str(),
+            config_id: &c.id,
+            dialect: c.dialect.as_str(),
+            url: &c.url,
+            token: c.token.as_deref(),
+            auth_scheme: c.auth.as_ref().map(|a| a.scheme.as_str()),
+            auth_credentials: c.auth.as_ref().and_then(|a| a.credentials.as_deref()),
+            created_at: c.created_at.millis(),
+        }
+    }
+}
+
+#[derive(Queryable, Selectable, QueryableByName)]
+#[diesel(table_name = push_configs)]
+#[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+pub(super) struct PushConfigRow {
+    tenant_id: String,
+    task_id: String,
+    config_id: String,
+    dialect: String,
+    url: String,
+    token: Option<String>,
+    auth_scheme: Option<String>,
+    auth_credentials: Option<String>,
+    created_at: i64,
+}
+
+impl PushConfigRow {
+    pub(super) fn into_config(self) -> Result<PushConfig, StoreError> {
+        let dialect = PushDialect::parse(&self.dialect).ok_or_else(|| {
+            StoreError::Corrupt(format!("push config dialect {:?}", self.dialect))
+        })?;
+        Ok(PushConfig {
+            tenant: id("push config tenant", self.tenant_id, TenantId::parse)?,
+            task_id: id("push config task", self.task_id, TaskId::parse)?,
+            id: self.config_id,
+            url: self.url,
+            token: self.token,
+            auth: self.auth_scheme.map(|scheme| PushAuth {
+                scheme,
+                credentials: self.auth_credentials,
+            }),
+            dialect,
+            created_at: Timestamp(self.created_at),
+        })
+    }
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = push_outbox)]
+pub(super) struct NewOutboxRow<'a> {
+    pub(super) tenant_id: &'a str,
+    pub(super) task_id: &'a str,
+    pub(super) config_id: &'a str,
+    pub(super) seq: i64,
+    pub(super) payload: String,
+    pub(super) created_at: i64,
+    pub(super) attempts: i64,
+    pub(super) next_attempt_at: i64,
+}
+
+impl<'a> NewOutboxRow<'a> {
+    pub(super) fn new(
+        tenant: &'a TenantId,
+        task_id: &'a TaskId,
+        config_id: &'a str,
+        seq: i64,
+        payload: &PushPayload,
+        created_at: Timestamp,
+    ) -> Result<Self, StoreError> {
+        Ok(Self {
+            tenant_id: tenant.as_str(),
+            task_id: task_id.as_str(),
+            config_id,
+            seq,
+            payload: encode("push payload", payload)?,
+            created_at: created_at.millis(),
+            attempts: 0,
+            next_attempt_at: created_at.millis(),
+        })
+    }
+}
+
+/// A due outbox row joined with its config (`Store::due_deliveries`).
+#[derive(QueryableByName)]
+pub(super) struct DeliveryRow {
+    #[diesel(embed)]
+    config: PushConfigRow,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    seq: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    payload: String,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    logged_at: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    attempts: i64,
+}
+
+impl DeliveryRow {
+    pub(super) fn into_delivery(self) -> Result<Delivery, StoreError> {
+        let config = self.config.into_config()?;
+        Ok(Delivery {
+            key: OutboxKey {
+                tenant: config.tenant.clone(),
+                task_id: config.task_id.clone(),
+                config_id: config.id.clone(),
+                seq: self.seq,
+            },
+            payload: decode("push payload", &self.payload)?,
+            created_at: Timestamp(self.logged_at),
+            attempts: self.attempts,
+            config,
+        })
+    }
 }

@@ -89,4 +89,36 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    /// Push-notification configs, several per task.
+    push_configs (tenant_id, task_id, config_id) {
+        tenant_id -> Text,
+        task_id -> Text,
+        config_id -> Text,
+        /// `PushDialect::as_str`: which payload the receiver gets.
+        dialect -> Text,
+        url -> Text,
+        token -> Nullable<Text>,
+        auth_scheme -> Nullable<Text>,
+        auth_credentials -> Nullable<Text>,
+        created_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    /// Deliveries still owed: one row per (config, task event), written with the event.
+    push_outbox (tenant_id, task_id, config_id, seq) {
+        tenant_id -> Text,
+        task_id -> Text,
+        config_id -> Text,
+        seq -> BigInt,
+        /// JSON `domain::PushPayload`.
+        payload -> Text,
+        created_at -> BigInt,
+        attempts -> BigInt,
+        next_attempt_at -> BigInt,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(messages, task_history);
+diesel::allow_tables_to_appear_in_same_query!(push_outbox, push_configs);

@@ -34,7 +34,7 @@ use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
-use super::writes::{CHUNK, Rows, sqlite as sql};
+use super::writes::{CHUNK, PushRow, Rows, sqlite as sql};
 use super::{BlockingCommit, SqliteSynchronous, StoreError, WriteOp};
 
 const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
@@ -103,9 +103,9 @@ pub struct SqliteWriter {
     conn: Mutex<rusqlite::Connection>,
 }
 
-/// Statements the writer keeps prepared: the five of `writes::sqlite` and a few shapes of
-/// the janitor's expiry.
-const CACHED_STATEMENTS: usize = 16;
+/// Statements the writer keeps prepared: the eleven of `writes::sqlite` and a few shapes
+/// of the janitor's expiry.
+const CACHED_STATEMENTS: usize = 24;
 
 impl SqliteWriter {
     fn open(path: &Path, synchronous: SqliteSynchronous) -> Result<Self, StoreError> {
@@ -227,6 +227,67 @@ fn write_rows(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Resu
             ])?;
         }
     }
+    for row in &rows.push {
+        write_push(tx, row)?;
+    }
+    Ok(())
+}
+
+fn write_push(tx: &rusqlite::Transaction<'_>, row: &PushRow<'_>) -> rusqlite::Result<()> {
+    use rusqlite::params;
+    match row {
+        PushRow::PutConfig(r) => tx
+            .prepare_cached(sql::UPSERT_PUSH_CONFIG)?
+            .execute(params![
+                r.tenant_id,
+                r.task_id,
+                r.config_id,
+                r.dialect,
+                r.url,
+                r.token,
+                r.auth_scheme,
+                r.auth_credentials,
+                r.created_at
+            ])?,
+        PushRow::DeleteConfig {
+            tenant_id,
+            task_id,
+            config_id,
+        } => {
+            tx.prepare_cached(sql::DELETE_OWED)?
+                .execute(params![tenant_id, task_id, config_id])?;
+            tx.prepare_cached(sql::DELETE_PUSH_CONFIG)?
+                .execute(params![tenant_id, task_id, config_id])?
+        }
+        PushRow::Enqueue(r) => tx.prepare_cached(sql::INSERT_OUTBOX)?.execute(params![
+            r.tenant_id,
+            r.task_id,
+            r.config_id,
+            r.seq,
+            r.payload,
+            r.created_at,
+            r.attempts,
+            r.next_attempt_at
+        ])?,
+        PushRow::Done(key) => tx.prepare_cached(sql::DELETE_OUTBOX)?.execute(params![
+            key.tenant.as_str(),
+            key.task_id.as_str(),
+            key.config_id,
+            key.seq
+        ])?,
+        PushRow::Retry {
+            key,
+            attempts,
+            next_attempt_at,
+        } => tx.prepare_cached(sql::RESCHEDULE_OUTBOX)?.execute(params![
+            key.tenant.as_str(),
+            key.task_id.as_str(),
+            key.config_id,
+            key.seq,
+            attempts,
+            next_attempt_at
+        ])?,
+    };
     Ok(())
 }
 

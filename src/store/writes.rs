@@ -26,9 +26,13 @@ use diesel::upsert::excluded;
 use diesel::{ExpressionMethods, QueryDsl};
 use diesel_async::AsyncPgConnection;
 
-use super::rows::{NewHistoryLink, NewMessage, NewTask, NewTaskEvent, NewThread};
-use super::schema::{messages, task_events, task_history, tasks, threads};
-use super::{StoreError, ThreadStatus, WriteOp};
+use super::rows::{
+    NewHistoryLink, NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent, NewThread,
+};
+use super::schema::{
+    messages, push_configs, push_outbox, task_events, task_history, tasks, threads,
+};
+use super::{OutboxKey, StoreError, ThreadStatus, WriteOp};
 
 /// Rows per multi-row statement: far below Postgres' 65535 bind parameters and SQLite's
 /// 32766 for the widest table (12 columns).
@@ -62,6 +66,27 @@ pub(super) struct Rows<'a> {
     pub tasks: Vec<NewTask<'a>>,
     pub links: Vec<NewHistoryLink<'a>>,
     pub events: Vec<NewTaskEvent<'a>>,
+    /// Push configs and outbox rows, in batch order (a config deleted and registered
+    /// again in one group ends registered).
+    pub push: Vec<PushRow<'a>>,
+}
+
+/// A write to the push tables.
+pub(super) enum PushRow<'a> {
+    PutConfig(NewPushConfig<'a>),
+    /// Deletes the config and the deliveries still owed to it.
+    DeleteConfig {
+        tenant_id: &'a str,
+        task_id: &'a str,
+        config_id: &'a str,
+    },
+    Enqueue(NewOutboxRow<'a>),
+    Done(&'a OutboxKey),
+    Retry {
+        key: &'a OutboxKey,
+        attempts: i64,
+        next_attempt_at: i64,
+    },
 }
 
 impl<'a> Rows<'a> {
@@ -121,6 +146,43 @@ impl<'a> Rows<'a> {
                     thread_ids: thread_ids.iter().map(|id| id.as_str()).collect(),
                     at: at.millis(),
                 }),
+                WriteOp::PutPushConfig(config) => rows
+                    .push
+                    .push(PushRow::PutConfig(NewPushConfig::new(config))),
+                WriteOp::DeletePushConfig {
+                    tenant,
+                    task_id,
+                    config_id,
+                } => rows.push.push(PushRow::DeleteConfig {
+                    tenant_id: tenant.as_str(),
+                    task_id: task_id.as_str(),
+                    config_id,
+                }),
+                WriteOp::EnqueuePush {
+                    tenant,
+                    task_id,
+                    config_id,
+                    seq,
+                    payload,
+                    created_at,
+                } => rows.push.push(PushRow::Enqueue(NewOutboxRow::new(
+                    tenant,
+                    task_id,
+                    config_id,
+                    *seq,
+                    payload,
+                    *created_at,
+                )?)),
+                WriteOp::PushDone(key) => rows.push.push(PushRow::Done(key)),
+                WriteOp::PushRetry {
+                    key,
+                    attempts,
+                    next_attempt_at,
+                } => rows.push.push(PushRow::Retry {
+                    key,
+                    attempts: *attempts,
+                    next_attempt_at: next_attempt_at.millis(),
+                }),
             }
         }
         Ok(rows)
@@ -133,6 +195,7 @@ impl<'a> Rows<'a> {
             && self.tasks.is_empty()
             && self.links.is_empty()
             && self.events.is_empty()
+            && self.push.is_empty()
     }
 
     /// The conditional expiry updates, one per tenant and chunk of thread ids.
@@ -222,6 +285,85 @@ pub(super) fn insert_events<'a>(rows: &'a [NewTaskEvent<'a>]) -> impl Statement 
     diesel::insert_into(task_events::table).values(rows)
 }
 
+/// Registers a push config, or replaces the task's config of the same id.
+pub(super) fn upsert_push_config<'a>(row: &'a NewPushConfig<'a>) -> impl Statement + 'a {
+    diesel::insert_into(push_configs::table)
+        .values(row)
+        .on_conflict((
+            push_configs::tenant_id,
+            push_configs::task_id,
+            push_configs::config_id,
+        ))
+        .do_update()
+        .set((
+            push_configs::dialect.eq(excluded(push_configs::dialect)),
+            push_configs::url.eq(excluded(push_configs::url)),
+            push_configs::token.eq(excluded(push_configs::token)),
+            push_configs::auth_scheme.eq(excluded(push_configs::auth_scheme)),
+            push_configs::auth_credentials.eq(excluded(push_configs::auth_credentials)),
+            push_configs::created_at.eq(excluded(push_configs::created_at)),
+        ))
+}
+
+pub(super) fn delete_push_config<'a>(
+    tenant: &'a str,
+    task: &'a str,
+    config: &'a str,
+) -> impl Statement + 'a {
+    diesel::delete(
+        push_configs::table
+            .filter(push_configs::tenant_id.eq(tenant))
+            .filter(push_configs::task_id.eq(task))
+            .filter(push_configs::config_id.eq(config)),
+    )
+}
+
+/// Every delivery still owed to a config.
+pub(super) fn delete_owed<'a>(
+    tenant: &'a str,
+    task: &'a str,
+    config: &'a str,
+) -> impl Statement + 'a {
+    diesel::delete(
+        push_outbox::table
+            .filter(push_outbox::tenant_id.eq(tenant))
+            .filter(push_outbox::task_id.eq(task))
+            .filter(push_outbox::config_id.eq(config)),
+    )
+}
+
+pub(super) fn insert_outbox<'a>(row: &'a NewOutboxRow<'a>) -> impl Statement + 'a {
+    diesel::insert_into(push_outbox::table).values(row)
+}
+
+pub(super) fn delete_outbox<'a>(key: &'a OutboxKey) -> impl Statement + 'a {
+    diesel::delete(
+        push_outbox::table
+            .filter(push_outbox::tenant_id.eq(key.tenant.as_str()))
+            .filter(push_outbox::task_id.eq(key.task_id.as_str()))
+            .filter(push_outbox::config_id.eq(key.config_id.as_str()))
+            .filter(push_outbox::seq.eq(key.seq)),
+    )
+}
+
+pub(super) fn reschedule_outbox<'a>(
+    key: &'a OutboxKey,
+    attempts: i64,
+    next_attempt_at: i64,
+) -> impl Statement + 'a {
+    diesel::update(
+        push_outbox::table
+            .filter(push_outbox::tenant_id.eq(key.tenant.as_str()))
+            .filter(push_outbox::task_id.eq(key.task_id.as_str()))
+            .filter(push_outbox::config_id.eq(key.config_id.as_str()))
+            .filter(push_outbox::seq.eq(key.seq)),
+    )
+    .set((
+        push_outbox::attempts.eq(attempts),
+        push_outbox::next_attempt_at.eq(next_attempt_at),
+    ))
+}
+
 /// The same writes as single-row SQL for SQLite's cached statements (`?n` parameters in
 /// column order), applied in the order of [`Rows`]' fields.
 pub(super) mod sqlite {
@@ -263,4 +405,28 @@ pub(super) mod sqlite {
 
     pub const INSERT_EVENT: &str = "INSERT INTO task_events (tenant_id, task_id, seq, kind, \
         payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+
+    pub const UPSERT_PUSH_CONFIG: &str = "INSERT INTO push_configs (tenant_id, task_id, \
+        config_id, dialect, url, token, auth_scheme, auth_credentials, created_at) \
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+        ON CONFLICT (tenant_id, task_id, config_id) DO UPDATE SET dialect = excluded.dialect, \
+        url = excluded.url, token = excluded.token, auth_scheme = excluded.auth_scheme, \
+        auth_credentials = excluded.auth_credentials, created_at = excluded.created_at";
+
+    pub const DELETE_PUSH_CONFIG: &str =
+        "DELETE FROM push_configs WHERE tenant_id = ?1 AND task_id = ?2 AND config_id = ?3";
+
+    pub const DELETE_OWED: &str =
+        "DELETE FROM push_outbox WHERE tenant_id = ?1 AND task_id = ?2 AND config_id = ?3";
+
+    pub const INSERT_OUTBOX: &str = "INSERT INTO push_outbox (tenant_id, task_id, config_id, \
+        seq, payload, created_at, attempts, next_attempt_at) \
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+
+    pub const DELETE_OUTBOX: &str = "DELETE FROM push_outbox WHERE tenant_id = ?1 \
+        AND task_id = ?2 AND config_id = ?3 AND seq = ?4";
+
+    pub const RESCHEDULE_OUTBOX: &str = "UPDATE push_outbox SET attempts = ?5, \
+        next_attempt_at = ?6 WHERE tenant_id = ?1 AND task_id = ?2 AND config_id = ?3 \
+        AND seq = ?4";
 }

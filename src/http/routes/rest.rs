@@ -25,10 +25,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/message:send", POST).route(web::post().to(send)))
         .service(resource("/message:stream", POST).route(web::post().to(stream)))
         .service(resource("/tasks", READ).route(read().to(list)))
-        .route("/tasks/{id}/pushNotificationConfigs", web::route().to(push))
-        .route(
-            "/tasks/{id}/pushNotificationConfigs/{config_id}",
-            web::route().to(push),
+        .service(
+            resource("/tasks/{id}/pushNotificationConfigs", "GET, HEAD, POST")
+                .route(read().to(push_list))
+                .route(web::post().to(push_create)),
+        )
+        .service(
+            resource(
+                "/tasks/{id}/pushNotificationConfigs/{config_id}",
+                "GET, HEAD, DELETE",
+            )
+            .route(read().to(push_get))
+            .route(web::delete().to(push_delete)),
         )
         // `GET /tasks/{id}`, `POST /tasks/{id}:cancel`, either for `:subscribe`; the
         // handlers refine the `Allow` by verb.
@@ -117,15 +125,94 @@ async fn task_post(
     run(&req, &state, op, shape(&req), params).await
 }
 
-async fn push(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+/// `POST /tasks/{id}/pushNotificationConfigs`: the body is the config (1.0), or 0.3's
+/// create request; the path names the task.
+async fn push_create(
+    req: HttpRequest,
+    task: web::Path<String>,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let params = json_body(&req, payload, &state, true)
+        .await
+        .and_then(|body| {
+            let Value::Object(mut object) = body else {
+                return Err(Error::invalid_params("body: must be a JSON object"));
+            };
+            object.insert("taskId".into(), Value::String(task.into_inner()));
+            Ok(Value::Object(object))
+        });
     run(
         &req,
         &state,
         Operation::CreatePushConfig,
         shape(&req),
-        Ok(Value::Null),
+        params,
     )
     .await
+}
+
+/// `GET /tasks/{id}/pushNotificationConfigs?pageSize&pageToken`.
+async fn push_list(
+    req: HttpRequest,
+    task: web::Path<String>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let mut params = query_object(&req, None);
+    params["taskId"] = Value::String(task.into_inner());
+    run(
+        &req,
+        &state,
+        Operation::ListPushConfigs,
+        shape(&req),
+        Ok(params),
+    )
+    .await
+}
+
+async fn push_get(
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let params = push_ref(&req, path.into_inner());
+    run(
+        &req,
+        &state,
+        Operation::GetPushConfig,
+        shape(&req),
+        Ok(params),
+    )
+    .await
+}
+
+/// Answers 200 with `{}`: clients of both versions parse a JSON body on success.
+async fn push_delete(
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let params = push_ref(&req, path.into_inner());
+    run(
+        &req,
+        &state,
+        Operation::DeletePushConfig,
+        shape(&req),
+        Ok(params),
+    )
+    .await
+}
+
+/// The path's task and config as the dialect's parameters name them.
+fn push_ref(req: &HttpRequest, (task, config): (String, String)) -> Value {
+    let config_key = match shape(req) {
+        Dialect::V03Rest => "configId",
+        _ => "id",
+    };
+    let mut object = Map::new();
+    object.insert("taskId".into(), Value::String(task));
+    object.insert(config_key.into(), Value::String(config));
+    Value::Object(object)
 }
 
 async fn extended_card(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
@@ -192,6 +279,10 @@ async fn run(
         Ok((principal, dialect, params)) => {
             let resume = || last_event_id(req);
             match operation::execute(service, &principal, op, dialect, &params, resume).await {
+                // An operation with nothing to answer (a delete) answers `{}`.
+                Ok(Reply::Json(Value::Null)) => {
+                    rest_ok(Value::Object(Map::new()), response_type(req, dialect))
+                }
                 Ok(Reply::Json(body)) => rest_ok(body, response_type(req, dialect)),
                 Ok(Reply::Stream(events)) => {
                     sse::respond(events, dialect, Framing::Rest, state.keep_alive_secs, req)

@@ -78,6 +78,7 @@ impl ThreadActor {
                 };
                 if !entry.materialized {
                     entry.materialized = true;
+                    entry.push_unwritten.clear();
                     shared.tasks.insert(
                         (key.tenant.clone(), task_id.clone()),
                         key.context_id.clone(),
@@ -292,7 +293,12 @@ impl ThreadActor {
                 Ok(false) => {
                     let stored = store.load_task(&key.tenant, &task_id).await?;
                     match stored {
-                        Some(s) if s.task.context_id == key.context_id => Ok(Some(s)),
+                        Some(s) if s.task.context_id == key.context_id => {
+                            let push = store
+                                .push_configs(&key.tenant, std::slice::from_ref(&task_id))
+                                .await?;
+                            Ok(Some((s, push)))
+                        }
                         _ => Err(Error::TaskNotFound(task_id)),
                     }
                 }
@@ -301,7 +307,9 @@ impl ThreadActor {
             }
         };
         fut::wrap_future(fetch).map(|result, act: &mut Self, _ctx| {
-            let Some(stored) = result? else { return Ok(()) };
+            let Some((stored, push)) = result? else {
+                return Ok(());
+            };
             let shared = act.deps.shared.clone();
             let key = act.key.clone();
             let loaded = act
@@ -317,6 +325,8 @@ impl ThreadActor {
                 waiters: Vec::new(),
                 finished_at: finished.then(Instant::now),
                 history_seqs: Vec::new(),
+                push: super::targets_of(&push, &id),
+                push_unwritten: Vec::new(),
             });
             shared.tasks.insert((key.tenant, id), key.context_id);
             Ok(())

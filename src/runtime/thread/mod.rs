@@ -18,6 +18,7 @@ pub(super) mod maintenance;
 mod plan;
 #[cfg(test)]
 mod plan_tests;
+pub(super) mod push;
 mod turn;
 
 use std::collections::{HashMap, VecDeque};
@@ -35,8 +36,8 @@ use super::lifecycle::shutdown::{Activity, Busy};
 use super::persistence::PersistenceHandle;
 use crate::config::{StateSettings, StreamingSettings, ThreadSettings};
 use crate::domain::{
-    Artifact, ContextId, Message, Metadata, SendMessage, SendOutcome, StreamEvent, Task, TaskId,
-    TaskState, TenantId, Timestamp,
+    Artifact, ContextId, Message, Metadata, PushConfig, PushTarget, SendMessage, SendOutcome,
+    StreamEvent, Task, TaskId, TaskState, TenantId, Timestamp,
 };
 use crate::error::Error;
 use crate::session::{History, StoredMessage, ThreadState, ToolCall};
@@ -107,6 +108,7 @@ pub struct ThreadDeps {
     pub streaming: StreamingSettings,
     pub state: StateSettings,
     pub shared: Arc<Shared>,
+    pub push: Arc<super::push::PushHub>,
     /// `persistence.start_grace_ms`.
     pub start_grace: Duration,
 }
@@ -170,6 +172,10 @@ pub(super) struct TaskEntry {
     pub finished_at: Option<Instant>,
     /// `seq` of each history message in the thread (for history links).
     pub history_seqs: Vec<i64>,
+    /// The task's push configs: each of its events is queued for each of them.
+    pub push: Vec<PushTarget>,
+    /// Configs of a task not materialized yet, written with it.
+    pub push_unwritten: Vec<PushConfig>,
 }
 
 pub(super) struct PendingTurn {
@@ -268,16 +274,26 @@ impl ThreadActor {
         let window = self.deps.threads.history_window;
         let ttl_ms = (self.deps.threads.thread_ttl_secs as i64).saturating_mul(1000);
         let load = async move {
-            store
+            let Some(snapshot) = store
                 .load_thread(&key.tenant, &key.context_id, window)
-                .await
+                .await?
+            else {
+                return Ok(None);
+            };
+            let open: Vec<TaskId> = snapshot
+                .open_tasks
+                .iter()
+                .map(|t| t.task.id.clone())
+                .collect();
+            let push = store.push_configs(&key.tenant, &open).await?;
+            Ok::<_, crate::store::StoreError>(Some((snapshot, push)))
         };
         ctx.wait(fut::wrap_future(load).map(move |result, act: &mut Self, ctx| {
             match result {
                 Ok(snapshot) => {
                     let deps = act.deps.clone();
                     let loaded = match snapshot {
-                        Some(s) => Loaded::from_snapshot(s, &deps),
+                        Some((s, push)) => Loaded::from_snapshot(s, push, &deps),
                         None => Loaded::new_thread(&act.key, ttl_ms, &deps),
                     };
                     for task_id in loaded.tasks.keys() {
@@ -411,9 +427,13 @@ impl ThreadActor {
                 ctx.cancel_future(timer);
             }
         }
+        let enqueued = self.deps.push.admit(&mut ops);
         let persistence = self.deps.persistence.clone();
         fut::wrap_future(async move { persistence.commit(ops).await }).map(
             move |result, act: &mut Self, ctx| {
+                if result.is_ok() {
+                    act.deps.push.committed(enqueued);
+                }
                 if carried {
                     match &result {
                         Ok(()) => act.publish_unpublished(),
@@ -499,6 +519,28 @@ impl ThreadActor {
     }
 }
 
+impl TaskEntry {
+    /// Adds a config (replacing one of the same id); a task not yet materialized writes
+    /// it when it is.
+    pub(super) fn add_push(&mut self, config: PushConfig) {
+        self.push.retain(|t| t.config_id != config.id);
+        self.push.push(config.target());
+        if !self.materialized {
+            self.push_unwritten.retain(|c| c.id != config.id);
+            self.push_unwritten.push(config);
+        }
+    }
+}
+
+/// The push targets of `task` among `configs`.
+pub(super) fn targets_of(configs: &[PushConfig], task: &TaskId) -> Vec<PushTarget> {
+    configs
+        .iter()
+        .filter(|c| &c.task_id == task)
+        .map(PushConfig::target)
+        .collect()
+}
+
 impl Loaded {
     pub(super) fn new_thread(key: &ThreadKey, ttl_ms: i64, deps: &ThreadDeps) -> Self {
         let now = Timestamp::now();
@@ -566,9 +608,14 @@ impl Loaded {
                 waiters: Vec::new(),
                 finished_at: None,
                 history_seqs: Vec::new(),
+                push: Vec::new(),
+                push_unwritten: Vec::new(),
             });
         entry.task = start.task;
         entry.materialized = start.materialized;
+        if let Some(config) = start.push {
+            entry.add_push(config);
+        }
         entry.history_seqs.push(start.seq);
         if let Some((seq, _)) = &start.event {
             entry.last_seq = *seq;
@@ -576,7 +623,11 @@ impl Loaded {
         (task_id, start.event, start.message)
     }
 
-    fn from_snapshot(snapshot: crate::store::ThreadSnapshot, deps: &ThreadDeps) -> Self {
+    fn from_snapshot(
+        snapshot: crate::store::ThreadSnapshot,
+        push: Vec<PushConfig>,
+        deps: &ThreadDeps,
+    ) -> Self {
         let crate::store::ThreadSnapshot {
             thread,
             recent,
@@ -597,12 +648,14 @@ impl Loaded {
             .map(|stored| {
                 let entry = TaskEntry {
                     history_seqs: Vec::new(),
+                    push: targets_of(&push, &stored.task.id),
                     task: stored.task,
                     materialized: true,
                     last_seq: stored.last_event_seq,
                     hub: None,
                     waiters: Vec::new(),
                     finished_at: None,
+                    push_unwritten: Vec::new(),
                 };
                 (entry.task.id.clone(), entry)
             })

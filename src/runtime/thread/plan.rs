@@ -11,7 +11,8 @@
 
 use super::{Emit, Loaded, Mode, TaskEntry, ThreadKey, TurnEmit, message_record, session_record};
 use crate::domain::{
-    Message, Metadata, SendMessage, StreamEvent, Task, TaskId, TaskState, TaskStatus, Timestamp,
+    Message, Metadata, PushConfig, PushPayload, PushTarget, SendMessage, StreamEvent, Task, TaskId,
+    TaskState, TaskStatus, Timestamp,
 };
 use crate::error::Error;
 use crate::session::{Appended, Event, IdSource, ThreadState, append_event};
@@ -37,6 +38,8 @@ pub(in crate::runtime) struct StartTurn {
     pub materialized: bool,
     /// The status event of a resumed task (interrupted → working).
     pub event: Option<(i64, StreamEvent)>,
+    /// A push config the message registers for its task.
+    pub push: Option<PushConfig>,
 }
 
 #[allow(
@@ -73,6 +76,7 @@ pub(in crate::runtime) fn plan_start(
     cmd: &SendMessage,
     mode: Mode,
     ttl_ms: i64,
+    max_push_configs: usize,
     now: Timestamp,
 ) -> Result<Planned<StartTurn>, Error> {
     if loaded.thread_persisted
@@ -102,6 +106,17 @@ pub(in crate::runtime) fn plan_start(
     message.task_id = Some(task_id.clone());
     let seq = loaded.next_seq;
     let materialize_now = existing || mode == Mode::Immediate;
+    let push = match &cmd.config.push {
+        Some(spec) => {
+            let config = spec
+                .clone()
+                .into_config(key.tenant.clone(), task_id.clone(), now);
+            let current = loaded.tasks.get(&task_id).map_or(&[][..], |e| &e.push[..]);
+            check_push_room(current, &config, max_push_configs)?;
+            Some(config)
+        }
+        None => None,
+    };
 
     let mut thread = loaded.thread.clone();
     thread.updated_at = now;
@@ -111,6 +126,9 @@ pub(in crate::runtime) fn plan_start(
         WriteOp::UpsertThread(thread.clone()),
         WriteOp::AppendMessage(record.clone()),
     ];
+    if materialize_now && let Some(config) = &push {
+        ops.push(WriteOp::PutPushConfig(config.clone()));
+    }
     let mut event = None;
     let task = if existing {
         let entry = &loaded.tasks[&task_id];
@@ -135,6 +153,13 @@ pub(in crate::runtime) fn plan_start(
             };
             let ev_seq = entry.last_seq + 1;
             ops.push(event_op(key, &task_id, ev_seq, &ev, now));
+            let added = push.as_ref().map(PushConfig::target);
+            let targets = entry
+                .push
+                .iter()
+                .filter(|t| added.as_ref().is_none_or(|a| a.config_id != t.config_id))
+                .chain(added.as_ref());
+            enqueue(&mut ops, key, &task, ev_seq, &ev, targets, now);
             event = Some((ev_seq, ev));
         }
         ops.push(WriteOp::UpsertTask(task.clone()));
@@ -164,8 +189,50 @@ pub(in crate::runtime) fn plan_start(
             existing,
             materialized: materialize_now,
             event,
+            push,
         },
     })
+}
+
+/// Refuses a config that would take the task past `max` configs (one replacing a
+/// config of the same id takes no room).
+pub(in crate::runtime) fn check_push_room(
+    current: &[PushTarget],
+    config: &PushConfig,
+    max: usize,
+) -> Result<(), Error> {
+    let replaces = current.iter().any(|t| t.config_id == config.id);
+    if !replaces && current.len() >= max {
+        return Err(Error::invalid_params(format!(
+            "task {} already has {max} push notification configs (push.max_configs_per_task); \
+             delete one first",
+            config.task_id
+        )));
+    }
+    Ok(())
+}
+
+/// Queues `event` (the task's `seq`-th) for each push target, in the payload of the
+/// target's dialect.
+fn enqueue<'a>(
+    ops: &mut Vec<WriteOp>,
+    key: &ThreadKey,
+    task: &Task,
+    seq: i64,
+    event: &StreamEvent,
+    targets: impl Iterator<Item = &'a PushTarget>,
+    now: Timestamp,
+) {
+    for target in targets {
+        ops.push(WriteOp::EnqueuePush {
+            tenant: key.tenant.clone(),
+            task_id: task.id.clone(),
+            config_id: target.config_id.clone(),
+            seq,
+            payload: PushPayload::of(target.dialect, event, task),
+            created_at: now,
+        });
+    }
 }
 
 /// Plans an executor output: validates it against the running turn and the task's state
@@ -350,6 +417,12 @@ fn plan_status(
             .first()
             .ok_or_else(|| Error::internal("provisional task without its message"))?;
         ops.push(link(key, &task.id, 0, *first));
+        ops.extend(
+            entry
+                .push_unwritten
+                .iter()
+                .map(|c| WriteOp::PutPushConfig(c.clone())),
+        );
     }
     let event = match change {
         Change::Status {
@@ -409,6 +482,7 @@ fn plan_status(
     let seq = entry.last_seq + 1;
     ops.push(WriteOp::UpsertTask(task.clone()));
     ops.push(event_op(key, &task.id, seq, &event, now));
+    enqueue(&mut ops, key, &task, seq, &event, entry.push.iter(), now);
     Ok(Planned {
         ops,
         apply: EmitApply::Event {

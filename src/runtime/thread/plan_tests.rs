@@ -7,8 +7,8 @@ use super::plan::{EmitApply, Planned, StartTurn, plan_emit, plan_forced_status, 
 use super::{Emit, Loaded, Mode, RunningTurn, TaskEntry, ThreadKey, TurnEmit};
 use crate::config::StateSettings;
 use crate::domain::{
-    Artifact, ContextId, Message, Part, Role, SendConfig, SendMessage, StreamEvent, Task, TaskId,
-    TaskState, TaskStatus, TenantId, Timestamp,
+    Artifact, ContextId, Message, Part, PushDialect, PushPayload, PushSpec, Role, SendConfig,
+    SendMessage, StreamEvent, Task, TaskId, TaskState, TaskStatus, TenantId, Timestamp,
 };
 use crate::error::Error;
 use crate::runtime::lifecycle::shutdown::Activity;
@@ -17,6 +17,7 @@ use crate::store::{ThreadRecord, ThreadStatus, WriteOp};
 
 const NOW: Timestamp = Timestamp(1_800_000_000_000);
 const TTL_MS: i64 = 60_000;
+const MAX_PUSH: usize = 2;
 
 fn key() -> ThreadKey {
     ThreadKey {
@@ -104,6 +105,8 @@ fn stored_task(loaded: &mut Loaded, state: TaskState) -> TaskId {
             waiters: Vec::new(),
             finished_at: None,
             history_seqs: vec![1],
+            push: Vec::new(),
+            push_unwritten: Vec::new(),
         },
     );
     loaded.thread_persisted = true;
@@ -113,7 +116,7 @@ fn stored_task(loaded: &mut Loaded, state: TaskState) -> TaskId {
 
 /// Plans the start of a turn whose caller waits for its outcome.
 fn start_blocking(loaded: &Loaded, cmd: &SendMessage) -> Result<Planned<StartTurn>, Error> {
-    plan_start(&key(), loaded, cmd, Mode::Blocking, TTL_MS, NOW)
+    plan_start(&key(), loaded, cmd, Mode::Blocking, TTL_MS, MAX_PUSH, NOW)
 }
 
 /// A fresh thread whose first message started turn `turn` on a provisional task.
@@ -151,6 +154,10 @@ fn kinds(ops: &[WriteOp]) -> Vec<&'static str> {
             WriteOp::LinkTaskMessage { .. } => "link",
             WriteOp::AppendTaskEvent { .. } => "event",
             WriteOp::ExpireThreads { .. } => "expire",
+            WriteOp::PutPushConfig(_) => "push_config",
+            WriteOp::DeletePushConfig { .. } => "push_delete",
+            WriteOp::EnqueuePush { .. } => "enqueue",
+            WriteOp::PushDone(_) | WriteOp::PushRetry { .. } => "outbox",
         })
         .collect()
 }
@@ -180,6 +187,7 @@ fn return_immediately_materializes_the_task_at_the_start() {
         &user("hi", None),
         Mode::Immediate,
         TTL_MS,
+        MAX_PUSH,
         NOW,
     )
     .expect("a plan");
@@ -446,4 +454,118 @@ fn a_forced_status_needs_a_materialized_task_that_is_not_terminal() {
         NOW,
     );
     assert!(matches!(unknown, Err(Error::TaskNotFound(_))));
+}
+
+fn with_push(mut cmd: SendMessage, id: &str, dialect: PushDialect) -> SendMessage {
+    cmd.config.push = Some(PushSpec {
+        id: Some(id.into()),
+        url: "https://hooks.example.org/a2a".into(),
+        token: None,
+        auth: None,
+        dialect,
+    });
+    cmd
+}
+
+#[test]
+fn a_push_config_sent_with_a_new_task_is_written_with_the_task_and_gets_its_first_event() {
+    let mut loaded = fresh();
+    let cmd = with_push(user("hi", None), "c-1", PushDialect::V1);
+    let start = start_blocking(&loaded, &cmd).expect("a plan");
+    // Nothing of a provisional task is written, its config neither.
+    assert_eq!(kinds(&start.ops), ["thread", "message"]);
+    let task_id = started(&mut loaded, start.apply, 1);
+    let plan = plan_emit(
+        &key(),
+        &loaded,
+        &emit(&task_id, 1, status(TaskState::Completed, None)),
+        NOW,
+    )
+    .expect("a plan");
+    assert_eq!(
+        kinds(&plan.ops),
+        ["link", "push_config", "task", "event", "enqueue"]
+    );
+    let Some(WriteOp::EnqueuePush {
+        config_id,
+        seq,
+        payload,
+        ..
+    }) = plan.ops.last()
+    else {
+        panic!("an outbox row last")
+    };
+    assert_eq!((config_id.as_str(), *seq), ("c-1", 1));
+    assert!(matches!(
+        payload,
+        PushPayload::Event { event } if matches!(**event, StreamEvent::StatusUpdate { .. })
+    ));
+}
+
+#[test]
+fn every_event_of_a_task_is_queued_for_each_config_in_its_dialects_payload() {
+    let mut loaded = fresh();
+    let task_id = stored_task(&mut loaded, TaskState::InputRequired);
+    let entry = loaded.tasks.get_mut(&task_id).unwrap();
+    for (id, dialect) in [("a", PushDialect::V1), ("b", PushDialect::V03)] {
+        entry.push.push(crate::domain::PushTarget {
+            config_id: id.into(),
+            dialect,
+        });
+    }
+    let plan = plan_forced_status(&key(), &loaded, &task_id, TaskState::Canceled, None, NOW)
+        .expect("a plan");
+    assert_eq!(kinds(&plan.ops), ["task", "event", "enqueue", "enqueue"]);
+    let payloads: Vec<&PushPayload> = plan
+        .ops
+        .iter()
+        .filter_map(|op| match op {
+            WriteOp::EnqueuePush { payload, seq, .. } => {
+                assert_eq!(*seq, 4);
+                Some(payload)
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(matches!(payloads[0], PushPayload::Event { .. }));
+    // The 0.3 receiver gets the task as the event leaves it, without its history.
+    let PushPayload::Task { task } = payloads[1] else {
+        panic!("a task payload")
+    };
+    assert_eq!(task.status.state, TaskState::Canceled);
+    assert!(task.history.is_empty());
+}
+
+#[test]
+fn a_follow_up_past_the_config_limit_is_refused_but_one_replacing_an_id_is_not() {
+    let mut loaded = fresh();
+    let task_id = stored_task(&mut loaded, TaskState::InputRequired);
+    let entry = loaded.tasks.get_mut(&task_id).unwrap();
+    for id in ["a", "b"] {
+        entry.push.push(crate::domain::PushTarget {
+            config_id: id.into(),
+            dialect: PushDialect::V1,
+        });
+    }
+    let third = with_push(user("more", Some(&task_id)), "c", PushDialect::V1);
+    let refused = start_blocking(&loaded, &third);
+    assert!(
+        matches!(refused, Err(Error::InvalidParams(ref m)) if m.contains("push.max_configs_per_task"))
+    );
+    let again = with_push(user("more", Some(&task_id)), "b", PushDialect::V03);
+    let plan = start_blocking(&loaded, &again).expect("a replacement takes no room");
+    // The resumed task's working event goes to both configs, `b` once.
+    assert_eq!(
+        kinds(&plan.ops),
+        [
+            "thread",
+            "message",
+            "push_config",
+            "link",
+            "event",
+            "enqueue",
+            "enqueue",
+            "task"
+        ]
+    );
 }

@@ -88,6 +88,7 @@ impl ThreadActor {
     /// writes of the turn (`plan::plan_start`).
     fn plan_start(&mut self, pending: &PendingTurn) -> Result<Planned<StartTurn>, Error> {
         let ttl_ms = (self.deps.threads.thread_ttl_secs as i64).saturating_mul(1000);
+        let max_push = self.deps.push.max_configs_per_task();
         let key = self.key.clone();
         let loaded = self.loaded().map_err(|e| match e {
             ActorError::Gone => Error::internal("thread actor closed while starting a turn"),
@@ -99,6 +100,7 @@ impl ThreadActor {
             &pending.cmd,
             pending.mode,
             ttl_ms,
+            max_push,
             Timestamp::now(),
         )
     }

@@ -48,6 +48,7 @@ mod events;
 mod expiry;
 mod isolation;
 mod listing;
+mod push;
 mod tasks;
 mod threads;
 

@@ -1,0 +1,318 @@
+//! The delivery loop: reads due outbox rows, POSTs them, and commits the outcome.
+//!
+//! Each request: `POST <url>` with `Content-Type: application/a2a+json`, the payload of
+//! the registering dialect (a 1.0 `StreamResponse`, or the 0.3 `Task`), the config's
+//! token as `X-A2A-Notification-Token`, its authentication as
+//! `Authorization: <scheme> <credentials>`, and the stable event id
+//! `X-A2A-Event-Id: <taskId>:<seq>` (the same on every retry, so a receiver drops
+//! duplicates by it). Redirects are not followed; a 2xx is an acknowledgement, anything
+//! else (or no answer within `push.timeout_ms`) a failure; at most
+//! `push.max_response_bytes` of a failed answer's body are read, for the log.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+
+use super::policy::{CheckedResolver, POLICY_REFUSAL, UrlPolicy, refused_at_delivery};
+use crate::a2a::encode_push_payload;
+use crate::config::PushSettings;
+use crate::domain::{TaskId, TenantId, Timestamp};
+use crate::runtime::Runtime;
+use crate::store::{Delivery, WriteOp};
+use crate::telemetry;
+
+/// The header that carries a delivery's stable event id.
+pub const DELIVERY_ID_HEADER: &str = "X-A2A-Event-Id";
+const TOKEN_HEADER: &str = "X-A2A-Notification-Token";
+const CONTENT_TYPE: &str = "application/a2a+json";
+
+/// How often the outbox's depth is recounted in the store (the running count drifts
+/// when a deleted config takes its owed rows with it).
+const RECOUNT_EVERY: Duration = Duration::from_secs(30);
+
+/// One config's queue: deliveries of one config go one at a time.
+type Lane = (TenantId, TaskId, String);
+
+/// How one attempt ended.
+enum Attempt {
+    Delivered,
+    /// Worth another try: no answer, or a status other than 2xx.
+    Failed {
+        result: &'static str,
+        why: String,
+    },
+    /// The URL policy refuses the receiver now: no retry will change that.
+    Refused(String),
+}
+
+/// Starts the delivery on the current arbiter; it runs while the runtime lives and
+/// `stop` stays false. `policy` is the one the service checks registrations with.
+pub fn start(
+    runtime: &Arc<Runtime>,
+    settings: &PushSettings,
+    policy: Arc<UrlPolicy>,
+    stop: watch::Receiver<bool>,
+) -> Result<(), String> {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_millis(settings.timeout_ms))
+        .connect_timeout(Duration::from_millis(settings.timeout_ms))
+        .dns_resolver(Arc::new(CheckedResolver {
+            policy: policy.clone(),
+        }))
+        .user_agent(concat!("agent-a2a/", env!("CARGO_PKG_VERSION"), " push"))
+        .build()
+        .map_err(|e| format!("push client: {e}"))?;
+    let delivery = Deliverer {
+        runtime: Arc::downgrade(runtime),
+        settings: settings.clone(),
+        policy,
+        client,
+    };
+    actix::spawn(delivery.run(stop));
+    Ok(())
+}
+
+struct Deliverer {
+    runtime: Weak<Runtime>,
+    settings: PushSettings,
+    policy: Arc<UrlPolicy>,
+    client: reqwest::Client,
+}
+
+impl Deliverer {
+    async fn run(self, mut stop: watch::Receiver<bool>) {
+        let this = Arc::new(self);
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(Delivery, Attempt)>();
+        let mut in_flight: HashSet<Lane> = HashSet::new();
+        // Retries scheduled by this process, so the loop wakes when the first is due.
+        let mut retries: HashMap<Lane, Instant> = HashMap::new();
+        let mut recounted: Option<Instant> = None;
+        let mut stalled = false;
+        loop {
+            let Some(runtime) = this.runtime.upgrade() else {
+                return;
+            };
+            let hub = runtime.push_hub().clone();
+            if recounted.is_none_or(|at| at.elapsed() >= RECOUNT_EVERY) {
+                match runtime.store().outbox_depth().await {
+                    Ok(depth) => hub.set_depth(depth),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "push outbox: cannot count the owed deliveries")
+                    }
+                }
+                recounted = Some(Instant::now());
+            }
+            let room = this.settings.max_concurrent.saturating_sub(in_flight.len());
+            if room > 0 && !stalled {
+                match runtime
+                    .store()
+                    .due_deliveries(Timestamp::now(), room + in_flight.len())
+                    .await
+                {
+                    Ok(due) => {
+                        for delivery in due {
+                            let lane = lane_of(&delivery);
+                            if in_flight.len() >= this.settings.max_concurrent
+                                || !in_flight.insert(lane.clone())
+                            {
+                                continue;
+                            }
+                            retries.remove(&lane);
+                            let this = this.clone();
+                            let done = done_tx.clone();
+                            actix::spawn(async move {
+                                let attempt = this.attempt(&delivery).await;
+                                let _ = done.send((delivery, attempt));
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "push outbox: cannot read the due deliveries");
+                        stalled = true;
+                    }
+                }
+            }
+            drop(runtime);
+            let poll = Duration::from_millis(this.settings.poll_interval_ms);
+            let wake = retries.values().min().map_or(poll, |at| {
+                at.saturating_duration_since(Instant::now()).min(poll)
+            });
+            tokio::select! {
+                _ = hub.woken() => {}
+                Some((delivery, attempt)) = done_rx.recv() => {
+                    let lane = lane_of(&delivery);
+                    match this.settle(delivery, attempt).await {
+                        Ok(Some(next)) => {
+                            retries.insert(lane.clone(), next);
+                        }
+                        Ok(None) => {}
+                        // The row stays owed; it is tried again once the store answers.
+                        Err(()) => stalled = true,
+                    }
+                    in_flight.remove(&lane);
+                    continue;
+                }
+                _ = tokio::time::sleep(wake) => {}
+                changed = stop.changed() => {
+                    if changed.is_err() || *stop.borrow() {
+                        return;
+                    }
+                }
+            }
+            stalled = false;
+        }
+    }
+
+    /// One POST of `delivery`.
+    async fn attempt(&self, delivery: &Delivery) -> Attempt {
+        let config = &delivery.config;
+        if let Some(why) = refused_at_delivery(&self.policy, &config.url) {
+            return Attempt::Refused(why);
+        }
+        let body = match serde_json::to_vec(&encode_push_payload(&delivery.payload)) {
+            Ok(body) => body,
+            Err(e) => return Attempt::Refused(format!("payload: {e}")),
+        };
+        let mut request = self
+            .client
+            .post(&config.url)
+            .header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE)
+            .header(
+                DELIVERY_ID_HEADER,
+                format!("{}:{}", delivery.key.task_id, delivery.key.seq),
+            )
+            .body(body);
+        if let Some(token) = &config.token {
+            request = request.header(TOKEN_HEADER, token);
+        }
+        if let Some(auth) = &config.auth {
+            let value = match &auth.credentials {
+                Some(c) => format!("{} {c}", auth.scheme),
+                None => auth.scheme.clone(),
+            };
+            request = request.header(reqwest::header::AUTHORIZATION, value);
+        }
+        match request.send().await {
+            Ok(response) if response.status().is_success() => Attempt::Delivered,
+            Ok(mut response) => {
+                let status = response.status();
+                let mut body = Vec::new();
+                while body.len() < self.settings.max_response_bytes {
+                    match response.chunk().await {
+                        Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                        _ => break,
+                    }
+                }
+                body.truncate(self.settings.max_response_bytes);
+                Attempt::Failed {
+                    result: "http_error",
+                    why: format!("{status}: {}", String::from_utf8_lossy(&body)),
+                }
+            }
+            Err(e) if is_refused_by_policy(&e) => Attempt::Refused(error_chain(&e)),
+            Err(e) => Attempt::Failed {
+                result: "failed",
+                why: error_chain(&e),
+            },
+        }
+    }
+
+    /// Commits what an attempt decided: the row goes (delivered or given up) or is
+    /// rescheduled. Returns when a retry is due; `Err` if the store refused the commit.
+    async fn settle(&self, delivery: Delivery, attempt: Attempt) -> Result<Option<Instant>, ()> {
+        let Some(runtime) = self.runtime.upgrade() else {
+            return Err(());
+        };
+        let key = delivery.key.clone();
+        let attempts = delivery.attempts + 1;
+        let age = Duration::from_millis(
+            u64::try_from(Timestamp::now().millis() - delivery.created_at.millis()).unwrap_or(0),
+        );
+        let (op, outcome, next) = match attempt {
+            Attempt::Delivered => {
+                metrics::counter!(telemetry::PUSH_ATTEMPTS, "result" => "ok").increment(1);
+                metrics::histogram!(telemetry::PUSH_DELIVERY_MS).record(age.as_secs_f64() * 1000.0);
+                (WriteOp::PushDone(key.clone()), Some("delivered"), None)
+            }
+            Attempt::Refused(why) => {
+                metrics::counter!(telemetry::PUSH_ATTEMPTS, "result" => "refused").increment(1);
+                tracing::warn!(task_id = %key.task_id, config_id = key.config_id, seq = key.seq, reason = why, "push delivery refused by the URL policy; given up");
+                (WriteOp::PushDone(key.clone()), Some("abandoned"), None)
+            }
+            Attempt::Failed { result, why } => {
+                metrics::counter!(telemetry::PUSH_ATTEMPTS, "result" => result).increment(1);
+                let exhausted = attempts >= i64::from(self.settings.max_attempts)
+                    || age >= Duration::from_secs(self.settings.max_age_secs);
+                if exhausted {
+                    tracing::warn!(task_id = %key.task_id, config_id = key.config_id, seq = key.seq, attempts, reason = why, "push delivery given up (push.max_attempts / push.max_age_secs)");
+                    (WriteOp::PushDone(key.clone()), Some("abandoned"), None)
+                } else {
+                    let delay = self.backoff(attempts);
+                    tracing::info!(task_id = %key.task_id, config_id = key.config_id, seq = key.seq, attempts, retry_in_ms = delay.as_millis() as u64, reason = why, "push delivery failed; will retry");
+                    let next_attempt_at = Timestamp(
+                        Timestamp::now()
+                            .millis()
+                            .saturating_add(delay.as_millis() as i64),
+                    );
+                    let op = WriteOp::PushRetry {
+                        key: key.clone(),
+                        attempts,
+                        next_attempt_at,
+                    };
+                    (op, None, Some(Instant::now() + delay))
+                }
+            }
+        };
+        if let Err(e) = runtime.commit(vec![op]).await {
+            tracing::warn!(task_id = %key.task_id, config_id = key.config_id, seq = key.seq, error = %e, "push outbox: cannot record a delivery's outcome; it stays owed");
+            return Err(());
+        }
+        if let Some(outcome) = outcome {
+            metrics::counter!(telemetry::PUSH_DELIVERIES, "outcome" => outcome).increment(1);
+            runtime.push_hub().finished(1);
+        }
+        Ok(next)
+    }
+
+    /// The delay before attempt `attempts + 1`: the initial delay doubled per attempt
+    /// made, capped, then a random point in its upper half (jitter spreads the retries
+    /// of many configs that failed together).
+    fn backoff(&self, attempts: i64) -> Duration {
+        let exp = u32::try_from(attempts.saturating_sub(1))
+            .unwrap_or(u32::MAX)
+            .min(30);
+        let full = self
+            .settings
+            .backoff_initial_ms
+            .saturating_mul(1u64 << exp)
+            .min(self.settings.backoff_max_ms);
+        Duration::from_millis(full / 2 + fastrand::u64(0..=full / 2))
+    }
+}
+
+fn lane_of(d: &Delivery) -> Lane {
+    (
+        d.key.tenant.clone(),
+        d.key.task_id.clone(),
+        d.key.config_id.clone(),
+    )
+}
+
+/// The policy's resolver refused every address of the host.
+fn is_refused_by_policy(e: &reqwest::Error) -> bool {
+    error_chain(e).contains(POLICY_REFUSAL)
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
