@@ -50,6 +50,10 @@ pub(super) enum Count {
     Error,
     /// A request refused by the rate limiter.
     RateLimited,
+    /// A push delivery acknowledged by its receiver.
+    PushDelivered,
+    /// A push delivery given up or never queued (abandoned, dropped).
+    PushLost,
 }
 
 /// What a tapped histogram measures.
@@ -70,6 +74,7 @@ pub(super) enum Level {
     ThreadsActive,
     SseSubscribers,
     PersistQueue,
+    PushOutbox,
     /// Tasks in one state (the label value).
     Tasks(String),
 }
@@ -89,6 +94,7 @@ struct Gauges {
     threads_active: Option<f64>,
     sse_subscribers: f64,
     persist_queue: f64,
+    push_outbox: f64,
 }
 
 impl Gauges {
@@ -104,6 +110,7 @@ impl Gauges {
             }
             Level::SseSubscribers => self.sse_subscribers = apply(self.sse_subscribers),
             Level::PersistQueue => self.persist_queue = apply(self.persist_queue),
+            Level::PushOutbox => self.push_outbox = apply(self.push_outbox),
             Level::Tasks(_) => {}
         }
     }
@@ -117,6 +124,8 @@ struct Bucket {
     server_errors: u64,
     errors: u64,
     rate_limited: u64,
+    push_delivered: u64,
+    push_lost: u64,
     latency: Summary,
     commit_latency: Summary,
     batches: u64,
@@ -135,6 +144,8 @@ impl Bucket {
             server_errors: 0,
             errors: 0,
             rate_limited: 0,
+            push_delivered: 0,
+            push_lost: 0,
             latency: sketch(),
             commit_latency: sketch(),
             batches: 0,
@@ -214,6 +225,8 @@ impl Stats {
             }
             Count::Error => bucket.errors += n,
             Count::RateLimited => bucket.rate_limited += n,
+            Count::PushDelivered => bucket.push_delivered += n,
+            Count::PushLost => bucket.push_lost += n,
         });
     }
 
@@ -281,6 +294,7 @@ impl Stats {
             series.threads_active.push(gauges.threads_active);
             series.sse_subscribers.push(gauges.sse_subscribers);
             series.persist_queue.push(gauges.persist_queue);
+            series.push_outbox.push(gauges.push_outbox);
             let Some(b) = bucket else {
                 series.push_quiet();
                 continue;
@@ -289,6 +303,8 @@ impl Stats {
             series.server_errors.push(b.server_errors);
             series.errors.push(b.errors);
             series.rate_limited.push(b.rate_limited);
+            series.push_delivered.push(b.push_delivered);
+            series.push_lost.push(b.push_lost);
             series.latency_p50_ms.push(quantile(&b.latency, 0.5));
             series.latency_p99_ms.push(quantile(&b.latency, 0.99));
             series.commits.push(b.commit_latency.count() as u64);
@@ -301,6 +317,8 @@ impl Stats {
             window.server_errors += b.server_errors;
             window.errors += b.errors;
             window.rate_limited += b.rate_limited;
+            window.push_delivered += b.push_delivered;
+            window.push_lost += b.push_lost;
             window.commits += b.commit_latency.count() as u64;
             // Every sketch here is built by `sketch()`, so merging cannot fail.
             let _ = latency.merge(&b.latency);
@@ -322,6 +340,7 @@ impl Stats {
                 threads_active: current.threads_active,
                 sse_subscribers: current.sse_subscribers,
                 persist_queue: current.persist_queue,
+                push_outbox: current.push_outbox,
             },
             tasks_by_state: inner.tasks.clone(),
         }
@@ -369,6 +388,8 @@ pub struct Series {
     pub server_errors: Vec<u64>,
     pub errors: Vec<u64>,
     pub rate_limited: Vec<u64>,
+    pub push_delivered: Vec<u64>,
+    pub push_lost: Vec<u64>,
     pub latency_p50_ms: Vec<Option<f64>>,
     pub latency_p99_ms: Vec<Option<f64>>,
     pub commits: Vec<u64>,
@@ -376,6 +397,7 @@ pub struct Series {
     pub commit_p99_ms: Vec<Option<f64>>,
     pub mean_batch: Vec<Option<f64>>,
     pub persist_queue: Vec<f64>,
+    pub push_outbox: Vec<f64>,
     pub thread_actors: Vec<f64>,
     pub threads_active: Vec<Option<f64>>,
     pub sse_subscribers: Vec<f64>,
@@ -388,6 +410,8 @@ impl Series {
         self.server_errors.push(0);
         self.errors.push(0);
         self.rate_limited.push(0);
+        self.push_delivered.push(0);
+        self.push_lost.push(0);
         self.latency_p50_ms.push(None);
         self.latency_p99_ms.push(None);
         self.commits.push(0);
@@ -405,6 +429,8 @@ pub struct WindowTotals {
     pub server_errors: u64,
     pub errors: u64,
     pub rate_limited: u64,
+    pub push_delivered: u64,
+    pub push_lost: u64,
     pub commits: u64,
     pub latency_p50_ms: Option<f64>,
     pub latency_p99_ms: Option<f64>,
@@ -419,6 +445,7 @@ pub struct Current {
     pub threads_active: Option<f64>,
     pub sse_subscribers: f64,
     pub persist_queue: f64,
+    pub push_outbox: f64,
 }
 
 #[cfg(test)]

@@ -39,6 +39,10 @@ impl Recorder for Tap {
             },
             super::ERRORS => Count::Error,
             super::RATE_LIMITED => Count::RateLimited,
+            super::PUSH_DELIVERIES => match label(key, "outcome") {
+                Some("delivered") => Count::PushDelivered,
+                _ => Count::PushLost,
+            },
             _ => return Counter::noop(),
         };
         Counter::from_arc(Arc::new(CounterTap {
@@ -53,6 +57,7 @@ impl Recorder for Tap {
             super::THREADS_ACTIVE => Level::ThreadsActive,
             super::SSE_SUBSCRIBERS => Level::SseSubscribers,
             super::PERSIST_QUEUE => Level::PersistQueue,
+            super::PUSH_OUTBOX_DEPTH => Level::PushOutbox,
             super::TASKS => match label(key, "state") {
                 Some(state) => Level::Tasks(state.to_owned()),
                 None => return Gauge::noop(),

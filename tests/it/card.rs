@@ -9,7 +9,7 @@ async fn card_declares_bindings_capabilities_and_versions() {
     assert_eq!(r.status(), 200);
     let card: serde_json::Value = r.json().await.unwrap();
     assert_eq!(card["capabilities"]["streaming"], true);
-    assert_eq!(card["capabilities"]["pushNotifications"], false);
+    assert_eq!(card["capabilities"]["pushNotifications"], true);
     assert_eq!(card["capabilities"]["stateTransitionHistory"], true);
     let interfaces = card["supportedInterfaces"].as_array().unwrap();
     let has = |binding: &str, version: &str| {

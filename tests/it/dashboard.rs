@@ -60,6 +60,9 @@ async fn stats_count_the_traffic_served() {
         "serverErrors",
         "errors",
         "rateLimited",
+        "pushDelivered",
+        "pushLost",
+        "pushOutbox",
         "latencyP50Ms",
         "latencyP99Ms",
         "commits",
@@ -292,6 +295,7 @@ async fn the_dashboard_draws_live_charts_in_a_headless_browser() {
         "sse",
         "rate-limited",
         "persist-queue",
+        "push",
         "commit-latency",
         "tasks",
     ] {

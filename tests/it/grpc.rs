@@ -254,7 +254,46 @@ async fn errors_carry_the_status_of_the_table_and_an_error_info() {
     let e = c.send_message(send("reject-request")).await.unwrap_err();
     assert_eq!(reason(&e), (Code::InvalidArgument, "INVALID_PARAMS".into()));
 
-    // Push notifications are not offered (the card says so): every config RPC.
+    let e = c
+        .get_extended_agent_card(proto::GetExtendedAgentCardRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        reason(&e),
+        (Code::FailedPrecondition, "UNSUPPORTED_OPERATION".into())
+    );
+
+    let e = c
+        .get_task(call(
+            proto::GetTaskRequest {
+                id: "x".into(),
+                ..Default::default()
+            },
+            &[("a2a-version", "2.0")],
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        reason(&e),
+        (Code::FailedPrecondition, "VERSION_NOT_SUPPORTED".into())
+    );
+    let e = c
+        .get_task(call(
+            proto::GetTaskRequest {
+                id: "no-such-task".into(),
+                ..Default::default()
+            },
+            &[("a2a-version", "1.0")],
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "1.0 is spoken");
+}
+
+#[actix_web::test]
+async fn with_push_off_every_config_rpc_and_a_send_carrying_one_are_refused() {
+    let app = spawn_app_with(Backend::Sqlite, |s| s.push.enabled = false).await;
+    let mut c = client(&app).await;
     let config = proto::TaskPushNotificationConfig {
         task_id: "t".into(),
         url: "https://example.org/hook".into(),
@@ -308,41 +347,116 @@ async fn errors_carry_the_status_of_the_table_and_an_error_info() {
         .await
         .unwrap_err();
     assert_eq!(reason(&e), expected);
+}
 
-    let e = c
-        .get_extended_agent_card(proto::GetExtendedAgentCardRequest::default())
+#[actix_web::test]
+async fn push_configs_are_created_read_listed_and_deleted() {
+    let app = spawn_app_with(Backend::Sqlite, |s| s.push.allow_loopback = true).await;
+    let mut c = client(&app).await;
+    let task = completed_task(&mut c, "complete").await;
+    let created = c
+        .create_task_push_notification_config(proto::TaskPushNotificationConfig {
+            task_id: task.id.clone(),
+            id: "hook-1".into(),
+            url: "https://hooks.example.org/a2a".into(),
+            token: "tok".into(),
+            authentication: Some(proto::AuthenticationInfo {
+                scheme: "Bearer".into(),
+                credentials: "secret".into(),
+            }),
+            ..Default::default()
+        })
         .await
-        .unwrap_err();
+        .expect("created")
+        .into_inner();
     assert_eq!(
-        reason(&e),
-        (Code::FailedPrecondition, "UNSUPPORTED_OPERATION".into())
+        (created.id.as_str(), created.task_id.as_str()),
+        ("hook-1", task.id.as_str())
     );
-
-    let e = c
-        .get_task(call(
-            proto::GetTaskRequest {
-                id: "x".into(),
-                ..Default::default()
-            },
-            &[("a2a-version", "2.0")],
-        ))
-        .await
-        .unwrap_err();
     assert_eq!(
-        reason(&e),
-        (Code::FailedPrecondition, "VERSION_NOT_SUPPORTED".into())
+        created.authentication.map(|a| a.scheme),
+        Some("Bearer".into())
     );
+    // The server names a config the client did not.
+    let named = c
+        .create_task_push_notification_config(proto::TaskPushNotificationConfig {
+            task_id: task.id.clone(),
+            url: "https://hooks.example.org/other".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("created")
+        .into_inner();
+    assert!(!named.id.is_empty());
+    let got = c
+        .get_task_push_notification_config(proto::GetTaskPushNotificationConfigRequest {
+            task_id: task.id.clone(),
+            id: "hook-1".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("read")
+        .into_inner();
+    assert_eq!(got.url, "https://hooks.example.org/a2a");
+    let page = c
+        .list_task_push_notification_configs(proto::ListTaskPushNotificationConfigsRequest {
+            task_id: task.id.clone(),
+            page_size: 1,
+            ..Default::default()
+        })
+        .await
+        .expect("listed")
+        .into_inner();
+    assert_eq!(page.configs.len(), 1);
+    assert!(!page.next_page_token.is_empty());
+    let rest = c
+        .list_task_push_notification_configs(proto::ListTaskPushNotificationConfigsRequest {
+            task_id: task.id.clone(),
+            page_size: 1,
+            page_token: page.next_page_token,
+            ..Default::default()
+        })
+        .await
+        .expect("listed")
+        .into_inner();
+    assert_eq!(rest.configs.len(), 1);
+    assert!(rest.next_page_token.is_empty());
+    assert_ne!(rest.configs[0].id, page.configs[0].id);
+    c.delete_task_push_notification_config(proto::DeleteTaskPushNotificationConfigRequest {
+        task_id: task.id.clone(),
+        id: "hook-1".into(),
+        ..Default::default()
+    })
+    .await
+    .expect("deleted");
     let e = c
-        .get_task(call(
-            proto::GetTaskRequest {
-                id: "no-such-task".into(),
-                ..Default::default()
-            },
-            &[("a2a-version", "1.0")],
-        ))
+        .get_task_push_notification_config(proto::GetTaskPushNotificationConfigRequest {
+            task_id: task.id.clone(),
+            id: "hook-1".into(),
+            ..Default::default()
+        })
         .await
         .unwrap_err();
-    assert_eq!(e.code(), Code::NotFound, "1.0 is spoken");
+    assert_eq!(reason(&e), (Code::InvalidArgument, "INVALID_PARAMS".into()));
+    // A task that does not exist, and a receiver the policy refuses.
+    let e = c
+        .create_task_push_notification_config(proto::TaskPushNotificationConfig {
+            task_id: "no-such-task".into(),
+            url: "https://hooks.example.org/a2a".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&e), (Code::NotFound, "TASK_NOT_FOUND".into()));
+    let e = c
+        .create_task_push_notification_config(proto::TaskPushNotificationConfig {
+            task_id: task.id.clone(),
+            url: "http://169.254.169.254/latest".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&e), (Code::InvalidArgument, "INVALID_PARAMS".into()));
 }
 
 #[actix_web::test]

@@ -15,6 +15,7 @@ mod lifecycle;
 mod metrics;
 mod outage;
 mod postgres;
+mod push;
 mod recovery;
 mod rest;
 mod shutdown;

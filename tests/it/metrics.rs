@@ -12,6 +12,7 @@ use agent_a2a::telemetry as t;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+use crate::push::Receiver;
 use crate::support::{Backend, TestApp, call_tool, spawn_configured, tool_result, user_message};
 
 /// Every family `telemetry` declares.
@@ -35,6 +36,10 @@ const CATALOGUE: &[&str] = &[
     t::SKILL_CALLS,
     t::SKILL_ERRORS,
     t::SKILL_LATENCY_MS,
+    t::PUSH_DELIVERIES,
+    t::PUSH_ATTEMPTS,
+    t::PUSH_OUTBOX_DEPTH,
+    t::PUSH_DELIVERY_MS,
     t::MODEL_REQUESTS,
     t::MODEL_TTFT_MS,
     t::MODEL_TOKENS,
@@ -108,8 +113,13 @@ async fn drive_a_model() {
 
 #[actix_web::test]
 async fn every_metric_family_is_exported_after_traffic() {
-    let app = spawn_configured(Backend::Sqlite, |s| s.metrics.census_interval_secs = 1).await;
+    let app = spawn_configured(Backend::Sqlite, |s| {
+        s.metrics.census_interval_secs = 1;
+        s.push.allow_loopback = true;
+    })
+    .await;
     let mut ids = Vec::new();
+    let receiver = Receiver::start(std::net::TcpListener::bind("127.0.0.1:0").unwrap(), 0);
 
     // A2A traffic on both bindings: a tool call that completes, one the skill refuses,
     // an unknown task, a stream, and a REST read by id.
@@ -157,6 +167,16 @@ async fn every_metric_family_is_exported_after_traffic() {
             .unwrap()
             .to_owned(),
     );
+    // A task with a push config: its events are delivered to a receiver.
+    let pushed = app
+        .rpc(
+            "SendMessage",
+            json!({"message": user_message("hello"),
+                   "configuration": {"taskPushNotificationConfig": {"url": receiver.url}}}),
+        )
+        .await;
+    ids.push(pushed["result"]["task"]["id"].as_str().unwrap().to_owned());
+    receiver.delivered(1).await;
     assert_eq!(app.get("/health").await.status(), 200);
     assert_eq!(app.get(&format!("/no/such/{}", ids[0])).await.status(), 404);
     drive_a_model().await;
@@ -186,6 +206,10 @@ async fn every_metric_family_is_exported_after_traffic() {
         (t::SKILL_CALLS, "counter"),
         (t::SKILL_ERRORS, "counter"),
         (t::SKILL_LATENCY_MS, "histogram"),
+        (t::PUSH_DELIVERIES, "counter"),
+        (t::PUSH_ATTEMPTS, "counter"),
+        (t::PUSH_OUTBOX_DEPTH, "gauge"),
+        (t::PUSH_DELIVERY_MS, "histogram"),
         (t::MODEL_REQUESTS, "counter"),
         (t::MODEL_TTFT_MS, "histogram"),
         (t::MODEL_TOKENS, "counter"),
@@ -232,6 +256,8 @@ async fn every_metric_family_is_exported_after_traffic() {
         r#"agent_a2a_tasks{state="completed"}"#,
         r#"agent_a2a_model_tokens_total{provider="scripted",direction="output"}"#,
         r#"agent_a2a_model_errors_total{provider="scripted",kind="timeout"}"#,
+        r#"agent_a2a_push_attempts_total{result="ok"}"#,
+        r#"agent_a2a_push_deliveries_total{outcome="dropped"}"#,
         r#"agent_a2a_build_info{version=""#,
     ] {
         assert!(text.contains(series), "no {series} in:\n{text}");

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{read_sse, spawn_app, user_message};
+use crate::support::{Backend, read_sse, spawn_app, spawn_app_with, user_message};
 
 #[actix_web::test]
 async fn rest_send_get_list_and_cancel() {
@@ -208,8 +208,8 @@ async fn rest_answers_in_the_media_type_the_client_speaks() {
 }
 
 #[actix_web::test]
-async fn push_notification_routes_are_refused_before_any_lookup() {
-    let app = spawn_app().await;
+async fn with_push_off_its_routes_are_refused_before_any_lookup() {
+    let app = spawn_app_with(Backend::Sqlite, |s| s.push.enabled = false).await;
     let r = app
         .post_json(
             "/tasks/t/pushNotificationConfigs",

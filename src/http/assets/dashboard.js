@@ -242,6 +242,11 @@
     lineChart(chart("sse"), s.time, [line("open streams", s.sseSubscribers, 3)]);
     lineChart(chart("rate-limited"), s.time, [line("refused", s.rateLimited, 1)]);
     lineChart(chart("persist-queue"), s.time, [line("queued", s.persistQueue, 0)]);
+    lineChart(chart("push"), s.time, [
+      line("delivered", s.pushDelivered, 0),
+      line("given up", s.pushLost, 4),
+      line("owed", s.pushOutbox, 2),
+    ]);
     lineChart(chart("commit-latency"), s.time, [
       line("p50", s.commitP50Ms, 0),
       line("p99", s.commitP99Ms, 1),
@@ -257,6 +262,7 @@
     text("tile-sse", fmt(stats.current.sseSubscribers));
     text("tile-queue", fmt(stats.current.persistQueue));
     text("tile-limited", fmt(stats.window.rateLimited));
+    text("tile-push", fmt(stats.current.pushOutbox));
     text("version", stats.version);
     text("uptime", fmtDuration(stats.uptimeSecs));
     text("window", String(stats.windowSecs));
