@@ -121,6 +121,7 @@ fn send_message(
         },
         metadata: None,
         create_missing_task: false,
+        idempotency_key: None,
     }
 }
 

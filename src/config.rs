@@ -27,6 +27,7 @@ pub struct Settings {
     pub threads: ThreadSettings,
     pub streaming: StreamingSettings,
     pub push: PushSettings,
+    pub idempotency: IdempotencySettings,
     pub skills: SkillSettings,
     pub memory: MemorySettings,
     pub knowledge: KnowledgeSettings,
@@ -439,6 +440,23 @@ impl Default for StreamingSettings {
             keep_alive_secs: 15,
             subscriber_buffer: 256,
             replay_batch: 1000,
+        }
+    }
+}
+
+/// Idempotent sends: a retried message is recognised by its id (or `Idempotency-Key`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IdempotencySettings {
+    /// How long an accepted message's id keeps answering retries with the first
+    /// outcome, in seconds; after it, the id may be used again.
+    pub window_secs: u64,
+}
+
+impl Default for IdempotencySettings {
+    fn default() -> Self {
+        Self {
+            window_secs: 86_400,
         }
     }
 }
@@ -946,6 +964,7 @@ impl Settings {
             self.streaming.subscriber_buffer as u64,
         )?;
         positive("streaming.replay_batch", self.streaming.replay_batch as u64)?;
+        positive("idempotency.window_secs", self.idempotency.window_secs)?;
         positive(
             "push.max_configs_per_task",
             self.push.max_configs_per_task as u64,

@@ -83,6 +83,10 @@ pub const PUSH_OUTBOX_DEPTH: &str = "agent_a2a_push_outbox_depth";
 /// From an event's commit to its receiver's 2xx, in milliseconds (retries included).
 pub const PUSH_DELIVERY_MS: &str = "agent_a2a_push_delivery_latency_ms";
 
+/// Sends answered with the outcome of an earlier send of the same idempotency key
+/// (message id or `Idempotency-Key`), without running the agent again.
+pub const IDEMPOTENT_REPLAYS: &str = "agent_a2a_idempotent_replays_total";
+
 // Skills (recorded by the skill actors).
 
 /// Tool calls by `skill`, `tool` and `outcome` (`ok` or the error kind).
@@ -201,6 +205,7 @@ pub fn metrics_handle() -> PrometheusHandle {
                 metrics::counter!(PUSH_DELIVERIES, "outcome" => outcome).increment(0);
             }
             metrics::gauge!(PUSH_OUTBOX_DEPTH).increment(0.0);
+            metrics::counter!(IDEMPOTENT_REPLAYS).increment(0);
             handle
         })
         .clone()
@@ -278,6 +283,10 @@ fn describe() {
     describe_histogram!(
         PUSH_DELIVERY_MS,
         "From a task event's commit to its receiver's 2xx, in milliseconds (retries included)."
+    );
+    describe_counter!(
+        IDEMPOTENT_REPLAYS,
+        "Sends answered with the outcome of an earlier send of the same idempotency key."
     );
     describe_counter!(SKILL_CALLS, "Tool calls by skill, tool and outcome.");
     describe_counter!(

@@ -72,6 +72,7 @@ pub fn decode_send(d: Dialect, params: &Value) -> Result<SendMessage, Error> {
         config,
         metadata: without_reserved_keys(f.opt_metadata("metadata")?),
         create_missing_task: false,
+        idempotency_key: None,
     })
 }
 
@@ -102,6 +103,7 @@ fn decode_send_v01(f: &Fields<'_>) -> Result<SendMessage, Error> {
         },
         metadata: without_reserved_keys(f.opt_metadata("metadata")?),
         create_missing_task: true,
+        idempotency_key: None,
     })
 }
 

@@ -46,6 +46,18 @@ pub struct SendMessage {
     /// A2A 0.1 clients choose task ids themselves: when set and the message names a task
     /// that does not exist yet, it is created with that id instead of `TaskNotFound`.
     pub create_missing_task: bool,
+    /// The request's `Idempotency-Key`, an alias of the message's id for deduplication;
+    /// `None`: the message's id is the key.
+    pub idempotency_key: Option<String>,
+}
+
+impl SendMessage {
+    /// The key a retry of this send is recognised by.
+    pub fn idempotency_key(&self) -> &str {
+        self.idempotency_key
+            .as_deref()
+            .unwrap_or(self.message.message_id.as_str())
+    }
 }
 
 /// Filters and paging of `ListTasks`.

@@ -71,6 +71,12 @@ impl Credentials for Caller<'_> {
     }
 }
 
+impl operation::Request for Caller<'_> {
+    fn last_event_id(&self) -> Result<Option<i64>, Error> {
+        operation::event_id(self.header("last-event-id"))
+    }
+}
+
 impl A2a {
     /// Admits the caller and executes `op` with the request's ProtoJSON.
     async fn execute<J>(
@@ -91,8 +97,7 @@ impl A2a {
         let principal = self.service.gate.admit(&caller)?;
         let params = to_json::<J>(&message)?;
         let dialect = version(&metadata)?;
-        let resume = || operation::event_id(caller.header("last-event-id"));
-        operation::execute(&self.service, &principal, op, dialect, &params, resume).await
+        operation::execute(&self.service, &principal, op, dialect, &params, &caller).await
     }
 
     /// A unary RPC: the request read through its twin `J`, the result through `RJ`.

@@ -111,6 +111,12 @@ pub fn url_query_pairs(query: &str) -> Vec<(String, String)> {
     serde_urlencoded::from_str(query).unwrap_or_default()
 }
 
+impl crate::service::operation::Request for HttpRequest {
+    fn last_event_id(&self) -> Result<Option<i64>, Error> {
+        last_event_id(self)
+    }
+}
+
 /// The gate reads an HTTP caller's headers and peer address.
 impl crate::service::auth::Credentials for HttpRequest {
     fn header(&self, name: &str) -> Option<&str> {

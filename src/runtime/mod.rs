@@ -14,6 +14,7 @@
 //! [`Runtime::close`]; `shutdown.rs`).
 
 pub mod executors;
+mod idempotency;
 mod lifecycle;
 pub mod model_actor;
 mod persistence;
@@ -26,6 +27,8 @@ mod thread;
 mod write_path_tests;
 
 use std::sync::{Arc, Mutex};
+
+use dashmap::DashMap;
 use std::time::Duration;
 
 use actix::{Arbiter, ArbiterHandle};
@@ -56,8 +59,10 @@ use crate::skills::SkillRegistry;
 use crate::store::Store;
 use registry::ThreadRegistry;
 use thread::push::{AddPushConfig, RemovePushConfig};
+use thread::rejoin::Rejoin;
 use thread::{
-    CancelTask, GetResident, Mode, SendTurn, Shared, Subscribe, ThreadDeps, ThreadKey, Waiter,
+    CancelTask, GetResident, Mode, SendTurn, Shared, Subscribe, ThreadDeps, ThreadKey, TurnClaim,
+    Waiter,
 };
 
 /// Which executor runs the turns.
@@ -87,6 +92,9 @@ pub struct Runtime {
     persistence: PersistenceHandle,
     shared: Arc<Shared>,
     push: Arc<push::PushHub>,
+    /// Idempotency keys of sends accepted by this process whose turn has not answered
+    /// yet: a concurrent retry joins that turn instead of racing it to the store.
+    claims: DashMap<(TenantId, String), Accepted>,
     tools: Arc<Tools>,
     models: Models,
     /// The arbiters of thread, skill and model actors; emptied when stopped.
@@ -103,6 +111,8 @@ pub struct Runtime {
 /// The settings the runtime itself reads after start.
 struct RuntimeSettings {
     threads: ThreadSettings,
+    /// `idempotency.window_secs`, in ms.
+    idempotency_window_ms: i64,
     health_timeout: Duration,
 }
 
@@ -177,8 +187,12 @@ impl Runtime {
             arbiters: Mutex::new(actor_arbiters),
             persistence_arbiter: Mutex::new(Some(persistence_arbiter)),
             replay_batch: settings.streaming.replay_batch,
+            claims: DashMap::new(),
             settings: RuntimeSettings {
                 threads: settings.threads.clone(),
+                idempotency_window_ms: i64::try_from(settings.idempotency.window_secs)
+                    .unwrap_or(i64::MAX / 1000)
+                    .saturating_mul(1000),
                 health_timeout: Duration::from_millis(settings.health.timeout_ms),
             },
             stop: watch::Sender::new(false),
@@ -276,6 +290,12 @@ impl Runtime {
 
     /// Routes `cmd` to its thread, queues the turn there with a waiter built by
     /// `waiter`, and waits for what the waiter receives.
+    ///
+    /// A send whose idempotency key (the message's id, or the request's
+    /// `Idempotency-Key`) the tenant used within `idempotency.window_secs` runs nothing:
+    /// it gets the outcome of the first send of that key — or an error if it differs from
+    /// it. The key is claimed in the store with the turn's first write, under a unique
+    /// key: of two racing sends, one wins and the other joins it.
     async fn start_turn<T>(
         &self,
         tenant: &TenantId,
@@ -288,9 +308,53 @@ impl Runtime {
         if self.is_draining() {
             return Err(thread::maintenance::shutting_down());
         }
+        let idem = (tenant.clone(), cmd.idempotency_key().to_owned());
+        let digest = idempotency::digest(&cmd);
+        if let Some(first) = self.accepted(&idem, &digest).await? {
+            return self.rejoin(tenant, first, mode, &waiter).await;
+        }
         let (key, cmd, fresh) = self.route(tenant, cmd).await?;
+        let now = crate::domain::Timestamp::now();
+        let claim = TurnClaim {
+            key: idem.1.clone(),
+            digest: digest.clone(),
+            task_id: cmd.message.task_id.clone().unwrap_or_else(TaskId::generate),
+            at: now,
+            taken_over_before: crate::domain::Timestamp(
+                now.millis()
+                    .saturating_sub(self.settings.idempotency_window_ms),
+            ),
+        };
+        let accepted = Accepted {
+            context_id: key.context_id.clone(),
+            task_id: claim.task_id.clone(),
+            digest,
+            reply: None,
+            queued: None,
+        };
+        // Tells retries that joined the turn before it was queued when it is.
+        let (queued, queued_rx) = watch::channel(None);
+        let accepted = Accepted {
+            queued: Some(queued_rx),
+            ..accepted
+        };
+        // Registered before the turn is queued: a retry from now on joins it. (The map's
+        // lock is released before anything is awaited.)
+        let raced = match self.claims.entry(idem.clone()) {
+            dashmap::Entry::Occupied(first) => Some(first.get().clone()),
+            dashmap::Entry::Vacant(slot) => {
+                slot.insert(accepted);
+                None
+            }
+        };
+        if let Some(first) = raced {
+            first.check(&idem.1, &claim.digest)?;
+            return self.rejoin(tenant, first, mode, &waiter).await;
+        }
+        let _accepted = Forget(&self.claims, &idem);
         let mut rx = None;
-        self.registry
+        let sent = self
+            .registry
             .call_new(&key, fresh, || {
                 // A retry (the first actor was evicted) needs a fresh channel.
                 let (tx, wait) = oneshot::channel();
@@ -300,6 +364,97 @@ impl Runtime {
                     mode,
                     waiter: waiter(tx),
                     busy: busy.clone(),
+                    claim: Some(claim.clone()),
+                }
+            })
+            .await;
+        queued.send_replace(Some(sent.is_ok()));
+        let outcome = match sent {
+            Ok(()) => await_reply(rx).await,
+            Err(e) => Err(e),
+        };
+        match outcome {
+            // Another process (or a send this one forgot) claimed the key first: its
+            // outcome is this send's too, once it is in the store.
+            Err(Error::Unavailable { .. })
+                if matches!(self.store.claim(tenant, &idem.1).await, Ok(Some(_))) =>
+            {
+                drop(_accepted);
+                match self.accepted(&idem, &claim.digest).await? {
+                    Some(first) => self.rejoin(tenant, first, mode, &waiter).await,
+                    None => outcome,
+                }
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// The first send of `idem` if it is still remembered: in flight in this process, or
+    /// claimed in the store within the window. A different message under the key is
+    /// refused.
+    async fn accepted(&self, idem: &(TenantId, String), digest: &str) -> Result<Option<Accepted>> {
+        if let Some(first) = self.claims.get(idem).map(|a| a.clone()) {
+            first.check(&idem.1, digest)?;
+            return Ok(Some(first));
+        }
+        let Some(claim) = self.store.claim(&idem.0, &idem.1).await? else {
+            return Ok(None);
+        };
+        let window_start = crate::domain::Timestamp::now()
+            .millis()
+            .saturating_sub(self.settings.idempotency_window_ms);
+        if claim.created_at.millis() < window_start {
+            return Ok(None);
+        }
+        let first = Accepted {
+            context_id: claim.context_id,
+            task_id: claim.task_id,
+            digest: claim.digest,
+            reply: claim.reply,
+            queued: None,
+        };
+        first.check(&idem.1, digest)?;
+        Ok(Some(first))
+    }
+
+    /// Gives a retry the outcome of the first send: its reply, or its task's outcome
+    /// through the task's thread.
+    async fn rejoin<T>(
+        &self,
+        tenant: &TenantId,
+        first: Accepted,
+        mode: Mode,
+        waiter: &impl Fn(oneshot::Sender<Result<T>>) -> Waiter,
+    ) -> Result<T> {
+        metrics::counter!(crate::telemetry::IDEMPOTENT_REPLAYS).increment(1);
+        if let Some(reply) = &first.reply {
+            let (tx, rx) = oneshot::channel();
+            thread::control::resolve_with_message(waiter(tx), reply, tenant);
+            return await_reply(Some(rx)).await;
+        }
+        // A first send still on its way to its thread: the retry follows it there.
+        if let Some(mut queued) = first.queued.clone() {
+            let started = queued.wait_for(Option::is_some).await.ok().and_then(|q| *q);
+            if started != Some(true) {
+                return Err(Error::Unavailable {
+                    detail: "the first request with this idempotency key did not start".into(),
+                    retry_after_secs: 1,
+                });
+            }
+        }
+        let key = ThreadKey {
+            tenant: tenant.clone(),
+            context_id: first.context_id,
+        };
+        let mut rx = None;
+        self.registry
+            .call(&key, || {
+                let (tx, wait) = oneshot::channel();
+                rx = Some(wait);
+                Rejoin {
+                    task_id: first.task_id.clone(),
+                    mode,
+                    waiter: waiter(tx),
                 }
             })
             .await?;
@@ -521,6 +676,45 @@ impl Runtime {
             cmd,
             fresh,
         ))
+    }
+}
+
+/// What a retry needs of the first send of its key.
+#[derive(Debug, Clone)]
+struct Accepted {
+    context_id: ContextId,
+    task_id: TaskId,
+    digest: String,
+    reply: Option<crate::domain::Message>,
+    /// Of a send of this process: whether its turn was queued in its thread (`None`
+    /// until it is known).
+    queued: Option<watch::Receiver<Option<bool>>>,
+}
+
+impl Accepted {
+    /// A retry must send what the first send sent.
+    fn check(&self, key: &str, digest: &str) -> Result<()> {
+        if self.digest == digest {
+            return Ok(());
+        }
+        Err(Error::invalid_params(format!(
+            "messageId {key:?} was already used for a different message within \
+             idempotency.window_secs; a retry must send the same message, and a new \
+             message needs a new messageId"
+        )))
+    }
+}
+
+/// Forgets an in-flight key when its send has answered (or was dropped): by then the
+/// store holds its claim, or the turn was refused and left nothing behind.
+struct Forget<'a>(
+    &'a DashMap<(TenantId, String), Accepted>,
+    &'a (TenantId, String),
+);
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.0.remove(self.1);
     }
 }
 

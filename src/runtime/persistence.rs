@@ -369,6 +369,13 @@ mod tests {
         async fn outbox_depth(&self) -> Result<u64, StoreError> {
             Ok(0)
         }
+        async fn claim(
+            &self,
+            _: &TenantId,
+            _: &str,
+        ) -> Result<Option<crate::store::Claim>, StoreError> {
+            Ok(None)
+        }
     }
 
     #[actix_web::test]

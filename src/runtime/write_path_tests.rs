@@ -167,6 +167,13 @@ impl Store for Handle {
     async fn outbox_depth(&self) -> Result<u64, StoreError> {
         self.0.inner.outbox_depth().await
     }
+    async fn claim(
+        &self,
+        tenant: &TenantId,
+        key: &str,
+    ) -> Result<Option<crate::store::Claim>, StoreError> {
+        self.0.inner.claim(tenant, key).await
+    }
 }
 
 /// `done`: completes at once. `input`: asks for more. `steps`: working, an artifact,
@@ -236,6 +243,7 @@ impl Fixture {
             config: SendConfig::default(),
             metadata: None,
             create_missing_task: false,
+            idempotency_key: None,
         };
         self.runtime.send(&self.tenant, cmd).await
     }

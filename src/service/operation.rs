@@ -8,11 +8,26 @@ use futures_util::Stream;
 use serde_json::Value;
 
 use super::Service;
-use super::auth::Principal;
+use super::auth::{Credentials, Principal};
 use crate::a2a::{self, Dialect, Operation};
 use crate::domain::{PartContent, PushConfig, SendMessage};
 use crate::error::{Error, Result};
 use crate::runtime::SeqEvent;
+
+/// What an operation reads of a request besides its parameters: headers (gRPC:
+/// metadata) by lowercase name, and the event id a resuming subscriber names.
+pub trait Request: Credentials {
+    /// `Last-Event-ID` on HTTP (header or `lastEventId` query parameter),
+    /// `last-event-id` metadata on gRPC; read only by `SubscribeToTask`.
+    fn last_event_id(&self) -> Result<Option<i64>>;
+}
+
+/// The header (gRPC: metadata) that names a send's idempotency key instead of its
+/// message id.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// Longest idempotency key accepted.
+const MAX_IDEMPOTENCY_KEY: usize = 256;
 
 /// What an operation produced.
 pub enum Reply {
@@ -37,27 +52,26 @@ pub fn name(op: Operation) -> &'static str {
     }
 }
 
-/// Executes `op` for `principal` (already admitted) with its decoded-from-JSON parameters.
-/// `resume` reads the event id a resuming subscriber names (the binding's
-/// `Last-Event-ID`); it is asked only by `SubscribeToTask`.
+/// Executes `op` for `principal` (already admitted) with its decoded-from-JSON parameters
+/// and what `request` carries besides them.
 pub async fn execute(
     state: &Service,
     principal: &Principal,
     op: Operation,
     dialect: Dialect,
     params: &Value,
-    resume: impl FnOnce() -> Result<Option<i64>>,
+    request: &impl Request,
 ) -> Result<Reply> {
     let tenant = &principal.tenant;
     let rt = &state.runtime;
     match op {
         Operation::SendMessage => {
-            let cmd = decode_send(state, principal, dialect, params)?;
+            let cmd = decode_send(state, principal, dialect, params, request)?;
             let outcome = rt.send(tenant, cmd).await?;
             Ok(Reply::Json(a2a::encode_send_outcome(dialect, &outcome)))
         }
         Operation::SendStreamingMessage => {
-            let cmd = decode_send(state, principal, dialect, params)?;
+            let cmd = decode_send(state, principal, dialect, params, request)?;
             let sub = rt.send_streaming(tenant, cmd).await?;
             Ok(Reply::Stream(Box::pin(rt.events(sub))))
         }
@@ -78,7 +92,7 @@ pub async fn execute(
         }
         Operation::SubscribeToTask => {
             let id = a2a::decode_task_id(dialect, params)?;
-            let resume = resume()?;
+            let resume = request.last_event_id()?;
             let sub = rt.subscribe(tenant, &id, resume).await?;
             Ok(Reply::Stream(Box::pin(rt.events(sub))))
         }
@@ -181,6 +195,19 @@ fn push_page(
     Ok((rest, next))
 }
 
+/// The request's `Idempotency-Key` (an alias of the message's id), if it has one.
+fn idempotency_key(request: &impl Request) -> Result<Option<String>> {
+    let Some(raw) = request.header(IDEMPOTENCY_KEY).map(str::trim) else {
+        return Ok(None);
+    };
+    if raw.is_empty() || raw.len() > MAX_IDEMPOTENCY_KEY {
+        return Err(Error::invalid_params(format!(
+            "Idempotency-Key: must be 1 to {MAX_IDEMPOTENCY_KEY} characters"
+        )));
+    }
+    Ok(Some(raw.to_owned()))
+}
+
 /// The event id a resuming subscriber names (`Last-Event-ID` on HTTP, `last-event-id`
 /// metadata on gRPC): absent or blank is none; anything but a non-negative integer is
 /// invalid.
@@ -206,8 +233,10 @@ fn decode_send(
     principal: &Principal,
     dialect: Dialect,
     params: &Value,
+    request: &impl Request,
 ) -> Result<SendMessage> {
     let mut cmd = a2a::decode_send(dialect, params)?;
+    cmd.idempotency_key = idempotency_key(request)?;
     a2a::check_input_modes(&cmd.message, &state.input_modes)?;
     // A config this server cannot honour is refused, never silently dropped.
     if let Some(push) = &cmd.config.push {

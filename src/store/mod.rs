@@ -38,8 +38,8 @@ use serde_json::Value;
 pub use memories::MemoryRepository;
 
 use crate::domain::{
-    ContextId, ListTasksQuery, MessageId, Metadata, Part, PushConfig, PushPayload, StreamEvent,
-    Task, TaskId, TaskPage, TenantId, Timestamp,
+    ContextId, ListTasksQuery, Message, MessageId, Metadata, Part, PushConfig, PushPayload,
+    StreamEvent, Task, TaskId, TaskPage, TenantId, Timestamp,
 };
 
 /// Whether a thread can still be continued.
@@ -165,6 +165,20 @@ pub enum WriteOp {
         payload: PushPayload,
         created_at: Timestamp,
     },
+    /// Records that `claim.key` was accepted (the turn's first write). Refused with
+    /// [`StoreError::Duplicate`] — and the whole batch with it — if the tenant already
+    /// has a claim of that key made after `claim.taken_over_before`.
+    ClaimKey(Claim),
+    /// The turn of a claimed key answered with a message instead of a task.
+    SettleClaim {
+        tenant: TenantId,
+        key: String,
+        reply: Message,
+    },
+    /// Forgets every claim made before `before` (the janitor, past the window).
+    ForgetClaims {
+        before: Timestamp,
+    },
     /// A delivery is done (acknowledged, or given up): its outbox row goes.
     PushDone(OutboxKey),
     /// A delivery failed and is tried again at `next_attempt_at`.
@@ -173,6 +187,23 @@ pub enum WriteOp {
         attempts: i64,
         next_attempt_at: Timestamp,
     },
+}
+
+/// A send accepted under an idempotency key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    pub tenant: TenantId,
+    /// The message's id, or the request's `Idempotency-Key`.
+    pub key: String,
+    pub context_id: ContextId,
+    pub task_id: TaskId,
+    /// What the key was first sent with ([`crate::domain::SendMessage::digest`]).
+    pub digest: String,
+    /// The agent's reply, when the turn answered without a task.
+    pub reply: Option<Message>,
+    pub created_at: Timestamp,
+    /// A claim of the same key made before this instant is past the window: taken over.
+    pub taken_over_before: Timestamp,
 }
 
 /// One owed delivery: a config of a task, and the event's sequence number.
@@ -234,6 +265,10 @@ pub enum StoreError {
     /// The store cannot be set up as configured (unsupported URL, unusable path).
     #[error("store misconfigured: {0}")]
     Config(String),
+    /// A [`WriteOp::ClaimKey`] met a claim of the same key within the window: another
+    /// request was accepted with it first. Nothing of the batch was written.
+    #[error("idempotency key {0:?} is already claimed")]
+    Duplicate(String),
 }
 
 impl From<diesel::result::Error> for StoreError {
@@ -269,6 +304,12 @@ impl From<StoreError> for crate::error::Error {
         match e {
             StoreError::Unavailable(detail) => crate::error::Error::Unavailable {
                 detail,
+                retry_after_secs: 1,
+            },
+            // Two requests with one key raced and the other one won: once its turn is
+            // durable, sending again gets its outcome.
+            StoreError::Duplicate(key) => crate::error::Error::Unavailable {
+                detail: format!("a request with the same idempotency key {key:?} is in progress"),
                 retry_after_secs: 1,
             },
             StoreError::Conflict(_)
@@ -379,6 +420,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deliveries owed across every tenant (the outbox's depth).
     async fn outbox_depth(&self) -> Result<u64, StoreError>;
+
+    /// The tenant's claim of an idempotency key, whatever its age (`taken_over_before`
+    /// reads 0).
+    async fn claim(&self, tenant: &TenantId, key: &str) -> Result<Option<Claim>, StoreError>;
 }
 
 /// A commit that blocks the calling thread until its transaction has returned; same

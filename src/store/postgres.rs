@@ -89,6 +89,17 @@ impl PgStore {
             // server runs them in the order sent (expiries after the thread upserts).
             let conn: &AsyncPgConnection = conn;
             let mut statements = Vec::new();
+            // The claims first, each checked for the row it must have written.
+            for (row, taken_over_before) in &rows.claims {
+                statements.push(run(writes::claim_key(row, *taken_over_before), conn));
+            }
+            let claims = rows.claims.len();
+            for (tenant, key, reply) in &rows.settled {
+                statements.push(run(writes::settle_claim(tenant, key, reply), conn));
+            }
+            for before in &rows.forget_before {
+                statements.push(run(writes::forget_claims(*before), conn));
+            }
             for chunk in rows.threads.chunks(CHUNK) {
                 statements.push(run(writes::upsert_threads(chunk), conn));
             }
@@ -138,7 +149,11 @@ impl PgStore {
                     )),
                 }
             }
-            futures_util::future::try_join_all(statements).await?;
+            let counts = futures_util::future::try_join_all(statements).await?;
+            if let Some(i) = counts[..claims].iter().position(|&n| n == 0) {
+                // The transaction rolls back: nothing of the batch is written.
+                return Err(StoreError::Duplicate(rows.claims[i].0.idem_key.to_owned()));
+            }
             Ok::<(), StoreError>(())
         })
         .await

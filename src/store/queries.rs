@@ -166,6 +166,14 @@ macro_rules! store_impl {
             async fn outbox_depth(&self) -> Result<u64, $crate::store::StoreError> {
                 reads::outbox_depth(&mut *self.conn().await?).await
             }
+
+            async fn claim(
+                &self,
+                tenant: &$crate::domain::TenantId,
+                key: &str,
+            ) -> Result<Option<$crate::store::Claim>, $crate::store::StoreError> {
+                reads::claim(&mut *self.conn().await?, tenant, key).await
+            }
         }
     };
 }

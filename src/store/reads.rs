@@ -472,6 +472,24 @@ macro_rules! read_queries {
                 rows.into_iter().map(DeliveryRow::into_delivery).collect()
             }
 
+            pub(super) async fn claim(
+                conn: &mut Conn,
+                tenant: &TenantId,
+                key: &str,
+            ) -> Result<Option<$crate::store::Claim>, StoreError> {
+                use $crate::store::rows::ClaimRow;
+                use $crate::store::schema::idempotency_keys;
+                idempotency_keys::table
+                    .filter(idempotency_keys::tenant_id.eq(tenant.as_str()))
+                    .filter(idempotency_keys::idem_key.eq(key))
+                    .select(ClaimRow::as_select())
+                    .first(conn)
+                    .await
+                    .optional()?
+                    .map(ClaimRow::into_claim)
+                    .transpose()
+            }
+
             pub(super) async fn outbox_depth(conn: &mut Conn) -> Result<u64, StoreError> {
                 use $crate::store::schema::push_outbox;
                 let n: i64 = push_outbox::table.count().get_result(conn).await?;

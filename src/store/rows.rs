@@ -10,9 +10,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::schema::{
-    messages, push_configs, push_outbox, task_events, task_history, tasks, threads,
+    idempotency_keys, messages, push_configs, push_outbox, task_events, task_history, tasks,
+    threads,
 };
-use super::{Delivery, MessageRecord, OutboxKey, StoreError, ThreadRecord, ThreadStatus};
+use super::{Claim, Delivery, MessageRecord, OutboxKey, StoreError, ThreadRecord, ThreadStatus};
 use crate::domain::{
     ContextId, Message, MessageId, Metadata, PushAuth, PushConfig, PushDialect, PushPayload, Role,
     StreamEvent, Task, TaskId, TaskState, TaskStatus, TenantId, Timestamp,
@@ -496,4 +497,67 @@ impl DeliveryRow {
             config,
         })
     }
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = idempotency_keys, treat_none_as_default_value = false)]
+pub(super) struct NewClaim<'a> {
+    pub(super) tenant_id: &'a str,
+    pub(super) idem_key: &'a str,
+    pub(super) context_id: &'a str,
+    pub(super) task_id: &'a str,
+    pub(super) digest: &'a str,
+    pub(super) reply: Option<String>,
+    pub(super) created_at: i64,
+}
+
+impl<'a> NewClaim<'a> {
+    pub(super) fn new(c: &'a Claim) -> Result<Self, StoreError> {
+        Ok(Self {
+            tenant_id: c.tenant.as_str(),
+            idem_key: &c.key,
+            context_id: c.context_id.as_str(),
+            task_id: c.task_id.as_str(),
+            digest: &c.digest,
+            reply: c
+                .reply
+                .as_ref()
+                .map(|m| encode("claim reply", m))
+                .transpose()?,
+            created_at: c.created_at.millis(),
+        })
+    }
+}
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = idempotency_keys)]
+#[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+pub(super) struct ClaimRow {
+    tenant_id: String,
+    idem_key: String,
+    context_id: String,
+    task_id: String,
+    digest: String,
+    reply: Option<String>,
+    created_at: i64,
+}
+
+impl ClaimRow {
+    pub(super) fn into_claim(self) -> Result<Claim, StoreError> {
+        Ok(Claim {
+            tenant: id("claim tenant", self.tenant_id, TenantId::parse)?,
+            key: self.idem_key,
+            context_id: id("claim context", self.context_id, ContextId::parse)?,
+            task_id: id("claim task", self.task_id, TaskId::parse)?,
+            digest: self.digest,
+            reply: decode_opt("claim reply", self.reply.as_deref())?,
+            created_at: Timestamp(self.created_at),
+            taken_over_before: Timestamp(0),
+        })
+    }
+}
+
+/// Encodes a reply message for [`super::WriteOp::SettleClaim`].
+pub(super) fn encode_reply(reply: &Message) -> Result<String, StoreError> {
+    encode("claim reply", reply)
 }

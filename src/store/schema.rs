@@ -120,5 +120,20 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    /// The first message accepted under an idempotency key, per tenant.
+    idempotency_keys (tenant_id, idem_key) {
+        tenant_id -> Text,
+        idem_key -> Text,
+        context_id -> Text,
+        task_id -> Text,
+        /// SHA-256 (hex) of the message as sent and the request metadata.
+        digest -> Text,
+        /// JSON `domain::Message`, when the turn answered without a task.
+        reply -> Nullable<Text>,
+        created_at -> BigInt,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(messages, task_history);
 diesel::allow_tables_to_appear_in_same_query!(push_outbox, push_configs);

@@ -135,14 +135,53 @@ impl BlockingCommit for SqliteWriter {
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(store_error)?;
-        write_rows(&tx, &rows).map_err(store_error)?;
+        write_rows(&tx, &rows)?;
         tx.commit().map_err(store_error)
     }
 }
 
 /// The statements of `writes::sqlite`, row by row, in the order of [`Rows`]' fields.
-fn write_rows(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Result<()> {
+fn write_rows(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> Result<(), StoreError> {
+    write_claims(tx, rows)?;
+    write_others(tx, rows).map_err(store_error)
+}
+
+/// The claims first: a key claimed within its window refuses the whole batch.
+fn write_claims(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> Result<(), StoreError> {
     use rusqlite::params;
+    for (r, taken_over_before) in &rows.claims {
+        let changed = tx
+            .prepare_cached(sql::CLAIM_KEY)
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    r.tenant_id,
+                    r.idem_key,
+                    r.context_id,
+                    r.task_id,
+                    r.digest,
+                    r.reply,
+                    r.created_at,
+                    taken_over_before
+                ])
+            })
+            .map_err(store_error)?;
+        if changed == 0 {
+            return Err(StoreError::Duplicate(r.idem_key.to_owned()));
+        }
+    }
+    Ok(())
+}
+
+fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Result<()> {
+    use rusqlite::params;
+    for (tenant, key, reply) in &rows.settled {
+        tx.prepare_cached(sql::SETTLE_CLAIM)?
+            .execute(params![tenant, key, reply])?;
+    }
+    for before in &rows.forget_before {
+        tx.prepare_cached(sql::FORGET_CLAIMS)?
+            .execute(params![before])?;
+    }
     if !rows.threads.is_empty() {
         let mut stmt = tx.prepare_cached(sql::UPSERT_THREAD)?;
         for r in &rows.threads {

@@ -27,10 +27,12 @@ use diesel::{ExpressionMethods, QueryDsl};
 use diesel_async::AsyncPgConnection;
 
 use super::rows::{
-    NewHistoryLink, NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent, NewThread,
+    NewClaim, NewHistoryLink, NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent,
+    NewThread, encode_reply,
 };
 use super::schema::{
-    messages, push_configs, push_outbox, task_events, task_history, tasks, threads,
+    idempotency_keys, messages, push_configs, push_outbox, task_events, task_history, tasks,
+    threads,
 };
 use super::{OutboxKey, StoreError, ThreadStatus, WriteOp};
 
@@ -66,6 +68,14 @@ pub(super) struct Rows<'a> {
     pub tasks: Vec<NewTask<'a>>,
     pub links: Vec<NewHistoryLink<'a>>,
     pub events: Vec<NewTaskEvent<'a>>,
+    /// Idempotency claims, each with the instant before which an older claim of its key
+    /// is taken over; applied first, so a duplicate refuses the batch before anything
+    /// else is written.
+    pub claims: Vec<(NewClaim<'a>, i64)>,
+    /// Replies of claimed turns: (tenant, key, the reply's JSON).
+    pub settled: Vec<(&'a str, &'a str, String)>,
+    /// Claims made before these instants are forgotten.
+    pub forget_before: Vec<i64>,
     /// Push configs and outbox rows, in batch order (a config deleted and registered
     /// again in one group ends registered).
     pub push: Vec<PushRow<'a>>,
@@ -173,6 +183,14 @@ impl<'a> Rows<'a> {
                     payload,
                     *created_at,
                 )?)),
+                WriteOp::ClaimKey(claim) => rows
+                    .claims
+                    .push((NewClaim::new(claim)?, claim.taken_over_before.millis())),
+                WriteOp::SettleClaim { tenant, key, reply } => {
+                    rows.settled
+                        .push((tenant.as_str(), key.as_str(), encode_reply(reply)?))
+                }
+                WriteOp::ForgetClaims { before } => rows.forget_before.push(before.millis()),
                 WriteOp::PushDone(key) => rows.push.push(PushRow::Done(key)),
                 WriteOp::PushRetry {
                     key,
@@ -196,6 +214,9 @@ impl<'a> Rows<'a> {
             && self.links.is_empty()
             && self.events.is_empty()
             && self.push.is_empty()
+            && self.claims.is_empty()
+            && self.settled.is_empty()
+            && self.forget_before.is_empty()
     }
 
     /// The conditional expiry updates, one per tenant and chunk of thread ids.
@@ -283,6 +304,42 @@ pub(super) fn insert_links<'a>(rows: &'a [NewHistoryLink<'a>]) -> impl Statement
 
 pub(super) fn insert_events<'a>(rows: &'a [NewTaskEvent<'a>]) -> impl Statement + 'a {
     diesel::insert_into(task_events::table).values(rows)
+}
+
+/// Claims a key: inserts it, or takes over a claim made before `taken_over_before`.
+/// Affects no row when a claim within the window holds the key.
+pub(super) fn claim_key<'a>(row: &'a NewClaim<'a>, taken_over_before: i64) -> impl Statement + 'a {
+    use diesel::query_dsl::methods::FilterDsl;
+    diesel::insert_into(idempotency_keys::table)
+        .values(row)
+        .on_conflict((idempotency_keys::tenant_id, idempotency_keys::idem_key))
+        .do_update()
+        .set((
+            idempotency_keys::context_id.eq(excluded(idempotency_keys::context_id)),
+            idempotency_keys::task_id.eq(excluded(idempotency_keys::task_id)),
+            idempotency_keys::digest.eq(excluded(idempotency_keys::digest)),
+            idempotency_keys::reply.eq(excluded(idempotency_keys::reply)),
+            idempotency_keys::created_at.eq(excluded(idempotency_keys::created_at)),
+        ))
+        // The upsert's `WHERE`: only a claim past the window is taken over.
+        .filter(idempotency_keys::created_at.lt(taken_over_before))
+}
+
+pub(super) fn settle_claim<'a>(
+    tenant: &'a str,
+    key: &'a str,
+    reply: &'a str,
+) -> impl Statement + 'a {
+    diesel::update(
+        idempotency_keys::table
+            .filter(idempotency_keys::tenant_id.eq(tenant))
+            .filter(idempotency_keys::idem_key.eq(key)),
+    )
+    .set(idempotency_keys::reply.eq(reply))
+}
+
+pub(super) fn forget_claims(before: i64) -> impl Statement {
+    diesel::delete(idempotency_keys::table.filter(idempotency_keys::created_at.lt(before)))
 }
 
 /// Registers a push config, or replaces the task's config of the same id.
@@ -405,6 +462,18 @@ pub(super) mod sqlite {
 
     pub const INSERT_EVENT: &str = "INSERT INTO task_events (tenant_id, task_id, seq, kind, \
         payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+
+    /// `?8`: claims made before it are taken over.
+    pub const CLAIM_KEY: &str = "INSERT INTO idempotency_keys (tenant_id, idem_key, context_id, \
+        task_id, digest, reply, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+        ON CONFLICT (tenant_id, idem_key) DO UPDATE SET context_id = excluded.context_id, \
+        task_id = excluded.task_id, digest = excluded.digest, reply = excluded.reply, \
+        created_at = excluded.created_at WHERE idempotency_keys.created_at < ?8";
+
+    pub const SETTLE_CLAIM: &str =
+        "UPDATE idempotency_keys SET reply = ?3 WHERE tenant_id = ?1 AND idem_key = ?2";
+
+    pub const FORGET_CLAIMS: &str = "DELETE FROM idempotency_keys WHERE created_at < ?1";
 
     pub const UPSERT_PUSH_CONFIG: &str = "INSERT INTO push_configs (tenant_id, task_id, \
         config_id, dialect, url, token, auth_scheme, auth_credentials, created_at) \

@@ -9,6 +9,7 @@ mod durability;
 mod errors;
 mod grpc;
 mod health;
+mod idempotency;
 mod janitor;
 mod jsonrpc;
 mod lifecycle;

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::a2a::{self, jsonrpc::parse_request};
 use crate::error::Error;
 use crate::http::AppState;
-use crate::http::body::{check_json_content_type, dialect, last_event_id, read_limited};
+use crate::http::body::{check_json_content_type, dialect, read_limited};
 use crate::http::observe::{Binding, tag};
 use crate::http::respond::{jsonrpc_err, jsonrpc_ok};
 use crate::http::sse::{self, Framing};
@@ -62,11 +62,7 @@ async fn dispatch(
         Err(e) => return (jsonrpc_err(&rpc.id, &e, name, retry), name),
     };
     let response =
-        match operation::execute(&state.service, &principal, op, dialect, &rpc.params, || {
-            last_event_id(req)
-        })
-        .await
-        {
+        match operation::execute(&state.service, &principal, op, dialect, &rpc.params, req).await {
             Ok(Reply::Json(result)) => jsonrpc_ok(&rpc.id, result),
             Ok(Reply::Stream(events)) => sse::respond(
                 events,

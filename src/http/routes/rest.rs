@@ -12,9 +12,7 @@ use serde_json::{Map, Value};
 use crate::a2a::{Dialect, Operation};
 use crate::error::Error;
 use crate::http::AppState;
-use crate::http::body::{
-    check_json_content_type, dialect, last_event_id, read_limited, url_query_pairs,
-};
+use crate::http::body::{check_json_content_type, dialect, read_limited, url_query_pairs};
 use crate::http::observe::{Binding, tag};
 use crate::http::respond::{A2A_JSON, method_not_allowed, rest_err, rest_ok};
 use crate::http::sse::{self, Framing};
@@ -277,8 +275,7 @@ async fn run(
     let mut response = match prepared {
         Err(e) => rest_err(&e, name, service, shape),
         Ok((principal, dialect, params)) => {
-            let resume = || last_event_id(req);
-            match operation::execute(service, &principal, op, dialect, &params, resume).await {
+            match operation::execute(service, &principal, op, dialect, &params, req).await {
                 // An operation with nothing to answer (a delete) answers `{}`.
                 Ok(Reply::Json(Value::Null)) => {
                     rest_ok(Value::Object(Map::new()), response_type(req, dialect))

@@ -32,6 +32,9 @@
 //! and only the actor knows whether a turn runs or a client listens. The janitor's metric
 //! counts those evictions.
 //!
+//! Each pass also forgets the idempotency keys claimed before `idempotency.window_secs`
+//! ago (one conditional delete).
+//!
 //! Metrics: `agent_a2a_janitor_runs_total`, `agent_a2a_janitor_run_duration_ms`,
 //! `agent_a2a_janitor_threads_expired_total` (bulk expiries here, actor sweeps in
 //! `maintenance.rs`), `agent_a2a_janitor_state_entries_removed_total` and
@@ -94,6 +97,15 @@ impl Runtime {
     async fn janitor_pass(&self, now: Timestamp) -> Result<JanitorReport> {
         let batch = self.settings.threads.janitor_batch;
         let mut report = JanitorReport::default();
+        // Idempotency keys past `idempotency.window_secs` answer nothing any more.
+        let window_start = now
+            .millis()
+            .saturating_sub(self.settings.idempotency_window_ms);
+        self.persistence
+            .commit(vec![WriteOp::ForgetClaims {
+                before: Timestamp(window_start),
+            }])
+            .await?;
         let resident: Vec<Addr<ThreadActor>> = self
             .shared
             .actors

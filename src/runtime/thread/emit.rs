@@ -327,6 +327,7 @@ impl ThreadActor {
                 history_seqs: Vec::new(),
                 push: super::targets_of(&push, &id),
                 push_unwritten: Vec::new(),
+                claim_key: None,
             });
             shared.tasks.insert((key.tenant, id), key.context_id);
             Ok(())

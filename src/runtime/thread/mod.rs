@@ -12,13 +12,14 @@
 //! **Architecture invariant:** memory never holds a change the store does not; a failed
 //! commit leaves the actor exactly as it was.
 
-mod control;
+pub(super) mod control;
 mod emit;
 pub(super) mod maintenance;
 mod plan;
 #[cfg(test)]
 mod plan_tests;
 pub(super) mod push;
+pub(super) mod rejoin;
 mod turn;
 
 use std::collections::{HashMap, VecDeque};
@@ -148,6 +149,16 @@ pub(super) enum Waiter {
     Stream(oneshot::Sender<Result<Subscription, Error>>),
 }
 
+impl PendingTurn {
+    /// The turn will not run: its caller and every retry that joined it get `e`.
+    pub(super) fn fail(self, e: Error) {
+        for (_, waiter) in self.rejoined {
+            waiter.fail(e.clone());
+        }
+        self.waiter.fail(e);
+    }
+}
+
 impl Waiter {
     pub(super) fn fail(self, e: Error) {
         match self {
@@ -176,12 +187,17 @@ pub(super) struct TaskEntry {
     pub push: Vec<PushTarget>,
     /// Configs of a task not materialized yet, written with it.
     pub push_unwritten: Vec<PushConfig>,
+    /// The idempotency key the task's first message was accepted under.
+    pub claim_key: Option<String>,
 }
 
 pub(super) struct PendingTurn {
     pub cmd: SendMessage,
     pub mode: Mode,
     pub waiter: Waiter,
+    pub claim: Option<TurnClaim>,
+    /// Retries of this turn's message that arrived while it waited: they get its outcome.
+    pub rejoined: Vec<(Mode, Waiter)>,
     /// Counts the turn until it has run (or failed to start).
     pub busy: Busy,
 }
@@ -509,7 +525,7 @@ impl ThreadActor {
                 }
             }
             for pending in loaded.queue.drain(..) {
-                pending.waiter.fail(Error::Unavailable {
+                pending.fail(Error::Unavailable {
                     detail: "the thread was reloaded; send the message again".into(),
                     retry_after_secs: 1,
                 });
@@ -610,9 +626,13 @@ impl Loaded {
                 history_seqs: Vec::new(),
                 push: Vec::new(),
                 push_unwritten: Vec::new(),
+                claim_key: None,
             });
         entry.task = start.task;
         entry.materialized = start.materialized;
+        if start.claim_key.is_some() {
+            entry.claim_key = start.claim_key;
+        }
         if let Some(config) = start.push {
             entry.add_push(config);
         }
@@ -656,6 +676,7 @@ impl Loaded {
                     waiters: Vec::new(),
                     finished_at: None,
                     push_unwritten: Vec::new(),
+                    claim_key: None,
                 };
                 (entry.task.id.clone(), entry)
             })
@@ -784,7 +805,7 @@ impl Supervised for ThreadActor {
                 abort.abort();
             }
             for pending in loaded.queue.drain(..) {
-                pending.waiter.fail(Error::Unavailable {
+                pending.fail(Error::Unavailable {
                     detail: "thread restarted".into(),
                     retry_after_secs: 1,
                 });
@@ -807,6 +828,20 @@ pub struct SendTurn {
     pub(super) mode: Mode,
     pub(super) waiter: Waiter,
     pub(super) busy: Busy,
+    pub(super) claim: Option<TurnClaim>,
+}
+
+/// The idempotency claim a turn writes with its first writes.
+#[derive(Debug, Clone)]
+pub struct TurnClaim {
+    pub key: String,
+    pub digest: String,
+    /// The task the message starts (chosen before the turn, so that a concurrent retry
+    /// can be pointed at it) or continues.
+    pub task_id: TaskId,
+    pub at: Timestamp,
+    /// An older claim of the key is past the window and is taken over.
+    pub taken_over_before: Timestamp,
 }
 
 /// A task from memory (`None` when it is not resident).
@@ -883,6 +918,8 @@ impl Handler<SendTurn> for ThreadActor {
             mode: msg.mode,
             waiter: msg.waiter,
             busy: msg.busy,
+            claim: msg.claim,
+            rejoined: Vec::new(),
         });
         self.pump(ctx);
         Ok(())

@@ -9,14 +9,16 @@
 //! output materializes the task and that output in one commit. `returnImmediately`
 //! materializes the task at the start, since the caller wants it at once.
 
-use super::{Emit, Loaded, Mode, TaskEntry, ThreadKey, TurnEmit, message_record, session_record};
+use super::{
+    Emit, Loaded, Mode, TaskEntry, ThreadKey, TurnClaim, TurnEmit, message_record, session_record,
+};
 use crate::domain::{
     Message, Metadata, PushConfig, PushPayload, PushTarget, SendMessage, StreamEvent, Task, TaskId,
     TaskState, TaskStatus, Timestamp,
 };
 use crate::error::Error;
 use crate::session::{Appended, Event, IdSource, ThreadState, append_event};
-use crate::store::{MessageRecord, ThreadRecord, ThreadStatus, WriteOp};
+use crate::store::{Claim, MessageRecord, ThreadRecord, ThreadStatus, WriteOp};
 
 /// Ops, plus what to apply to memory once they are committed.
 pub(in crate::runtime) struct Planned<A> {
@@ -40,6 +42,8 @@ pub(in crate::runtime) struct StartTurn {
     pub event: Option<(i64, StreamEvent)>,
     /// A push config the message registers for its task.
     pub push: Option<PushConfig>,
+    /// The idempotency key the message was accepted under.
+    pub claim_key: Option<String>,
 }
 
 #[allow(
@@ -67,6 +71,17 @@ pub(in crate::runtime) enum EmitApply {
     },
 }
 
+/// How a turn starts: the caller's mode, its idempotency claim, and the limits.
+#[derive(Clone, Copy)]
+pub(in crate::runtime) struct HowToStart<'a> {
+    pub mode: Mode,
+    /// The thread's expiry moves this far ahead.
+    pub ttl_ms: i64,
+    /// `push.max_configs_per_task`.
+    pub max_push_configs: usize,
+    pub claim: Option<&'a TurnClaim>,
+}
+
 /// Validates a client message against the thread and its task, and plans the first
 /// writes of the turn: the thread (touched, its expiry moved `ttl_ms` ahead), the user
 /// message, and for existing or immediate tasks the task row and history link.
@@ -74,11 +89,15 @@ pub(in crate::runtime) fn plan_start(
     key: &ThreadKey,
     loaded: &Loaded,
     cmd: &SendMessage,
-    mode: Mode,
-    ttl_ms: i64,
-    max_push_configs: usize,
+    how: &HowToStart<'_>,
     now: Timestamp,
 ) -> Result<Planned<StartTurn>, Error> {
+    let HowToStart {
+        mode,
+        ttl_ms,
+        max_push_configs,
+        claim,
+    } = *how;
     if loaded.thread_persisted
         && (loaded.thread.status == ThreadStatus::Expired || loaded.thread.expires_at <= now)
     {
@@ -99,7 +118,11 @@ pub(in crate::runtime) fn plan_start(
             None if cmd.create_missing_task => (id.clone(), false),
             None => return Err(Error::TaskNotFound(id.clone())),
         },
-        None => (TaskId::generate(), false),
+        // A claimed message's new task has the id its claim chose.
+        None => (
+            claim.map_or_else(TaskId::generate, |c| c.task_id.clone()),
+            false,
+        ),
     };
     let mut message = cmd.message.clone();
     message.context_id = Some(key.context_id.clone());
@@ -122,10 +145,22 @@ pub(in crate::runtime) fn plan_start(
     thread.updated_at = now;
     thread.expires_at = Timestamp(now.0.saturating_add(ttl_ms));
     let record = message_record(key, seq, &message, materialize_now.then_some(&task_id), now);
-    let mut ops = vec![
-        WriteOp::UpsertThread(thread.clone()),
-        WriteOp::AppendMessage(record.clone()),
-    ];
+    let mut ops = Vec::with_capacity(4);
+    // The claim first: a duplicate refuses the batch before anything else is written.
+    if let Some(c) = claim {
+        ops.push(WriteOp::ClaimKey(Claim {
+            tenant: key.tenant.clone(),
+            key: c.key.clone(),
+            context_id: key.context_id.clone(),
+            task_id: task_id.clone(),
+            digest: c.digest.clone(),
+            reply: None,
+            created_at: c.at,
+            taken_over_before: c.taken_over_before,
+        }));
+    }
+    ops.push(WriteOp::UpsertThread(thread.clone()));
+    ops.push(WriteOp::AppendMessage(record.clone()));
     if materialize_now && let Some(config) = &push {
         ops.push(WriteOp::PutPushConfig(config.clone()));
     }
@@ -190,6 +225,7 @@ pub(in crate::runtime) fn plan_start(
             materialized: materialize_now,
             event,
             push,
+            claim_key: claim.map(|c| c.key.clone()),
         },
     })
 }
@@ -268,8 +304,17 @@ pub(in crate::runtime) fn plan_emit(
             message.context_id = Some(key.context_id.clone());
             message.task_id = None;
             let record = message_record(key, loaded.next_seq, &message, None, now);
+            let mut ops = vec![WriteOp::AppendMessage(record.clone())];
+            // A retry of the message gets this reply too.
+            if let Some(claimed) = &entry.claim_key {
+                ops.push(WriteOp::SettleClaim {
+                    tenant: key.tenant.clone(),
+                    key: claimed.clone(),
+                    reply: message.clone(),
+                });
+            }
             Ok(Planned {
-                ops: vec![WriteOp::AppendMessage(record.clone())],
+                ops,
                 apply: EmitApply::Reply { message, record },
             })
         }

@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::plan::{EmitApply, Planned, StartTurn, plan_emit, plan_forced_status, plan_start};
+use super::plan::{
+    EmitApply, HowToStart, Planned, StartTurn, plan_emit, plan_forced_status, plan_start,
+};
 use super::{Emit, Loaded, Mode, RunningTurn, TaskEntry, ThreadKey, TurnEmit};
 use crate::config::StateSettings;
 use crate::domain::{
@@ -64,6 +66,7 @@ fn user(text: &str, task_id: Option<&TaskId>) -> SendMessage {
         config: SendConfig::default(),
         metadata: None,
         create_missing_task: false,
+        idempotency_key: None,
     }
 }
 
@@ -107,6 +110,7 @@ fn stored_task(loaded: &mut Loaded, state: TaskState) -> TaskId {
             history_seqs: vec![1],
             push: Vec::new(),
             push_unwritten: Vec::new(),
+            claim_key: None,
         },
     );
     loaded.thread_persisted = true;
@@ -114,9 +118,18 @@ fn stored_task(loaded: &mut Loaded, state: TaskState) -> TaskId {
     id
 }
 
+fn how(mode: Mode) -> HowToStart<'static> {
+    HowToStart {
+        mode,
+        ttl_ms: TTL_MS,
+        max_push_configs: MAX_PUSH,
+        claim: None,
+    }
+}
+
 /// Plans the start of a turn whose caller waits for its outcome.
 fn start_blocking(loaded: &Loaded, cmd: &SendMessage) -> Result<Planned<StartTurn>, Error> {
-    plan_start(&key(), loaded, cmd, Mode::Blocking, TTL_MS, MAX_PUSH, NOW)
+    plan_start(&key(), loaded, cmd, &how(Mode::Blocking), NOW)
 }
 
 /// A fresh thread whose first message started turn `turn` on a provisional task.
@@ -158,6 +171,9 @@ fn kinds(ops: &[WriteOp]) -> Vec<&'static str> {
             WriteOp::DeletePushConfig { .. } => "push_delete",
             WriteOp::EnqueuePush { .. } => "enqueue",
             WriteOp::PushDone(_) | WriteOp::PushRetry { .. } => "outbox",
+            WriteOp::ClaimKey(_) => "claim",
+            WriteOp::SettleClaim { .. } => "settle",
+            WriteOp::ForgetClaims { .. } => "forget",
         })
         .collect()
 }
@@ -185,9 +201,7 @@ fn return_immediately_materializes_the_task_at_the_start() {
         &key(),
         &loaded,
         &user("hi", None),
-        Mode::Immediate,
-        TTL_MS,
-        MAX_PUSH,
+        &how(Mode::Immediate),
         NOW,
     )
     .expect("a plan");
@@ -568,4 +582,33 @@ fn a_follow_up_past_the_config_limit_is_refused_but_one_replacing_an_id_is_not()
             "task"
         ]
     );
+}
+
+#[test]
+fn a_claimed_message_claims_its_key_first_and_a_reply_settles_it() {
+    let claim = super::TurnClaim {
+        key: "m-1".into(),
+        digest: "d".into(),
+        task_id: TaskId::parse("chosen-task").unwrap(),
+        at: NOW,
+        taken_over_before: Timestamp(NOW.0 - 1000),
+    };
+    let mut loaded = fresh();
+    let plan = plan_start(
+        &key(),
+        &loaded,
+        &user("hi", None),
+        &HowToStart {
+            claim: Some(&claim),
+            ..how(Mode::Blocking)
+        },
+        NOW,
+    )
+    .expect("a plan");
+    assert_eq!(kinds(&plan.ops), ["claim", "thread", "message"]);
+    assert_eq!(plan.apply.task.id.as_str(), "chosen-task");
+    let task_id = started(&mut loaded, plan.apply, 1);
+    let reply = Emit::Reply(Message::agent(key().context_id, None, vec![Part::text("hey")]));
+    let plan = plan_emit(&key(), &loaded, &emit(&task_id, 1, reply), NOW).expect("a plan");
+    assert_eq!(kinds(&plan.ops), ["message", "settle"]);
 }

@@ -37,7 +37,7 @@ impl ThreadActor {
                         Ok(()) => act.begin(pending, ctx),
                         Err(Error::TaskNotFound(_)) if create_missing => act.begin(pending, ctx),
                         Err(e) => {
-                            pending.waiter.fail(e);
+                            pending.fail(e);
                             act.pump(ctx);
                         }
                     }),
@@ -72,13 +72,13 @@ impl ThreadActor {
                 ctx.wait(commit.map(move |result, act: &mut Self, ctx| {
                     match result {
                         Ok(()) => act.start(start, pending, false, ctx),
-                        Err(e) => pending.waiter.fail(e),
+                        Err(e) => pending.fail(e),
                     }
                     act.pump(ctx);
                 }));
             }
             Err(e) => {
-                pending.waiter.fail(e);
+                pending.fail(e);
                 self.pump(ctx);
             }
         }
@@ -98,9 +98,12 @@ impl ThreadActor {
             &key,
             loaded,
             &pending.cmd,
-            pending.mode,
-            ttl_ms,
-            max_push,
+            &plan::HowToStart {
+                mode: pending.mode,
+                ttl_ms,
+                max_push_configs: max_push,
+                claim: pending.claim.as_ref(),
+            },
             Timestamp::now(),
         )
     }
@@ -154,6 +157,9 @@ impl ThreadActor {
                 let _ = tx.send(Ok(subscribe_entry(entry, buffer, None, false)));
             }
             (_, waiter) => entry.waiters.push(waiter),
+        }
+        for (mode, waiter) in pending.rejoined {
+            super::rejoin::attach(entry, mode, waiter, buffer);
         }
         if !existing {
             count_transition(TaskState::Submitted);

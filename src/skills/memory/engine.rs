@@ -67,6 +67,7 @@ fn store_error(e: StoreError) -> SkillError {
     match e {
         StoreError::Unavailable(detail) => SkillError::Unavailable(detail),
         StoreError::Conflict(_)
+        | StoreError::Duplicate(_)
         | StoreError::Query(_)
         | StoreError::Corrupt(_)
         | StoreError::Config(_) => SkillError::Failed(e.to_string()),

@@ -7,11 +7,12 @@ use crate::store::testing::{PgTestDb, test_config};
 use crate::store::{Location, SQLITE_FILE, StoreConfig, StoreError, WriteOp, migrate, open};
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 4] = [
+const ALL_MIGRATIONS: [&str; 5] = [
     "2026-11-22-000000_init",
     "2026-11-22-000100_memories",
     "2026-11-23-000000_thread_recovery",
     "2026-11-24-000000_push",
+    "2026-11-24-000100_idempotency",
 ];
 
 fn location(url: Option<&str>) -> Result<Location, StoreError> {

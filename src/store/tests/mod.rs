@@ -43,6 +43,7 @@ macro_rules! on_both_backends {
 
 mod atomicity;
 mod census;
+mod claims;
 mod config;
 mod events;
 mod expiry;

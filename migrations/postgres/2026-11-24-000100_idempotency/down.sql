@@ -1,0 +1,2 @@
+DROP INDEX idempotency_keys_by_age;
+DROP TABLE idempotency_keys;
