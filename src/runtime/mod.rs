@@ -397,7 +397,11 @@ impl Runtime {
             first.check(&idem.1, digest)?;
             return Ok(Some(first));
         }
-        let Some(claim) = self.store.claim(&idem.0, &idem.1).await? else {
+        let stored = match self.store.claim_inline(&idem.0, &idem.1) {
+            Some(read) => read?,
+            None => self.store.claim(&idem.0, &idem.1).await?,
+        };
+        let Some(claim) = stored else {
             return Ok(None);
         };
         let window_start = crate::domain::Timestamp::now()

@@ -174,6 +174,13 @@ impl Store for Handle {
     ) -> Result<Option<crate::store::Claim>, StoreError> {
         self.0.inner.claim(tenant, key).await
     }
+    fn claim_inline(
+        &self,
+        tenant: &TenantId,
+        key: &str,
+    ) -> Option<Result<Option<crate::store::Claim>, StoreError>> {
+        self.0.inner.claim_inline(tenant, key)
+    }
 }
 
 /// `done`: completes at once. `input`: asks for more. `steps`: working, an artifact,

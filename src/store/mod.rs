@@ -424,6 +424,18 @@ pub trait Store: Send + Sync + 'static {
     /// The tenant's claim of an idempotency key, whatever its age (`taken_over_before`
     /// reads 0).
     async fn claim(&self, tenant: &TenantId, key: &str) -> Result<Option<Claim>, StoreError>;
+
+    /// [`Store::claim`] on the calling thread, when the store can answer a point read
+    /// there for less than a hand-off to another thread costs (SQLite: a B-tree lookup
+    /// in the page cache); `None` when it cannot (Postgres: a network round trip, which
+    /// is awaited instead). Every send asks this.
+    fn claim_inline(
+        &self,
+        _tenant: &TenantId,
+        _key: &str,
+    ) -> Option<Result<Option<Claim>, StoreError>> {
+        None
+    }
 }
 
 /// A commit that blocks the calling thread until its transaction has returned; same

@@ -161,6 +161,15 @@ impl PgStore {
 }
 
 impl PgStore {
+    /// None: a claim is a network round trip, awaited like any read.
+    fn inline_claim(
+        &self,
+        _tenant: &crate::domain::TenantId,
+        _key: &str,
+    ) -> Option<Result<Option<super::Claim>, StoreError>> {
+        None
+    }
+
     /// None: commits are awaited on the async connection.
     fn blocking_writer(&self) -> Option<std::sync::Arc<dyn super::BlockingCommit>> {
         None

@@ -11,7 +11,8 @@
 
 /// Implements [`Store`](crate::store::Store) for `$store`, a struct with a
 /// `pool: Pool<$conn>` for reads, an `acquire_timeout: Duration`, and an inherent
-/// `async fn commit_ops(&self, &[WriteOp])` and `fn blocking_writer(&self)` (see
+/// `async fn commit_ops(&self, &[WriteOp])`, `fn inline_claim(&self, …)` (see
+/// [`Store::claim_inline`](crate::store::Store::claim_inline)) and `fn blocking_writer(&self)` (see
 /// [`Store::blocking_commit`](crate::store::Store::blocking_commit)); `$backend` is the diesel backend of `$conn`
 /// and `$name` what [`Store::backend`](crate::store::Store::backend) reports.
 macro_rules! store_impl {
@@ -173,6 +174,14 @@ macro_rules! store_impl {
                 key: &str,
             ) -> Result<Option<$crate::store::Claim>, $crate::store::StoreError> {
                 reads::claim(&mut *self.conn().await?, tenant, key).await
+            }
+
+            fn claim_inline(
+                &self,
+                tenant: &$crate::domain::TenantId,
+                key: &str,
+            ) -> Option<Result<Option<$crate::store::Claim>, $crate::store::StoreError>> {
+                self.inline_claim(tenant, key)
             }
         }
     };

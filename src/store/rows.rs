@@ -533,13 +533,13 @@ impl<'a> NewClaim<'a> {
 #[diesel(table_name = idempotency_keys)]
 #[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
 pub(super) struct ClaimRow {
-    tenant_id: String,
-    idem_key: String,
-    context_id: String,
-    task_id: String,
-    digest: String,
-    reply: Option<String>,
-    created_at: i64,
+    pub(super) tenant_id: String,
+    pub(super) idem_key: String,
+    pub(super) context_id: String,
+    pub(super) task_id: String,
+    pub(super) digest: String,
+    pub(super) reply: Option<String>,
+    pub(super) created_at: i64,
 }
 
 impl ClaimRow {

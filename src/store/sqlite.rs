@@ -20,7 +20,7 @@
 //! crash takes back an acknowledged write; in WAL mode NORMAL survives a crash of the
 //! process, but a power loss can roll back the last commits.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,8 +34,10 @@ use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
+use super::rows::ClaimRow;
 use super::writes::{CHUNK, PushRow, Rows, sqlite as sql};
-use super::{BlockingCommit, SqliteSynchronous, StoreError, WriteOp};
+use super::{BlockingCommit, Claim, SqliteSynchronous, StoreError, WriteOp};
+use crate::domain::TenantId;
 
 const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
 
@@ -59,6 +61,8 @@ pub struct SqliteStore {
     pool: Pool<SqliteConn>,
     /// Commits.
     writer: Arc<SqliteWriter>,
+    /// Point reads on the calling thread.
+    inline: InlineReader,
     acquire_timeout: Duration,
 }
 
@@ -74,6 +78,7 @@ impl SqliteStore {
         Ok(Self {
             pool: pool(path, pool_size, "sqlite pool", synchronous)?,
             writer: Arc::new(SqliteWriter::open(path, synchronous)?),
+            inline: InlineReader::new(path),
             acquire_timeout,
         })
     }
@@ -94,6 +99,93 @@ impl SqliteStore {
     /// The writer, for the persistence layer's commit thread.
     fn blocking_writer(&self) -> Option<Arc<dyn BlockingCommit>> {
         Some(self.writer.clone())
+    }
+
+    fn inline_claim(
+        &self,
+        tenant: &TenantId,
+        key: &str,
+    ) -> Option<Result<Option<Claim>, StoreError>> {
+        Some(self.claim_here(tenant, key))
+    }
+
+    /// The claim of `key`, read on the calling thread.
+    pub(super) fn claim_here(
+        &self,
+        tenant: &TenantId,
+        key: &str,
+    ) -> Result<Option<Claim>, StoreError> {
+        self.inline
+            .with(|conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT tenant_id, idem_key, context_id, task_id, digest, reply, created_at \
+                 FROM idempotency_keys WHERE tenant_id = ?1 AND idem_key = ?2",
+                )?;
+                let mut rows = stmt.query(rusqlite::params![tenant.as_str(), key])?;
+                let Some(row) = rows.next()? else {
+                    return Ok(None);
+                };
+                Ok(Some(ClaimRow {
+                    tenant_id: row.get(0)?,
+                    idem_key: row.get(1)?,
+                    context_id: row.get(2)?,
+                    task_id: row.get(3)?,
+                    digest: row.get(4)?,
+                    reply: row.get(5)?,
+                    created_at: row.get(6)?,
+                }))
+            })?
+            .map(ClaimRow::into_claim)
+            .transpose()
+    }
+}
+
+/// Point reads on the thread that asks: one read-only connection per thread and store,
+/// opened on first use and closed with the thread. In WAL mode a reader never waits for
+/// the writer, and a lookup in the page cache costs microseconds — less than handing the
+/// call to the blocking pool and back.
+struct InlineReader {
+    /// Tells this store's connections from other stores' on the same thread.
+    id: u64,
+    path: PathBuf,
+}
+
+thread_local! {
+    static INLINE: std::cell::RefCell<std::collections::HashMap<u64, rusqlite::Connection>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+impl InlineReader {
+    fn new(path: &Path) -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            path: path.to_path_buf(),
+        }
+    }
+
+    fn with<T>(
+        &self,
+        read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        INLINE.with(|cell| {
+            let mut conns = cell.borrow_mut();
+            let conn = match conns.entry(self.id) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    let conn = rusqlite::Connection::open_with_flags(
+                        &self.path,
+                        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                    )
+                    .map_err(store_error)?;
+                    conn.busy_timeout(Duration::from_secs(5))
+                        .map_err(store_error)?;
+                    slot.insert(conn)
+                }
+            };
+            read(conn).map_err(store_error)
+        })
     }
 }
 

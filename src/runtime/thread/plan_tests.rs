@@ -608,7 +608,11 @@ fn a_claimed_message_claims_its_key_first_and_a_reply_settles_it() {
     assert_eq!(kinds(&plan.ops), ["claim", "thread", "message"]);
     assert_eq!(plan.apply.task.id.as_str(), "chosen-task");
     let task_id = started(&mut loaded, plan.apply, 1);
-    let reply = Emit::Reply(Message::agent(key().context_id, None, vec![Part::text("hey")]));
+    let reply = Emit::Reply(Message::agent(
+        key().context_id,
+        None,
+        vec![Part::text("hey")],
+    ));
     let plan = plan_emit(&key(), &loaded, &emit(&task_id, 1, reply), NOW).expect("a plan");
     assert_eq!(kinds(&plan.ops), ["message", "settle"]);
 }

@@ -49,6 +49,11 @@ async fn a_second_claim_within_the_window_refuses_its_whole_batch(store: Arc<dyn
         .await
         .unwrap()
         .expect("the first claim");
+    // The read on the calling thread (SQLite's) finds the same claim.
+    if let Some(inline) = store.claim_inline(&acme, "m-1") {
+        assert_eq!(inline.unwrap().as_ref(), Some(&kept));
+        assert_eq!(store.claim_inline(&acme, "m-2").unwrap().unwrap(), None);
+    }
     assert_eq!(
         (kept.task_id.as_str(), kept.digest.as_str()),
         ("task-1", "d1")
