@@ -53,6 +53,12 @@ impl Stats {
         &mut self.latencies[index].1
     }
 
+    /// Adds a whole histogram to the one called `name`.
+    pub fn latency_histogram(&mut self, name: &str, histogram: Histogram<u64>) {
+        // Both share the bounds of `histogram()`, so adding cannot fail.
+        let _ = self.histogram(name).add(&histogram);
+    }
+
     /// One operation that succeeded with `outcome` (e.g. "task completed").
     pub fn success(&mut self, outcome: &str) {
         self.succeeded += 1;

@@ -78,6 +78,8 @@ impl InProcessServer {
         };
         settings.store.data_dir = data_dir.path().to_path_buf();
         settings.store.database_url = String::new();
+        // The push scenario's receiver listens on loopback.
+        settings.push.allow_loopback = true;
         // Quiet unless RUST_LOG says otherwise: the report goes to the same terminal.
         settings.log.level = "error".into();
         agent_a2a::telemetry::init_logging(&settings.log);

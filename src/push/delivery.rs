@@ -142,17 +142,29 @@ impl Deliverer {
             });
             tokio::select! {
                 _ = hub.woken() => {}
-                Some((delivery, attempt)) = done_rx.recv() => {
-                    let lane = lane_of(&delivery);
-                    match this.settle(delivery, attempt).await {
-                        Ok(Some(next)) => {
-                            retries.insert(lane.clone(), next);
-                        }
-                        Ok(None) => {}
-                        // The row stays owed; it is tried again once the store answers.
-                        Err(()) => stalled = true,
+                Some(first) = done_rx.recv() => {
+                    // Every attempt finished by now is settled at once: their commits
+                    // share a group, and the outbox is read again once for all of them.
+                    let mut done = vec![first];
+                    while let Ok(more) = done_rx.try_recv() {
+                        done.push(more);
                     }
-                    in_flight.remove(&lane);
+                    let lanes: Vec<Lane> = done.iter().map(|(d, _)| lane_of(d)).collect();
+                    let settled = futures_util::future::join_all(
+                        done.into_iter().map(|(delivery, attempt)| this.settle(delivery, attempt)),
+                    )
+                    .await;
+                    for (lane, result) in lanes.into_iter().zip(settled) {
+                        match result {
+                            Ok(Some(next)) => {
+                                retries.insert(lane.clone(), next);
+                            }
+                            Ok(None) => {}
+                            // The row stays owed; it is tried again once the store answers.
+                            Err(()) => stalled = true,
+                        }
+                        in_flight.remove(&lane);
+                    }
                     continue;
                 }
                 _ = tokio::time::sleep(wake) => {}

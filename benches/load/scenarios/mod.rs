@@ -3,6 +3,7 @@
 //! subscriptions open and drives events to them, so it runs itself.
 
 mod multi_turn;
+mod push;
 mod send;
 mod stream;
 mod subscribe;
@@ -33,6 +34,9 @@ pub enum Scenario {
     /// Many SSE subscribers (SubscribeToTask) on --tasks open tasks, fed by follow-up
     /// messages at --rate.
     Subscribe,
+    /// SendMessage with a push-notification config whose receiver this generator runs:
+    /// the events the server delivers there.
+    Push,
 }
 
 impl Scenario {
@@ -43,6 +47,7 @@ impl Scenario {
             Scenario::MultiTurn => "multi-turn",
             Scenario::Tool => "tool",
             Scenario::Subscribe => "subscribe",
+            Scenario::Push => "push",
         }
     }
 
@@ -52,7 +57,7 @@ impl Scenario {
             Scenario::Send | Scenario::Tool => "requests",
             Scenario::Stream => "streams",
             Scenario::MultiTurn => "messages",
-            Scenario::Subscribe => "events",
+            Scenario::Subscribe | Scenario::Push => "events",
         }
     }
 
@@ -64,6 +69,7 @@ impl Scenario {
             Scenario::MultiTurn => multi_turn::MultiTurnOp::LATENCY,
             Scenario::Tool => tool::ToolOp::LATENCY,
             Scenario::Subscribe => subscribe::DELIVERY,
+            Scenario::Push => push::DELIVERY,
         }
     }
 }
@@ -122,6 +128,13 @@ pub async fn run(
                 tasks: settings.tasks,
             };
             subscribe.run(plan, live, stop).await?
+        }
+        Scenario::Push => {
+            let push = push::Push {
+                client,
+                text: text.clone(),
+            };
+            push.run(plan, live, stop).await?
         }
     })
 }
