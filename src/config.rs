@@ -432,6 +432,9 @@ pub struct StreamingSettings {
     pub subscriber_buffer: usize,
     /// Most events replayed from the log in one read when a subscriber catches up.
     pub replay_batch: usize,
+    /// Longest a `GetTask` long-poll (`currentGeneration`) waits for a new generation,
+    /// in seconds; then it answers with the task as it is.
+    pub long_poll_secs: u64,
 }
 
 impl Default for StreamingSettings {
@@ -440,6 +443,7 @@ impl Default for StreamingSettings {
             keep_alive_secs: 15,
             subscriber_buffer: 256,
             replay_batch: 1000,
+            long_poll_secs: 30,
         }
     }
 }
@@ -964,6 +968,7 @@ impl Settings {
             self.streaming.subscriber_buffer as u64,
         )?;
         positive("streaming.replay_batch", self.streaming.replay_batch as u64)?;
+        positive("streaming.long_poll_secs", self.streaming.long_poll_secs)?;
         positive("idempotency.window_secs", self.idempotency.window_secs)?;
         positive(
             "push.max_configs_per_task",

@@ -44,6 +44,14 @@ pub enum Error {
     InvalidAgentResponse(String),
     #[error("thread {0} has expired; start a new conversation")]
     ThreadExpired(ContextId),
+    /// `ifGenerationMatch` named another generation than the task's (the task-generations
+    /// extension).
+    #[error("task {task_id} is at generation {current}, not {expected}")]
+    TaskGenerationMismatch {
+        task_id: TaskId,
+        expected: i64,
+        current: i64,
+    },
 
     /// Credentials missing or not recognised (HTTP 401 with `WWW-Authenticate`).
     #[error("unauthenticated: {0}")]
@@ -116,6 +124,7 @@ impl Error {
             | Error::PushNotificationNotSupported
             | Error::ExtendedAgentCardNotConfigured
             | Error::ThreadExpired(_)
+            | Error::TaskGenerationMismatch { .. }
             | Error::Unauthenticated(_)
             | Error::RateLimited { .. } => (self.to_string(), "AGENT_ERROR"),
         }

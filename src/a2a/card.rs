@@ -233,6 +233,15 @@ fn capabilities(skills: &[SkillCard], cfg: &CardConfig) -> Value {
             "params": {"skills": with_tools},
         }));
     }
+    extensions.push(json!({
+        "uri": super::generations::GENERATIONS_EXTENSION,
+        "description": "Task generations (the A2A 1.1 draft): Task.generation on tasks and \
+                        update events, GetTask long-poll with currentGeneration, and \
+                        SendMessageConfiguration.ifGenerationMatch (TaskGenerationMismatchError, \
+                        -32010). Activate per request with the A2A-Extensions header (1.0 \
+                        JSON-RPC and HTTP+JSON).",
+        "required": false,
+    }));
     let mut caps = json!({
         "streaming": true,
         "pushNotifications": cfg.push_notifications,
@@ -309,10 +318,10 @@ mod tests {
         assert_eq!(tenant["params"]["skillCallsPerMinute"]["memory"], 30);
         // Everything else is the public card.
         let mut without = extended.clone();
-        without["capabilities"]
-            .as_object_mut()
+        without["capabilities"]["extensions"]
+            .as_array_mut()
             .unwrap()
-            .remove("extensions");
+            .retain(|e| e["uri"] != TENANT_EXTENSION);
         assert_eq!(without, public);
     }
 
@@ -473,7 +482,7 @@ mod tests {
     }
 
     #[test]
-    fn no_extension_without_tools_and_optional_fields_omitted() {
+    fn no_tool_extension_without_tools_and_optional_fields_omitted() {
         let mut skill = memory_skill();
         skill.tools.clear();
         skill.examples.clear();
@@ -481,7 +490,13 @@ mod tests {
         cfg.provider = None;
         cfg.base_url.push('/');
         let card = build_agent_card(&cfg, &[skill]);
-        assert!(card["capabilities"].get("extensions").is_none());
+        let uris: Vec<&Value> = card["capabilities"]["extensions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| &e["uri"])
+            .collect();
+        assert_eq!(uris, [super::super::generations::GENERATIONS_EXTENSION]);
         assert!(card.get("provider").is_none());
         assert!(card.get("documentationUrl").is_none());
         assert!(card["skills"][0].get("examples").is_none());

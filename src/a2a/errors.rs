@@ -131,6 +131,23 @@ pub fn map_error(err: &Error) -> ErrorMapping {
             shown(),
             meta(&[]),
         ),
+        // The A2A 1.1 draft's error, served by the task-generations extension.
+        Error::TaskGenerationMismatch {
+            task_id,
+            expected,
+            current,
+        } => (
+            -32010,
+            409,
+            "ABORTED",
+            "TASK_GENERATION_MISMATCH",
+            shown(),
+            meta(&[
+                ("taskId", task_id.to_string()),
+                ("expectedGeneration", expected.to_string()),
+                ("currentGeneration", current.to_string()),
+            ]),
+        ),
         Error::PushNotificationNotSupported => (
             -32003,
             400,
@@ -287,6 +304,7 @@ fn error_type_name(code: i64) -> Option<&'static str> {
         -32007 => "ExtendedAgentCardNotConfiguredError",
         -32008 => "ExtensionSupportRequiredError",
         -32009 => "VersionNotSupportedError",
+        -32010 => "TaskGenerationMismatchError",
         -32600 => "InvalidRequestError",
         -32601 => "MethodNotFoundError",
         -32602 => "InvalidParamsError",
@@ -367,6 +385,11 @@ pub(crate) mod tests {
                 retry_after_secs: 7,
                 scope: "tenant acme".into(),
             },
+            Error::TaskGenerationMismatch {
+                task_id: TaskId::parse("t-9").unwrap(),
+                expected: 3,
+                current: 4,
+            },
         ]
     }
 
@@ -390,6 +413,7 @@ pub(crate) mod tests {
             Error::Internal(_) => 15,
             Error::Unauthenticated(_) => 16,
             Error::RateLimited { .. } => 17,
+            Error::TaskGenerationMismatch { .. } => 18,
         }
     }
 
@@ -397,12 +421,12 @@ pub(crate) mod tests {
     fn every_variant_is_listed() {
         let mut seen: Vec<usize> = all_variants().iter().map(variant_index).collect();
         seen.sort_unstable();
-        assert_eq!(seen, (0..18).collect::<Vec<_>>());
+        assert_eq!(seen, (0..19).collect::<Vec<_>>());
     }
 
     #[test]
     fn the_mapping_table() {
-        let expected: [(i64, u16, &str, &str); 18] = [
+        let expected: [(i64, u16, &str, &str); 19] = [
             (-32700, 400, "INVALID_ARGUMENT", "PARSE_ERROR"),
             (-32600, 400, "INVALID_ARGUMENT", "INVALID_REQUEST"),
             (-32601, 404, "NOT_FOUND", "METHOD_NOT_FOUND"),
@@ -436,6 +460,7 @@ pub(crate) mod tests {
             (-32603, 500, "INTERNAL", "INTERNAL_ERROR"),
             (-32000, 401, "UNAUTHENTICATED", "UNAUTHENTICATED"),
             (-32000, 429, "RESOURCE_EXHAUSTED", "RATE_LIMIT_EXCEEDED"),
+            (-32010, 409, "ABORTED", "TASK_GENERATION_MISMATCH"),
         ];
         for err in all_variants() {
             let m = map_error(&err);

@@ -21,6 +21,7 @@ mod encode;
 mod enums;
 pub mod errors;
 mod fields;
+pub mod generations;
 pub mod jsonrpc;
 mod params;
 mod parts;

@@ -58,6 +58,8 @@ pub fn decode_send(d: Dialect, params: &Value) -> Result<SendMessage, Error> {
         None => SendConfig::default(),
         Some(c) => SendConfig {
             push: decode_send_push(d, &c)?,
+            // The task-generations extension's; read where its activation is known.
+            if_generation_match: None,
             accepted_output_modes: c.strings("acceptedOutputModes")?,
             history_length: history_length(d, &c)?,
             // 0.3 had the opposite knob: `blocking` (default true).
@@ -100,6 +102,7 @@ fn decode_send_v01(f: &Fields<'_>) -> Result<SendMessage, Error> {
             history_length: history_length(d, f)?,
             return_immediately: false,
             push: decode_send_push(d, f)?,
+            if_generation_match: None,
         },
         metadata: without_reserved_keys(f.opt_metadata("metadata")?),
         create_missing_task: true,

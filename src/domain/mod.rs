@@ -35,6 +35,9 @@ pub struct SendConfig {
     /// A push-notification config to register for the task the message starts or
     /// continues (its task id is filled in by the thread).
     pub push: Option<PushSpec>,
+    /// Continue the task only if it is at this generation (the task-generations
+    /// extension's `ifGenerationMatch`).
+    pub if_generation_match: Option<i64>,
 }
 
 /// A request to run a turn: one client message, sent to a thread (and maybe a task).

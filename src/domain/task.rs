@@ -242,6 +242,15 @@ pub struct Task {
     pub transitions: Vec<Transition>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// 1 when created, +1 with every event (status change or artifact): the sequence
+    /// number of the task's last logged event plus one. Not stored; derived from the
+    /// event log when a task is loaded.
+    #[serde(default = "first_generation")]
+    pub generation: i64,
+}
+
+fn first_generation() -> i64 {
+    1
 }
 
 impl Task {
@@ -271,6 +280,7 @@ impl Task {
             }],
             created_at: now,
             updated_at: now,
+            generation: 1,
         }
     }
 

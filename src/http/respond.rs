@@ -115,3 +115,11 @@ pub fn method_not_allowed(req: &actix_web::HttpRequest, allow: &'static str) -> 
     tag(&mut response, Binding::Rest, "unknown");
     response
 }
+
+/// Tells the client an extension it asked for is active (`A2A-Extensions`).
+pub fn echo_extension(response: &mut HttpResponse, uri: &'static str) {
+    response.headers_mut().insert(
+        actix_web::http::header::HeaderName::from_static("a2a-extensions"),
+        actix_web::http::header::HeaderValue::from_static(uri),
+    );
+}

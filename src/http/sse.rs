@@ -36,13 +36,18 @@ pub fn respond(
     keep_alive_secs: u64,
     req: &actix_web::HttpRequest,
 ) -> HttpResponse {
+    // Events carry their generation when the request activated the extension.
+    let generations = crate::service::operation::generations_active(dialect, req);
     let guard = telemetry::OpenGauge::new(telemetry::SSE_SUBSCRIBERS);
     // The event stream ends by itself after a closing event or an error.
     let frames = events.map(move |item| {
         let _keep = &guard;
         let event = match item {
             Ok((seq, event)) => {
-                let payload = encode_stream_event(dialect, &event);
+                let mut payload = encode_stream_event(dialect, &event);
+                if generations {
+                    crate::a2a::generations::annotate_event(&mut payload, seq, &event);
+                }
                 let data = match &framing {
                     Framing::JsonRpc(id) => crate::a2a::jsonrpc::success(id, payload),
                     Framing::Rest => payload,

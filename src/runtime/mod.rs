@@ -495,6 +495,28 @@ impl Runtime {
         Ok(stored.task.view(history_length, true))
     }
 
+    /// A task once its generation exceeds `current` (or once it is terminal, or after
+    /// `wait`, as it is then): `GetTask`'s long-poll.
+    pub async fn get_task_after(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        history_length: Option<u32>,
+        current: i64,
+        wait: Duration,
+    ) -> Result<Task> {
+        use futures_util::StreamExt;
+        let task = self.get_task(tenant, task_id, history_length).await?;
+        if task.generation > current || task.status.state.is_terminal() {
+            return Ok(task);
+        }
+        // Generation g + 1 is the task's event g: resume after event g - 1.
+        let sub = self.subscribe(tenant, task_id, Some(current - 1)).await?;
+        let mut events = std::pin::pin!(self.events(sub));
+        let _ = tokio::time::timeout(wait, events.next()).await;
+        self.get_task(tenant, task_id, history_length).await
+    }
+
     /// Tasks of the tenant, newest first.
     pub async fn list_tasks(&self, tenant: &TenantId, query: &ListTasksQuery) -> Result<TaskPage> {
         self.store

@@ -33,6 +33,8 @@ pub struct Service {
     limits: RateLimitSettings,
     /// Which receivers push configs may name; `None`: push notifications are off.
     push: Option<Arc<UrlPolicy>>,
+    /// Longest a `GetTask` long-poll waits (`streaming.long_poll_secs`).
+    pub long_poll: std::time::Duration,
 }
 
 impl Service {
@@ -45,6 +47,7 @@ impl Service {
     ) -> Self {
         Self {
             push,
+            long_poll: std::time::Duration::from_secs(settings.streaming.long_poll_secs),
             runtime,
             gate,
             input_modes: settings.agent.input_modes.clone(),

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::Service;
 use super::auth::{Credentials, Principal};
-use crate::a2a::{self, Dialect, Operation};
-use crate::domain::{PartContent, PushConfig, SendMessage};
+use crate::a2a::{self, Dialect, Operation, generations};
+use crate::domain::{PartContent, PushConfig, SendMessage, SendOutcome, Task};
 use crate::error::{Error, Result};
 use crate::runtime::SeqEvent;
 
@@ -64,11 +64,16 @@ pub async fn execute(
 ) -> Result<Reply> {
     let tenant = &principal.tenant;
     let rt = &state.runtime;
+    let generations = generations_active(dialect, request);
     match op {
         Operation::SendMessage => {
             let cmd = decode_send(state, principal, dialect, params, request)?;
             let outcome = rt.send(tenant, cmd).await?;
-            Ok(Reply::Json(a2a::encode_send_outcome(dialect, &outcome)))
+            let mut encoded = a2a::encode_send_outcome(dialect, &outcome);
+            if let (true, SendOutcome::Task(task)) = (generations, &outcome) {
+                generations::annotate_tasks(&mut encoded, &[task]);
+            }
+            Ok(Reply::Json(encoded))
         }
         Operation::SendStreamingMessage => {
             let cmd = decode_send(state, principal, dialect, params, request)?;
@@ -77,18 +82,38 @@ pub async fn execute(
         }
         Operation::GetTask => {
             let query = a2a::decode_get_task(dialect, params)?;
-            let task = rt.get_task(tenant, &query.id, query.history_length).await?;
-            Ok(Reply::Json(a2a::encode_task(dialect, &task)))
+            let task = match generations::decode_current_generation(params, generations)? {
+                Some(current) => {
+                    let wait = state.long_poll;
+                    rt.get_task_after(tenant, &query.id, query.history_length, current, wait)
+                        .await?
+                }
+                None => rt.get_task(tenant, &query.id, query.history_length).await?,
+            };
+            let mut encoded = a2a::encode_task(dialect, &task);
+            if generations {
+                generations::annotate_task(&mut encoded, &task);
+            }
+            Ok(Reply::Json(encoded))
         }
         Operation::ListTasks => {
             let query = a2a::decode_list_tasks(dialect, params)?;
             let page = rt.list_tasks(tenant, &query).await?;
-            Ok(Reply::Json(a2a::encode_task_page(dialect, &page)))
+            let mut encoded = a2a::encode_task_page(dialect, &page);
+            if generations {
+                let tasks: Vec<&Task> = page.tasks.iter().collect();
+                generations::annotate_tasks(&mut encoded, &tasks);
+            }
+            Ok(Reply::Json(encoded))
         }
         Operation::CancelTask => {
             let id = a2a::decode_task_id(dialect, params)?;
             let task = rt.cancel_task(tenant, &id).await?;
-            Ok(Reply::Json(a2a::encode_task(dialect, &task)))
+            let mut encoded = a2a::encode_task(dialect, &task);
+            if generations {
+                generations::annotate_task(&mut encoded, &task);
+            }
+            Ok(Reply::Json(encoded))
         }
         Operation::SubscribeToTask => {
             let id = a2a::decode_task_id(dialect, params)?;
@@ -195,6 +220,15 @@ fn push_page(
     Ok((rest, next))
 }
 
+/// Whether the request activates the task-generations extension: a 1.0 request naming
+/// it in `A2A-Extensions` (gRPC: `a2a-extensions` metadata; `X-A2A-Extensions` is the
+/// 0.3 spelling, accepted too). The binding echoes the header when it is.
+pub fn generations_active(dialect: Dialect, request: &impl Request) -> bool {
+    dialect == Dialect::V1
+        && (generations::names_generations(request.header("a2a-extensions"))
+            || generations::names_generations(request.header("x-a2a-extensions")))
+}
+
 /// The request's `Idempotency-Key` (an alias of the message's id), if it has one.
 fn idempotency_key(request: &impl Request) -> Result<Option<String>> {
     let Some(raw) = request.header(IDEMPOTENCY_KEY).map(str::trim) else {
@@ -237,6 +271,8 @@ fn decode_send(
 ) -> Result<SendMessage> {
     let mut cmd = a2a::decode_send(dialect, params)?;
     cmd.idempotency_key = idempotency_key(request)?;
+    cmd.config.if_generation_match =
+        generations::decode_if_generation_match(params, generations_active(dialect, request))?;
     a2a::check_input_modes(&cmd.message, &state.input_modes)?;
     // A config this server cannot honour is refused, never silently dropped.
     if let Some(push) = &cmd.config.push {

@@ -139,27 +139,41 @@ macro_rules! read_queries {
                     return Ok(Vec::new());
                 }
                 let ids: Vec<&str> = rows.iter().map(|r| r.task_id.as_str()).collect();
-                let last_seqs: HashMap<String, Option<i64>> = task_events::table
-                    .filter(task_events::tenant_id.eq(tenant.as_str()))
-                    .filter(task_events::task_id.eq_any(&ids))
-                    .group_by(task_events::task_id)
-                    .select((task_events::task_id, max(task_events::seq)))
-                    .load::<(String, Option<i64>)>(conn)
-                    .await?
-                    .into_iter()
-                    .collect();
+                let last_seqs = last_event_seqs(conn, tenant, &ids).await?;
                 let mut histories = histories(conn, tenant, &ids).await?;
                 rows.into_iter()
                     .map(|row| {
                         let last_event_seq =
                             last_seqs.get(&row.task_id).copied().flatten().unwrap_or(0);
                         let history = histories.remove(&row.task_id).unwrap_or_default();
+                        let mut task = row.into_task(history, true)?;
+                        task.generation = last_event_seq + 1;
                         Ok(StoredTask {
-                            task: row.into_task(history, true)?,
+                            task,
                             last_event_seq,
                         })
                     })
                     .collect()
+            }
+
+            /// The sequence number of each task's last logged event (none: no event yet).
+            async fn last_event_seqs(
+                conn: &mut Conn,
+                tenant: &TenantId,
+                ids: &[&str],
+            ) -> Result<HashMap<String, Option<i64>>, StoreError> {
+                if ids.is_empty() {
+                    return Ok(HashMap::new());
+                }
+                Ok(task_events::table
+                    .filter(task_events::tenant_id.eq(tenant.as_str()))
+                    .filter(task_events::task_id.eq_any(ids))
+                    .group_by(task_events::task_id)
+                    .select((task_events::task_id, max(task_events::seq)))
+                    .load::<(String, Option<i64>)>(conn)
+                    .await?
+                    .into_iter()
+                    .collect())
             }
 
             /// The full histories of the given tasks, each in position order.
@@ -259,12 +273,13 @@ macro_rules! read_queries {
                     String::new()
                 };
 
+                let ids: Vec<&str> = rows.iter().map(|r| r.task_id.as_str()).collect();
                 let mut histories = if query.history_length == Some(0) || rows.is_empty() {
                     HashMap::new()
                 } else {
-                    let ids: Vec<&str> = rows.iter().map(|r| r.task_id.as_str()).collect();
                     histories(conn, tenant, &ids).await?
                 };
+                let last_seqs = last_event_seqs(conn, tenant, &ids).await?;
                 let tasks = rows
                     .into_iter()
                     .map(|row| {
@@ -275,9 +290,13 @@ macro_rules! read_queries {
                                 history.drain(..history.len() - keep);
                             }
                         }
-                        row.into_task(history, query.include_artifacts)
+                        let last_seq =
+                            last_seqs.get(&row.task_id).copied().flatten().unwrap_or(0);
+                        let mut task = row.into_task(history, query.include_artifacts)?;
+                        task.generation = last_seq + 1;
+                        Ok(task)
                     })
-                    .collect::<Result<Vec<_>, _>>()?;
+                    .collect::<Result<Vec<_>, StoreError>>()?;
 
                 Ok(Some(TaskPage {
                     tasks,

@@ -305,6 +305,8 @@ impl TaskRow {
             transitions: decode("transitions", &self.transitions)?,
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
+            // The caller knows the event log; until it says, the first generation.
+            generation: 1,
         })
     }
 }

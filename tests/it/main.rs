@@ -7,6 +7,7 @@ mod cli;
 mod dashboard;
 mod durability;
 mod errors;
+mod generations;
 mod grpc;
 mod health;
 mod idempotency;

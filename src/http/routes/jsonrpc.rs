@@ -61,7 +61,8 @@ async fn dispatch(
         Ok(d) => d,
         Err(e) => return (jsonrpc_err(&rpc.id, &e, name, retry), name),
     };
-    let response =
+    let generations = operation::generations_active(dialect, req);
+    let mut response =
         match operation::execute(&state.service, &principal, op, dialect, &rpc.params, req).await {
             Ok(Reply::Json(result)) => jsonrpc_ok(&rpc.id, result),
             Ok(Reply::Stream(events)) => sse::respond(
@@ -73,5 +74,11 @@ async fn dispatch(
             ),
             Err(e) => jsonrpc_err(&rpc.id, &e, name, retry),
         };
+    if generations {
+        crate::http::respond::echo_extension(
+            &mut response,
+            crate::a2a::generations::GENERATIONS_EXTENSION,
+        );
+    }
     (response, name)
 }

@@ -275,17 +275,26 @@ async fn run(
     let mut response = match prepared {
         Err(e) => rest_err(&e, name, service, shape),
         Ok((principal, dialect, params)) => {
-            match operation::execute(service, &principal, op, dialect, &params, req).await {
-                // An operation with nothing to answer (a delete) answers `{}`.
-                Ok(Reply::Json(Value::Null)) => {
-                    rest_ok(Value::Object(Map::new()), response_type(req, dialect))
-                }
-                Ok(Reply::Json(body)) => rest_ok(body, response_type(req, dialect)),
-                Ok(Reply::Stream(events)) => {
-                    sse::respond(events, dialect, Framing::Rest, state.keep_alive_secs, req)
-                }
-                Err(e) => rest_err(&e, name, service, shape),
+            let generations = operation::generations_active(dialect, req);
+            let mut response =
+                match operation::execute(service, &principal, op, dialect, &params, req).await {
+                    // An operation with nothing to answer (a delete) answers `{}`.
+                    Ok(Reply::Json(Value::Null)) => {
+                        rest_ok(Value::Object(Map::new()), response_type(req, dialect))
+                    }
+                    Ok(Reply::Json(body)) => rest_ok(body, response_type(req, dialect)),
+                    Ok(Reply::Stream(events)) => {
+                        sse::respond(events, dialect, Framing::Rest, state.keep_alive_secs, req)
+                    }
+                    Err(e) => rest_err(&e, name, service, shape),
+                };
+            if generations {
+                crate::http::respond::echo_extension(
+                    &mut response,
+                    crate::a2a::generations::GENERATIONS_EXTENSION,
+                );
             }
+            response
         }
     };
     tag(&mut response, Binding::Rest, name);

@@ -374,6 +374,7 @@ fn is_client_error(e: &Error) -> bool {
         | Error::TaskNotFound(_)
         | Error::TaskNotCancelable { .. }
         | Error::ThreadExpired(_)
+        | Error::TaskGenerationMismatch { .. }
         | Error::Unauthenticated(_)
         | Error::RateLimited { .. }
         | Error::Unavailable { .. } => true,

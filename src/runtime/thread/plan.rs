@@ -124,6 +124,25 @@ pub(in crate::runtime) fn plan_start(
             false,
         ),
     };
+    if let Some(expected) = cmd.config.if_generation_match {
+        let entry = loaded
+            .tasks
+            .get(&task_id)
+            .filter(|_| existing)
+            .ok_or_else(|| {
+                Error::invalid_params(
+                    "configuration.ifGenerationMatch: names the generation of the task the \
+                 message continues, so the message needs a taskId",
+                )
+            })?;
+        if entry.task.generation != expected {
+            return Err(Error::TaskGenerationMismatch {
+                task_id: task_id.clone(),
+                expected,
+                current: entry.task.generation,
+            });
+        }
+    }
     let mut message = cmd.message.clone();
     message.context_id = Some(key.context_id.clone());
     message.task_id = Some(task_id.clone());
@@ -187,6 +206,7 @@ pub(in crate::runtime) fn plan_start(
                 metadata: None,
             };
             let ev_seq = entry.last_seq + 1;
+            task.generation = ev_seq + 1;
             ops.push(event_op(key, &task_id, ev_seq, &ev, now));
             let added = push.as_ref().map(PushConfig::target);
             let targets = entry
@@ -525,6 +545,7 @@ fn plan_status(
         }
     };
     let seq = entry.last_seq + 1;
+    task.generation = seq + 1;
     ops.push(WriteOp::UpsertTask(task.clone()));
     ops.push(event_op(key, &task.id, seq, &event, now));
     enqueue(&mut ops, key, &task, seq, &event, entry.push.iter(), now);
