@@ -75,6 +75,10 @@ impl operation::Request for Caller<'_> {
     fn last_event_id(&self) -> Result<Option<i64>, Error> {
         operation::event_id(self.header("last-event-id"))
     }
+
+    fn json_wire(&self) -> bool {
+        false
+    }
 }
 
 impl A2a {

@@ -20,6 +20,12 @@ pub trait Request: Credentials {
     /// `Last-Event-ID` on HTTP (header or `lastEventId` query parameter),
     /// `last-event-id` metadata on gRPC; read only by `SubscribeToTask`.
     fn last_event_id(&self) -> Result<Option<i64>>;
+
+    /// Whether the answer travels as JSON, where an extension may add fields the 1.0
+    /// schema lacks (the HTTP bindings). gRPC's protobuf messages cannot carry them.
+    fn json_wire(&self) -> bool {
+        true
+    }
 }
 
 /// The header (gRPC: metadata) that names a send's idempotency key instead of its
@@ -225,6 +231,7 @@ fn push_page(
 /// 0.3 spelling, accepted too). The binding echoes the header when it is.
 pub fn generations_active(dialect: Dialect, request: &impl Request) -> bool {
     dialect == Dialect::V1
+        && request.json_wire()
         && (generations::names_generations(request.header("a2a-extensions"))
             || generations::names_generations(request.header("x-a2a-extensions")))
 }

@@ -247,3 +247,33 @@ async fn if_generation_match_continues_only_the_expected_generation() {
     .await;
     assert_eq!(no_task["error"]["code"], -32602);
 }
+
+#[actix_web::test]
+async fn grpc_answers_plain_1_0_even_when_asked_for_the_extension() {
+    use a2a_pb::proto::{self, a2a_service_client::A2aServiceClient};
+    let app = spawn_app().await;
+    let (_, sent) = rpc_with(
+        &app,
+        "SendMessage",
+        json!({"message": user_message("complete")}),
+    )
+    .await;
+    let id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let addr = app.grpc_addr.unwrap();
+    let mut c = A2aServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    let mut request = tonic::Request::new(proto::GetTaskRequest {
+        id,
+        ..Default::default()
+    });
+    request
+        .metadata_mut()
+        .insert("a2a-extensions", EXT.parse().unwrap());
+    let response = c.get_task(request).await.expect("GetTask answers");
+    assert!(response.metadata().get("a2a-extensions").is_none());
+    assert_eq!(
+        response.into_inner().status.unwrap().state,
+        proto::TaskState::Completed as i32
+    );
+}
