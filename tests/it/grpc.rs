@@ -632,10 +632,10 @@ async fn subscribing_resumes_after_the_last_event_id_without_gap_or_duplicate() 
     assert_eq!(reason(&e), (Code::InvalidArgument, "INVALID_PARAMS".into()));
 }
 
-const ACME: &str = "key-acme";
-const GLOBEX: &str = "key-globex";
+pub(crate) const ACME: &str = "key-acme";
+pub(crate) const GLOBEX: &str = "key-globex";
 
-fn keys(s: &mut Settings, per_minute: u32) {
+pub(crate) fn keys(s: &mut Settings, per_minute: u32) {
     s.auth.enabled = true;
     s.auth.api_keys = [(ACME, "acme"), (GLOBEX, "globex")]
         .into_iter()

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
-use agent_a2a::config::{ApiKeySettings, Settings};
+use agent_a2a::config::Settings;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -581,22 +581,12 @@ async fn a_delivery_past_its_attempts_is_given_up_and_counted() {
     assert!(counter(&app, ABANDONED).await - abandoned >= 3.0);
 }
 
-const ACME: &str = "acme-key-0123456789";
-const GLOBEX: &str = "globex-key-0123456789";
+use crate::grpc::{ACME, GLOBEX};
 
 #[actix_web::test]
 async fn another_tenants_task_has_no_configs_to_show_or_change() {
     let app = spawn_app_with(Backend::Sqlite, |s| {
-        s.auth.enabled = true;
-        s.auth.api_keys = [(ACME, "acme"), (GLOBEX, "globex")]
-            .into_iter()
-            .map(|(key, tenant)| ApiKeySettings {
-                key: key.into(),
-                key_sha256: String::new(),
-                tenant: tenant.into(),
-                tier: "default".into(),
-            })
-            .collect();
+        crate::grpc::keys(s, 10_000);
     })
     .await;
     let call = |key: &'static str, method: &'static str, params: Value| {

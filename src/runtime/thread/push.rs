@@ -28,6 +28,22 @@ pub struct RemovePushConfig {
 
 type Reply<T> = std::pin::Pin<Box<dyn ActorFuture<ThreadActor, Output = Result<T, ActorError>>>>;
 
+impl ThreadActor {
+    /// Resolves once nothing unsynced is pending and `task_id` is in memory (a config
+    /// changes what the task's next event is queued for: it needs the task's entry).
+    fn synced_and_resident(&mut self, task_id: TaskId, ctx: &mut Context<Self>) -> Reply<()> {
+        Box::pin(
+            self.synced(ctx)
+                .then(move |synced, act: &mut Self, _| -> Reply<()> {
+                    match synced {
+                        Ok(()) => Box::pin(act.ensure_resident(task_id).map(|r, _, _| Ok(r?))),
+                        Err(e) => Box::pin(fut::ready(Err(ActorError::Failed(e)))),
+                    }
+                }),
+        )
+    }
+}
+
 impl Handler<AddPushConfig> for ThreadActor {
     type Result = AtomicResponse<Self, Result<PushConfig, ActorError>>;
 
@@ -36,18 +52,8 @@ impl Handler<AddPushConfig> for ThreadActor {
             return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
         }
         let task_id = msg.task_id;
-        let synced = self.synced(ctx);
-        let fut = synced
-            .then({
-                let task_id = task_id.clone();
-                move |synced, act: &mut Self, _| -> Reply<()> {
-                    match synced {
-                        Ok(()) => Box::pin(act.ensure_resident(task_id).map(|r, _, _| Ok(r?))),
-                        Err(e) => Box::pin(fut::ready(Err(ActorError::Failed(e)))),
-                    }
-                }
-            })
-            .then(move |resident, act: &mut Self, ctx| -> Reply<PushConfig> {
+        let fut = self.synced_and_resident(task_id.clone(), ctx).then(
+            move |resident, act: &mut Self, ctx| -> Reply<PushConfig> {
                 let planned = resident.and_then(|()| {
                     let max = act.deps.push.max_configs_per_task();
                     let key = act.key.clone();
@@ -76,7 +82,8 @@ impl Handler<AddPushConfig> for ThreadActor {
                     }
                     Ok(config)
                 }))
-            });
+            },
+        );
         AtomicResponse::new(Box::pin(fut))
     }
 }
@@ -89,18 +96,8 @@ impl Handler<RemovePushConfig> for ThreadActor {
             return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
         }
         let RemovePushConfig { task_id, config_id } = msg;
-        let synced = self.synced(ctx);
-        let fut = synced
-            .then({
-                let task_id = task_id.clone();
-                move |synced, act: &mut Self, _| -> Reply<()> {
-                    match synced {
-                        Ok(()) => Box::pin(act.ensure_resident(task_id).map(|r, _, _| Ok(r?))),
-                        Err(e) => Box::pin(fut::ready(Err(ActorError::Failed(e)))),
-                    }
-                }
-            })
-            .then(move |resident, act: &mut Self, ctx| -> Reply<()> {
+        let fut = self.synced_and_resident(task_id.clone(), ctx).then(
+            move |resident, act: &mut Self, ctx| -> Reply<()> {
                 if let Err(e) = resident {
                     return Box::pin(fut::ready(Err(e)));
                 }
@@ -117,7 +114,8 @@ impl Handler<RemovePushConfig> for ThreadActor {
                     }
                     Ok(())
                 }))
-            });
+            },
+        );
         AtomicResponse::new(Box::pin(fut))
     }
 }
