@@ -452,6 +452,9 @@ impl Default for StreamingSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct IdempotencySettings {
+    /// Recognise retried sends. Off, every send runs its turn (the official conformance
+    /// kit reuses one message id per run for unrelated messages, and needs it off).
+    pub enabled: bool,
     /// How long an accepted message's id keeps answering retries with the first
     /// outcome, in seconds; after it, the id may be used again.
     pub window_secs: u64,
@@ -460,6 +463,7 @@ pub struct IdempotencySettings {
 impl Default for IdempotencySettings {
     fn default() -> Self {
         Self {
+            enabled: true,
             window_secs: 86_400,
         }
     }

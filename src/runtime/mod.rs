@@ -111,6 +111,8 @@ pub struct Runtime {
 /// The settings the runtime itself reads after start.
 struct RuntimeSettings {
     threads: ThreadSettings,
+    /// `idempotency.enabled`.
+    idempotency: bool,
     /// `idempotency.window_secs`, in ms.
     idempotency_window_ms: i64,
     health_timeout: Duration,
@@ -190,6 +192,7 @@ impl Runtime {
             claims: DashMap::new(),
             settings: RuntimeSettings {
                 threads: settings.threads.clone(),
+                idempotency: settings.idempotency.enabled,
                 idempotency_window_ms: i64::try_from(settings.idempotency.window_secs)
                     .unwrap_or(i64::MAX / 1000)
                     .saturating_mul(1000),
@@ -308,6 +311,13 @@ impl Runtime {
         if self.is_draining() {
             return Err(thread::maintenance::shutting_down());
         }
+        if !self.settings.idempotency {
+            let (key, cmd, fresh) = self.route(tenant, cmd).await?;
+            let rx = self
+                .queue_turn(&key, fresh, &busy, &waiter, (cmd, mode, None))
+                .await?;
+            return await_reply(Some(rx)).await;
+        }
         let idem = (tenant.clone(), cmd.idempotency_key().to_owned());
         let digest = idempotency::digest(&cmd);
         if let Some(first) = self.accepted(&idem, &digest).await? {
@@ -352,25 +362,18 @@ impl Runtime {
             return self.rejoin(tenant, first, mode, &waiter).await;
         }
         let _accepted = Forget(&self.claims, &idem);
-        let mut rx = None;
         let sent = self
-            .registry
-            .call_new(&key, fresh, || {
-                // A retry (the first actor was evicted) needs a fresh channel.
-                let (tx, wait) = oneshot::channel();
-                rx = Some(wait);
-                SendTurn {
-                    cmd: cmd.clone(),
-                    mode,
-                    waiter: waiter(tx),
-                    busy: busy.clone(),
-                    claim: Some(claim.clone()),
-                }
-            })
+            .queue_turn(
+                &key,
+                fresh,
+                &busy,
+                &waiter,
+                (cmd, mode, Some(claim.clone())),
+            )
             .await;
         queued.send_replace(Some(sent.is_ok()));
         let outcome = match sent {
-            Ok(()) => await_reply(rx).await,
+            Ok(rx) => await_reply(Some(rx)).await,
             Err(e) => Err(e),
         };
         match outcome {
@@ -387,6 +390,33 @@ impl Runtime {
             }
             outcome => outcome,
         }
+    }
+
+    /// Queues a turn in its thread; its outcome arrives on the returned channel.
+    async fn queue_turn<T>(
+        &self,
+        key: &ThreadKey,
+        fresh: bool,
+        busy: &lifecycle::shutdown::Busy,
+        waiter: &impl Fn(oneshot::Sender<Result<T>>) -> Waiter,
+        (cmd, mode, claim): (SendMessage, Mode, Option<TurnClaim>),
+    ) -> Result<oneshot::Receiver<Result<T>>> {
+        let mut rx = None;
+        self.registry
+            .call_new(key, fresh, || {
+                // A retry (the first actor was evicted) needs a fresh channel.
+                let (tx, wait) = oneshot::channel();
+                rx = Some(wait);
+                SendTurn {
+                    cmd: cmd.clone(),
+                    mode,
+                    waiter: waiter(tx),
+                    busy: busy.clone(),
+                    claim: claim.clone(),
+                }
+            })
+            .await?;
+        rx.ok_or_else(|| Error::internal("no reply channel"))
     }
 
     /// The first send of `idem` if it is still remembered: in flight in this process, or

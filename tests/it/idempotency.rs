@@ -228,3 +228,15 @@ async fn past_the_window_the_janitor_forgets_a_key_and_it_may_be_used_again() {
     assert!(again["result"]["task"]["id"].is_string(), "{again}");
     assert_eq!(task_count(&app).await, 2);
 }
+
+#[actix_web::test]
+async fn switched_off_every_send_runs_its_turn() {
+    let app = spawn_app_with(Backend::Sqlite, |s| s.idempotency.enabled = false).await;
+    let first = send(&app, "again-1", "complete").await;
+    let second = send(&app, "again-1", "something else").await;
+    assert_ne!(
+        first["result"]["task"]["id"], second["result"]["task"]["id"],
+        "{second}"
+    );
+    assert_eq!(task_count(&app).await, 2);
+}
