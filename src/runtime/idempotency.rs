@@ -9,21 +9,37 @@ use crate::domain::SendMessage;
 /// (stable: the same request always gives the same digest). Under an `Idempotency-Key`
 /// the message's own id is left out: a client may mint a new one per attempt.
 pub(super) fn digest(cmd: &SendMessage) -> String {
-    let mut hash = Sha256::new();
-    // Serializing domain values cannot fail (string keys, no non-finite floats).
-    let message = match &cmd.idempotency_key {
-        None => serde_json::to_value(&cmd.message),
-        Some(_) => serde_json::to_value(&cmd.message).map(|mut m| {
-            if let Some(object) = m.as_object_mut() {
-                object.remove("message_id");
-            }
-            m
-        }),
-    };
-    hash.update(serde_json::to_vec(&message.unwrap_or_default()).unwrap_or_default());
-    hash.update([0]);
-    hash.update(serde_json::to_vec(&cmd.metadata).unwrap_or_default());
-    format!("{:x}", hash.finalize())
+    let mut hash = Hashing(Sha256::new());
+    // Serialized straight into the hash. Serializing domain values cannot fail (string
+    // keys, no non-finite floats).
+    match &cmd.idempotency_key {
+        None => {
+            let _ = serde_json::to_writer(&mut hash, &cmd.message);
+        }
+        Some(_) => {
+            let mut message = cmd.message.clone();
+            message.message_id = crate::domain::MessageId::parse("-".to_owned())
+                .unwrap_or_else(|_| message.message_id.clone());
+            let _ = serde_json::to_writer(&mut hash, &message);
+        }
+    }
+    hash.0.update([0]);
+    let _ = serde_json::to_writer(&mut hash, &cmd.metadata);
+    format!("{:x}", hash.0.finalize())
+}
+
+/// Feeds what is written to the hash.
+struct Hashing(Sha256);
+
+impl std::io::Write for Hashing {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,8 @@ CREATE TABLE idempotency_keys (
     reply      TEXT,
     created_at INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, idem_key)
-);
+) WITHOUT ROWID; -- one B-tree keyed by the claim, not a rowid table plus its key's index
+
 
 -- The janitor forgets claims past the window, oldest first.
 CREATE INDEX idempotency_keys_by_age ON idempotency_keys (created_at);
