@@ -466,3 +466,19 @@ fn push_values_that_would_inject_a_header_are_refused() {
         assert!(matches!(err, Error::InvalidParams(_)), "{field}: {err:?}");
     }
 }
+
+#[test]
+fn push_ids_and_values_past_their_limits_are_refused() {
+    let long_id = "c".repeat(257);
+    let long_token = "t".repeat(4097);
+    for (field, value) in [("id", long_id), ("token", long_token)] {
+        let mut v1 = v1_send();
+        v1["configuration"]["taskPushNotificationConfig"] = json!({"url": "https://h/x"});
+        v1["configuration"]["taskPushNotificationConfig"][field] = json!(value);
+        let err = decode_send(Dialect::V1, &v1).expect_err(field);
+        assert!(
+            matches!(&err, Error::InvalidParams(m) if m.contains("longer than")),
+            "{field}: {err:?}"
+        );
+    }
+}

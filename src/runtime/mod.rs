@@ -335,18 +335,14 @@ impl Runtime {
                     .saturating_sub(self.settings.idempotency_window_ms),
             ),
         };
+        // Tells retries that joined the turn before it was queued when it is.
+        let (queued, queued_rx) = watch::channel(None);
         let accepted = Accepted {
             context_id: key.context_id.clone(),
             task_id: claim.task_id.clone(),
             digest,
             reply: None,
-            queued: None,
-        };
-        // Tells retries that joined the turn before it was queued when it is.
-        let (queued, queued_rx) = watch::channel(None);
-        let accepted = Accepted {
             queued: Some(queued_rx),
-            ..accepted
         };
         // Registered before the turn is queued: a retry from now on joins it. (The map's
         // lock is released before anything is awaited.)
@@ -376,20 +372,17 @@ impl Runtime {
             Ok(rx) => await_reply(Some(rx)).await,
             Err(e) => Err(e),
         };
-        match outcome {
-            // Another process (or a send this one forgot) claimed the key first: its
-            // outcome is this send's too, once it is in the store.
-            Err(Error::Unavailable { .. })
-                if matches!(self.store.claim(tenant, &idem.1).await, Ok(Some(_))) =>
-            {
-                drop(_accepted);
-                match self.accepted(&idem, &claim.digest).await? {
-                    Some(first) => self.rejoin(tenant, first, mode, &waiter).await,
-                    None => outcome,
-                }
+        // Another process (or a send this one forgot) claimed the key first: its outcome
+        // is this send's too, once it is in the store (one read tells).
+        if let Err(Error::Unavailable { .. }) = &outcome {
+            drop(_accepted);
+            match self.accepted(&idem, &claim.digest).await {
+                Ok(Some(first)) => return self.rejoin(tenant, first, mode, &waiter).await,
+                Err(e @ Error::InvalidParams(_)) => return Err(e),
+                Ok(None) | Err(_) => {}
             }
-            outcome => outcome,
         }
+        outcome
     }
 
     /// Queues a turn in its thread; its outcome arrives on the returned channel.

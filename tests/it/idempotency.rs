@@ -240,3 +240,23 @@ async fn switched_off_every_send_runs_its_turn() {
     );
     assert_eq!(task_count(&app).await, 2);
 }
+
+#[actix_web::test]
+async fn an_idempotency_key_past_its_limit_is_refused() {
+    let app = spawn_app().await;
+    let r = app
+        .client
+        .post(format!("{}/message:send", app.url))
+        .header("Idempotency-Key", "k".repeat(257))
+        .json(&json!({"message": message("long-key", "complete")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["error"]["details"][0]["reason"], "INVALID_PARAMS",
+        "{body}"
+    );
+    assert_eq!(task_count(&app).await, 0);
+}

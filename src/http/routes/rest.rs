@@ -173,15 +173,8 @@ async fn push_get(
     path: web::Path<(String, String)>,
     state: web::Data<AppState>,
 ) -> HttpResponse {
-    let params = push_ref(&req, path.into_inner());
-    run(
-        &req,
-        &state,
-        Operation::GetPushConfig,
-        shape(&req),
-        Ok(params),
-    )
-    .await
+    let params = Ok(push_ref(&req, path.into_inner()));
+    run(&req, &state, Operation::GetPushConfig, shape(&req), params).await
 }
 
 /// Answers 200 with `{}`: clients of both versions parse a JSON body on success.
@@ -190,13 +183,13 @@ async fn push_delete(
     path: web::Path<(String, String)>,
     state: web::Data<AppState>,
 ) -> HttpResponse {
-    let params = push_ref(&req, path.into_inner());
+    let params = Ok(push_ref(&req, path.into_inner()));
     run(
         &req,
         &state,
         Operation::DeletePushConfig,
         shape(&req),
-        Ok(params),
+        params,
     )
     .await
 }
