@@ -144,6 +144,12 @@ async fn sigkill_mid_load(env: &[(&str, &str)]) {
     }
     child.kill().ok();
     child.wait().ok();
+    // The figure a run reports (`cargo test --test it -- --nocapture`).
+    eprintln!(
+        "SIGKILL mid-load: {} sends acknowledged, {} of them not in the store after the restart",
+        acked.len(),
+        missing.len()
+    );
     assert!(acked.len() >= 300);
     assert!(
         missing.is_empty(),

@@ -107,6 +107,12 @@ async fn sigterm_mid_load(env: &[(&str, &str)]) {
     }
     sigterm(&child);
     let second = exit_status(&mut child).await;
+    // The figure a run reports (`cargo test --test it -- --nocapture`).
+    eprintln!(
+        "SIGTERM mid-load: {} sends acknowledged, {} of them not in the store after the restart",
+        acked.len(),
+        missing.len()
+    );
     assert!(acked.len() >= 300);
     assert!(
         missing.is_empty(),
