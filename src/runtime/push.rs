@@ -15,7 +15,6 @@ use crate::telemetry;
 
 /// The outbox as the runtime sees it.
 pub struct PushHub {
-    enabled: bool,
     max_configs_per_task: usize,
     max_outbox: u64,
     /// Deliveries owed, as last counted: the delivery sets it from the store, actors
@@ -27,16 +26,11 @@ pub struct PushHub {
 impl PushHub {
     pub fn new(settings: &PushSettings) -> Self {
         Self {
-            enabled: settings.enabled,
             max_configs_per_task: settings.max_configs_per_task,
             max_outbox: settings.max_outbox,
             depth: AtomicU64::new(0),
             woken: Notify::new(),
         }
-    }
-
-    pub fn enabled(&self) -> bool {
-        self.enabled
     }
 
     pub fn max_configs_per_task(&self) -> usize {
