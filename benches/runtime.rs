@@ -173,6 +173,7 @@ impl Fixture {
             store,
             ExecutorSource::Custom(self.executor.clone()),
             &SkillRegistry::default(),
+            None,
         )
         .expect("runtime starts")
     }

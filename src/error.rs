@@ -8,7 +8,9 @@
 
 use crate::domain::{ContextId, TaskId, TaskState};
 
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+/// Serialized (its storage-style encoding) only between the nodes of a cluster, when a
+/// node answers a request another node forwarded to it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum Error {
     /// The body is not JSON.
     #[error("invalid JSON: {0}")]

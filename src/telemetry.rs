@@ -87,6 +87,19 @@ pub const PUSH_DELIVERY_MS: &str = "agent_a2a_push_delivery_latency_ms";
 /// (message id or `Idempotency-Key`), without running the agent again.
 pub const IDEMPOTENT_REPLAYS: &str = "agent_a2a_idempotent_replays_total";
 
+// Cluster mode (exported only by a node in a cluster).
+
+/// Live nodes of the cluster, as this node read them at its last lease renewal.
+pub const CLUSTER_NODES: &str = "agent_a2a_cluster_nodes";
+/// Threads this node took over from a node whose lease had expired.
+pub const CLUSTER_TAKEOVERS: &str = "agent_a2a_cluster_takeovers_total";
+/// Times this node found its lease taken over (it dropped every thread and rejoined).
+pub const CLUSTER_LEASE_LOSSES: &str = "agent_a2a_cluster_lease_losses_total";
+/// Requests forwarded to the node that owns their thread, by `call`.
+pub const CLUSTER_FORWARDED: &str = "agent_a2a_cluster_forwarded_total";
+/// Round trip of a forwarded request, in milliseconds.
+pub const CLUSTER_FORWARD_MS: &str = "agent_a2a_cluster_forward_duration_ms";
+
 // Skills (recorded by the skill actors).
 
 /// Tool calls by `skill`, `tool` and `outcome` (`ok` or the error kind).
@@ -287,6 +300,26 @@ fn describe() {
     describe_counter!(
         IDEMPOTENT_REPLAYS,
         "Sends answered with the outcome of an earlier send of the same idempotency key."
+    );
+    describe_gauge!(
+        CLUSTER_NODES,
+        "Live nodes of the cluster as of this node's last lease renewal."
+    );
+    describe_counter!(
+        CLUSTER_TAKEOVERS,
+        "Threads taken over from nodes whose lease expired."
+    );
+    describe_counter!(
+        CLUSTER_LEASE_LOSSES,
+        "Times this node found its lease taken over and rejoined."
+    );
+    describe_counter!(
+        CLUSTER_FORWARDED,
+        "Requests forwarded to the node owning their thread, by call."
+    );
+    describe_histogram!(
+        CLUSTER_FORWARD_MS,
+        "Round trip of a request forwarded to a thread's owner, in milliseconds."
     );
     describe_counter!(SKILL_CALLS, "Tool calls by skill, tool and outcome.");
     describe_counter!(

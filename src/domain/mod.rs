@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 pub type Metadata = Map<String, Value>;
 
 /// Options of a `SendMessage` call, already decoded from whichever dialect carried them.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SendConfig {
     /// Media types the client accepts in the answer (empty: anything).
     pub accepted_output_modes: Vec<String>,
@@ -41,7 +41,7 @@ pub struct SendConfig {
 }
 
 /// A request to run a turn: one client message, sent to a thread (and maybe a task).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SendMessage {
     pub message: Message,
     pub config: SendConfig,
@@ -90,7 +90,7 @@ pub struct TaskPage {
 }
 
 /// What `SendMessage` answers: a task, or (for agents that reply without one) a message.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[allow(
     clippy::large_enum_variant,
     reason = "built once per request and moved, never stored in bulk: boxing buys nothing"

@@ -33,14 +33,14 @@ impl PushDialect {
 }
 
 /// How the server authenticates to the receiver: `Authorization: <scheme> <credentials>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PushAuth {
     pub scheme: String,
     pub credentials: Option<String>,
 }
 
 /// A config as a client asks for it, before it belongs to a task.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PushSpec {
     /// The client's id for it; the server assigns one when absent.
     pub id: Option<String>,
@@ -67,7 +67,7 @@ impl PushSpec {
 }
 
 /// A task's push-notification config, as registered (tenant and task fixed by the store).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PushConfig {
     pub tenant: TenantId,
     pub task_id: TaskId,

@@ -106,7 +106,10 @@ impl Deliverer {
                 recounted = Some(Instant::now());
             }
             let room = this.settings.max_concurrent.saturating_sub(in_flight.len());
-            if room > 0 && !stalled {
+            // In a cluster the leader alone delivers (a config's deliveries stay in
+            // order); the others' commits reach it at its next poll.
+            let leads = runtime.cluster().is_none_or(|c| c.is_leader());
+            if room > 0 && !stalled && leads {
                 match runtime
                     .store()
                     .due_deliveries(Timestamp::now(), room + in_flight.len())

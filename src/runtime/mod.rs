@@ -49,6 +49,8 @@ pub use stream::SeqEvent;
 pub use thread::Subscription;
 pub use thread::maintenance::SweepReport;
 
+use crate::cluster::Cluster;
+use crate::cluster::forward::{self, SendMode, Sent, StreamStart};
 use crate::config::{Settings, ThreadSettings};
 use crate::domain::{
     ContextId, ListTasksQuery, PushConfig, PushSpec, SendMessage, SendOutcome, Task, TaskId,
@@ -106,6 +108,30 @@ pub struct Runtime {
     /// Turns true when the runtime stops: background work (janitor, recovery) ends.
     stop: watch::Sender<bool>,
     recovery: watch::Sender<Recovery>,
+    /// Cluster mode: this node's membership; threads of other nodes are served there.
+    cluster: Option<Arc<Cluster>>,
+}
+
+/// Where a thread is served, as far as a request is concerned.
+enum Located {
+    /// Here; in cluster mode, under this fencing token (when an actor must be created).
+    Here(Option<i64>),
+    /// On another node of the cluster.
+    Elsewhere(crate::store::cluster::Owner),
+}
+
+/// Who sent a request: a client, or another node of the cluster that forwarded it to
+/// this one as the thread's owner (which must not forward it again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Client,
+    Peer,
+}
+
+/// A turn started here, or the owner that must run it.
+enum Started<T> {
+    Here(T),
+    Elsewhere(crate::store::cluster::Owner, Box<SendMessage>),
 }
 
 /// The settings the runtime itself reads after start.
@@ -127,6 +153,7 @@ impl Runtime {
         store: Arc<dyn Store>,
         executor: ExecutorSource,
         skills: &SkillRegistry,
+        cluster: Option<Arc<Cluster>>,
     ) -> Result<Runtime, StartError> {
         let persistence_arbiter = Arbiter::new();
         let persistence = persistence::start(
@@ -177,6 +204,7 @@ impl Runtime {
             shared: shared.clone(),
             push: push.clone(),
             start_grace: Duration::from_millis(settings.persistence.start_grace_ms),
+            cluster: cluster.clone(),
         });
         Ok(Runtime {
             registry: ThreadRegistry::new(deps, handles),
@@ -200,7 +228,13 @@ impl Runtime {
             },
             stop: watch::Sender::new(false),
             recovery: watch::Sender::new(Recovery::Pending),
+            cluster,
         })
+    }
+
+    /// Cluster mode: this node's membership.
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.cluster.as_ref()
     }
 
     /// Starts the runtime's background work on the current arbiter: start-up recovery
@@ -213,6 +247,10 @@ impl Runtime {
             every,
         ));
         actix::spawn(lifecycle::recovery::run(
+            Arc::downgrade(self),
+            self.stop.subscribe(),
+        ));
+        actix::spawn(lifecycle::cluster::run(
             Arc::downgrade(self),
             self.stop.subscribe(),
         ));
@@ -231,7 +269,9 @@ impl Runtime {
     /// Ready for traffic: start-up recovery has finished and no shutdown has begun.
     /// (`/health/ready` adds a store round trip.)
     pub fn is_ready(&self) -> bool {
-        matches!(self.recovery(), Recovery::Done { .. }) && !self.is_draining()
+        matches!(self.recovery(), Recovery::Done { .. })
+            && !self.is_draining()
+            && self.cluster.as_ref().is_none_or(|c| c.holds_lease())
     }
 
     /// A graceful shutdown has begun.
@@ -266,7 +306,8 @@ impl Runtime {
     }
 
     /// Runs a turn and answers when the task is terminal or interrupted — or at once
-    /// with `return_immediately`. Refused once a graceful shutdown has begun.
+    /// with `return_immediately`. Refused once a graceful shutdown has begun. In a
+    /// cluster, a thread of another node is served there.
     pub async fn send(&self, tenant: &TenantId, cmd: SendMessage) -> Result<SendOutcome> {
         let mode = if cmd.config.return_immediately {
             Mode::Immediate
@@ -274,11 +315,25 @@ impl Runtime {
             Mode::Blocking
         };
         let history_length = cmd.config.history_length;
-        self.start_turn(tenant, cmd, mode, |tx| Waiter::Outcome {
-            tx,
-            history_length,
-        })
-        .await
+        let started = self
+            .start_turn(tenant, cmd, mode, Origin::Client, |tx| Waiter::Outcome {
+                tx,
+                history_length,
+            })
+            .await?;
+        match started {
+            Started::Here(outcome) => Ok(outcome),
+            Started::Elsewhere(owner, cmd) => {
+                let mode = match mode {
+                    Mode::Immediate => SendMode::Immediate,
+                    _ => SendMode::Blocking,
+                };
+                match self.forward_send(&owner, tenant, *cmd, mode).await? {
+                    Sent::Outcome(outcome) => Ok(outcome),
+                    Sent::Stream(_) => Err(Error::internal("a stream answered a blocking send")),
+                }
+            }
+        }
     }
 
     /// Runs a turn and returns its live events.
@@ -287,8 +342,139 @@ impl Runtime {
         tenant: &TenantId,
         cmd: SendMessage,
     ) -> Result<Subscription> {
-        self.start_turn(tenant, cmd, Mode::Streaming, Waiter::Stream)
+        let started = self
+            .start_turn(tenant, cmd, Mode::Streaming, Origin::Client, Waiter::Stream)
+            .await?;
+        match started {
+            Started::Here(sub) => Ok(sub),
+            Started::Elsewhere(owner, cmd) => {
+                match self
+                    .forward_send(&owner, tenant, *cmd, SendMode::Streaming)
+                    .await?
+                {
+                    Sent::Stream(start) => Ok(self.follow(tenant, start)),
+                    Sent::Outcome(_) => Err(Error::internal("an outcome answered a stream")),
+                }
+            }
+        }
+    }
+
+    /// Serves a send another node forwarded to this one, the thread's owner.
+    pub async fn serve_send(
+        &self,
+        tenant: &TenantId,
+        cmd: SendMessage,
+        mode: SendMode,
+    ) -> Result<Sent> {
+        let history_length = cmd.config.history_length;
+        let started = match mode {
+            SendMode::Blocking | SendMode::Immediate => {
+                let mode = if mode == SendMode::Immediate {
+                    Mode::Immediate
+                } else {
+                    Mode::Blocking
+                };
+                self.start_turn(tenant, cmd, mode, Origin::Peer, |tx| Waiter::Outcome {
+                    tx,
+                    history_length,
+                })
+                .await?
+                .map(Sent::Outcome)
+            }
+            SendMode::Streaming => self
+                .start_turn(tenant, cmd, Mode::Streaming, Origin::Peer, Waiter::Stream)
+                .await?
+                .map(|sub| {
+                    Sent::Stream(StreamStart {
+                        task_id: sub.task_id,
+                        first: sub.first,
+                        after_seq: sub.after_seq,
+                        until_terminal: sub.until_terminal,
+                    })
+                }),
+        };
+        match started {
+            Started::Here(sent) => Ok(sent),
+            Started::Elsewhere(owner, _) => Err(not_the_owner(&owner)),
+        }
+    }
+
+    async fn forward_send(
+        &self,
+        owner: &crate::store::cluster::Owner,
+        tenant: &TenantId,
+        cmd: SendMessage,
+        mode: SendMode,
+    ) -> Result<Sent> {
+        let call = forward::SendCall {
+            tenant: tenant.clone(),
+            cmd,
+            mode,
+        };
+        self.forward(owner, "send", &call).await
+    }
+
+    /// Calls the owner of a thread (cluster mode).
+    async fn forward<B: serde::Serialize, T: serde::de::DeserializeOwned>(
+        &self,
+        owner: &crate::store::cluster::Owner,
+        call: &'static str,
+        body: &B,
+    ) -> Result<T> {
+        let cluster = self
+            .cluster
+            .as_ref()
+            .ok_or_else(|| Error::internal("forwarding without a cluster"))?;
+        metrics::counter!(crate::telemetry::CLUSTER_FORWARDED, "call" => call).increment(1);
+        cluster
+            .peer()
+            .call(&owner.url, cluster.node_id(), &format!("/{call}"), body)
             .await
+    }
+
+    /// A subscription that follows, through its log, a task whose turn another node runs.
+    fn follow(&self, tenant: &TenantId, start: StreamStart) -> Subscription {
+        let live = match (&self.cluster, &start.task_id) {
+            (Some(cluster), Some(task_id)) => Some(thread::Live::Notified {
+                watch: cluster.hub().watch(tenant, task_id),
+                poll: cluster.stream_poll(),
+            }),
+            _ => None,
+        };
+        Subscription {
+            tenant: tenant.clone(),
+            task_id: start.task_id,
+            first: start.first,
+            live,
+            after_seq: start.after_seq,
+            until_terminal: start.until_terminal,
+        }
+    }
+
+    /// Where the thread is served: here (with the token an actor created for it commits
+    /// under), or on the node that owns it.
+    async fn locate(&self, key: &ThreadKey, fresh: bool) -> Result<Located> {
+        let Some(cluster) = &self.cluster else {
+            return Ok(Located::Here(None));
+        };
+        if fresh {
+            // A thread this node has just minted: nobody else knows it; its owner row
+            // rides with its first batch.
+            if !cluster.holds_lease() {
+                return Err(Error::Unavailable {
+                    detail: "this node is not holding its cluster lease (renewal pending)".into(),
+                    retry_after_secs: 1,
+                });
+            }
+            return Ok(Located::Here(Some(cluster.token())));
+        }
+        if self.is_resident(&key.tenant, &key.context_id) {
+            return Ok(Located::Here(None));
+        }
+        Ok(match cluster.place(&key.tenant, &key.context_id).await? {
+            crate::cluster::Placement::Local { token } => Located::Here(Some(token)),
+            crate::cluster::Placement::Remote(owner) => Located::Elsewhere(owner),
+        })
     }
 
     /// Routes `cmd` to its thread, queues the turn there with a waiter built by
@@ -304,8 +490,9 @@ impl Runtime {
         tenant: &TenantId,
         cmd: SendMessage,
         mode: Mode,
+        origin: Origin,
         waiter: impl Fn(oneshot::Sender<Result<T>>) -> Waiter,
-    ) -> Result<T> {
+    ) -> Result<Started<T>> {
         // Counted before the check, so that a shutdown that begins now waits for it.
         let busy = self.shared.activity.busy();
         if self.is_draining() {
@@ -313,17 +500,25 @@ impl Runtime {
         }
         if !self.settings.idempotency {
             let (key, cmd, fresh) = self.route(tenant, cmd).await?;
+            let token = match self.locate(&key, fresh).await? {
+                Located::Here(token) => token,
+                Located::Elsewhere(owner) => return elsewhere(origin, owner, cmd),
+            };
             let rx = self
-                .queue_turn(&key, fresh, &busy, &waiter, (cmd, mode, None))
+                .queue_turn(&key, fresh, token, &busy, &waiter, (cmd, mode, None))
                 .await?;
-            return await_reply(Some(rx)).await;
+            return await_reply(Some(rx)).await.map(Started::Here);
         }
         let idem = (tenant.clone(), cmd.idempotency_key().to_owned());
         let digest = idempotency::digest(&cmd);
         if let Some(first) = self.accepted(&idem, &digest).await? {
-            return self.rejoin(tenant, first, mode, &waiter).await;
+            return self.rejoin(tenant, first, mode, origin, cmd, &waiter).await;
         }
         let (key, cmd, fresh) = self.route(tenant, cmd).await?;
+        let token = match self.locate(&key, fresh).await? {
+            Located::Here(token) => token,
+            Located::Elsewhere(owner) => return elsewhere(origin, owner, cmd),
+        };
         let now = crate::domain::Timestamp::now();
         let claim = TurnClaim {
             key: idem.1.clone(),
@@ -355,13 +550,15 @@ impl Runtime {
         };
         if let Some(first) = raced {
             first.check(&idem.1, &claim.digest)?;
-            return self.rejoin(tenant, first, mode, &waiter).await;
+            return self.rejoin(tenant, first, mode, origin, cmd, &waiter).await;
         }
         let _accepted = Forget(&self.claims, &idem);
+        let retry = cmd.clone();
         let sent = self
             .queue_turn(
                 &key,
                 fresh,
+                token,
                 &busy,
                 &waiter,
                 (cmd, mode, Some(claim.clone())),
@@ -377,12 +574,16 @@ impl Runtime {
         if let Err(Error::Unavailable { .. }) = &outcome {
             drop(_accepted);
             match self.accepted(&idem, &claim.digest).await {
-                Ok(Some(first)) => return self.rejoin(tenant, first, mode, &waiter).await,
+                Ok(Some(first)) => {
+                    return self
+                        .rejoin(tenant, first, mode, origin, retry, &waiter)
+                        .await;
+                }
                 Err(e @ Error::InvalidParams(_)) => return Err(e),
                 Ok(None) | Err(_) => {}
             }
         }
-        outcome
+        outcome.map(Started::Here)
     }
 
     /// Queues a turn in its thread; its outcome arrives on the returned channel.
@@ -390,13 +591,14 @@ impl Runtime {
         &self,
         key: &ThreadKey,
         fresh: bool,
+        token: Option<i64>,
         busy: &lifecycle::shutdown::Busy,
         waiter: &impl Fn(oneshot::Sender<Result<T>>) -> Waiter,
         (cmd, mode, claim): (SendMessage, Mode, Option<TurnClaim>),
     ) -> Result<oneshot::Receiver<Result<T>>> {
         let mut rx = None;
         self.registry
-            .call_new(key, fresh, || {
+            .call_new(key, fresh, token, || {
                 // A retry (the first actor was evicted) needs a fresh channel.
                 let (tx, wait) = oneshot::channel();
                 rx = Some(wait);
@@ -445,19 +647,22 @@ impl Runtime {
     }
 
     /// Gives a retry the outcome of the first send: its reply, or its task's outcome
-    /// through the task's thread.
+    /// through the task's thread (in a cluster, on the node that serves it: `cmd` goes
+    /// there).
     async fn rejoin<T>(
         &self,
         tenant: &TenantId,
         first: Accepted,
         mode: Mode,
+        origin: Origin,
+        cmd: SendMessage,
         waiter: &impl Fn(oneshot::Sender<Result<T>>) -> Waiter,
-    ) -> Result<T> {
-        metrics::counter!(crate::telemetry::IDEMPOTENT_REPLAYS).increment(1);
+    ) -> Result<Started<T>> {
         if let Some(reply) = &first.reply {
+            metrics::counter!(crate::telemetry::IDEMPOTENT_REPLAYS).increment(1);
             let (tx, rx) = oneshot::channel();
             thread::control::resolve_with_message(waiter(tx), reply, tenant);
-            return await_reply(Some(rx)).await;
+            return await_reply(Some(rx)).await.map(Started::Here);
         }
         // A first send still on its way to its thread: the retry follows it there.
         if let Some(mut queued) = first.queued.clone() {
@@ -473,9 +678,14 @@ impl Runtime {
             tenant: tenant.clone(),
             context_id: first.context_id,
         };
+        let token = match self.locate(&key, false).await? {
+            Located::Here(token) => token,
+            Located::Elsewhere(owner) => return elsewhere(origin, owner, cmd),
+        };
+        metrics::counter!(crate::telemetry::IDEMPOTENT_REPLAYS).increment(1);
         let mut rx = None;
         self.registry
-            .call(&key, || {
+            .call_new(&key, false, token, || {
                 let (tx, wait) = oneshot::channel();
                 rx = Some(wait);
                 Rejoin {
@@ -485,7 +695,7 @@ impl Runtime {
                 }
             })
             .await?;
-        await_reply(rx).await
+        await_reply(rx).await.map(Started::Here)
     }
 
     /// A task with at most `history_length` history messages (from memory when resident).
@@ -550,9 +760,29 @@ impl Runtime {
 
     /// Cancels a task that is not terminal.
     pub async fn cancel_task(&self, tenant: &TenantId, task_id: &TaskId) -> Result<Task> {
+        self.cancel_as(tenant, task_id, Origin::Client).await
+    }
+
+    /// Serves a cancel another node forwarded to this one, the thread's owner.
+    pub async fn serve_cancel(&self, tenant: &TenantId, task_id: &TaskId) -> Result<Task> {
+        self.cancel_as(tenant, task_id, Origin::Peer).await
+    }
+
+    async fn cancel_as(&self, tenant: &TenantId, task_id: &TaskId, origin: Origin) -> Result<Task> {
         let key = self.task_thread(tenant, task_id).await?;
+        let token = match self.locate(&key, false).await? {
+            Located::Here(token) => token,
+            Located::Elsewhere(owner) if origin == Origin::Client => {
+                let call = forward::CancelCall {
+                    tenant: tenant.clone(),
+                    task_id: task_id.clone(),
+                };
+                return self.forward(&owner, "cancel", &call).await;
+            }
+            Located::Elsewhere(owner) => return Err(not_the_owner(&owner)),
+        };
         self.registry
-            .call(&key, || CancelTask {
+            .call_new(&key, false, token, || CancelTask {
                 task_id: task_id.clone(),
             })
             .await
@@ -565,9 +795,43 @@ impl Runtime {
         task_id: &TaskId,
         spec: PushSpec,
     ) -> Result<PushConfig> {
+        self.create_push_as(tenant, task_id, spec, Origin::Client)
+            .await
+    }
+
+    /// Serves a push config another node forwarded to this one, the thread's owner.
+    pub async fn serve_create_push(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        spec: PushSpec,
+    ) -> Result<PushConfig> {
+        self.create_push_as(tenant, task_id, spec, Origin::Peer)
+            .await
+    }
+
+    async fn create_push_as(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        spec: PushSpec,
+        origin: Origin,
+    ) -> Result<PushConfig> {
         let key = self.task_thread(tenant, task_id).await?;
+        let token = match self.locate(&key, false).await? {
+            Located::Here(token) => token,
+            Located::Elsewhere(owner) if origin == Origin::Client => {
+                let call = forward::CreatePushCall {
+                    tenant: tenant.clone(),
+                    task_id: task_id.clone(),
+                    spec,
+                };
+                return self.forward(&owner, "push/create", &call).await;
+            }
+            Located::Elsewhere(owner) => return Err(not_the_owner(&owner)),
+        };
         self.registry
-            .call(&key, || AddPushConfig {
+            .call_new(&key, false, token, || AddPushConfig {
                 task_id: task_id.clone(),
                 spec: spec.clone(),
             })
@@ -596,9 +860,43 @@ impl Runtime {
         task_id: &TaskId,
         config_id: &str,
     ) -> Result<()> {
+        self.delete_push_as(tenant, task_id, config_id, Origin::Client)
+            .await
+    }
+
+    /// Serves a push config removal another node forwarded to this one.
+    pub async fn serve_delete_push(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        config_id: &str,
+    ) -> Result<()> {
+        self.delete_push_as(tenant, task_id, config_id, Origin::Peer)
+            .await
+    }
+
+    async fn delete_push_as(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        config_id: &str,
+        origin: Origin,
+    ) -> Result<()> {
         let key = self.task_thread(tenant, task_id).await?;
+        let token = match self.locate(&key, false).await? {
+            Located::Here(token) => token,
+            Located::Elsewhere(owner) if origin == Origin::Client => {
+                let call = forward::DeletePushCall {
+                    tenant: tenant.clone(),
+                    task_id: task_id.clone(),
+                    config_id: config_id.to_owned(),
+                };
+                return self.forward(&owner, "push/delete", &call).await;
+            }
+            Located::Elsewhere(owner) => return Err(not_the_owner(&owner)),
+        };
         self.registry
-            .call(&key, || RemovePushConfig {
+            .call_new(&key, false, token, || RemovePushConfig {
                 task_id: task_id.clone(),
                 config_id: config_id.to_owned(),
             })
@@ -616,7 +914,8 @@ impl Runtime {
         self.persistence.commit(ops).await
     }
 
-    /// Subscribes to a task; with `last_event_id`, resumes after that event.
+    /// Subscribes to a task; with `last_event_id`, resumes after that event. In a
+    /// cluster, a task of another node is followed through its log here.
     pub async fn subscribe(
         &self,
         tenant: &TenantId,
@@ -627,12 +926,79 @@ impl Runtime {
             return Err(thread::maintenance::shutting_down());
         }
         let key = self.task_thread(tenant, task_id).await?;
+        let token = match self.locate(&key, false).await? {
+            Located::Here(token) => token,
+            Located::Elsewhere(_) => {
+                return self
+                    .subscribe_elsewhere(tenant, task_id, last_event_id)
+                    .await;
+            }
+        };
         self.registry
-            .call(&key, || Subscribe {
+            .call_new(&key, false, token, || Subscribe {
                 task_id: task_id.clone(),
                 last_event_id,
             })
             .await
+    }
+
+    /// A subscription to a task of another node: its durable state and log, woken by the
+    /// notifications of that node's commits.
+    async fn subscribe_elsewhere(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        last_event_id: Option<i64>,
+    ) -> Result<Subscription> {
+        let cluster = self
+            .cluster
+            .as_ref()
+            .ok_or_else(|| Error::internal("a remote subscription without a cluster"))?;
+        // Watching before reading: nothing logged after the read goes unnoticed.
+        let watch = cluster.hub().watch(tenant, task_id);
+        let stored = self
+            .store
+            .load_task(tenant, task_id)
+            .await?
+            .ok_or_else(|| Error::TaskNotFound(task_id.clone()))?;
+        let state = stored.task.status.state;
+        if state.is_terminal() {
+            return match last_event_id {
+                Some(after) => Ok(Subscription {
+                    tenant: tenant.clone(),
+                    task_id: Some(task_id.clone()),
+                    first: None,
+                    live: None,
+                    after_seq: after,
+                    until_terminal: true,
+                }),
+                None => Err(Error::UnsupportedOperation(format!(
+                    "task {task_id} is {}; there is nothing left to subscribe to",
+                    state.as_str()
+                ))),
+            };
+        }
+        let (first, after_seq) = match last_event_id {
+            Some(after) => (None, after.min(stored.last_event_seq)),
+            None => (
+                Some((
+                    stored.last_event_seq,
+                    crate::domain::StreamEvent::Task { task: stored.task },
+                )),
+                stored.last_event_seq,
+            ),
+        };
+        Ok(Subscription {
+            tenant: tenant.clone(),
+            task_id: Some(task_id.clone()),
+            first,
+            live: Some(thread::Live::Notified {
+                watch,
+                poll: cluster.stream_poll(),
+            }),
+            after_seq,
+            until_terminal: true,
+        })
     }
 
     /// The ordered events of a subscription.
@@ -772,6 +1138,38 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl<T> Started<T> {
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> Started<U> {
+        match self {
+            Started::Here(value) => Started::Here(f(value)),
+            Started::Elsewhere(owner, cmd) => Started::Elsewhere(owner, cmd),
+        }
+    }
+}
+
+/// A client's send goes to the thread's owner; a forwarded one found this node is not
+/// the owner (any more): the forwarding node looks again on the client's retry.
+fn elsewhere<T>(
+    origin: Origin,
+    owner: crate::store::cluster::Owner,
+    cmd: SendMessage,
+) -> Result<Started<T>> {
+    match origin {
+        Origin::Client => Ok(Started::Elsewhere(owner, Box::new(cmd))),
+        Origin::Peer => Err(not_the_owner(&owner)),
+    }
+}
+
+fn not_the_owner(owner: &crate::store::cluster::Owner) -> Error {
+    Error::Unavailable {
+        detail: format!(
+            "a forwarded request reached a node that does not serve its thread (node {} does)",
+            owner.node_id
+        ),
+        retry_after_secs: 1,
+    }
 }
 
 async fn await_reply<T>(rx: Option<oneshot::Receiver<Result<T>>>) -> Result<T> {

@@ -42,11 +42,42 @@ impl ThreadRegistry {
         self.deps.shared.actors.len()
     }
 
-    fn addr(&self, key: &ThreadKey, fresh: bool) -> Addr<ThreadActor> {
-        if let Some(entry) = self.deps.shared.actors.get(key)
-            && entry.1.connected()
-        {
-            return entry.1.clone();
+    /// The resident actor of the thread, if there is one.
+    fn resident_actor(&self, key: &ThreadKey) -> Option<Addr<ThreadActor>> {
+        self.deps
+            .shared
+            .actors
+            .get(key)
+            .filter(|entry| entry.1.connected())
+            .map(|entry| entry.1.clone())
+    }
+
+    /// In cluster mode, the fencing token an actor created now for the thread commits
+    /// under: the one `token` was placed with, or a placement of its own (a thread that
+    /// left memory since, or one reached without a placement: recovery, a retry). A
+    /// thread another node serves cannot get an actor here.
+    async fn token(&self, key: &ThreadKey, token: Option<i64>) -> Result<Option<i64>> {
+        let Some(cluster) = &self.deps.cluster else {
+            return Ok(None);
+        };
+        if token.is_some() || self.resident_actor(key).is_some() {
+            return Ok(token);
+        }
+        match cluster.place(&key.tenant, &key.context_id).await? {
+            crate::cluster::Placement::Local { token } => Ok(Some(token)),
+            crate::cluster::Placement::Remote(owner) => Err(Error::Unavailable {
+                detail: format!(
+                    "thread {} is served by node {}",
+                    key.context_id, owner.node_id
+                ),
+                retry_after_secs: 1,
+            }),
+        }
+    }
+
+    fn addr(&self, key: &ThreadKey, fresh: bool, token: Option<i64>) -> Addr<ThreadActor> {
+        if let Some(addr) = self.resident_actor(key) {
+            return addr;
         }
         match self.deps.shared.actors.entry(key.clone()) {
             Entry::Occupied(o) if o.get().1.connected() => o.get().1.clone(),
@@ -55,7 +86,7 @@ impl ThreadRegistry {
                 let deps = self.deps.clone();
                 let actor_key = key.clone();
                 let make = move |_: &mut Context<ThreadActor>| {
-                    ThreadActor::new(id, actor_key, deps, fresh)
+                    ThreadActor::new(id, actor_key, deps, fresh, token)
                 };
                 let addr = match Arbiter::try_current() {
                     // A new thread: here, where its first request is (no hand-off).
@@ -89,12 +120,19 @@ impl ThreadRegistry {
         <ThreadActor as Actor>::Context: ToEnvelope<ThreadActor, M>,
         F: FnMut() -> M,
     {
-        self.call_new(key, false, make).await
+        self.call_new(key, false, None, make).await
     }
 
     /// Like [`ThreadRegistry::call`]; `fresh` says the thread id was just minted by this
-    /// server, so a new actor need not look for the thread in the store.
-    pub async fn call_new<M, T, F>(&self, key: &ThreadKey, fresh: bool, mut make: F) -> Result<T>
+    /// server, so a new actor need not look for the thread in the store; `token` is the
+    /// fencing token the thread was placed under (cluster mode).
+    pub async fn call_new<M, T, F>(
+        &self,
+        key: &ThreadKey,
+        fresh: bool,
+        mut token: Option<i64>,
+        mut make: F,
+    ) -> Result<T>
     where
         M: Message<Result = Result<T, ActorError>> + Send + 'static,
         T: Send + 'static,
@@ -103,7 +141,10 @@ impl ThreadRegistry {
         F: FnMut() -> M,
     {
         for attempt in 0..ATTEMPTS {
-            let addr = self.addr(key, fresh && attempt == 0);
+            token = self.token(key, token).await?;
+            let addr = self.addr(key, fresh && attempt == 0, token);
+            // An actor that has to be created again places its thread again.
+            token = None;
             match addr.send(make()).await {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(ActorError::Failed(e))) => return Err(e),

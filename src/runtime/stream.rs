@@ -11,7 +11,7 @@ use std::sync::Arc;
 use futures_util::Stream;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::thread::{HubEvent, Subscription};
+use super::thread::{Live, Subscription};
 use crate::domain::{StreamEvent, TaskId, TenantId};
 use crate::error::Error;
 use crate::store::Store;
@@ -24,7 +24,7 @@ struct State {
     tenant: TenantId,
     task_id: Option<TaskId>,
     first: Option<SeqEvent>,
-    live: Option<tokio::sync::broadcast::Receiver<HubEvent>>,
+    live: Option<Live>,
     buffer: VecDeque<SeqEvent>,
     last_seq: i64,
     catch_up: bool,
@@ -51,7 +51,9 @@ pub fn events(
     sub: Subscription,
     replay_batch: usize,
 ) -> impl Stream<Item = Result<SeqEvent, Error>> + Send + 'static {
-    let catch_up = sub.first.is_none();
+    // A task of another node: its log may have grown between the snapshot and the
+    // notifications' start, so the stream reads it right after its first event.
+    let catch_up = sub.first.is_none() || matches!(sub.live, Some(Live::Notified { .. }));
     let state = State {
         store,
         tenant: sub.tenant,
@@ -105,7 +107,15 @@ pub fn events(
                     }
                 }
             }
-            let rx = st.live.as_mut()?;
+            let rx = match st.live.as_mut()? {
+                Live::Hub(rx) => rx,
+                Live::Notified { watch, poll } => {
+                    // Woken by a notification, or at the poll: either way, read the log.
+                    let _ = tokio::time::timeout(*poll, watch.changed()).await;
+                    st.catch_up = true;
+                    continue;
+                }
+            };
             match rx.recv().await {
                 Ok(event) if event.0 <= st.last_seq => continue,
                 Ok(event) if event.0 == st.last_seq + 1 => {
@@ -133,6 +143,7 @@ mod tests {
 
     use super::*;
     use crate::domain::{ContextId, TaskState, TaskStatus, Timestamp};
+    use crate::runtime::thread::HubEvent;
     use crate::store::WriteOp;
     use crate::store::testing::SqliteTestStore;
 
@@ -186,7 +197,7 @@ mod tests {
             tenant: tenant.clone(),
             task_id: Some(task.clone()),
             first: Some(snapshot.clone()),
-            live: Some(live),
+            live: Some(Live::Hub(live)),
             after_seq: 0,
             until_terminal: true,
         };
@@ -226,7 +237,7 @@ mod tests {
             tenant: tenant.clone(),
             task_id: Some(task.clone()),
             first: None,
-            live: Some(live),
+            live: Some(Live::Hub(live)),
             after_seq: 0,
             until_terminal: false,
         };

@@ -233,6 +233,7 @@ impl Fixture {
             Arc::new(Handle(cut.clone())),
             ExecutorSource::Custom(script.clone()),
             &SkillRegistry::default(),
+            None,
         )
         .expect("runtime starts");
         Self {

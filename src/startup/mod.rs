@@ -84,6 +84,8 @@ pub enum StartError {
     Auth(#[from] GateError),
     #[error("invalid push settings: {0}")]
     Push(String),
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::JoinError),
 }
 
 /// A started process: its listeners are bound and its runtime runs; [`Running::run`]
@@ -142,21 +144,8 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
     let _ = rustls::crypto::ring::default_provider().install_default();
     let metrics = crate::telemetry::metrics_handle();
     let gate = Arc::new(Gate::new(&settings)?);
-    let store = crate::store::open(&settings.store_config()).await?;
-    tracing::info!(backend = store.backend(), "store opened");
-    let skills = match agent.skills {
-        SkillSource::Registry(registry) => registry,
-        SkillSource::Configured => crate::skills::bootstrap::configured(&settings).await?,
-    };
-    let mut cards = skill_cards(&skills);
-    cards.extend(agent.cards);
-    let runtime = Arc::new(Runtime::start(&settings, store, agent.executor, &skills)?);
-    let workers = match settings.server.workers {
-        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
-        n => n,
-    };
-
-    // Both listeners first: the card names both addresses.
+    // Both listeners first: the card names both addresses, and in a cluster the other
+    // nodes reach this one at the bound address.
     let listener = bind(settings.bind_addr()?)?;
     let addr = listener.local_addr()?;
     let grpc_listener = settings.grpc_bind_addr()?.map(bind).transpose()?;
@@ -164,6 +153,49 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         .as_ref()
         .map(std::net::TcpListener::local_addr)
         .transpose()?;
+    let mut store_config = settings.store_config();
+    let fence = settings.cluster.enabled.then(|| {
+        let node_id = match settings.cluster.node_id.trim() {
+            "" => crate::cluster::default_node_id(),
+            id => id.to_owned(),
+        };
+        crate::store::cluster::Fence::new(node_id)
+    });
+    if let Some(fence) = &fence {
+        let lease = Duration::from_millis(settings.cluster.lease_ttl_ms);
+        store_config.fence = Some((fence.clone(), lease));
+    }
+    let store = crate::store::open(&store_config).await?;
+    tracing::info!(backend = store.backend(), "store opened");
+    let cluster = match fence {
+        Some(fence) => {
+            let url = match settings.cluster.advertise_url.trim() {
+                "" => format!("http://{addr}"),
+                url => url.trim_end_matches('/').to_owned(),
+            };
+            let database_url = settings.store.database_url.clone();
+            Some(crate::cluster::Cluster::join(&settings.cluster, &database_url, url, fence).await?)
+        }
+        None => None,
+    };
+    let skills = match agent.skills {
+        SkillSource::Registry(registry) => registry,
+        SkillSource::Configured => crate::skills::bootstrap::configured(&settings).await?,
+    };
+    let mut cards = skill_cards(&skills);
+    cards.extend(agent.cards);
+    let runtime = Arc::new(Runtime::start(
+        &settings,
+        store,
+        agent.executor,
+        &skills,
+        cluster,
+    )?);
+    let workers = match settings.server.workers {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
+    };
+
     let public_card = card::agent_card(&settings, addr, grpc_addr, &gate, &cards);
     let push_policy = match settings.push.enabled {
         true => Some(Arc::new(

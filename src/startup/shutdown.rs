@@ -85,4 +85,8 @@ pub async fn graceful(handle: &Handles, runtime: &Runtime, timeout: Duration) {
         Ok(()) => tracing::info!("persistence queue flushed; runtime stopped"),
         Err(e) => tracing::error!(error = %e, "the persistence queue could not be flushed"),
     }
+    // Every commit is done: the other nodes may take this node's threads over at once.
+    if let Some(cluster) = runtime.cluster() {
+        cluster.leave().await;
+    }
 }

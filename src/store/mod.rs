@@ -13,6 +13,7 @@
 //! operators' [`Store::census`] (numbers), and the janitor's [`Store::due_threads`] and the
 //! start-up recovery's [`Store::recent_threads`] (thread keys only, never content).
 
+pub mod cluster;
 pub mod memories;
 mod page_token;
 mod postgres;
@@ -187,6 +188,18 @@ pub enum WriteOp {
         attempts: i64,
         next_attempt_at: Timestamp,
     },
+    /// Cluster mode: the batch is written only while this node's fencing token is still
+    /// this one ([`StoreError::Fenced`] otherwise: another node took over). A thread actor
+    /// puts the token it was created under at the head of each batch. SQLite, which is
+    /// never in a cluster, has no tokens and ignores it.
+    Fence(i64),
+    /// Cluster mode: this node owns the thread it has just created (written with the
+    /// thread's first batch). Ignored by SQLite.
+    OwnThread {
+        tenant: TenantId,
+        thread_id: ContextId,
+        node_id: String,
+    },
 }
 
 /// A send accepted under an idempotency key.
@@ -269,6 +282,10 @@ pub enum StoreError {
     /// request was accepted with it first. Nothing of the batch was written.
     #[error("idempotency key {0:?} is already claimed")]
     Duplicate(String),
+    /// Cluster mode: another node took over a thread of this node (its lease had
+    /// expired) and fenced it; nothing of the batch was written.
+    #[error("this node's lease was taken over by another node")]
+    Fenced,
 }
 
 impl From<diesel::result::Error> for StoreError {
@@ -310,6 +327,11 @@ impl From<StoreError> for crate::error::Error {
             // durable, sending again gets its outcome.
             StoreError::Duplicate(key) => crate::error::Error::Unavailable {
                 detail: format!("a request with the same idempotency key {key:?} is in progress"),
+                retry_after_secs: 1,
+            },
+            // The thread is served by another node now: a retry is routed there.
+            StoreError::Fenced => crate::error::Error::Unavailable {
+                detail: "this node lost its lease on the thread to another node".into(),
                 retry_after_secs: 1,
             },
             StoreError::Conflict(_)
@@ -497,6 +519,9 @@ pub struct StoreConfig {
     pub sqlite_synchronous: SqliteSynchronous,
     /// Postgres only: connections for commits, one per group commit in flight.
     pub commits_in_flight: usize,
+    /// Cluster mode (Postgres only): this node's lease, checked by every commit, and the
+    /// lease's length.
+    pub fence: Option<(Arc<cluster::Fence>, Duration)>,
 }
 
 impl Default for StoreConfig {
@@ -508,6 +533,7 @@ impl Default for StoreConfig {
             acquire_timeout_ms: 2000,
             sqlite_synchronous: SqliteSynchronous::default(),
             commits_in_flight: DEFAULT_COMMITS_IN_FLIGHT,
+            fence: None,
         }
     }
 }
@@ -567,7 +593,13 @@ pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
             cfg.pool_size,
             cfg.commits_in_flight,
             cfg.acquire_timeout(),
+            cfg.fence.clone(),
         )?),
+        Location::Sqlite(_) if cfg.fence.is_some() => {
+            return Err(StoreError::Config(
+                "cluster mode needs Postgres: SQLite serves one process".into(),
+            ));
+        }
         Location::Sqlite(path) => Arc::new(sqlite::SqliteStore::new(
             &path,
             cfg.pool_size,

@@ -18,6 +18,9 @@ use diesel_async::pooled_connection::{
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
+use std::sync::Arc;
+
+use super::cluster::{self, Fence};
 use super::writes::{self, CHUNK, PushRow, Rows, Statement};
 use super::{StoreError, WriteOp};
 
@@ -35,22 +38,35 @@ pub struct PgStore {
     /// cut a commit, and the persistence queue can still be flushed after them.
     writer: Pool<AsyncPgConnection>,
     acquire_timeout: Duration,
+    /// Cluster mode: every commit first checks this node's lease (its fencing token) and
+    /// notifies the other nodes of the task events it logged.
+    fence: Option<Arc<Fence>>,
 }
 
 impl PgStore {
     /// A store over a pool of at most `pool_size` connections to `url` for reads and
     /// `writers` for commits (one per group commit in flight). Connects nothing yet;
     /// migrations are applied separately ([`migrate`]).
+    ///
+    /// With a `fence` (cluster mode) the writer connections end a transaction left idle
+    /// for a lease's time (`idle_in_transaction_session_timeout`): a node frozen in the
+    /// middle of a commit must not keep the lock that makes a takeover wait.
     pub fn new(
         url: &str,
         pool_size: usize,
         writers: usize,
         acquire_timeout: Duration,
+        fence: Option<(Arc<Fence>, Duration)>,
     ) -> Result<Self, StoreError> {
+        let writer_url = match &fence {
+            Some((_, lease)) => with_idle_transaction_timeout(url, *lease),
+            None => url.to_owned(),
+        };
         Ok(Self {
             pool: pool(url, pool_size, "postgres pool")?,
-            writer: pool(url, writers, "postgres writer pool")?,
+            writer: pool(&writer_url, writers, "postgres writer pool")?,
             acquire_timeout,
+            fence: fence.map(|(fence, _)| fence),
         })
     }
 }
@@ -89,6 +105,37 @@ impl PgStore {
             // server runs them in the order sent (expiries after the thread upserts).
             let conn: &AsyncPgConnection = conn;
             let mut statements = Vec::new();
+            // Cluster mode: the node's lease first, for each token the batches were
+            // written under (see `cluster.rs`).
+            let fences = rows.fences.len();
+            if fences > 0 {
+                let Some(fence) = &self.fence else {
+                    return Err(StoreError::Config(
+                        "a fenced batch on a store that is not in a cluster".into(),
+                    ));
+                };
+                for token in &rows.fences {
+                    statements.push(run(
+                        diesel::sql_query(cluster::FENCE)
+                            .bind::<diesel::sql_types::Text, _>(fence.node_id())
+                            .bind::<diesel::sql_types::BigInt, _>(*token),
+                        conn,
+                    ));
+                }
+            }
+            for (tenant, thread, node) in &rows.owners {
+                statements.push(run(
+                    diesel::sql_query(
+                        "INSERT INTO thread_owners (tenant_id, thread_id, node_id) \
+                         VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                    )
+                    .bind::<diesel::sql_types::Text, _>(*tenant)
+                    .bind::<diesel::sql_types::Text, _>(*thread)
+                    .bind::<diesel::sql_types::Text, _>(*node),
+                    conn,
+                ));
+            }
+            let fenced = fences + rows.owners.len();
             // The claims first, each checked for the row it must have written.
             for (row, taken_over_before) in &rows.claims {
                 statements.push(run(writes::claim_key(row, *taken_over_before), conn));
@@ -117,6 +164,21 @@ impl PgStore {
             }
             for chunk in rows.events.chunks(CHUNK) {
                 statements.push(run(writes::insert_events(chunk), conn));
+            }
+            // Delivered to the listening nodes only if the transaction commits.
+            let notifications = match self.fence {
+                Some(_) => cluster::event_payloads(
+                    rows.events.iter().map(|e| (e.tenant_id, e.task_id, e.seq)),
+                ),
+                None => Vec::new(),
+            };
+            for payload in notifications {
+                statements.push(run(
+                    diesel::sql_query("SELECT pg_notify($1, $2)")
+                        .bind::<diesel::sql_types::Text, _>(cluster::EVENTS_CHANNEL)
+                        .bind::<diesel::sql_types::Text, _>(payload),
+                    conn,
+                ));
             }
             for row in &rows.push {
                 match row {
@@ -150,6 +212,22 @@ impl PgStore {
                 }
             }
             let counts = futures_util::future::try_join_all(statements).await?;
+            let stale: Vec<i64> = (0..fences)
+                .filter(|&i| counts[i] != 1)
+                .map(|i| rows.fences[i])
+                .collect();
+            if !stale.is_empty() {
+                // The transaction rolls back: nothing of the batch is written. A batch of
+                // an actor from before the node's last rejoin only fails; the current
+                // token failing means the lease was taken over just now.
+                if let Some(fence) = &self.fence
+                    && stale.contains(&fence.token())
+                {
+                    fence.mark_lost();
+                }
+                return Err(StoreError::Fenced);
+            }
+            let counts = &counts[fenced..];
             if let Some(i) = counts[..claims].iter().position(|&n| n == 0) {
                 // The transaction rolls back: nothing of the batch is written.
                 return Err(StoreError::Duplicate(rows.claims[i].0.idem_key.to_owned()));
@@ -174,6 +252,15 @@ impl PgStore {
     fn blocking_writer(&self) -> Option<std::sync::Arc<dyn super::BlockingCommit>> {
         None
     }
+}
+
+/// `url` with `idle_in_transaction_session_timeout` set to `lease` for its sessions.
+fn with_idle_transaction_timeout(url: &str, lease: Duration) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!(
+        "{url}{separator}options=-c%20idle_in_transaction_session_timeout%3D{}",
+        lease.as_millis().max(1)
+    )
 }
 
 /// One write statement on a shared connection (pipelined with the others).

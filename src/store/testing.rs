@@ -33,6 +33,7 @@ pub(crate) fn test_config(
         acquire_timeout_ms: 2000,
         sqlite_synchronous: Default::default(),
         commits_in_flight: 2,
+        fence: None,
     }
 }
 

@@ -79,6 +79,10 @@ pub(super) struct Rows<'a> {
     /// Push configs and outbox rows, in batch order (a config deleted and registered
     /// again in one group ends registered).
     pub push: Vec<PushRow<'a>>,
+    /// Cluster mode: the fencing tokens the batch was written under (distinct).
+    pub fences: Vec<i64>,
+    /// Cluster mode: threads whose owner the batch records (tenant, thread, node).
+    pub owners: Vec<(&'a str, &'a str, &'a str)>,
 }
 
 /// A write to the push tables.
@@ -201,6 +205,18 @@ impl<'a> Rows<'a> {
                     attempts: *attempts,
                     next_attempt_at: next_attempt_at.millis(),
                 }),
+                WriteOp::Fence(token) => {
+                    if !rows.fences.contains(token) {
+                        rows.fences.push(*token);
+                    }
+                }
+                WriteOp::OwnThread {
+                    tenant,
+                    thread_id,
+                    node_id,
+                } => rows
+                    .owners
+                    .push((tenant.as_str(), thread_id.as_str(), node_id.as_str())),
             }
         }
         Ok(rows)
@@ -217,6 +233,7 @@ impl<'a> Rows<'a> {
             && self.claims.is_empty()
             && self.settled.is_empty()
             && self.forget_before.is_empty()
+            && self.owners.is_empty()
     }
 
     /// The conditional expiry updates, one per tenant and chunk of thread ids.

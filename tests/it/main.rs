@@ -4,6 +4,7 @@ mod agent;
 mod auth;
 mod card;
 mod cli;
+mod cluster;
 mod dashboard;
 mod durability;
 mod errors;

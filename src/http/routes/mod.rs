@@ -5,6 +5,7 @@
 //! framing.
 
 mod card;
+mod cluster;
 mod dashboard;
 mod health;
 mod jsonrpc;
@@ -32,6 +33,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, dashboard: bool) {
         // The seed's aliases first: `/tasks/{tail}` would otherwise take `/tasks/send`.
         .service(resource("/tasks/send", POST).route(web::post().to(rest::seed_send)))
         .service(resource("/tasks/{id}/get", READ).route(read().to(rest::seed_get)))
+        .service(web::scope(crate::cluster::forward::PREFIX).configure(cluster::configure))
         .service(web::scope("/v1").configure(rest::configure))
         .configure(rest::configure)
         .default_service(web::to(rest::not_found));

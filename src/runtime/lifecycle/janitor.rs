@@ -94,18 +94,8 @@ impl Runtime {
         result
     }
 
-    async fn janitor_pass(&self, now: Timestamp) -> Result<JanitorReport> {
-        let batch = self.settings.threads.janitor_batch;
-        let mut report = JanitorReport::default();
-        // Idempotency keys past `idempotency.window_secs` answer nothing any more.
-        let window_start = now
-            .millis()
-            .saturating_sub(self.settings.idempotency_window_ms);
-        self.persistence
-            .commit(vec![WriteOp::ForgetClaims {
-                before: Timestamp(window_start),
-            }])
-            .await?;
+    /// Sweeps every resident actor, `batch` at a time.
+    async fn sweep_resident(&self, now: Timestamp, batch: usize, report: &mut JanitorReport) {
         let resident: Vec<Addr<ThreadActor>> = self
             .shared
             .actors
@@ -121,6 +111,28 @@ impl Runtime {
                 }
             }
         }
+    }
+
+    async fn janitor_pass(&self, now: Timestamp) -> Result<JanitorReport> {
+        let batch = self.settings.threads.janitor_batch;
+        let mut report = JanitorReport::default();
+        // In a cluster every node sweeps its own actors, and the leader alone does the
+        // store-wide work below.
+        let leads = self.cluster.as_ref().is_none_or(|c| c.is_leader());
+        if !leads {
+            self.sweep_resident(now, batch, &mut report).await;
+            return Ok(report);
+        }
+        // Idempotency keys past `idempotency.window_secs` answer nothing any more.
+        let window_start = now
+            .millis()
+            .saturating_sub(self.settings.idempotency_window_ms);
+        self.persistence
+            .commit(vec![WriteOp::ForgetClaims {
+                before: Timestamp(window_start),
+            }])
+            .await?;
+        self.sweep_resident(now, batch, &mut report).await;
         let mut after: Option<DueThread> = None;
         loop {
             let due = self.store.due_threads(now, after.as_ref(), batch).await?;

@@ -2,6 +2,7 @@
 //! the periodic janitor (`janitor.rs`), health checks of every dependency (`health.rs`)
 //! and the graceful shutdown (`shutdown.rs`).
 
+pub(super) mod cluster;
 pub mod health;
 pub(super) mod janitor;
 pub(super) mod recovery;

@@ -56,6 +56,12 @@ impl Runtime {
     }
 
     async fn recover_threads(&self) -> Recovery {
+        if self.cluster.is_some() {
+            // In a cluster the recent threads are mostly the other nodes'; what needs a
+            // load is what dead nodes (and this id before the start) left working.
+            let (recovered, failed) = self.sweep_orphans(true).await;
+            return Recovery::Done { recovered, failed };
+        }
         let settings = &self.settings.threads;
         let room = settings
             .max_resident_actors

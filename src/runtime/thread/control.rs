@@ -171,7 +171,7 @@ pub(in crate::runtime) fn subscribe_entry(
     let hub = entry
         .hub
         .get_or_insert_with(|| broadcast::channel::<HubEvent>(buffer).0);
-    let live = Some(hub.subscribe());
+    let live = Some(super::Live::Hub(hub.subscribe()));
     let (first, after_seq) = match last_event_id {
         Some(after) => (None, after.min(entry.last_seq)),
         None => (

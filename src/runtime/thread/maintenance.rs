@@ -50,6 +50,28 @@ pub struct Sweep {
 #[rtype(result = "Result<(), ActorError>")]
 pub struct Recover;
 
+/// Cluster mode: this node lost its lease (another node took a thread of it over), so
+/// every commit of this actor would be refused: it leaves memory now, failing whoever
+/// waits on it with a retryable error; the thread loads again wherever it is placed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Release;
+
+impl Handler<Release> for ThreadActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Release, ctx: &mut Context<Self>) {
+        self.discard(
+            Error::Unavailable {
+                detail: "this node lost its cluster lease; the thread is served again on retry"
+                    .into(),
+                retry_after_secs: 1,
+            },
+            ctx,
+        );
+    }
+}
+
 /// A graceful shutdown began: end the task streams no running turn will publish to.
 #[derive(Message)]
 #[rtype(result = "()")]

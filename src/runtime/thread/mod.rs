@@ -112,6 +112,8 @@ pub struct ThreadDeps {
     pub push: Arc<super::push::PushHub>,
     /// `persistence.start_grace_ms`.
     pub start_grace: Duration,
+    /// Cluster mode: this node's membership (placement, fencing token, node id).
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// How a `SendMessage` caller wants its answer.
@@ -125,6 +127,18 @@ pub enum Mode {
     Streaming,
 }
 
+/// Where a subscription's live events come from.
+pub enum Live {
+    /// The task's hub in this node's thread actor: the events themselves.
+    Hub(broadcast::Receiver<HubEvent>),
+    /// Cluster mode, a task of another node: notifications that the task's log grew
+    /// (read at least every `poll`, for a notification missed while reconnecting).
+    Notified {
+        watch: crate::cluster::notify::Watch,
+        poll: Duration,
+    },
+}
+
 /// A live view of a task's events (or a single message).
 pub struct Subscription {
     pub tenant: TenantId,
@@ -132,7 +146,7 @@ pub struct Subscription {
     /// The first event with its id: a task snapshot or a message.
     pub first: Option<(i64, StreamEvent)>,
     /// Live events; `None` when the stream ends after `first` or after the replay.
-    pub live: Option<broadcast::Receiver<HubEvent>>,
+    pub live: Option<Live>,
     /// Events with `seq <= after_seq` are covered already; later ones come from the
     /// store (catch-up) and then from `live`.
     pub after_seq: i64,
@@ -252,10 +266,23 @@ pub struct ThreadActor {
     timer: Option<SpawnHandle>,
     /// The thread id was minted by this server just now: nothing to load on first start.
     fresh: bool,
+    /// Cluster mode: the fencing token this node held when the thread was placed here;
+    /// every batch carries it, and is refused once another node took over.
+    token: Option<i64>,
+    /// Cluster mode: the thread is new, and its first batch records this node as its
+    /// owner.
+    owner_pending: bool,
 }
 
 impl ThreadActor {
-    pub fn new(id: u64, key: ThreadKey, deps: Arc<ThreadDeps>, fresh: bool) -> Self {
+    pub fn new(
+        id: u64,
+        key: ThreadKey,
+        deps: Arc<ThreadDeps>,
+        fresh: bool,
+        token: Option<i64>,
+    ) -> Self {
+        let owner_pending = fresh && deps.cluster.is_some();
         Self {
             id,
             key,
@@ -264,6 +291,8 @@ impl ThreadActor {
             turn_counter: 0,
             timer: None,
             fresh,
+            token,
+            owner_pending,
         }
     }
 
@@ -444,11 +473,15 @@ impl ThreadActor {
             }
         }
         let enqueued = self.deps.push.admit(&mut ops);
+        let owning = self.fence(&mut ops);
         let persistence = self.deps.persistence.clone();
         fut::wrap_future(async move { persistence.commit(ops).await }).map(
             move |result, act: &mut Self, ctx| {
                 if result.is_ok() {
                     act.deps.push.committed(enqueued);
+                    if owning {
+                        act.owner_pending = false;
+                    }
                 }
                 if carried {
                     match &result {
@@ -459,6 +492,29 @@ impl ThreadActor {
                 result
             },
         )
+    }
+
+    /// Cluster mode: puts the actor's fencing token at the head of a batch that writes
+    /// anything, and the thread's owner row with its first batch. Returns whether the
+    /// batch records the owner.
+    fn fence(&self, ops: &mut Vec<WriteOp>) -> bool {
+        let (Some(token), Some(cluster)) = (self.token, &self.deps.cluster) else {
+            return false;
+        };
+        if ops.is_empty() {
+            return false;
+        }
+        let mut head = vec![WriteOp::Fence(token)];
+        if self.owner_pending {
+            head.push(WriteOp::OwnThread {
+                tenant: self.key.tenant.clone(),
+                thread_id: self.key.context_id.clone(),
+                node_id: cluster.node_id().to_owned(),
+            });
+        }
+        head.append(ops);
+        *ops = head;
+        self.owner_pending
     }
 
     /// Resolves once nothing applied to memory is waiting for its commit: what a reader
@@ -776,6 +832,12 @@ impl Actor for ThreadActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         metrics::gauge!(telemetry::THREAD_ACTORS).increment(1.0);
+        if self.deps.cluster.is_some() && self.token.is_none() {
+            // Created without a placement (its predecessor left memory between the
+            // registry's look and its call): the registry places the thread and retries.
+            self.close(None, ctx);
+            return;
+        }
         // One tick per retention period: a finished task leaves memory, and an idle actor
         // under memory pressure evicts itself, within twice the retention period. (Every
         // resident actor ticks, busy or not: at 10 000 actors a one-second tick cost the

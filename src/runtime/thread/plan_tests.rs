@@ -174,6 +174,8 @@ fn kinds(ops: &[WriteOp]) -> Vec<&'static str> {
             WriteOp::ClaimKey(_) => "claim",
             WriteOp::SettleClaim { .. } => "settle",
             WriteOp::ForgetClaims { .. } => "forget",
+            WriteOp::Fence(_) => "fence",
+            WriteOp::OwnThread { .. } => "owner",
         })
         .collect()
 }

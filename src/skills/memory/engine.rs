@@ -68,6 +68,7 @@ fn store_error(e: StoreError) -> SkillError {
         StoreError::Unavailable(detail) => SkillError::Unavailable(detail),
         StoreError::Conflict(_)
         | StoreError::Duplicate(_)
+        | StoreError::Fenced
         | StoreError::Query(_)
         | StoreError::Corrupt(_)
         | StoreError::Config(_) => SkillError::Failed(e.to_string()),

@@ -1,0 +1,2 @@
+DROP TABLE thread_owners;
+DROP TABLE cluster_nodes;

@@ -1,0 +1,180 @@
+//! Requests forwarded to a thread's owner: `POST <owner>/_cluster/v1/<call>` with the
+//! cluster's secret as a bearer token, and a JSON body of domain types (their storage
+//! encoding, which every node of one version shares). The owner answers 200 with
+//! `{"ok": …}` or `{"error": <Error>}`: an error of the operation travels as itself, so
+//! the client sees what it would have seen on the owner.
+//!
+//! Only what changes a thread is forwarded (sends, cancel, push configs): reads come from
+//! the store on any node, and a subscriber follows another node's task through the log
+//! (`notify.rs`).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::domain::{PushSpec, SendMessage, SendOutcome, StreamEvent, TaskId, TenantId};
+use crate::error::{Error, Result};
+
+/// The path prefix of the calls between nodes.
+pub const PREFIX: &str = "/_cluster/v1";
+
+/// Header naming the node a forwarded request comes from (for the owner's log).
+pub const FROM_HEADER: &str = "x-a2a-cluster-node";
+
+/// How a forwarded send answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SendMode {
+    Blocking,
+    Immediate,
+    /// The owner starts the turn and answers with where the stream starts; the forwarding
+    /// node follows the task's log from there.
+    Streaming,
+}
+
+/// `POST /_cluster/v1/send`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SendCall {
+    pub tenant: TenantId,
+    pub cmd: SendMessage,
+    pub mode: SendMode,
+}
+
+/// The answer to a streaming [`SendCall`]: the subscription's start.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StreamStart {
+    pub task_id: Option<TaskId>,
+    pub first: Option<(i64, StreamEvent)>,
+    pub after_seq: i64,
+    pub until_terminal: bool,
+}
+
+/// What a forwarded send produced.
+#[derive(Debug, Serialize, Deserialize)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "built once per forwarded request and moved"
+)]
+pub enum Sent {
+    Outcome(SendOutcome),
+    Stream(StreamStart),
+}
+
+/// `POST /_cluster/v1/cancel`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CancelCall {
+    pub tenant: TenantId,
+    pub task_id: TaskId,
+}
+
+/// `POST /_cluster/v1/push/create`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CreatePushCall {
+    pub tenant: TenantId,
+    pub task_id: TaskId,
+    pub spec: PushSpec,
+}
+
+/// `POST /_cluster/v1/push/delete`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DeletePushCall {
+    pub tenant: TenantId,
+    pub task_id: TaskId,
+    pub config_id: String,
+}
+
+/// The body of every answer.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer<T> {
+    Ok(T),
+    Error(Error),
+}
+
+impl<T> From<Result<T>> for Answer<T> {
+    fn from(result: Result<T>) -> Self {
+        match result {
+            Ok(value) => Answer::Ok(value),
+            Err(e) => Answer::Error(e),
+        }
+    }
+}
+
+/// The client of the calls between nodes.
+pub struct Peer {
+    http: reqwest::Client,
+    secret: String,
+}
+
+impl Peer {
+    pub fn new(secret: &str, timeout: Duration) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(Duration::from_secs(2))
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build()
+            .unwrap_or_default();
+        Self {
+            http,
+            secret: secret.to_owned(),
+        }
+    }
+
+    /// Whether a request carries the cluster's secret (compared in constant time).
+    pub fn admits(&self, authorization: Option<&str>) -> bool {
+        use subtle::ConstantTimeEq;
+        let Some(token) = authorization.and_then(|h| h.strip_prefix("Bearer ")) else {
+            return false;
+        };
+        let given = sha(token.as_bytes());
+        let expected = sha(self.secret.as_bytes());
+        bool::from(given.ct_eq(&expected))
+    }
+
+    /// Calls `path` on the node at `base` with `body` as `from`.
+    pub async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        base: &str,
+        from: &str,
+        path: &str,
+        body: &B,
+    ) -> Result<T> {
+        let url = format!("{}{PREFIX}{path}", base.trim_end_matches('/'));
+        let started = std::time::Instant::now();
+        let response = self
+            .http
+            .post(&url)
+            .bearer_auth(&self.secret)
+            .header(FROM_HEADER, from)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| unreachable(base, &e))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(Error::Unavailable {
+                detail: format!("node at {base} answered {status} to {path}"),
+                retry_after_secs: 1,
+            });
+        }
+        let answer: Answer<T> = response.json().await.map_err(|e| unreachable(base, &e))?;
+        metrics::histogram!(crate::telemetry::CLUSTER_FORWARD_MS)
+            .record(started.elapsed().as_secs_f64() * 1000.0);
+        match answer {
+            Answer::Ok(value) => Ok(value),
+            Answer::Error(e) => Err(e),
+        }
+    }
+}
+
+fn unreachable(base: &str, e: &reqwest::Error) -> Error {
+    Error::Unavailable {
+        detail: format!("the thread's owner at {base} cannot be reached: {e}"),
+        retry_after_secs: 1,
+    }
+}
+
+fn sha(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}

@@ -1,0 +1,513 @@
+//! Cluster mode: several nodes on one Postgres database, each thread served by one node
+//! at a time.
+//!
+//! - **Leases.** A node joins with a row in `cluster_nodes` (its id, its URL, a lease
+//!   renewed every `cluster.heartbeat_ms`, and a fencing token), and owns threads through
+//!   `thread_owners`. A thread's owner is the only node that loads it into an actor.
+//! - **Fencing.** Every batch a thread actor commits carries the token its node held when
+//!   the actor was created ([`crate::store::WriteOp::Fence`]); the commit checks it
+//!   against the node's row under a KEY SHARE lock. Taking a thread over from a node whose
+//!   lease expired raises that node's token first, under a row lock that waits for its
+//!   commits in flight — so a node that was only frozen, and wakes up, writes nothing
+//!   more. It notices ([`Fence::lost`]), drops every actor, and joins again with a new
+//!   token.
+//! - **Placement** ([`Cluster::place`]): a thread with no owner is claimed; a thread of a
+//!   live node is that node's (the request is forwarded to it, `forward.rs`); a thread
+//!   of a dead node is taken over.
+//! - **Streams across nodes** (`notify.rs`): commits notify the task and sequence of the
+//!   events they log; a subscriber on another node reads them from the log.
+//! - **Work done once for the cluster** (the janitor, push deliveries) runs on the
+//!   *leader*: the live node with the smallest id, as every node reads it at each
+//!   renewal.
+//!
+//! The SQL is in `crate::store::cluster`. No consensus of our own: Postgres decides.
+
+pub mod forward;
+pub mod notify;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use actix::Arbiter;
+use futures_util::StreamExt;
+use tokio::sync::{oneshot, watch};
+use tokio_postgres::{AsyncMessage, Client, NoTls};
+
+use crate::config::ClusterSettings;
+use crate::domain::{ContextId, TenantId};
+use crate::error::{Error, Result};
+use crate::store::StoreError;
+use crate::store::cluster::{self as sql, EVENTS_CHANNEL, Fence, Joined, Owner, Taken};
+
+pub use forward::Peer;
+
+/// Where a thread is served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// Here: the thread is this node's, confirmed under this fencing token (an actor
+    /// created for it commits with it).
+    Local { token: i64 },
+    /// On another live node.
+    Remote(Owner),
+}
+
+/// This node's membership of the cluster.
+pub struct Cluster {
+    node_id: String,
+    url: String,
+    ttl_ms: i64,
+    heartbeat: Duration,
+    stream_poll: Duration,
+    fence: Arc<Fence>,
+    /// Lease renewals, joining and leaving, and LISTEN: never waits on a lock.
+    session: Conn,
+    /// Owner lookups, claims and takeovers.
+    claims: Conn,
+    hub: Arc<notify::Hub>,
+    peer: Peer,
+    /// Runs the connections' I/O and the renewals (a thread of its own).
+    arbiter: Mutex<Option<Arbiter>>,
+    /// Until when the last renewal holds the lease, on this node's clock (minus a margin).
+    held_until: Mutex<Instant>,
+    /// This node leads the work done once for the cluster.
+    leader: AtomicBool,
+    /// Bumped each time the node lost its lease: every actor must go.
+    lost: watch::Sender<u64>,
+    live_nodes: Mutex<Vec<(String, String)>>,
+}
+
+/// Why the node could not join.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    #[error("cluster: {0}")]
+    Store(#[from] StoreError),
+    #[error(
+        "cluster: node id {node_id:?} is held by a live node; its lease runs {remaining_ms} ms \
+         more (give each node its own cluster.node_id)"
+    )]
+    InUse { node_id: String, remaining_ms: i64 },
+}
+
+impl Cluster {
+    /// Connects, joins as `cluster.node_id` (waiting up to a lease's time for a previous
+    /// process of the same id to expire) and starts renewing. `fence` is the store's.
+    pub async fn join(
+        settings: &ClusterSettings,
+        database_url: &str,
+        url: String,
+        fence: Arc<Fence>,
+    ) -> Result<Arc<Cluster>, JoinError> {
+        let arbiter = Arbiter::new();
+        let hub = notify::Hub::new();
+        let session = Conn::new(database_url, &arbiter, Some(hub.clone()));
+        let claims = Conn::new(database_url, &arbiter, None);
+        let ttl_ms = i64::try_from(settings.lease_ttl_ms).unwrap_or(i64::MAX);
+        let cluster = Arc::new(Cluster {
+            node_id: fence.node_id().to_owned(),
+            url,
+            ttl_ms,
+            heartbeat: Duration::from_millis(settings.heartbeat_ms),
+            stream_poll: Duration::from_millis(settings.stream_poll_ms),
+            fence,
+            session,
+            claims,
+            hub,
+            peer: Peer::new(
+                &settings.secret,
+                Duration::from_secs(settings.forward_timeout_secs),
+            ),
+            arbiter: Mutex::new(Some(arbiter)),
+            held_until: Mutex::new(Instant::now()),
+            leader: AtomicBool::new(false),
+            lost: watch::Sender::new(0),
+            live_nodes: Mutex::new(Vec::new()),
+        });
+        let deadline = Instant::now() + Duration::from_millis(settings.lease_ttl_ms * 2);
+        loop {
+            match cluster.try_join().await? {
+                Joined::Token(token) => {
+                    tracing::info!(node_id = %cluster.node_id, token, url = %cluster.url, "joined the cluster");
+                    break;
+                }
+                Joined::InUse { remaining_ms } if Instant::now() < deadline => {
+                    tracing::info!(node_id = %cluster.node_id, remaining_ms, "node id still held by a previous lease; waiting for it to expire");
+                    let wait = remaining_ms.clamp(50, 1000) as u64;
+                    tokio::time::sleep(Duration::from_millis(wait)).await;
+                }
+                Joined::InUse { remaining_ms } => {
+                    return Err(JoinError::InUse {
+                        node_id: cluster.node_id.clone(),
+                        remaining_ms,
+                    });
+                }
+            }
+        }
+        cluster.refresh_nodes().await;
+        let renewing = cluster.clone();
+        if let Some(arbiter) = lock(&cluster.arbiter).as_ref() {
+            arbiter.spawn(async move { renewing.renew_loop().await });
+        }
+        Ok(cluster)
+    }
+
+    async fn try_join(&self) -> Result<Joined, StoreError> {
+        let client = self.session.get().await?;
+        let joined = sql::join(&client, &self.node_id, &self.url, self.ttl_ms).await?;
+        if let Joined::Token(token) = joined {
+            self.fence.set_token(token);
+            *lock(&self.held_until) = Instant::now() + self.margin_ttl();
+        }
+        Ok(joined)
+    }
+
+    /// The lease as this node may count on it: a tenth less than the TTL, for the time a
+    /// renewal takes to reach the database.
+    fn margin_ttl(&self) -> Duration {
+        Duration::from_millis((self.ttl_ms - self.ttl_ms / 10).max(1) as u64)
+    }
+
+    pub fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+
+    pub fn hub(&self) -> &Arc<notify::Hub> {
+        &self.hub
+    }
+
+    /// How often the leader looks for the threads of dead nodes: once a lease.
+    pub fn sweep_interval(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms.max(1) as u64)
+    }
+
+    /// How often a subscriber of another node's task reads its log without a notification.
+    pub fn stream_poll(&self) -> Duration {
+        self.stream_poll
+    }
+
+    /// Whether this node leads the work done once for the cluster (janitor, push).
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::SeqCst) && self.holds_lease()
+    }
+
+    /// The lease was renewed recently enough to be this node's still.
+    pub fn holds_lease(&self) -> bool {
+        Instant::now() < *lock(&self.held_until) && !self.fence.is_lost()
+    }
+
+    /// Changes each time the node lost its lease: every thread actor must go (their
+    /// commits carry the old token and are refused anyway).
+    pub fn losses(&self) -> watch::Receiver<u64> {
+        self.lost.subscribe()
+    }
+
+    /// The live nodes (id, URL) as of the last renewal.
+    pub fn live_nodes(&self) -> Vec<(String, String)> {
+        lock(&self.live_nodes).clone()
+    }
+
+    /// Where the thread is served: claims it when no node owns it, takes it over when its
+    /// owner's lease expired, or names its live owner.
+    pub async fn place(&self, tenant: &TenantId, thread: &ContextId) -> Result<Placement> {
+        if !self.holds_lease() {
+            return Err(Error::Unavailable {
+                detail: "this node is not holding its cluster lease (renewal pending)".into(),
+                retry_after_secs: 1,
+            });
+        }
+        // The token before the lookup: if the node loses its lease during it, the
+        // actor's commits under this token are refused.
+        let token = self.fence.token();
+        let client = self.claims.get().await?;
+        for _ in 0..4 {
+            let owner = sql::owner(&client, tenant.as_str(), thread.as_str()).await?;
+            match owner {
+                None => {
+                    if sql::claim_free(&client, tenant.as_str(), thread.as_str(), &self.node_id)
+                        .await?
+                    {
+                        return Ok(Placement::Local { token });
+                    }
+                }
+                Some(owner) if owner.node_id == self.node_id => {
+                    return Ok(Placement::Local { token });
+                }
+                Some(owner) if owner.alive() => return Ok(Placement::Remote(owner)),
+                Some(dead) => {
+                    match sql::take_over(
+                        &client,
+                        tenant.as_str(),
+                        thread.as_str(),
+                        &self.node_id,
+                        &dead.node_id,
+                    )
+                    .await?
+                    {
+                        Taken::Yes => {
+                            metrics::counter!(crate::telemetry::CLUSTER_TAKEOVERS).increment(1);
+                            tracing::info!(context_id = %thread, from = %dead.node_id, "took the thread over from a node whose lease expired");
+                            return Ok(Placement::Local { token });
+                        }
+                        Taken::Moved => {}
+                        Taken::Busy => {
+                            return Err(Error::Unavailable {
+                                detail: format!(
+                                    "thread {thread} is being taken over from node {}",
+                                    dead.node_id
+                                ),
+                                retry_after_secs: 1,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        Err(Error::Unavailable {
+            detail: format!("thread {thread} changed owner repeatedly"),
+            retry_after_secs: 1,
+        })
+    }
+
+    /// The fencing token commits carry now.
+    pub fn token(&self) -> i64 {
+        self.fence.token()
+    }
+
+    /// Threads of dead nodes (and, with `own`, of this node's id before it started) that
+    /// left a task working, at most `limit`: the recovery sweep places them (taking them
+    /// over) and loads them.
+    pub async fn orphans(&self, own: bool, limit: i64) -> Result<Vec<(TenantId, ContextId)>> {
+        let client = self.claims.get().await?;
+        let own = if own { self.node_id.as_str() } else { "" };
+        let rows = sql::orphans(&client, own, limit).await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(tenant, thread, _)| {
+                Some((
+                    TenantId::parse(tenant).ok()?,
+                    ContextId::parse(thread).ok()?,
+                ))
+            })
+            .collect())
+    }
+
+    /// Gives the lease up (a graceful shutdown, once every commit is done): the other
+    /// nodes take the threads over at once. Stops the renewals.
+    pub async fn leave(&self) {
+        let token = self.fence.token();
+        // No commit of this node may pass after this.
+        self.fence.mark_lost();
+        match self.session.get().await {
+            Ok(client) => match sql::leave(&client, &self.node_id, token).await {
+                Ok(()) => tracing::info!(node_id = %self.node_id, "left the cluster"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not leave the cluster; the lease expires by itself")
+                }
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "could not leave the cluster; the lease expires by itself")
+            }
+        }
+        self.stop();
+    }
+
+    /// Stops the renewals and the connections (the lease expires by itself).
+    pub fn stop(&self) {
+        if let Some(arbiter) = lock(&self.arbiter).take() {
+            arbiter.stop();
+        }
+    }
+
+    async fn refresh_nodes(&self) {
+        let Ok(client) = self.session.get().await else {
+            return;
+        };
+        match sql::live_nodes(&client).await {
+            Ok(nodes) => {
+                let leader = nodes.first().is_some_and(|(id, _)| *id == self.node_id);
+                if leader != self.leader.swap(leader, Ordering::SeqCst) {
+                    tracing::info!(node_id = %self.node_id, leader, "cluster leadership changed");
+                }
+                metrics::gauge!(crate::telemetry::CLUSTER_NODES).set(nodes.len() as f64);
+                *lock(&self.live_nodes) = nodes;
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the cluster's nodes"),
+        }
+    }
+
+    /// Renews the lease every `cluster.heartbeat_ms`; when a commit or a renewal finds it
+    /// taken, drops every actor and joins again with a new token.
+    async fn renew_loop(self: Arc<Self>) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(self.heartbeat) => {}
+                () = self.fence.lost() => {}
+            }
+            if self.fence.is_lost() {
+                self.rejoin().await;
+                continue;
+            }
+            let started = Instant::now();
+            let renewed = match self.session.get().await {
+                Ok(client) => {
+                    sql::renew(&client, &self.node_id, self.fence.token(), self.ttl_ms).await
+                }
+                Err(e) => Err(e),
+            };
+            match renewed {
+                Ok(true) => {
+                    *lock(&self.held_until) = started + self.margin_ttl();
+                    self.refresh_nodes().await;
+                }
+                Ok(false) => {
+                    tracing::warn!(node_id = %self.node_id, "the lease was taken over while it could not be renewed");
+                    self.fence.mark_lost();
+                }
+                Err(e) => {
+                    tracing::warn!(node_id = %self.node_id, error = %e, "cannot renew the cluster lease");
+                    if !self.holds_lease() {
+                        self.leader.store(false, Ordering::SeqCst);
+                    }
+                }
+            }
+        }
+    }
+
+    /// After a loss: every actor goes, then the node joins again with a new token.
+    async fn rejoin(&self) {
+        metrics::counter!(crate::telemetry::CLUSTER_LEASE_LOSSES).increment(1);
+        self.leader.store(false, Ordering::SeqCst);
+        self.lost.send_modify(|n| *n += 1);
+        loop {
+            match self.try_join().await {
+                Ok(Joined::Token(token)) => {
+                    tracing::warn!(node_id = %self.node_id, token, "lost the lease; rejoined with a new token (every thread reloads)");
+                    self.refresh_nodes().await;
+                    return;
+                }
+                Ok(Joined::InUse { remaining_ms }) => {
+                    tokio::time::sleep(Duration::from_millis(remaining_ms.clamp(50, 1000) as u64))
+                        .await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot rejoin the cluster");
+                    tokio::time::sleep(self.heartbeat).await;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One Postgres connection of the cluster's, reconnected when it dropped. Its I/O runs on
+/// the cluster's arbiter. A listening one LISTENs on [`EVENTS_CHANNEL`] and hands
+/// notifications to the hub, waking every watcher after each (re)connection.
+struct Conn {
+    url: String,
+    arbiter: actix::ArbiterHandle,
+    listen: Option<Arc<notify::Hub>>,
+    client: tokio::sync::Mutex<Option<Arc<Client>>>,
+}
+
+impl Conn {
+    fn new(url: &str, arbiter: &Arbiter, listen: Option<Arc<notify::Hub>>) -> Self {
+        Self {
+            url: url.to_owned(),
+            arbiter: arbiter.handle(),
+            listen,
+            client: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    async fn get(&self) -> Result<Arc<Client>, StoreError> {
+        let mut slot = self.client.lock().await;
+        if let Some(client) = slot.as_ref()
+            && !client.is_closed()
+        {
+            return Ok(client.clone());
+        }
+        let client = Arc::new(self.connect().await?);
+        if let Some(hub) = &self.listen {
+            client
+                .batch_execute(&format!("LISTEN {EVENTS_CHANNEL}"))
+                .await
+                .map_err(|e| StoreError::Unavailable(format!("cluster: LISTEN: {e}")))?;
+            // Whatever was notified while not listening is read from the logs now.
+            hub.wake_all();
+        }
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+
+    /// Connects on the cluster's arbiter, where the connection's I/O then runs.
+    async fn connect(&self) -> Result<Client, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        let url = self.url.clone();
+        let listen = self.listen.clone();
+        let spawned = self.arbiter.spawn(async move {
+            let (client, mut connection) = match tokio_postgres::connect(&url, NoTls).await {
+                Ok(pair) => pair,
+                Err(e) => {
+                    let _ = tx.send(Err(StoreError::Unavailable(format!("cluster: {e}"))));
+                    return;
+                }
+            };
+            let _ = tx.send(Ok(client));
+            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(message) = messages.next().await {
+                match message {
+                    Ok(AsyncMessage::Notification(n)) => {
+                        if let Some(hub) = &listen {
+                            hub.dispatch(n.payload());
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cluster connection lost");
+                        break;
+                    }
+                }
+            }
+        });
+        if !spawned {
+            return Err(StoreError::Unavailable("cluster: stopped".into()));
+        }
+        rx.await
+            .map_err(|_| StoreError::Unavailable("cluster: stopped".into()))?
+    }
+}
+
+/// The default node id: the host name and a random suffix.
+pub fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| {
+            h.trim()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+                .take(40)
+                .collect::<String>()
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into());
+    format!("{host}-{:06x}", fastrand::u32(..0x100_0000))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,372 @@
+//! The cluster's tables on Postgres (`migrations/postgres/…_cluster`): the nodes with
+//! their leases and fencing tokens, and the owner of each thread. Plain SQL over
+//! `tokio-postgres` connections of the cluster's own (`crate::cluster`), one statement
+//! per call, every one of them answering at once: nothing here waits on a lock (a
+//! takeover that meets a lock gives up with [`Taken::Busy`]), so a lease renewal is never
+//! stuck behind anything.
+//!
+//! Time is the database's clock (`NOW_MS`), never a node's: the nodes' clocks may
+//! disagree, the database's is one.
+//!
+//! The fencing itself is part of every commit of the node ([`FENCE`], run by
+//! `postgres.rs` under a KEY SHARE lock on the node's row): a takeover locks the dead
+//! node's row exclusively before it raises its token, so it waits for the commits the
+//! dead node has in flight, and every commit after it finds the token moved.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+use tokio_postgres::Client;
+
+use super::StoreError;
+
+/// The database's clock in epoch milliseconds.
+const NOW_MS: &str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
+
+/// Run first in every commit of a node in cluster mode: one row while the node's token
+/// is still `$2`, none once another node fenced it. The KEY SHARE lock keeps a takeover
+/// (which locks the row FOR UPDATE) waiting until this commit is over.
+pub(super) const FENCE: &str =
+    "SELECT 1 FROM cluster_nodes WHERE node_id = $1 AND token = $2 FOR KEY SHARE";
+
+/// The channel commits notify with the task events they logged (cluster mode).
+pub const EVENTS_CHANNEL: &str = "a2a_events";
+
+/// Longest payload of one notification (Postgres allows just under 8 000 bytes).
+pub const MAX_PAYLOAD: usize = 7_000;
+
+/// This node's lease as every commit checks it: the node id and its current fencing
+/// token (0 until the node has joined). Shared by the store (which checks it in every
+/// commit) and the cluster (which sets it, and learns from it that a commit found it
+/// moved).
+#[derive(Debug)]
+pub struct Fence {
+    node_id: String,
+    token: AtomicI64,
+    /// A commit found the token moved: another node took over a thread of this one.
+    lost: AtomicBool,
+    lost_signal: tokio::sync::Notify,
+}
+
+impl Fence {
+    pub fn new(node_id: impl Into<String>) -> Arc<Self> {
+        Arc::new(Self {
+            node_id: node_id.into(),
+            token: AtomicI64::new(0),
+            lost: AtomicBool::new(false),
+            lost_signal: tokio::sync::Notify::new(),
+        })
+    }
+
+    pub fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    /// The token commits carry; 0 before the node joined.
+    pub fn token(&self) -> i64 {
+        self.token.load(Ordering::SeqCst)
+    }
+
+    /// The node (re)joined with `token`.
+    pub fn set_token(&self, token: i64) {
+        self.lost.store(false, Ordering::SeqCst);
+        self.token.store(token, Ordering::SeqCst);
+    }
+
+    /// A commit (or a renewal) found the token moved.
+    pub fn mark_lost(&self) {
+        if !self.lost.swap(true, Ordering::SeqCst) {
+            self.lost_signal.notify_one();
+        }
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once a commit found the lease lost (at once if one already did).
+    pub async fn lost(&self) {
+        loop {
+            let notified = self.lost_signal.notified();
+            if self.is_lost() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Who serves a thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub node_id: String,
+    /// The node's advertised base URL.
+    pub url: String,
+    /// How long the node's lease still runs, in ms (negative: expired).
+    pub remaining_ms: i64,
+}
+
+impl Owner {
+    pub fn alive(&self) -> bool {
+        self.remaining_ms > 0
+    }
+}
+
+/// What [`join`] got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Joined {
+    /// The node holds its lease with this token.
+    Token(i64),
+    /// A live node already uses the id; its lease runs for this many more ms.
+    InUse { remaining_ms: i64 },
+}
+
+/// What [`take_over`] got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// The thread is this node's now, and the dead node is fenced.
+    Yes,
+    /// Its owner is alive again, or another node took it first: look again.
+    Moved,
+    /// The dead node's row is locked (a commit of it still in flight, or another
+    /// takeover): try again shortly.
+    Busy,
+}
+
+fn failed(e: tokio_postgres::Error) -> StoreError {
+    if e.is_closed() || e.code().is_none() {
+        StoreError::Unavailable(format!("cluster: {e}"))
+    } else {
+        StoreError::Query(format!("cluster: {e}"))
+    }
+}
+
+/// Joins (or rejoins) as `node_id` reachable at `url`, with a lease of `ttl_ms`: a new
+/// token, higher than any this id had. Refused while a live node holds the id.
+pub async fn join(
+    client: &Client,
+    node_id: &str,
+    url: &str,
+    ttl_ms: i64,
+) -> Result<Joined, StoreError> {
+    let sql = format!(
+        "INSERT INTO cluster_nodes AS n (node_id, token, url, started_at, expires_at) \
+         VALUES ($1, 1, $2, {NOW_MS}, {NOW_MS} + $3) \
+         ON CONFLICT (node_id) DO UPDATE SET token = n.token + 1, url = EXCLUDED.url, \
+         started_at = EXCLUDED.started_at, expires_at = EXCLUDED.expires_at \
+         WHERE n.expires_at < {NOW_MS} \
+         RETURNING token"
+    );
+    let rows = client
+        .query(&sql, &[&node_id, &url, &ttl_ms])
+        .await
+        .map_err(failed)?;
+    if let Some(row) = rows.first() {
+        return Ok(Joined::Token(row.get(0)));
+    }
+    let sql = format!("SELECT expires_at - {NOW_MS} FROM cluster_nodes WHERE node_id = $1");
+    let row = client.query_one(&sql, &[&node_id]).await.map_err(failed)?;
+    Ok(Joined::InUse {
+        remaining_ms: row.get(0),
+    })
+}
+
+/// Extends the lease by `ttl_ms` from now; false when the token moved (the node was
+/// fenced while it could not renew).
+pub async fn renew(
+    client: &Client,
+    node_id: &str,
+    token: i64,
+    ttl_ms: i64,
+) -> Result<bool, StoreError> {
+    let sql = format!(
+        "UPDATE cluster_nodes SET expires_at = {NOW_MS} + $3 WHERE node_id = $1 AND token = $2"
+    );
+    let n = client
+        .execute(&sql, &[&node_id, &token, &ttl_ms])
+        .await
+        .map_err(failed)?;
+    Ok(n == 1)
+}
+
+/// Gives the lease up at once (a graceful shutdown, after the last commit): the other
+/// nodes take the threads over on their next request without waiting for the expiry.
+pub async fn leave(client: &Client, node_id: &str, token: i64) -> Result<(), StoreError> {
+    client
+        .execute(
+            "UPDATE cluster_nodes SET expires_at = 0, token = token + 1 \
+             WHERE node_id = $1 AND token = $2",
+            &[&node_id, &token],
+        )
+        .await
+        .map_err(failed)?;
+    Ok(())
+}
+
+/// The owner of a thread, if any node ever claimed it.
+pub async fn owner(
+    client: &Client,
+    tenant: &str,
+    thread: &str,
+) -> Result<Option<Owner>, StoreError> {
+    let sql = format!(
+        "SELECT o.node_id, COALESCE(n.url, ''), COALESCE(n.expires_at - {NOW_MS}, -1) \
+         FROM thread_owners o LEFT JOIN cluster_nodes n ON n.node_id = o.node_id \
+         WHERE o.tenant_id = $1 AND o.thread_id = $2"
+    );
+    let rows = client
+        .query(&sql, &[&tenant, &thread])
+        .await
+        .map_err(failed)?;
+    Ok(rows.first().map(|row| Owner {
+        node_id: row.get(0),
+        url: row.get(1),
+        remaining_ms: row.get(2),
+    }))
+}
+
+/// Claims a thread no node owns; false when another node claimed it first.
+pub async fn claim_free(
+    client: &Client,
+    tenant: &str,
+    thread: &str,
+    node_id: &str,
+) -> Result<bool, StoreError> {
+    let n = client
+        .execute(
+            "INSERT INTO thread_owners (tenant_id, thread_id, node_id) VALUES ($1, $2, $3) \
+             ON CONFLICT DO NOTHING",
+            &[&tenant, &thread, &node_id],
+        )
+        .await
+        .map_err(failed)?;
+    Ok(n == 1)
+}
+
+/// Takes a thread over from `dead`, whose lease has expired: in one statement, locks the
+/// dead node's row (waiting for nothing), raises its token — fencing every commit it
+/// might still make — and moves the thread to `node_id`.
+pub async fn take_over(
+    client: &Client,
+    tenant: &str,
+    thread: &str,
+    node_id: &str,
+    dead: &str,
+) -> Result<Taken, StoreError> {
+    let sql = format!(
+        "WITH dead AS ( \
+             SELECT node_id FROM cluster_nodes \
+             WHERE node_id = $4 AND expires_at < {NOW_MS} FOR UPDATE NOWAIT \
+         ), fenced AS ( \
+             UPDATE cluster_nodes c SET token = c.token + 1 FROM dead \
+             WHERE c.node_id = dead.node_id RETURNING c.node_id \
+         ) \
+         UPDATE thread_owners o SET node_id = $3 FROM fenced \
+         WHERE o.tenant_id = $1 AND o.thread_id = $2 AND o.node_id = fenced.node_id"
+    );
+    match client
+        .execute(&sql, &[&tenant, &thread, &node_id, &dead])
+        .await
+    {
+        Ok(1) => Ok(Taken::Yes),
+        Ok(_) => Ok(Taken::Moved),
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
+            Ok(Taken::Busy)
+        }
+        Err(e) => Err(failed(e)),
+    }
+}
+
+/// Threads of nodes whose lease expired — and of `own`, a node that has just started
+/// under the id of one that stopped — that still have a task `submitted` or `working`:
+/// the recovery sweep loads them on a live node, which fails those tasks as interrupted.
+/// At most `limit`, with their owner.
+pub async fn orphans(
+    client: &Client,
+    own: &str,
+    limit: i64,
+) -> Result<Vec<(String, String, String)>, StoreError> {
+    let sql = format!(
+        "SELECT o.tenant_id, o.thread_id, o.node_id \
+         FROM thread_owners o JOIN cluster_nodes n ON n.node_id = o.node_id \
+         WHERE (n.expires_at < {NOW_MS} OR o.node_id = $2) AND EXISTS ( \
+             SELECT 1 FROM tasks t WHERE t.tenant_id = o.tenant_id \
+             AND t.context_id = o.thread_id AND t.state IN ('submitted', 'working')) \
+         LIMIT $1"
+    );
+    let rows = client.query(&sql, &[&limit, &own]).await.map_err(failed)?;
+    Ok(rows
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect())
+}
+
+/// The live nodes (id, URL), ordered by id: for `/health` and the operators' page.
+pub async fn live_nodes(client: &Client) -> Result<Vec<(String, String)>, StoreError> {
+    let sql = format!(
+        "SELECT node_id, url FROM cluster_nodes WHERE expires_at > {NOW_MS} ORDER BY node_id"
+    );
+    let rows = client.query(&sql, &[]).await.map_err(failed)?;
+    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+}
+
+/// The notification payloads for a commit's logged events: one line per event
+/// (`tenant`, tab, `task`, tab, `seq`), split into payloads of at most [`MAX_PAYLOAD`]
+/// bytes.
+pub fn event_payloads<'a>(events: impl Iterator<Item = (&'a str, &'a str, i64)>) -> Vec<String> {
+    let mut payloads = Vec::new();
+    let mut current = String::new();
+    for (tenant, task, seq) in events {
+        let line = format!("{tenant}\t{task}\t{seq}");
+        if !current.is_empty() && current.len() + 1 + line.len() > MAX_PAYLOAD {
+            payloads.push(std::mem::take(&mut current));
+        }
+        if !current.is_empty() {
+            current.push('\n');
+        }
+        current.push_str(&line);
+    }
+    if !current.is_empty() {
+        payloads.push(current);
+    }
+    payloads
+}
+
+/// The events a payload of [`event_payloads`] names; lines that do not parse are skipped.
+pub fn parse_payload(payload: &str) -> impl Iterator<Item = (&str, &str, i64)> {
+    payload.lines().filter_map(|line| {
+        let mut fields = line.split('\t');
+        let tenant = fields.next()?;
+        let task = fields.next()?;
+        let seq = fields.next()?.parse().ok()?;
+        fields.next().is_none().then_some((tenant, task, seq))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_split_under_the_limit_and_parse_back() {
+        let tenant = "acme";
+        let tasks: Vec<String> = (0..2000).map(|i| format!("task-{i:05}")).collect();
+        let events: Vec<(&str, &str, i64)> = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (tenant, t.as_str(), i as i64 + 1))
+            .collect();
+        let payloads = event_payloads(events.iter().copied());
+        assert!(payloads.len() > 1, "2000 events do not fit one payload");
+        assert!(payloads.iter().all(|p| p.len() <= MAX_PAYLOAD));
+        let back: Vec<(&str, &str, i64)> = payloads.iter().flat_map(|p| parse_payload(p)).collect();
+        assert_eq!(back, events);
+    }
+
+    #[test]
+    fn a_malformed_line_is_skipped() {
+        let parsed: Vec<_> =
+            parse_payload("a\tb\t3\nbroken\na\tb\tx\na\tc\t4\textra\nt\tu\t5").collect();
+        assert_eq!(parsed, vec![("a", "b", 3), ("t", "u", 5)]);
+    }
+}

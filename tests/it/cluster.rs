@@ -1,0 +1,264 @@
+//! Cluster mode: two nodes on one Postgres database, in this process. Forwarding to a
+//! thread's owner, a subscriber on one node following a turn on the other, a dead node's
+//! threads taken over (its working task failed as interrupted), and fencing: a node whose
+//! lease was taken writes nothing more.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Backend, TestApp, fresh_postgres, read_sse, spawn_app_in, user_message};
+
+const SECRET: &str = "a-cluster-secret-for-tests";
+const LEASE_MS: u64 = 1500;
+
+async fn node(url: &str, id: &str) -> TestApp {
+    let id = id.to_owned();
+    spawn_app_in(None, Backend::Postgres(url.to_owned()), move |s| {
+        s.cluster.enabled = true;
+        s.cluster.node_id = id;
+        s.cluster.secret = SECRET.into();
+        s.cluster.lease_ttl_ms = LEASE_MS;
+        s.cluster.heartbeat_ms = 300;
+        s.cluster.stream_poll_ms = 5_000;
+        s.idempotency.enabled = true;
+    })
+    .await
+}
+
+async fn two_nodes() -> Option<(String, TestApp, TestApp)> {
+    let url = fresh_postgres().await?;
+    let a = node(&url, "node-a").await;
+    let b = node(&url, "node-b").await;
+    Some((url, a, b))
+}
+
+/// One row of a query against the test database.
+async fn query_one(url: &str, sql: &str) -> Option<Vec<String>> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    actix_web::rt::spawn(connection);
+    let rows = client.simple_query(sql).await.expect("query");
+    rows.into_iter().find_map(|m| match m {
+        tokio_postgres::SimpleQueryMessage::Row(row) => Some(
+            (0..row.len())
+                .map(|i| row.get(i).unwrap_or("").to_owned())
+                .collect(),
+        ),
+        _ => None,
+    })
+}
+
+async fn owner_of(url: &str, context_id: &str) -> Option<String> {
+    query_one(
+        url,
+        &format!("SELECT node_id FROM thread_owners WHERE thread_id = '{context_id}'"),
+    )
+    .await
+    .map(|row| row[0].clone())
+}
+
+fn follow_up(task: &Value, text: &str) -> Value {
+    let mut message = user_message(text);
+    message["taskId"] = task["id"].clone();
+    message["contextId"] = task["contextId"].clone();
+    json!({"message": message})
+}
+
+/// Polls `check` until it holds, for at most `within`.
+async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    while !check().await {
+        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[actix_web::test]
+async fn a_follow_up_on_another_node_is_served_by_the_threads_owner() {
+    let Some((url, a, b)) = two_nodes().await else {
+        return;
+    };
+    let r = a.send_text("input please").await;
+    let task = r["result"]["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+    let context = task["contextId"].as_str().unwrap().to_owned();
+    assert_eq!(owner_of(&url, &context).await.as_deref(), Some("node-a"));
+
+    // The follow-up lands on B, which forwards it to A.
+    let r = b.rpc("SendMessage", follow_up(&task, "more")).await;
+    let done = &r["result"]["task"];
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(done["id"], task["id"]);
+    assert!(
+        !b.runtime.is_resident(
+            &tenant(),
+            &agent_a2a::domain::ContextId::parse(&context).unwrap()
+        ),
+        "B never loaded A's thread"
+    );
+    assert_eq!(owner_of(&url, &context).await.as_deref(), Some("node-a"));
+    // Reads on B come from the store: the same task.
+    let got = b.rpc("GetTask", json!({"id": task["id"]})).await;
+    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+
+    // A cancel of a task of A sent to B is A's answer (here: not cancelable).
+    let r = b.rpc("CancelTask", json!({"id": task["id"]})).await;
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+
+    // A node without the cluster's secret gets nothing from the internal calls.
+    let refused = b
+        .client
+        .post(format!("{}/_cluster/v1/cancel", a.url))
+        .bearer_auth("not-the-secret-of-this-cluster")
+        .json(&json!({"tenant": "default", "task_id": task["id"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 404);
+}
+
+#[actix_web::test]
+async fn a_subscriber_on_one_node_follows_a_turn_running_on_the_other() {
+    let Some((_url, a, b)) = two_nodes().await else {
+        return;
+    };
+    let id = a.start_waiting_task().await;
+    let subscription = b.subscribe(&id, None).await;
+    assert_eq!(subscription.status(), 200);
+    let reading = actix_web::rt::spawn(read_sse(subscription, 10));
+    // The subscriber is registered before the turn moves on.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    a.release.notify_one();
+    let events = tokio::time::timeout(Duration::from_secs(10), reading)
+        .await
+        .expect("the stream ends")
+        .unwrap();
+    let ids: Vec<i64> = events.iter().map(|e| e.id.parse().unwrap()).collect();
+    let mut sorted = ids.clone();
+    sorted.dedup();
+    assert_eq!(ids, sorted, "no duplicate: {ids:?}");
+    assert!(
+        ids.windows(2).all(|w| w[1] == w[0] + 1),
+        "no gap after the snapshot: {ids:?}"
+    );
+    let last = &events.last().unwrap().data;
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
+    // The notification woke it, not the 5 s poll.
+    assert!(events.len() >= 3, "{events:?}");
+}
+
+#[actix_web::test]
+async fn a_dead_nodes_threads_are_taken_over_and_its_working_task_fails_as_interrupted() {
+    let Some((url, a, b)) = two_nodes().await else {
+        return;
+    };
+    let id = a.start_waiting_task().await;
+    let got = a.rpc("GetTask", json!({"id": id})).await;
+    let context = got["result"]["contextId"].as_str().unwrap().to_owned();
+    // A dies: no graceful leave, its lease simply stops being renewed.
+    let died = Instant::now();
+    a.runtime.cluster().unwrap().stop();
+    a.stop().await;
+    // B's sweep (or the next request) takes the thread over and fails the task.
+    eventually(
+        Duration::from_secs(15),
+        "the task fails as interrupted",
+        || {
+            let b = &b;
+            let id = id.clone();
+            async move {
+                let got = b.rpc("GetTask", json!({"id": id})).await;
+                got["result"]["status"]["state"] == "TASK_STATE_FAILED"
+            }
+        },
+    )
+    .await;
+    let took = died.elapsed();
+    eprintln!(
+        "takeover: the dead node's task failed on the survivor {took:?} after the death (lease {LEASE_MS} ms)"
+    );
+    let got = b.rpc("GetTask", json!({"id": id})).await;
+    let status = &got["result"]["status"];
+    assert_eq!(
+        status["message"]["metadata"]["errorCode"], "INTERRUPTED",
+        "{got}"
+    );
+    assert_eq!(owner_of(&url, &context).await.as_deref(), Some("node-b"));
+    // The thread continues on B.
+    let mut message = user_message("after the takeover");
+    message["contextId"] = json!(context);
+    let r = b.rpc("SendMessage", json!({"message": message})).await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+}
+
+#[actix_web::test]
+async fn a_node_whose_lease_was_taken_writes_nothing_and_rejoins() {
+    let Some((url, a, _b)) = two_nodes().await else {
+        return;
+    };
+    let r = a.send_text("input please").await;
+    let task = r["result"]["task"].clone();
+    let messages = |url: String, context: String| async move {
+        query_one(
+            &url,
+            &format!("SELECT count(*) FROM messages WHERE thread_id = '{context}'"),
+        )
+        .await
+        .unwrap()[0]
+            .clone()
+    };
+    let context = task["contextId"].as_str().unwrap().to_owned();
+    let before = messages(url.clone(), context.clone()).await;
+    let old_token = a.runtime.cluster().unwrap().token();
+    // Another node fences A, as a takeover does (A's lease is still running here, which
+    // a real takeover would wait for: the fencing is what is under test).
+    query_one(
+        &url,
+        "UPDATE cluster_nodes SET token = token + 1 WHERE node_id = 'node-a' RETURNING token",
+    )
+    .await;
+    let refused = a
+        .client
+        .post(format!("{}/", a.url))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": follow_up(&task, "more")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503, "refused, not acknowledged");
+    assert!(refused.headers().contains_key("retry-after"));
+    let r: Value = refused.json().await.unwrap();
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert_eq!(
+        messages(url.clone(), context.clone()).await,
+        before,
+        "nothing of the refused send is stored"
+    );
+    // A notices, drops its threads and rejoins with a new token; the retry is served.
+    eventually(Duration::from_secs(10), "A rejoins", || {
+        let cluster = a.runtime.cluster().unwrap().clone();
+        async move { cluster.token() > old_token + 1 && cluster.holds_lease() }
+    })
+    .await;
+    let r = a.rpc("SendMessage", follow_up(&task, "more")).await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+}
+
+fn tenant() -> agent_a2a::domain::TenantId {
+    agent_a2a::domain::TenantId::default_tenant()
+}
