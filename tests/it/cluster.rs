@@ -34,7 +34,7 @@ async fn two_nodes() -> Option<(String, TestApp, TestApp)> {
 }
 
 /// One row of a query against the test database.
-async fn query_one(url: &str, sql: &str) -> Option<Vec<String>> {
+pub(crate) async fn query_one(url: &str, sql: &str) -> Option<Vec<String>> {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .expect("connect");
@@ -50,7 +50,7 @@ async fn query_one(url: &str, sql: &str) -> Option<Vec<String>> {
     })
 }
 
-async fn owner_of(url: &str, context_id: &str) -> Option<String> {
+pub(crate) async fn owner_of(url: &str, context_id: &str) -> Option<String> {
     query_one(
         url,
         &format!("SELECT node_id FROM thread_owners WHERE thread_id = '{context_id}'"),
@@ -67,7 +67,7 @@ fn follow_up(task: &Value, text: &str) -> Value {
 }
 
 /// Polls `check` until it holds, for at most `within`.
-async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
+pub(crate) async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,

@@ -5,6 +5,7 @@ mod auth;
 mod card;
 mod cli;
 mod cluster;
+mod cluster_nodes;
 mod dashboard;
 mod durability;
 mod errors;

@@ -1,0 +1,629 @@
+//! Cluster mode with real processes: three agent-a2a nodes on one Postgres database
+//! behind a real HAProxy on loopback. Sends, streams and subscriptions spread over the
+//! nodes; SIGKILL of a node in a send storm (nothing acknowledged lost, nothing stored
+//! twice, its threads continue elsewhere); SIGSTOP of a node past its lease (it writes
+//! nothing after it wakes); a rolling restart under load (no request fails).
+
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::cluster::{eventually, owner_of, query_one};
+use crate::support::{fresh_postgres, http_client, read_sse, user_message};
+
+const SECRET: &str = "a-cluster-secret-for-process-tests";
+const LEASE_MS: u64 = 2000;
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// One agent-a2a process of the cluster.
+struct Node {
+    id: String,
+    port: u16,
+    database: String,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Node {
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn start(database: &str, id: &str) -> Node {
+        let mut node = Node {
+            id: id.to_owned(),
+            port: free_port(),
+            database: database.to_owned(),
+            dir: tempfile::tempdir().unwrap(),
+            child: None,
+        };
+        node.spawn();
+        node
+    }
+
+    /// Starts the process (again) on the node's port, and waits for it to listen.
+    fn spawn(&mut self) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-a2a"))
+            .args(["serve", "--bind", &format!("127.0.0.1:{}", self.port)])
+            .args(["--grpc-bind", "", "--data-dir"])
+            .arg(self.dir.path())
+            .env("RUST_LOG", "info")
+            .env("AGENT_A2A__LOG__FORMAT", "text")
+            .env("DATABASE_URL", &self.database)
+            .env("AGENT_A2A__CLUSTER__ENABLED", "true")
+            .env("AGENT_A2A__CLUSTER__NODE_ID", &self.id)
+            .env("AGENT_A2A__CLUSTER__SECRET", SECRET)
+            .env("AGENT_A2A__CLUSTER__LEASE_TTL_MS", LEASE_MS.to_string())
+            .env("AGENT_A2A__CLUSTER__HEARTBEAT_MS", "400")
+            .env("AGENT_A2A__SERVER__SHUTDOWN_TIMEOUT_SECS", "10")
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start agent-a2a");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let id = self.id.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut tx = Some(tx);
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if line.contains("listening")
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(());
+                }
+                if line.contains("ERROR") || line.contains("lease") || line.contains("took") {
+                    eprintln!("[{id}] {line}");
+                }
+            }
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("node reports listening");
+        self.child = Some(child);
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let pid = self.child.as_ref().expect("running").id();
+        // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+        let sent = unsafe { libc::kill(pid as libc::pid_t, signal) };
+        assert_eq!(sent, 0, "signal {signal} to {}", self.id);
+    }
+
+    /// Waits for the process to exit; its status.
+    fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.take().expect("running").wait().unwrap()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// HAProxy in front of the nodes: round robin, health checks on `/health/ready`, and the
+/// retries the deployment's configuration makes (a refused connection, an empty answer,
+/// a 503 from a draining node are tried on another node).
+struct Balancer {
+    url: String,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Balancer {
+    async fn start(nodes: &[&Node]) -> Balancer {
+        let port = free_port();
+        let servers: String = nodes
+            .iter()
+            .map(|n| format!("    server {} 127.0.0.1:{} check\n", n.id, n.port))
+            .collect();
+        let config = format!(
+            "global\n    maxconn 2000\n\
+             defaults\n    mode http\n    timeout connect 1s\n    timeout client 60s\n\
+             \x20   timeout server 60s\n    retries 3\n    option redispatch 1\n\
+             \x20   retry-on conn-failure empty-response 503\n\
+             frontend a2a\n    bind 127.0.0.1:{port}\n    default_backend nodes\n\
+             backend nodes\n    balance roundrobin\n    option httpchk GET /health/ready\n\
+             \x20   default-server inter 300ms fall 2 rise 1\n{servers}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("haproxy.cfg");
+        std::fs::write(&path, config).unwrap();
+        let child = Command::new("haproxy")
+            .arg("-db")
+            .arg("-f")
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("haproxy is installed (.ci/run installs it)");
+        let balancer = Balancer {
+            url: format!("http://127.0.0.1:{port}"),
+            child,
+            _dir: dir,
+        };
+        let client = http_client();
+        let url = balancer.url.clone();
+        eventually(Duration::from_secs(20), "the balancer serves", || {
+            let (client, url) = (client.clone(), url.clone());
+            async move {
+                client
+                    .get(format!("{url}/health/ready"))
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status() == 200)
+            }
+        })
+        .await;
+        balancer
+    }
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn three_nodes() -> Option<(String, Vec<Node>)> {
+    let database = fresh_postgres().await?;
+    let nodes = ["n1", "n2", "n3"]
+        .iter()
+        .map(|id| Node::start(&database, id))
+        .collect();
+    Some((database, nodes))
+}
+
+async fn rpc(client: &reqwest::Client, url: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let response = client
+        .post(format!("{url}/"))
+        .header("A2A-Version", "1.0")
+        .json(&body)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 200, "{method}");
+    response.json().await.expect("JSON")
+}
+
+/// A send, retried (the same message, so the same idempotency key) while the answer is
+/// a failed connection or a 503, at most `attempts` times.
+async fn send_retrying(
+    client: &reqwest::Client,
+    url: &str,
+    params: &Value,
+    attempts: usize,
+) -> Option<Value> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params});
+    for _ in 0..attempts {
+        let sent = client
+            .post(format!("{url}/"))
+            .header("A2A-Version", "1.0")
+            .json(&body)
+            .send()
+            .await;
+        if let Ok(response) = sent
+            && response.status() == 200
+            && let Ok(v) = response.json::<Value>().await
+            && v["result"]["task"]["id"].is_string()
+        {
+            return Some(v);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+/// Clients sending new messages through `url` until `stop`, each retried as
+/// [`send_retrying`] does; the acknowledged task ids, and how many sends failed for good.
+struct Storm {
+    acked: Arc<Mutex<Vec<String>>>,
+    failed: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    workers: Vec<actix_web::rt::task::JoinHandle<()>>,
+}
+
+impl Storm {
+    fn start(url: &str, clients: usize) -> Storm {
+        let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+        let failed = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let client = http_client();
+        let workers = (0..clients)
+            .map(|w| {
+                let (client, url) = (client.clone(), url.to_owned());
+                let (acked, failed, stop) = (acked.clone(), failed.clone(), stop.clone());
+                actix_web::rt::spawn(async move {
+                    let mut i = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        i += 1;
+                        let params =
+                            json!({"message": user_message(&format!("client {w} send {i}"))});
+                        match send_retrying(&client, &url, &params, 50).await {
+                            Some(v) => acked
+                                .lock()
+                                .unwrap()
+                                .push(v["result"]["task"]["id"].as_str().unwrap().to_owned()),
+                            None => {
+                                failed.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        Storm {
+            acked,
+            failed,
+            stop,
+            workers,
+        }
+    }
+
+    fn acked(&self) -> usize {
+        self.acked.lock().unwrap().len()
+    }
+
+    async fn until_acked(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.acked() < n {
+            assert!(
+                Instant::now() < deadline,
+                "only {} sends acknowledged",
+                self.acked()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn stop(self) -> (Vec<String>, usize) {
+        self.stop.store(true, Ordering::SeqCst);
+        for w in self.workers {
+            let _ = w.await;
+        }
+        let acked = self.acked.lock().unwrap().clone();
+        (acked, self.failed.load(Ordering::SeqCst))
+    }
+}
+
+/// Every acknowledged task is readable through `url`; returns the ids that are not.
+async fn missing(url: &str, acked: &[String]) -> Vec<String> {
+    let client = http_client();
+    let mut missing = Vec::new();
+    for id in acked {
+        let r = rpc(&client, url, "GetTask", json!({"id": id})).await;
+        if r["result"]["id"] != id.as_str() {
+            missing.push(id.clone());
+        }
+    }
+    missing
+}
+
+/// User messages stored more than once (the same message id twice in the store).
+async fn stored_twice(database: &str) -> usize {
+    query_one(
+        database,
+        "SELECT count(*) FROM (SELECT message_id FROM messages WHERE role = 'user' \
+         GROUP BY tenant_id, message_id HAVING count(*) > 1) twice",
+    )
+    .await
+    .unwrap()[0]
+        .parse()
+        .unwrap()
+}
+
+fn follow_up(task: &Value, text: &str) -> Value {
+    let mut message = user_message(text);
+    message["taskId"] = task["id"].clone();
+    message["contextId"] = task["contextId"].clone();
+    json!({"message": message})
+}
+
+#[actix_web::test]
+async fn three_nodes_behind_haproxy_serve_sends_follow_ups_streams_and_subscriptions() {
+    let Some((database, nodes)) = three_nodes().await else {
+        return;
+    };
+    let balancer = Balancer::start(&nodes.iter().collect::<Vec<_>>()).await;
+    let client = http_client();
+    let url = &balancer.url;
+
+    // New threads spread over the nodes (round robin).
+    let mut tasks = Vec::new();
+    for i in 0..9 {
+        let r = rpc(
+            &client,
+            url,
+            "SendMessage",
+            json!({"message": user_message(&format!("hello {i}"))}),
+        )
+        .await;
+        let task = r["result"]["task"].clone();
+        assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+        tasks.push(task);
+    }
+    let mut owners = std::collections::BTreeSet::new();
+    for task in &tasks {
+        owners.insert(
+            owner_of(&database, task["contextId"].as_str().unwrap())
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(owners.len(), 3, "every node owns threads: {owners:?}");
+
+    // Follow-ups land on any node: two in three reach a node that forwards them.
+    for task in &tasks {
+        let r = rpc(&client, url, "SendMessage", follow_up(task, "more")).await;
+        assert_eq!(r["result"]["task"]["id"], task["id"], "{r}");
+        let history = r["result"]["task"]["history"].to_string();
+        assert_eq!(
+            history.matches("\"more\"").count(),
+            1,
+            "the follow-up once: {r}"
+        );
+    }
+
+    // A stream of a follow-up, through whichever node.
+    let response = client
+        .post(format!("{url}/message:stream"))
+        .header("A2A-Version", "1.0")
+        .json(&follow_up(&tasks[0], "streamed"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let events = read_sse(response, 10).await;
+    let last = &events.last().expect("events").data;
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{events:?}"
+    );
+
+    // A subscriber on each node follows a task owned by one of them; a cancel through the
+    // balancer ends every stream with the same events.
+    let task = &tasks[1];
+    let id = task["id"].as_str().unwrap();
+    let mut readers = Vec::new();
+    for node in &nodes {
+        let response = client
+            .post(format!("{}/tasks/{id}:subscribe", node.url()))
+            .header("A2A-Version", "1.0")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "subscribe on {}", node.id);
+        readers.push(actix_web::rt::spawn(read_sse(response, 10)));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = rpc(&client, url, "CancelTask", json!({"id": id})).await;
+    assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
+    let mut seen = Vec::new();
+    for reader in readers {
+        let events = tokio::time::timeout(Duration::from_secs(10), reader)
+            .await
+            .expect("the stream ends at the cancel")
+            .unwrap();
+        let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
+        let last = &events.last().unwrap().data;
+        assert_eq!(
+            last["statusUpdate"]["status"]["state"],
+            "TASK_STATE_CANCELED"
+        );
+        seen.push(ids);
+    }
+    assert!(
+        seen.windows(2).all(|w| w[0] == w[1]),
+        "the same events on every node: {seen:?}"
+    );
+}
+
+#[actix_web::test]
+async fn sigkill_of_a_node_in_a_send_storm_loses_nothing_and_its_threads_move() {
+    let Some((database, mut nodes)) = three_nodes().await else {
+        return;
+    };
+    let balancer = Balancer::start(&nodes.iter().collect::<Vec<_>>()).await;
+    let client = http_client();
+    // A thread of n2, to continue after its death.
+    let r = rpc(
+        &client,
+        &nodes[1].url(),
+        "SendMessage",
+        json!({"message": user_message("kept")}),
+    )
+    .await;
+    let task = r["result"]["task"].clone();
+
+    let storm = Storm::start(&balancer.url, 8);
+    storm.until_acked(300).await;
+    nodes[1].signal(libc::SIGKILL);
+    let killed = Instant::now();
+    nodes[1].wait();
+    let before = storm.acked();
+    storm.until_acked(before + 200).await;
+    let (acked, failed) = storm.stop().await;
+
+    // Its thread continues on a survivor once its lease expired.
+    let moved = send_retrying(
+        &client,
+        &balancer.url,
+        &follow_up(&task, "after the kill"),
+        200,
+    )
+    .await
+    .expect("the dead node's thread continues");
+    let took_over = killed.elapsed();
+    assert_eq!(moved["result"]["task"]["id"], task["id"]);
+    let owner = owner_of(&database, task["contextId"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert_ne!(owner, "n2");
+
+    let missing = missing(&balancer.url, &acked).await;
+    let twice = stored_twice(&database).await;
+    eprintln!(
+        "SIGKILL of one of three nodes: {} sends acknowledged, {} missing, {} stored twice, \
+         {failed} failed after retries; the dead node's thread served again {took_over:?} \
+         after the kill (lease {LEASE_MS} ms)",
+        acked.len(),
+        missing.len(),
+        twice
+    );
+    assert!(missing.is_empty(), "{missing:?}");
+    assert_eq!(twice, 0, "no message stored twice");
+    assert_eq!(failed, 0, "every send succeeded within its retries");
+}
+
+#[actix_web::test]
+async fn a_node_frozen_past_its_lease_writes_nothing_after_it_wakes() {
+    let Some((database, nodes)) = three_nodes().await else {
+        return;
+    };
+    let client = http_client();
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let r = rpc(
+        &client,
+        &a.url(),
+        "SendMessage",
+        json!({"message": user_message("first")}),
+    )
+    .await;
+    let task = r["result"]["task"].clone();
+    let context = task["contextId"].as_str().unwrap().to_owned();
+    let user_messages = |database: String, context: String| async move {
+        query_one(
+            &database,
+            &format!(
+                "SELECT count(*) FROM messages WHERE thread_id = '{context}' AND role = 'user'"
+            ),
+        )
+        .await
+        .unwrap()[0]
+            .parse::<usize>()
+            .unwrap()
+    };
+
+    a.signal(libc::SIGSTOP);
+    let frozen = Instant::now();
+    eventually(Duration::from_secs(20), "n1's lease expires", || {
+        let database = database.clone();
+        async move {
+            query_one(
+                &database,
+                "SELECT expires_at < CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) \
+                 FROM cluster_nodes WHERE node_id = 'n1'",
+            )
+            .await
+            .is_some_and(|row| row[0] == "t")
+        }
+    })
+    .await;
+    // B takes the thread over (fencing n1) and serves the follow-up.
+    let r = send_retrying(&client, &b.url(), &follow_up(&task, "on b"), 50)
+        .await
+        .expect("b serves the thread");
+    assert_eq!(r["result"]["task"]["id"], task["id"]);
+    assert_eq!(owner_of(&database, &context).await.as_deref(), Some("n2"));
+    let acknowledged = user_messages(database.clone(), context.clone()).await;
+    assert_eq!(acknowledged, 2);
+
+    // n1 wakes with the thread still in its memory and is asked to continue it at once.
+    a.signal(libc::SIGCONT);
+    eprintln!("n1 was frozen for {:?}", frozen.elapsed());
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": follow_up(&task, "on a")});
+    let answer = client
+        .post(format!("{}/", a.url()))
+        .header("A2A-Version", "1.0")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status();
+    let served = status == 200;
+    assert!(status == 200 || status == 503, "{status}");
+    // Whatever it answered, only what was acknowledged is stored: a refused write left
+    // nothing, and a served one went through n2.
+    let expected = acknowledged + usize::from(served);
+    assert_eq!(
+        user_messages(database.clone(), context.clone()).await,
+        expected
+    );
+    assert_eq!(owner_of(&database, &context).await.as_deref(), Some("n2"));
+    // n1 rejoins with a new token and serves again (forwarding to n2).
+    let r = send_retrying(&client, &a.url(), &follow_up(&task, "on a, again"), 100)
+        .await
+        .expect("n1 serves after rejoining");
+    assert_eq!(r["result"]["task"]["id"], task["id"]);
+    assert_eq!(
+        user_messages(database.clone(), context.clone()).await,
+        expected + 1
+    );
+    assert_eq!(stored_twice(&database).await, 0);
+}
+
+#[actix_web::test]
+async fn a_rolling_restart_under_load_fails_no_request() {
+    let Some((database, mut nodes)) = three_nodes().await else {
+        return;
+    };
+    let balancer = Balancer::start(&nodes.iter().collect::<Vec<_>>()).await;
+    let client = http_client();
+    let storm = Storm::start(&balancer.url, 8);
+    storm.until_acked(100).await;
+    for i in 0..nodes.len() {
+        nodes[i].signal(libc::SIGTERM);
+        let status = nodes[i].wait();
+        assert!(
+            status.success(),
+            "{} exits 0 after SIGTERM: {status}",
+            nodes[i].id
+        );
+        nodes[i].spawn();
+        let url = nodes[i].url();
+        eventually(
+            Duration::from_secs(20),
+            "the restarted node is ready",
+            || {
+                let (client, url) = (client.clone(), url.clone());
+                async move {
+                    client
+                        .get(format!("{url}/health/ready"))
+                        .send()
+                        .await
+                        .is_ok_and(|r| r.status() == 200)
+                }
+            },
+        )
+        .await;
+        let before = storm.acked();
+        storm.until_acked(before + 50).await;
+    }
+    let (acked, failed) = storm.stop().await;
+    let missing = missing(&balancer.url, &acked).await;
+    let twice = stored_twice(&database).await;
+    eprintln!(
+        "rolling restart of three nodes: {} sends acknowledged, {failed} failed after \
+         retries, {} missing, {twice} stored twice",
+        acked.len(),
+        missing.len()
+    );
+    assert_eq!(failed, 0);
+    assert!(missing.is_empty(), "{missing:?}");
+    assert_eq!(twice, 0);
+}
