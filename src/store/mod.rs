@@ -22,6 +22,7 @@ mod reads;
 mod rows;
 mod schema;
 mod sqlite;
+mod sqlite_lock;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]
@@ -286,6 +287,21 @@ pub enum StoreError {
     /// expired) and fenced it; nothing of the batch was written.
     #[error("this node's lease was taken over by another node")]
     Fenced,
+    /// Another process holds the SQLite database: SQLite serves one process, several
+    /// nodes share a Postgres database.
+    #[error(
+        "the SQLite database {} is in use by another agent-a2a process (lock file {}); \
+         SQLite serves one process — stop the other one, give this one another \
+         store.data_dir, or use Postgres (DATABASE_URL) to run several nodes",
+        .database.display(),
+        .lock_file.display()
+    )]
+    InUse {
+        /// The database as configured.
+        database: PathBuf,
+        /// The lock another process holds, by its canonical path.
+        lock_file: PathBuf,
+    },
 }
 
 impl From<diesel::result::Error> for StoreError {
@@ -337,7 +353,8 @@ impl From<StoreError> for crate::error::Error {
             StoreError::Conflict(_)
             | StoreError::Query(_)
             | StoreError::Corrupt(_)
-            | StoreError::Config(_) => crate::error::Error::Internal(e.to_string()),
+            | StoreError::Config(_)
+            | StoreError::InUse { .. } => crate::error::Error::Internal(e.to_string()),
         }
     }
 }

@@ -19,6 +19,11 @@
 //! WAL at every commit — one fsync per group of batches — so not even a power loss or OS
 //! crash takes back an acknowledged write; in WAL mode NORMAL survives a crash of the
 //! process, but a power loss can roll back the last commits.
+//!
+//! **One process per file.** The writer and the migrations hold an exclusive lock on
+//! `<database>.lock` ([`SqliteLock`]): a second process on the same file is refused at
+//! start-up with [`StoreError::InUse`] instead of writing beside the first. Several
+//! nodes on one database is Postgres's job.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -35,6 +40,7 @@ use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
 use super::rows::ClaimRow;
+use super::sqlite_lock::SqliteLock;
 use super::writes::{CHUNK, PushRow, Rows, sqlite as sql};
 use super::{BlockingCommit, Claim, SqliteSynchronous, StoreError, WriteOp};
 use crate::domain::TenantId;
@@ -55,7 +61,9 @@ fn pragmas(synchronous: SqliteSynchronous) -> String {
 
 pub(super) type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
 
-/// [`Store`](super::Store) on an SQLite file.
+/// [`Store`](super::Store) on an SQLite file, which it keeps to this process: its writer
+/// holds the file's lock ([`SqliteLock`]) from opening until the store and the
+/// persistence thread have both let it go, and another process cannot open it meanwhile.
 pub struct SqliteStore {
     /// Reads.
     pool: Pool<SqliteConn>,
@@ -193,6 +201,9 @@ impl InlineReader {
 /// diesel), with its prepared statements cached.
 pub struct SqliteWriter {
     conn: Mutex<rusqlite::Connection>,
+    /// This process's hold on the file, for as long as the store or the persistence
+    /// thread can write (dropped after the connection: fields drop in order).
+    _lock: SqliteLock,
 }
 
 /// Statements the writer keeps prepared: the eleven of `writes::sqlite` and a few shapes
@@ -201,6 +212,7 @@ const CACHED_STATEMENTS: usize = 24;
 
 impl SqliteWriter {
     fn open(path: &Path, synchronous: SqliteSynchronous) -> Result<Self, StoreError> {
+        let lock = SqliteLock::acquire(path)?;
         let conn = rusqlite::Connection::open(path)
             .map_err(|e| StoreError::Unavailable(format!("sqlite {}: {e}", path.display())))?;
         conn.execute_batch(&pragmas(synchronous))
@@ -208,6 +220,7 @@ impl SqliteWriter {
         conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
         Ok(Self {
             conn: Mutex::new(conn),
+            _lock: lock,
         })
     }
 }
@@ -475,13 +488,16 @@ fn path_str(path: &Path) -> Result<&str, StoreError> {
     })
 }
 
-/// Creates the file (and its directory) if needed and applies pending migrations.
+/// Creates the file (and its directory) if needed and applies pending migrations, under
+/// this process's lock on the file: a file another process serves is not migrated under
+/// it ([`StoreError::InUse`]).
 pub(super) fn migrate(path: &Path) -> Result<Vec<String>, StoreError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| {
             StoreError::Unavailable(format!("cannot create {}: {e}", dir.display()))
         })?;
     }
+    let _lock = SqliteLock::acquire(path)?;
     let mut conn = SqliteConnection::establish(path_str(path)?)
         .map_err(|e| StoreError::Unavailable(format!("sqlite {}: {e}", path.display())))?;
     // The busy timeout matters here too: another process may be writing the file.

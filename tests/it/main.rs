@@ -24,6 +24,7 @@ mod recovery;
 mod rest;
 mod shutdown;
 mod skills;
+mod sqlite_lock;
 mod streaming;
 mod support;
 mod tools;

@@ -71,7 +71,8 @@ fn store_error(e: StoreError) -> SkillError {
         | StoreError::Fenced
         | StoreError::Query(_)
         | StoreError::Corrupt(_)
-        | StoreError::Config(_) => SkillError::Failed(e.to_string()),
+        | StoreError::Config(_)
+        | StoreError::InUse { .. } => SkillError::Failed(e.to_string()),
     }
 }
 

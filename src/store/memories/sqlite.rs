@@ -8,25 +8,32 @@ use std::time::Duration;
 use diesel_async::pooled_connection::deadpool::Pool;
 
 use crate::store::sqlite::SqliteConn;
+use crate::store::sqlite_lock::SqliteLock;
 
 /// [`MemoryRepository`](super::MemoryRepository) on SQLite.
 pub(crate) struct SqliteMemories {
     pool: Pool<SqliteConn>,
     acquire_timeout: Duration,
+    /// This process's hold on the file it shares with the store: a repository alone
+    /// (without a store in this process) keeps other processes off the file too.
+    _lock: SqliteLock,
 }
 
 impl SqliteMemories {
     /// A repository over at most `pool_size` connections to the (migrated) file at `path`,
-    /// set up exactly like the main store's (they share the file).
+    /// set up exactly like the main store's (they share the file and this process's lock
+    /// on it: `StoreError::InUse` when another process holds the file).
     pub(crate) fn new(
         path: &Path,
         pool_size: usize,
         acquire_timeout: Duration,
         synchronous: crate::store::SqliteSynchronous,
     ) -> Result<Self, crate::store::StoreError> {
+        let lock = SqliteLock::acquire(path)?;
         Ok(Self {
             pool: crate::store::sqlite::pool(path, pool_size, "sqlite memory pool", synchronous)?,
             acquire_timeout,
+            _lock: lock,
         })
     }
 }

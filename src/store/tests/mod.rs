@@ -50,6 +50,7 @@ mod expiry;
 mod isolation;
 mod listing;
 mod push;
+mod sqlite_lock;
 mod tasks;
 mod threads;
 
