@@ -586,16 +586,16 @@ async fn a_rolling_restart_under_load_fails_no_request() {
     let client = http_client();
     let storm = Storm::start(&balancer.url, 8);
     storm.until_acked(100).await;
-    for i in 0..nodes.len() {
-        nodes[i].signal(libc::SIGTERM);
-        let status = nodes[i].wait();
+    for node in &mut nodes {
+        node.signal(libc::SIGTERM);
+        let status = node.wait();
         assert!(
             status.success(),
             "{} exits 0 after SIGTERM: {status}",
-            nodes[i].id
+            node.id
         );
-        nodes[i].spawn();
-        let url = nodes[i].url();
+        node.spawn();
+        let url = node.url();
         eventually(
             Duration::from_secs(20),
             "the restarted node is ready",
