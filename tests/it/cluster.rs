@@ -121,6 +121,18 @@ async fn a_follow_up_on_another_node_is_served_by_the_threads_owner() {
         .await
         .unwrap();
     assert_eq!(refused.status(), 404);
+
+    // Each node says which it is on its dashboard, and counts what it forwarded (the
+    // metrics recorder is one per process: the series exists, its value is shared).
+    let stats: Value = b.get("/dashboard/stats.json").await.json().await.unwrap();
+    assert_eq!(stats["cluster"]["node"], "node-b", "{stats}");
+    assert_eq!(stats["cluster"]["liveNodes"], 2, "{stats}");
+    let metrics = b.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("agent_a2a_cluster_forwarded_total{call=\"send\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("agent_a2a_cluster_nodes"), "{metrics}");
 }
 
 #[actix_web::test]

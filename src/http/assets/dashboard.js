@@ -265,6 +265,11 @@
     text("tile-push", fmt(stats.current.pushOutbox));
     text("version", stats.version);
     text("uptime", fmtDuration(stats.uptimeSecs));
+    if (stats.cluster) {
+      document.getElementById("node-meta").hidden = false;
+      const role = stats.cluster.leader ? ", leader" : "";
+      text("node", `${stats.cluster.node}${role} · ${stats.cluster.liveNodes} live`);
+    }
     text("window", String(stats.windowSecs));
   }
 

@@ -64,6 +64,16 @@ async fn style() -> HttpResponse {
         .body(STYLE)
 }
 
-async fn stats_json() -> HttpResponse {
-    secured(HttpResponse::Ok()).json(stats::global().snapshot())
+/// The dashboard's figures of this node; in a cluster also which node this is (each node
+/// serves its own page: the Grafana dashboard adds the nodes up).
+async fn stats_json(state: web::Data<crate::http::AppState>) -> HttpResponse {
+    let mut body = serde_json::to_value(stats::global().snapshot()).unwrap_or_default();
+    if let Some(cluster) = state.service.runtime.cluster() {
+        body["cluster"] = serde_json::json!({
+            "node": cluster.node_id(),
+            "leader": cluster.is_leader(),
+            "liveNodes": cluster.live_nodes().len(),
+        });
+    }
+    secured(HttpResponse::Ok()).json(body)
 }
