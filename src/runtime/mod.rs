@@ -769,23 +769,47 @@ impl Runtime {
     }
 
     async fn cancel_as(&self, tenant: &TenantId, task_id: &TaskId, origin: Origin) -> Result<Task> {
+        let call = || forward::CancelCall {
+            tenant: tenant.clone(),
+            task_id: task_id.clone(),
+        };
+        let cancel = || CancelTask {
+            task_id: task_id.clone(),
+        };
+        self.on_task_thread(tenant, task_id, origin, "cancel", call, cancel)
+            .await
+    }
+
+    /// Sends a message built by `make` to the actor of the task's thread — or, when
+    /// another node serves the thread (cluster mode), the call built by `forwarded` to
+    /// that node as `call`.
+    async fn on_task_thread<M, T, B, F>(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        origin: Origin,
+        call: &'static str,
+        forwarded: impl FnOnce() -> B,
+        make: F,
+    ) -> Result<T>
+    where
+        M: actix::Message<Result = Result<T, thread::ActorError>> + Send + 'static,
+        T: Send + serde::de::DeserializeOwned + 'static,
+        thread::ThreadActor: actix::Handler<M>,
+        <thread::ThreadActor as actix::Actor>::Context:
+            actix::dev::ToEnvelope<thread::ThreadActor, M>,
+        B: serde::Serialize,
+        F: FnMut() -> M,
+    {
         let key = self.task_thread(tenant, task_id).await?;
         let token = match self.locate(&key, false).await? {
             Located::Here(token) => token,
             Located::Elsewhere(owner) if origin == Origin::Client => {
-                let call = forward::CancelCall {
-                    tenant: tenant.clone(),
-                    task_id: task_id.clone(),
-                };
-                return self.forward(&owner, "cancel", &call).await;
+                return self.forward(&owner, call, &forwarded()).await;
             }
             Located::Elsewhere(owner) => return Err(not_the_owner(&owner)),
         };
-        self.registry
-            .call_new(&key, false, token, || CancelTask {
-                task_id: task_id.clone(),
-            })
-            .await
+        self.registry.call_new(&key, false, token, make).await
     }
 
     /// Registers a push config for a task (replacing the task's config of the same id).
@@ -817,24 +841,16 @@ impl Runtime {
         spec: PushSpec,
         origin: Origin,
     ) -> Result<PushConfig> {
-        let key = self.task_thread(tenant, task_id).await?;
-        let token = match self.locate(&key, false).await? {
-            Located::Here(token) => token,
-            Located::Elsewhere(owner) if origin == Origin::Client => {
-                let call = forward::CreatePushCall {
-                    tenant: tenant.clone(),
-                    task_id: task_id.clone(),
-                    spec,
-                };
-                return self.forward(&owner, "push/create", &call).await;
-            }
-            Located::Elsewhere(owner) => return Err(not_the_owner(&owner)),
+        let call = || forward::CreatePushCall {
+            tenant: tenant.clone(),
+            task_id: task_id.clone(),
+            spec: spec.clone(),
         };
-        self.registry
-            .call_new(&key, false, token, || AddPushConfig {
-                task_id: task_id.clone(),
-                spec: spec.clone(),
-            })
+        let add = || AddPushConfig {
+            task_id: task_id.clone(),
+            spec: spec.clone(),
+        };
+        self.on_task_thread(tenant, task_id, origin, "push/create", call, add)
             .await
     }
 
@@ -882,24 +898,16 @@ impl Runtime {
         config_id: &str,
         origin: Origin,
     ) -> Result<()> {
-        let key = self.task_thread(tenant, task_id).await?;
-        let token = match self.locate(&key, false).await? {
-            Located::Here(token) => token,
-            Located::Elsewhere(owner) if origin == Origin::Client => {
-                let call = forward::DeletePushCall {
-                    tenant: tenant.clone(),
-                    task_id: task_id.clone(),
-                    config_id: config_id.to_owned(),
-                };
-                return self.forward(&owner, "push/delete", &call).await;
-            }
-            Located::Elsewhere(owner) => return Err(not_the_owner(&owner)),
+        let call = || forward::DeletePushCall {
+            tenant: tenant.clone(),
+            task_id: task_id.clone(),
+            config_id: config_id.to_owned(),
         };
-        self.registry
-            .call_new(&key, false, token, || RemovePushConfig {
-                task_id: task_id.clone(),
-                config_id: config_id.to_owned(),
-            })
+        let remove = || RemovePushConfig {
+            task_id: task_id.clone(),
+            config_id: config_id.to_owned(),
+        };
+        self.on_task_thread(tenant, task_id, origin, "push/delete", call, remove)
             .await
     }
 

@@ -155,19 +155,7 @@ impl Balancer {
             child,
             _dir: dir,
         };
-        let client = http_client();
-        let url = balancer.url.clone();
-        eventually(Duration::from_secs(20), "the balancer serves", || {
-            let (client, url) = (client.clone(), url.clone());
-            async move {
-                client
-                    .get(format!("{url}/health/ready"))
-                    .send()
-                    .await
-                    .is_ok_and(|r| r.status() == 200)
-            }
-        })
-        .await;
+        ready(&balancer.url).await;
         balancer
     }
 }
@@ -177,6 +165,22 @@ impl Drop for Balancer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Waits until `url` answers `/health/ready` with 200.
+async fn ready(url: &str) {
+    let client = http_client();
+    eventually(Duration::from_secs(20), "ready", || {
+        let (client, url) = (client.clone(), url.to_owned());
+        async move {
+            client
+                .get(format!("{url}/health/ready"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+        }
+    })
+    .await;
 }
 
 async fn three_nodes() -> Option<(String, Vec<Node>)> {
