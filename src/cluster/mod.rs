@@ -145,8 +145,10 @@ impl Cluster {
         }
         cluster.refresh_nodes().await;
         let renewing = cluster.clone();
+        let listening = cluster.clone();
         if let Some(arbiter) = lock(&cluster.arbiter).as_ref() {
             arbiter.spawn(async move { renewing.renew_loop().await });
+            arbiter.spawn(async move { listening.listen_loop().await });
         }
         Ok(cluster)
     }
@@ -381,6 +383,41 @@ impl Cluster {
         }
     }
 
+    /// LISTENs while a subscriber of this node follows a task of another node, and
+    /// UNLISTENs when none does; after it starts listening (again, or on a new
+    /// connection) every watcher reads its task's log once.
+    async fn listen_loop(self: Arc<Self>) {
+        loop {
+            let want = self.hub.watched() > 0;
+            let listening = self.session.listening.load(Ordering::SeqCst);
+            if want != listening {
+                let sql = match want {
+                    true => format!("LISTEN {EVENTS_CHANNEL}"),
+                    false => format!("UNLISTEN {EVENTS_CHANNEL}"),
+                };
+                match self.session.get().await {
+                    Ok(client) => match client.batch_execute(&sql).await {
+                        Ok(()) => {
+                            self.session.listening.store(want, Ordering::SeqCst);
+                            if want {
+                                self.hub.wake_all();
+                            }
+                            continue;
+                        }
+                        Err(e) => tracing::warn!(error = %e, "cluster: {sql} failed"),
+                    },
+                    Err(e) => tracing::warn!(error = %e, "cluster: cannot {sql}"),
+                }
+            }
+            // A change of the watched tasks, or a retry (and a check that the connection
+            // still stands) once a heartbeat.
+            tokio::select! {
+                () = self.hub.changed() => {}
+                () = tokio::time::sleep(self.heartbeat) => {}
+            }
+        }
+    }
+
     /// After a loss: every actor goes, then the node joins again with a new token.
     async fn rejoin(&self) {
         metrics::counter!(crate::telemetry::CLUSTER_LEASE_LOSSES).increment(1);
@@ -413,13 +450,16 @@ impl Drop for Cluster {
 }
 
 /// One Postgres connection of the cluster's, reconnected when it dropped. Its I/O runs on
-/// the cluster's arbiter. A listening one LISTENs on [`EVENTS_CHANNEL`] and hands
-/// notifications to the hub, waking every watcher after each (re)connection.
+/// the cluster's arbiter. The listening one hands the notifications it gets to the hub
+/// (`Cluster::listen_loop` decides when it LISTENs), and wakes every watcher when it
+/// reconnects.
 struct Conn {
     url: String,
     arbiter: actix::ArbiterHandle,
     listen: Option<Arc<notify::Hub>>,
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
+    /// The current connection LISTENs (a new connection does not).
+    listening: AtomicBool,
 }
 
 impl Conn {
@@ -429,6 +469,7 @@ impl Conn {
             arbiter: arbiter.handle(),
             listen,
             client: tokio::sync::Mutex::new(None),
+            listening: AtomicBool::new(false),
         }
     }
 
@@ -440,13 +481,12 @@ impl Conn {
             return Ok(client.clone());
         }
         let client = Arc::new(self.connect().await?);
+        // A new connection listens to nothing yet: the listen loop LISTENs again if a
+        // subscriber needs it, and its watchers then read what they missed.
+        self.listening.store(false, Ordering::SeqCst);
         if let Some(hub) = &self.listen {
-            client
-                .batch_execute(&format!("LISTEN {EVENTS_CHANNEL}"))
-                .await
-                .map_err(|e| StoreError::Unavailable(format!("cluster: LISTEN: {e}")))?;
-            // Whatever was notified while not listening is read from the logs now.
             hub.wake_all();
+            hub.nudge();
         }
         *slot = Some(client.clone());
         Ok(client)

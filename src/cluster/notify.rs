@@ -4,9 +4,14 @@
 //! a task of another node listens, and on each notification reads the task's log from
 //! where the client is. The log is the truth: a notification only says "look now".
 //!
-//! A notification can be missed (the listening connection dropped and reconnected): after
-//! every (re)connection every watcher is woken to read the log, and a watcher also reads
-//! it every `cluster.stream_poll_ms` on its own.
+//! A node listens only while one of its subscribers follows a task of another node: a
+//! node nobody watches from is not woken by every commit of the cluster (its own
+//! included).
+//!
+//! A notification can be missed (the listening connection dropped and reconnected, or
+//! was not listening yet): every watcher is woken to read the log each time the node
+//! starts listening, and a watcher also reads it every `cluster.stream_poll_ms` on its
+//! own.
 
 use std::sync::{Arc, Weak};
 
@@ -23,6 +28,8 @@ type Key = (String, String);
 #[derive(Default)]
 pub struct Hub {
     watched: DashMap<Key, watch::Sender<u64>>,
+    /// Signalled when the first task is watched or the last one is not any more.
+    changed: tokio::sync::Notify,
 }
 
 impl Hub {
@@ -39,6 +46,8 @@ impl Hub {
             .entry(key.clone())
             .or_insert_with(|| watch::channel(0).0)
             .subscribe();
+        // The listener looks whether it listens already (cheap when it does).
+        self.changed.notify_one();
         Watch {
             rx,
             key,
@@ -66,6 +75,16 @@ impl Hub {
     pub fn watched(&self) -> usize {
         self.watched.len()
     }
+
+    /// Asks the listener to look again whether it should listen (its connection is new).
+    pub fn nudge(&self) {
+        self.changed.notify_one();
+    }
+
+    /// Resolves when the first task may have become watched, or the last one unwatched.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
 }
 
 /// One subscriber's view of a watched task.
@@ -88,9 +107,14 @@ impl Watch {
 impl Drop for Watch {
     fn drop(&mut self) {
         // The last watcher of a task removes its entry (its own receiver still counts).
-        if let Some(hub) = self.hub.upgrade() {
-            hub.watched
-                .remove_if(&self.key, |_, tx| tx.receiver_count() <= 1);
+        if let Some(hub) = self.hub.upgrade()
+            && hub
+                .watched
+                .remove_if(&self.key, |_, tx| tx.receiver_count() <= 1)
+                .is_some()
+            && hub.watched.is_empty()
+        {
+            hub.changed.notify_one();
         }
     }
 }

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# benches/cluster/run.sh — what cluster mode costs: one node on Postgres without cluster
+# mode, the same node in cluster mode (its lease checked by every commit, its commits
+# notifying the other nodes), and three nodes behind HAProxy (a follow-up on another
+# node's thread is forwarded to it).
+#
+# Every run gets a fresh database and fresh processes (release builds of agent-a2a and
+# of benches/load). Rounds are interleaved. Each run prints the load generator's
+# throughput and latency, and the CPU time and context switches of every server
+# process (and HAProxy) per request, read from /proc.
+#
+#   benches/cluster/run.sh                                  # send and multi-turn, 2 rounds
+#   benches/cluster/run.sh --scenarios send --rounds 3 --duration 10s
+#
+# Needs: cargo, haproxy, psql, and a Postgres server at --pg-url whose user may
+# CREATE DATABASE. Everything listens on 127.0.0.1.
+
+set -Eeuo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+
+SCENARIOS="send multi-turn"
+SETUPS="single cluster1 cluster3"
+CONNECTIONS=64
+DURATION=10s
+WARMUP=2s
+ROUNDS=2
+PG_URL=${CLUSTER_BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432}
+PORT_BASE=${CLUSTER_BENCH_PORT_BASE:-9301}
+OUT=""
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+
+usage() {
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    cat <<EOF
+
+Options:
+  --scenarios LIST    load scenarios, space- or comma-separated (default: $SCENARIOS)
+  --setups LIST       of: single, cluster1, cluster3 (default: all)
+  --connections N     load generator connections (default $CONNECTIONS)
+  --duration TIME     measured time per run (default $DURATION)
+  --warmup TIME       warm-up per run (default $WARMUP)
+  --rounds N          runs per setup and scenario (default $ROUNDS)
+  --pg-url URL        Postgres server, without a database (default $PG_URL)
+  --out DIR           also keep each run's JSON report there
+EOF
+}
+
+while (($#)); do
+    case "$1" in
+        --scenarios) SCENARIOS="${2//,/ }"; shift 2 ;;
+        --setups) SETUPS="${2//,/ }"; shift 2 ;;
+        --connections) CONNECTIONS="$2"; shift 2 ;;
+        --duration) DURATION="$2"; shift 2 ;;
+        --warmup) WARMUP="$2"; shift 2 ;;
+        --rounds) ROUNDS="$2"; shift 2 ;;
+        --pg-url) PG_URL="$2"; shift 2 ;;
+        --out) OUT="$2"; shift 2 ;;
+        -h | --help) usage; exit 0 ;;
+        *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
+    esac
+done
+
+command -v haproxy >/dev/null || { echo "haproxy is needed (apt-get install haproxy)" >&2; exit 1; }
+command -v psql >/dev/null || { echo "psql is needed" >&2; exit 1; }
+
+echo "building agent-a2a and the load generator (release) in $TARGET_DIR"
+(cd "$ROOT" && CARGO_TARGET_DIR="$TARGET_DIR" cargo build --release --quiet)
+(cd "$ROOT" && CARGO_TARGET_DIR="$TARGET_DIR" cargo bench --bench load --no-run --quiet)
+SERVER="$TARGET_DIR/release/agent-a2a"
+LOAD="$(find "$TARGET_DIR/release/deps" -maxdepth 1 -type f -executable -name 'load-*' -printf '%T@ %p\n' | sort -n | tail -n 1 | cut -d' ' -f2)"
+[[ -x "$SERVER" && -x "$LOAD" ]] || { echo "build output not found" >&2; exit 1; }
+
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+switches() {
+    cat /proc/"$1"/task/*/status 2>/dev/null |
+        awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {n += $2} END {print n + 0}'
+}
+
+wait_ready() {
+    for _ in $(seq 1 200); do
+        curl -sf "$1/health/ready" >/dev/null && return 0
+        sleep 0.1
+    done
+    echo "not ready: $1" >&2
+    return 1
+}
+
+# start_node DB ID PORT CLUSTER(true|false)
+start_node() {
+    mkdir -p "$WORK/$2"
+    DATABASE_URL="$1" RUST_LOG=warn \
+        AGENT_A2A__AUTH__ENABLED=false \
+        AGENT_A2A__CLUSTER__ENABLED="$4" AGENT_A2A__CLUSTER__NODE_ID="$2" \
+        AGENT_A2A__CLUSTER__SECRET=cluster-bench-secret-0123456789 \
+        "$SERVER" serve --bind "127.0.0.1:$3" --grpc-bind "" --data-dir "$WORK/$2" \
+        >"$WORK/$2.log" 2>&1 &
+    PIDS+=("$!")
+    wait_ready "http://127.0.0.1:$3"
+}
+
+# start_balancer PORT NODE_PORT...
+start_balancer() {
+    local port="$1" servers="" i=0
+    shift
+    for p in "$@"; do
+        i=$((i + 1))
+        servers+="    server n$i 127.0.0.1:$p check"$'\n'
+    done
+    cat >"$WORK/haproxy.cfg" <<EOF
+global
+    maxconn 4000
+defaults
+    mode http
+    timeout connect 1s
+    timeout client 60s
+    timeout server 60s
+    retries 3
+    option redispatch 1
+    retry-on conn-failure empty-response 503
+frontend a2a
+    bind 127.0.0.1:$port
+    default_backend nodes
+backend nodes
+    balance roundrobin
+    option httpchk GET /health/ready
+    default-server inter 1s fall 2 rise 1
+$servers
+EOF
+    haproxy -db -f "$WORK/haproxy.cfg" >"$WORK/haproxy.log" 2>&1 &
+    PIDS+=("$!")
+    wait_ready "http://127.0.0.1:$port"
+}
+
+run_one() { # setup scenario round
+    local setup="$1" scenario="$2" round="$3" db url
+    db="cluster_bench_$(date +%s%N)"
+    psql "$PG_URL/postgres" -qc "CREATE DATABASE $db" >/dev/null
+    PIDS=()
+    case "$setup" in
+        single) start_node "$PG_URL/$db" n1 "$PORT_BASE" false; url="http://127.0.0.1:$PORT_BASE" ;;
+        cluster1) start_node "$PG_URL/$db" n1 "$PORT_BASE" true; url="http://127.0.0.1:$PORT_BASE" ;;
+        cluster3)
+            for i in 1 2 3; do start_node "$PG_URL/$db" "n$i" $((PORT_BASE + i)) true; done
+            start_balancer "$PORT_BASE" $((PORT_BASE + 1)) $((PORT_BASE + 2)) $((PORT_BASE + 3))
+            url="http://127.0.0.1:$PORT_BASE"
+            ;;
+    esac
+    local before_ticks=0 before_switches=0 after_ticks=0 after_switches=0 pid
+    for pid in "${PIDS[@]}"; do
+        before_ticks=$((before_ticks + $(ticks "$pid")))
+        before_switches=$((before_switches + $(switches "$pid")))
+    done
+    local report="$WORK/report.json"
+    "$LOAD" --url "$url/" --scenario "$scenario" --connections "$CONNECTIONS" \
+        --duration "$DURATION" --warmup "$WARMUP" --quiet --json "$report" >/dev/null
+    for pid in "${PIDS[@]}"; do
+        after_ticks=$((after_ticks + $(ticks "$pid")))
+        after_switches=$((after_switches + $(switches "$pid")))
+    done
+    [[ -n "$OUT" ]] && mkdir -p "$OUT" && cp "$report" "$OUT/$setup-$scenario-$round.json"
+    python3 - "$report" "$setup" "$scenario" "$round" $((after_ticks - before_ticks)) \
+        $((after_switches - before_switches)) "$(getconf CLK_TCK)" <<'PY'
+import json, sys
+report, setup, scenario, rnd, ticks, switches, hz = sys.argv[1:]
+r = json.load(open(report))
+ops = r["succeeded"] + r["failed"]
+lat = r["latencies"][0]
+cpu_us = int(ticks) / int(hz) * 1e6 / max(ops, 1)
+print(f"{setup:<9} {scenario:<11} round {rnd}: {r['succeeded_per_sec']:8.0f} ok/s "
+      f"p50 {lat['p50_ms']:6.2f} ms  p99 {lat['p99_ms']:7.2f} ms  failed {r['failed']:4d}  "
+      f"cpu {cpu_us:5.0f} us/req  switches {int(switches) / max(ops, 1):5.2f}/req "
+      f"(includes warm-up)")
+PY
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    PIDS=()
+    psql "$PG_URL/postgres" -qc "DROP DATABASE IF EXISTS $db" >/dev/null
+}
+
+echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); c=$CONNECTIONS, $DURATION per run"
+for round in $(seq 1 "$ROUNDS"); do
+    for scenario in $SCENARIOS; do
+        for setup in $SETUPS; do
+            run_one "$setup" "$scenario" "$round"
+        done
+    done
+done
