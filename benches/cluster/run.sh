@@ -30,6 +30,7 @@ PG_URL=${CLUSTER_BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432}
 PORT_BASE=${CLUSTER_BENCH_PORT_BASE:-9301}
 OUT=""
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+SERVER_GIVEN=""
 
 usage() {
     sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
@@ -44,6 +45,8 @@ Options:
   --rounds N          runs per setup and scenario (default $ROUNDS)
   --pg-url URL        Postgres server, without a database (default $PG_URL)
   --out DIR           also keep each run's JSON report there
+  --server PATH       the agent-a2a binary to run (default: a release build of this
+                      checkout), e.g. another build for an A/B
 EOF
 }
 
@@ -57,6 +60,7 @@ while (($#)); do
         --rounds) ROUNDS="$2"; shift 2 ;;
         --pg-url) PG_URL="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
+        --server) SERVER_GIVEN="$2"; shift 2 ;;
         -h | --help) usage; exit 0 ;;
         *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -68,7 +72,7 @@ command -v psql >/dev/null || { echo "psql is needed" >&2; exit 1; }
 echo "building agent-a2a and the load generator (release) in $TARGET_DIR"
 (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET_DIR" cargo build --release --quiet)
 (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET_DIR" cargo bench --bench load --no-run --quiet)
-SERVER="$TARGET_DIR/release/agent-a2a"
+SERVER="${SERVER_GIVEN:-$TARGET_DIR/release/agent-a2a}"
 LOAD="$(find "$TARGET_DIR/release/deps" -maxdepth 1 -type f -executable -name 'load-*' -printf '%T@ %p\n' | sort -n | tail -n 1 | cut -d' ' -f2)"
 [[ -x "$SERVER" && -x "$LOAD" ]] || { echo "build output not found" >&2; exit 1; }
 
