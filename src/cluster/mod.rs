@@ -2,8 +2,10 @@
 //! at a time.
 //!
 //! - **Leases.** A node joins with a row in `cluster_nodes` (its id, its URL, a lease
-//!   renewed every `cluster.heartbeat_ms`, and a fencing token), and owns threads through
-//!   `thread_owners`. A thread's owner is the only node that loads it into an actor.
+//!   renewed every `cluster.heartbeat_ms`, and a fencing token), and owns the threads
+//!   whose `owner_node` names it — written with every upsert of the thread, so owning a
+//!   new thread costs no statement of its own. A thread's owner is the only node that
+//!   loads it into an actor.
 //! - **Fencing.** Every batch a thread actor commits carries the token its node held when
 //!   the actor was created ([`crate::store::WriteOp::Fence`]); the commit checks it
 //!   against the node's row under a KEY SHARE lock. Taking a thread over from a node whose
@@ -11,9 +13,10 @@
 //!   commits in flight — so a node that was only frozen, and wakes up, writes nothing
 //!   more. It notices ([`Fence::lost`]), drops every actor, and joins again with a new
 //!   token.
-//! - **Placement** ([`Cluster::place`]): a thread with no owner is claimed; a thread of a
-//!   live node is that node's (the request is forwarded to it, `forward.rs`); a thread
-//!   of a dead node is taken over.
+//! - **Placement** ([`Cluster::place`]): a thread not in the store yet is this node's
+//!   (its first upsert names it, and is refused if another node wrote it first); a thread
+//!   with no owner is claimed; a thread of a live node is that node's (the request is
+//!   forwarded to it, `forward.rs`); a thread of a dead node is taken over.
 //! - **Streams across nodes** (`notify.rs`): commits notify the task and sequence of the
 //!   events they log; a subscriber on another node reads them from the log.
 //! - **Work done once for the cluster** (the janitor, push deliveries) runs on the
@@ -38,7 +41,9 @@ use crate::config::ClusterSettings;
 use crate::domain::{ContextId, TenantId};
 use crate::error::{Error, Result};
 use crate::store::StoreError;
-use crate::store::cluster::{self as sql, EVENTS_CHANNEL, Fence, Joined, Owner, Taken};
+use crate::store::cluster::{
+    self as sql, EVENTS_CHANNEL, Fence, Joined, Owner, Ownership, Taken, Unswept,
+};
 
 pub use forward::Peer;
 
@@ -230,45 +235,48 @@ impl Cluster {
         let token = self.fence.token();
         let client = self.claims.get().await?;
         for _ in 0..4 {
-            let owner = sql::owner(&client, tenant.as_str(), thread.as_str()).await?;
-            match owner {
-                None => {
+            let ownership = sql::ownership(&client, tenant.as_str(), thread.as_str()).await?;
+            let dead = match ownership {
+                // Not in the store yet: its first write names this node (and is refused
+                // if another node wrote it first).
+                Ownership::NoThread => return Ok(Placement::Local { token }),
+                Ownership::Unowned => {
                     if sql::claim_free(&client, tenant.as_str(), thread.as_str(), &self.node_id)
                         .await?
                     {
                         return Ok(Placement::Local { token });
                     }
+                    continue;
                 }
-                Some(owner) if owner.node_id == self.node_id => {
+                Ownership::Owned(owner) if owner.node_id == self.node_id => {
                     return Ok(Placement::Local { token });
                 }
-                Some(owner) if owner.alive() => return Ok(Placement::Remote(owner)),
-                Some(dead) => {
-                    match sql::take_over(
-                        &client,
-                        tenant.as_str(),
-                        thread.as_str(),
-                        &self.node_id,
-                        &dead.node_id,
-                    )
-                    .await?
-                    {
-                        Taken::Yes => {
-                            metrics::counter!(crate::telemetry::CLUSTER_TAKEOVERS).increment(1);
-                            tracing::info!(context_id = %thread, from = %dead.node_id, "took the thread over from a node whose lease expired");
-                            return Ok(Placement::Local { token });
-                        }
-                        Taken::Moved => {}
-                        Taken::Busy => {
-                            return Err(Error::Unavailable {
-                                detail: format!(
-                                    "thread {thread} is being taken over from node {}",
-                                    dead.node_id
-                                ),
-                                retry_after_secs: 1,
-                            });
-                        }
-                    }
+                Ownership::Owned(owner) if owner.alive() => return Ok(Placement::Remote(owner)),
+                Ownership::Owned(dead) => dead,
+            };
+            match sql::take_over(
+                &client,
+                tenant.as_str(),
+                thread.as_str(),
+                &self.node_id,
+                &dead.node_id,
+            )
+            .await?
+            {
+                Taken::Yes => {
+                    metrics::counter!(crate::telemetry::CLUSTER_TAKEOVERS).increment(1);
+                    tracing::info!(context_id = %thread, from = %dead.node_id, "took the thread over from a node whose lease expired");
+                    return Ok(Placement::Local { token });
+                }
+                Taken::Moved => {}
+                Taken::Busy => {
+                    return Err(Error::Unavailable {
+                        detail: format!(
+                            "thread {thread} is being taken over from node {}",
+                            dead.node_id
+                        ),
+                        retry_after_secs: 1,
+                    });
                 }
             }
         }
@@ -283,16 +291,29 @@ impl Cluster {
         self.fence.token()
     }
 
-    /// Threads of dead nodes (and, with `own`, of this node's id before it started) that
-    /// left a task working, at most `limit`: the recovery sweep places them (taking them
-    /// over) and loads them.
-    pub async fn orphans(&self, own: bool, limit: i64) -> Result<Vec<(TenantId, ContextId)>> {
+    /// The dead nodes whose threads nobody has looked through since they died.
+    pub async fn unswept(&self) -> Result<Vec<Unswept>> {
         let client = self.claims.get().await?;
-        let own = if own { self.node_id.as_str() } else { "" };
-        let rows = sql::orphans(&client, own, limit).await?;
+        Ok(sql::unswept(&client).await?)
+    }
+
+    /// Records that a dead node's threads were looked through.
+    pub async fn swept(&self, node: &Unswept) -> Result<()> {
+        let client = self.claims.get().await?;
+        Ok(sql::swept(&client, node).await?)
+    }
+
+    /// Threads `node_id` owns that have a task still working, at most `limit`.
+    pub async fn left_working(
+        &self,
+        node_id: &str,
+        limit: i64,
+    ) -> Result<Vec<(TenantId, ContextId)>> {
+        let client = self.claims.get().await?;
+        let rows = sql::left_working(&client, node_id, limit).await?;
         Ok(rows
             .into_iter()
-            .filter_map(|(tenant, thread, _)| {
+            .filter_map(|(tenant, thread)| {
                 Some((
                     TenantId::parse(tenant).ok()?,
                     ContextId::parse(thread).ok()?,

@@ -1,5 +1,6 @@
 //! The cluster's tables on Postgres (`migrations/postgres/…_cluster`): the nodes with
-//! their leases and fencing tokens, and the owner of each thread. Plain SQL over
+//! their leases and fencing tokens, and the owner of each thread (`threads.owner_node`,
+//! which the store writes with every upsert of a thread, see `writes::upsert_threads`). Plain SQL over
 //! `tokio-postgres` connections of the cluster's own (`crate::cluster`), one statement
 //! per call, every one of them answering at once: nothing here waits on a lock (a
 //! takeover that meets a lock gives up with [`Taken::Busy`]), so a lease renewal is never
@@ -203,26 +204,43 @@ pub async fn leave(client: &Client, node_id: &str, token: i64) -> Result<(), Sto
     Ok(())
 }
 
-/// The owner of a thread, if any node ever claimed it.
-pub async fn owner(
+/// Who serves a thread, as the store has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// The thread is not in the store: whoever writes it first owns it.
+    NoThread,
+    /// No node claimed it (a thread from before cluster mode).
+    Unowned,
+    Owned(Owner),
+}
+
+/// The owner of a thread, as `threads.owner_node` names it.
+pub async fn ownership(
     client: &Client,
     tenant: &str,
     thread: &str,
-) -> Result<Option<Owner>, StoreError> {
+) -> Result<Ownership, StoreError> {
     let sql = format!(
-        "SELECT o.node_id, COALESCE(n.url, ''), COALESCE(n.expires_at - {NOW_MS}, -1) \
-         FROM thread_owners o LEFT JOIN cluster_nodes n ON n.node_id = o.node_id \
-         WHERE o.tenant_id = $1 AND o.thread_id = $2"
+        "SELECT t.owner_node, COALESCE(n.url, ''), COALESCE(n.expires_at - {NOW_MS}, -1) \
+         FROM threads t LEFT JOIN cluster_nodes n ON n.node_id = t.owner_node \
+         WHERE t.tenant_id = $1 AND t.thread_id = $2"
     );
     let rows = client
         .query(&sql, &[&tenant, &thread])
         .await
         .map_err(failed)?;
-    Ok(rows.first().map(|row| Owner {
-        node_id: row.get(0),
-        url: row.get(1),
-        remaining_ms: row.get(2),
-    }))
+    let Some(row) = rows.first() else {
+        return Ok(Ownership::NoThread);
+    };
+    let node_id: Option<String> = row.get(0);
+    Ok(match node_id {
+        None => Ownership::Unowned,
+        Some(node_id) => Ownership::Owned(Owner {
+            node_id,
+            url: row.get(1),
+            remaining_ms: row.get(2),
+        }),
+    })
 }
 
 /// Claims a thread no node owns; false when another node claimed it first.
@@ -234,8 +252,8 @@ pub async fn claim_free(
 ) -> Result<bool, StoreError> {
     let n = client
         .execute(
-            "INSERT INTO thread_owners (tenant_id, thread_id, node_id) VALUES ($1, $2, $3) \
-             ON CONFLICT DO NOTHING",
+            "UPDATE threads SET owner_node = $3 \
+             WHERE tenant_id = $1 AND thread_id = $2 AND owner_node IS NULL",
             &[&tenant, &thread, &node_id],
         )
         .await
@@ -261,8 +279,8 @@ pub async fn take_over(
              UPDATE cluster_nodes c SET token = c.token + 1 FROM dead \
              WHERE c.node_id = dead.node_id RETURNING c.node_id \
          ) \
-         UPDATE thread_owners o SET node_id = $3 FROM fenced \
-         WHERE o.tenant_id = $1 AND o.thread_id = $2 AND o.node_id = fenced.node_id"
+         UPDATE threads t SET owner_node = $3 FROM fenced \
+         WHERE t.tenant_id = $1 AND t.thread_id = $2 AND t.owner_node = fenced.node_id"
     );
     match client
         .execute(&sql, &[&tenant, &thread, &node_id, &dead])
@@ -277,28 +295,63 @@ pub async fn take_over(
     }
 }
 
-/// Threads of nodes whose lease expired — and of `own`, a node that has just started
-/// under the id of one that stopped — that still have a task `submitted` or `working`:
-/// the recovery sweep loads them on a live node, which fails those tasks as interrupted.
-/// At most `limit`, with their owner.
-pub async fn orphans(
-    client: &Client,
-    own: &str,
-    limit: i64,
-) -> Result<Vec<(String, String, String)>, StoreError> {
+/// A dead node whose threads nobody has looked through since it died: its id and the
+/// `started_at` of the incarnation that died.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unswept {
+    pub node_id: String,
+    pub started_at: i64,
+}
+
+/// The dead nodes whose threads the leader has not looked through since they died.
+pub async fn unswept(client: &Client) -> Result<Vec<Unswept>, StoreError> {
     let sql = format!(
-        "SELECT o.tenant_id, o.thread_id, o.node_id \
-         FROM thread_owners o JOIN cluster_nodes n ON n.node_id = o.node_id \
-         WHERE (n.expires_at < {NOW_MS} OR o.node_id = $2) AND EXISTS ( \
-             SELECT 1 FROM tasks t WHERE t.tenant_id = o.tenant_id \
-             AND t.context_id = o.thread_id AND t.state IN ('submitted', 'working')) \
-         LIMIT $1"
+        "SELECT node_id, started_at FROM cluster_nodes \
+         WHERE expires_at < {NOW_MS} AND swept_started_at <> started_at ORDER BY node_id"
     );
-    let rows = client.query(&sql, &[&limit, &own]).await.map_err(failed)?;
+    let rows = client.query(&sql, &[]).await.map_err(failed)?;
     Ok(rows
         .iter()
-        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .map(|row| Unswept {
+            node_id: row.get(0),
+            started_at: row.get(1),
+        })
         .collect())
+}
+
+/// Records that the threads of `node`'s incarnation were looked through.
+pub async fn swept(client: &Client, node: &Unswept) -> Result<(), StoreError> {
+    client
+        .execute(
+            "UPDATE cluster_nodes SET swept_started_at = $2 \
+             WHERE node_id = $1 AND started_at = $2",
+            &[&node.node_id, &node.started_at],
+        )
+        .await
+        .map_err(failed)?;
+    Ok(())
+}
+
+/// Threads `node_id` owns that still have a task `submitted` or `working`, at most
+/// `limit`: what a node left working when it died (a scan of the threads, done once per
+/// death).
+pub async fn left_working(
+    client: &Client,
+    node_id: &str,
+    limit: i64,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT t.tenant_id, t.thread_id FROM threads t \
+             WHERE t.owner_node = $1 AND EXISTS ( \
+                 SELECT 1 FROM tasks k WHERE k.tenant_id = t.tenant_id \
+                 AND k.context_id = t.thread_id AND k.state IN ('submitted', 'working')) \
+             LIMIT $2",
+            &[&node_id, &limit],
+        )
+        .await
+        .map_err(failed)?;
+    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
 }
 
 /// The live nodes (id, URL), ordered by id: for `/health` and the operators' page.

@@ -194,13 +194,6 @@ pub enum WriteOp {
     /// puts the token it was created under at the head of each batch. SQLite, which is
     /// never in a cluster, has no tokens and ignores it.
     Fence(i64),
-    /// Cluster mode: this node owns the thread it has just created (written with the
-    /// thread's first batch). Ignored by SQLite.
-    OwnThread {
-        tenant: TenantId,
-        thread_id: ContextId,
-        node_id: String,
-    },
 }
 
 /// A send accepted under an idempotency key.

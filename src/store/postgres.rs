@@ -95,7 +95,14 @@ impl PgStore {
         &self,
         ops: impl Iterator<Item = &'a WriteOp> + Send,
     ) -> Result<(), StoreError> {
-        let rows = Rows::collect(ops)?;
+        let mut rows = Rows::collect(ops)?;
+        // Cluster mode: every thread this node writes names it as the thread's owner, and
+        // a thread another node owns is not written (see `upsert_threads`).
+        if let Some(fence) = &self.fence {
+            for thread in &mut rows.threads {
+                thread.owner_node = Some(fence.node_id());
+            }
+        }
         if rows.is_empty() {
             return Ok(());
         }
@@ -123,19 +130,6 @@ impl PgStore {
                     ));
                 }
             }
-            for (tenant, thread, node) in &rows.owners {
-                statements.push(run(
-                    diesel::sql_query(
-                        "INSERT INTO thread_owners (tenant_id, thread_id, node_id) \
-                         VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                    )
-                    .bind::<diesel::sql_types::Text, _>(*tenant)
-                    .bind::<diesel::sql_types::Text, _>(*thread)
-                    .bind::<diesel::sql_types::Text, _>(*node),
-                    conn,
-                ));
-            }
-            let fenced = fences + rows.owners.len();
             // The claims first, each checked for the row it must have written.
             for (row, taken_over_before) in &rows.claims {
                 statements.push(run(writes::claim_key(row, *taken_over_before), conn));
@@ -147,6 +141,7 @@ impl PgStore {
             for before in &rows.forget_before {
                 statements.push(run(writes::forget_claims(*before), conn));
             }
+            let threads_at = statements.len();
             for chunk in rows.threads.chunks(CHUNK) {
                 statements.push(run(writes::upsert_threads(chunk), conn));
             }
@@ -227,7 +222,17 @@ impl PgStore {
                 }
                 return Err(StoreError::Fenced);
             }
-            let counts = &counts[fenced..];
+            let owned_elsewhere = rows
+                .threads
+                .chunks(CHUNK)
+                .zip(&counts[threads_at..])
+                .any(|(chunk, &n)| n != chunk.len());
+            if owned_elsewhere {
+                // Another node owns one of the threads (it created the thread first): the
+                // request goes there on its retry.
+                return Err(StoreError::Fenced);
+            }
+            let counts = &counts[fences..];
             if let Some(i) = counts[..claims].iter().position(|&n| n == 0) {
                 // The transaction rolls back: nothing of the batch is written.
                 return Err(StoreError::Duplicate(rows.claims[i].0.idem_key.to_owned()));

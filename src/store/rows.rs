@@ -62,6 +62,9 @@ pub(super) struct NewThread<'a> {
     pub(super) expires_at: i64,
     pub(super) status: &'static str,
     pub(super) conversation_context: String,
+    /// Cluster mode: the writing node, which must own the thread (set by the Postgres
+    /// store; `None` otherwise).
+    pub(super) owner_node: Option<&'a str>,
 }
 
 impl<'a> NewThread<'a> {
@@ -74,6 +77,7 @@ impl<'a> NewThread<'a> {
             expires_at: r.expires_at.millis(),
             status: r.status.as_str(),
             conversation_context: encode("conversation context", &r.conversation_context)?,
+            owner_node: None,
         })
     }
 }

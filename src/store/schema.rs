@@ -18,6 +18,8 @@ diesel::table! {
         status -> Text,
         /// The thread's state map, a JSON object.
         conversation_context -> Text,
+        /// Cluster mode: the node serving the thread (NULL: none, and always on SQLite).
+        owner_node -> Nullable<Text>,
     }
 }
 

@@ -81,8 +81,6 @@ pub(super) struct Rows<'a> {
     pub push: Vec<PushRow<'a>>,
     /// Cluster mode: the fencing tokens the batch was written under (distinct).
     pub fences: Vec<i64>,
-    /// Cluster mode: threads whose owner the batch records (tenant, thread, node).
-    pub owners: Vec<(&'a str, &'a str, &'a str)>,
 }
 
 /// A write to the push tables.
@@ -210,13 +208,6 @@ impl<'a> Rows<'a> {
                         rows.fences.push(*token);
                     }
                 }
-                WriteOp::OwnThread {
-                    tenant,
-                    thread_id,
-                    node_id,
-                } => rows
-                    .owners
-                    .push((tenant.as_str(), thread_id.as_str(), node_id.as_str())),
             }
         }
         Ok(rows)
@@ -233,7 +224,6 @@ impl<'a> Rows<'a> {
             && self.claims.is_empty()
             && self.settled.is_empty()
             && self.forget_before.is_empty()
-            && self.owners.is_empty()
     }
 
     /// The conditional expiry updates, one per tenant and chunk of thread ids.
@@ -263,7 +253,13 @@ fn upsert<'a, R>(
 }
 
 /// Inserts threads, or updates every column but `created_at`.
+///
+/// In cluster mode the rows carry the writing node as `owner_node`, and a row another
+/// node owns is left alone: the statement then counts fewer rows than it was given, and
+/// the caller refuses the batch.
 pub(super) fn upsert_threads<'a>(rows: &'a [NewThread<'a>]) -> impl Statement + 'a {
+    use diesel::query_dsl::methods::FilterDsl;
+    use diesel::{BoolExpressionMethods, PgExpressionMethods};
     diesel::insert_into(threads::table)
         .values(rows)
         .on_conflict((threads::tenant_id, threads::thread_id))
@@ -273,7 +269,14 @@ pub(super) fn upsert_threads<'a>(rows: &'a [NewThread<'a>]) -> impl Statement + 
             threads::expires_at.eq(excluded(threads::expires_at)),
             threads::status.eq(excluded(threads::status)),
             threads::conversation_context.eq(excluded(threads::conversation_context)),
+            threads::owner_node.eq(excluded(threads::owner_node)),
         ))
+        .filter(
+            excluded(threads::owner_node)
+                .is_null()
+                .or(threads::owner_node.is_null())
+                .or(threads::owner_node.is_not_distinct_from(excluded(threads::owner_node))),
+        )
 }
 
 /// Marks the tenant's threads among `ids` expired — only those still active whose expiry

@@ -54,7 +54,7 @@ pub(crate) async fn query_one(url: &str, sql: &str) -> Option<Vec<String>> {
 pub(crate) async fn owner_of(url: &str, context_id: &str) -> Option<String> {
     query_one(
         url,
-        &format!("SELECT node_id FROM thread_owners WHERE thread_id = '{context_id}'"),
+        &format!("SELECT owner_node FROM threads WHERE thread_id = '{context_id}'"),
     )
     .await
     .map(|row| row[0].clone())

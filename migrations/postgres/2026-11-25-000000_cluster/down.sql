@@ -1,2 +1,2 @@
-DROP TABLE thread_owners;
 DROP TABLE cluster_nodes;
+ALTER TABLE threads DROP COLUMN owner_node;

@@ -16,22 +16,60 @@ use crate::runtime::thread::{ThreadActor, ThreadKey};
 const SWEEP_BATCH: i64 = 100;
 
 impl Runtime {
-    /// Takes over the threads of dead nodes (with `own`, also of this node's id from
-    /// before it started) that left a task working, and loads them. Returns how many were
-    /// loaded and how many could not be.
+    /// Takes over the threads a node left with a task working, and loads them (which
+    /// fails those tasks as interrupted): those of every dead node not looked through
+    /// since it died, and with `own` those of this node's id from before it started.
+    /// Returns how many were loaded and how many could not be.
     pub(in crate::runtime) async fn sweep_orphans(&self, own: bool) -> (usize, usize) {
         let Some(cluster) = &self.cluster else {
             return (0, 0);
         };
-        let orphans = match cluster.orphans(own, SWEEP_BATCH).await {
-            Ok(orphans) => orphans,
+        let (mut loaded, mut failed) = (0, 0);
+        if own {
+            let (l, f) = self.load_left_working(cluster.node_id()).await;
+            loaded += l;
+            failed += f;
+        }
+        let dead = match cluster.unswept().await {
+            Ok(dead) => dead,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot look for the threads of dead nodes");
+                tracing::warn!(error = %e, "cannot look for dead nodes");
+                return (loaded, failed + 1);
+            }
+        };
+        for node in dead {
+            let (l, f) = self.load_left_working(&node.node_id).await;
+            loaded += l;
+            failed += f;
+            // Looked through to the end: not again until it dies again. (A page full, or
+            // a thread not taken over, is looked at again on the next sweep.)
+            if f == 0
+                && l < SWEEP_BATCH as usize
+                && let Err(e) = cluster.swept(&node).await
+            {
+                tracing::warn!(node = %node.node_id, error = %e, "cannot record a dead node as swept");
+            }
+        }
+        if loaded > 0 {
+            tracing::info!(loaded, "took over threads that dead nodes left working");
+        }
+        (loaded, failed)
+    }
+
+    /// Loads (placing, so taking over) the threads `node_id` owns with a task working.
+    async fn load_left_working(&self, node_id: &str) -> (usize, usize) {
+        let Some(cluster) = &self.cluster else {
+            return (0, 0);
+        };
+        let threads = match cluster.left_working(node_id, SWEEP_BATCH).await {
+            Ok(threads) => threads,
+            Err(e) => {
+                tracing::warn!(node = node_id, error = %e, "cannot list the threads a node left working");
                 return (0, 1);
             }
         };
         let (mut loaded, mut failed) = (0, 0);
-        for (tenant, context_id) in orphans {
+        for (tenant, context_id) in threads {
             let key = ThreadKey { tenant, context_id };
             match self.registry.call(&key, || Recover).await {
                 Ok(()) => loaded += 1,
@@ -40,9 +78,6 @@ impl Runtime {
                     tracing::warn!(context_id = %key.context_id, error = %e, "thread of a dead node not taken over; the next request or sweep tries again");
                 }
             }
-        }
-        if loaded > 0 {
-            tracing::info!(loaded, "took over threads that dead nodes left working");
         }
         (loaded, failed)
     }

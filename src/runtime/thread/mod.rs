@@ -269,9 +269,6 @@ pub struct ThreadActor {
     /// Cluster mode: the fencing token this node held when the thread was placed here;
     /// every batch carries it, and is refused once another node took over.
     token: Option<i64>,
-    /// Cluster mode: the thread is new, and its first batch records this node as its
-    /// owner.
-    owner_pending: bool,
 }
 
 impl ThreadActor {
@@ -282,7 +279,6 @@ impl ThreadActor {
         fresh: bool,
         token: Option<i64>,
     ) -> Self {
-        let owner_pending = fresh && deps.cluster.is_some();
         Self {
             id,
             key,
@@ -292,7 +288,6 @@ impl ThreadActor {
             timer: None,
             fresh,
             token,
-            owner_pending,
         }
     }
 
@@ -473,15 +468,12 @@ impl ThreadActor {
             }
         }
         let enqueued = self.deps.push.admit(&mut ops);
-        let owning = self.fence(&mut ops);
+        self.fence(&mut ops);
         let persistence = self.deps.persistence.clone();
         fut::wrap_future(async move { persistence.commit(ops).await }).map(
             move |result, act: &mut Self, ctx| {
                 if result.is_ok() {
                     act.deps.push.committed(enqueued);
-                    if owning {
-                        act.owner_pending = false;
-                    }
                 }
                 if carried {
                     match &result {
@@ -495,26 +487,14 @@ impl ThreadActor {
     }
 
     /// Cluster mode: puts the actor's fencing token at the head of a batch that writes
-    /// anything, and the thread's owner row with its first batch. Returns whether the
-    /// batch records the owner.
-    fn fence(&self, ops: &mut Vec<WriteOp>) -> bool {
-        let (Some(token), Some(cluster)) = (self.token, &self.deps.cluster) else {
-            return false;
+    /// anything. (The thread's owner is written with the thread's row by the store.)
+    fn fence(&self, ops: &mut Vec<WriteOp>) {
+        let Some(token) = self.token else {
+            return;
         };
-        if ops.is_empty() {
-            return false;
+        if !ops.is_empty() {
+            ops.insert(0, WriteOp::Fence(token));
         }
-        let mut head = vec![WriteOp::Fence(token)];
-        if self.owner_pending {
-            head.push(WriteOp::OwnThread {
-                tenant: self.key.tenant.clone(),
-                thread_id: self.key.context_id.clone(),
-                node_id: cluster.node_id().to_owned(),
-            });
-        }
-        head.append(ops);
-        *ops = head;
-        self.owner_pending
     }
 
     /// Resolves once nothing applied to memory is waiting for its commit: what a reader

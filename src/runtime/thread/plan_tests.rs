@@ -175,7 +175,6 @@ fn kinds(ops: &[WriteOp]) -> Vec<&'static str> {
             WriteOp::SettleClaim { .. } => "settle",
             WriteOp::ForgetClaims { .. } => "forget",
             WriteOp::Fence(_) => "fence",
-            WriteOp::OwnThread { .. } => "owner",
         })
         .collect()
 }

@@ -7,19 +7,17 @@ use crate::store::testing::{PgTestDb, test_config};
 use crate::store::{Location, SQLITE_FILE, StoreConfig, StoreError, WriteOp, migrate, open};
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 5] = [
+const ALL_MIGRATIONS: [&str; 6] = [
     "2026-11-22-000000_init",
     "2026-11-22-000100_memories",
     "2026-11-23-000000_thread_recovery",
     "2026-11-24-000000_push",
     "2026-11-24-000100_idempotency",
+    "2026-11-25-000000_cluster",
 ];
 
-/// Postgres has the cluster's tables besides (SQLite is never in a cluster).
 fn postgres_migrations() -> Vec<String> {
-    let mut all: Vec<String> = ALL_MIGRATIONS.map(str::to_owned).to_vec();
-    all.push("2026-11-25-000000_cluster".into());
-    all
+    ALL_MIGRATIONS.map(str::to_owned).to_vec()
 }
 
 fn location(url: Option<&str>) -> Result<Location, StoreError> {

@@ -44,6 +44,7 @@ macro_rules! on_both_backends {
 mod atomicity;
 mod census;
 mod claims;
+mod cluster;
 mod config;
 mod events;
 mod expiry;

@@ -1,0 +1,1 @@
+ALTER TABLE threads DROP COLUMN owner_node;
