@@ -206,9 +206,12 @@ impl PgStore {
                     )),
                 }
             }
-            let counts = futures_util::future::try_join_all(statements).await?;
+            // Every answer, in order: the fences' come first, and a batch written under a
+            // moved token is refused as such even when a later statement of it failed
+            // (a stale writer's rows often collide with the new owner's).
+            let answers = futures_util::future::join_all(statements).await;
             let stale: Vec<i64> = (0..fences)
-                .filter(|&i| counts[i] != 1)
+                .filter(|&i| !matches!(answers[i], Ok(1)))
                 .map(|i| rows.fences[i])
                 .collect();
             if !stale.is_empty() {
@@ -222,6 +225,7 @@ impl PgStore {
                 }
                 return Err(StoreError::Fenced);
             }
+            let counts = answers.into_iter().collect::<Result<Vec<usize>, _>>()?;
             let owned_elsewhere = rows
                 .threads
                 .chunks(CHUNK)

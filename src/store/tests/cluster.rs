@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{context, tenant, thread};
+use super::{context, message, record, tenant, thread};
+use crate::domain::Role;
 use crate::store::cluster::{self, Fence, Joined, Ownership};
 use crate::store::testing::PgTestDb;
 use crate::store::{Store, StoreError, WriteOp, open};
@@ -43,7 +44,11 @@ async fn a_commit_under_a_moved_token_writes_nothing() {
             WriteOp::UpsertThread(thread(&acme, &context(id), 1)),
         ]
     };
-    store.commit(&batch("t-1", fence.token())).await.unwrap();
+    // Message 1 of t-1, as a stale writer would write it again after the new owner did.
+    let first = record(&acme, 1, &message(&context("t-1"), None, Role::User, "hi"));
+    let mut written = batch("t-1", fence.token());
+    written.push(WriteOp::AppendMessage(first.clone()));
+    store.commit(&written).await.unwrap();
     // Another node fences this one, as a takeover does.
     client
         .execute(
@@ -55,6 +60,10 @@ async fn a_commit_under_a_moved_token_writes_nothing() {
     let refused = store.commit(&batch("t-2", fence.token())).await;
     assert_eq!(refused, Err(StoreError::Fenced));
     assert!(fence.is_lost(), "the node learns that its lease moved");
+    // Its rows colliding with what is stored does not hide that it was fenced.
+    let mut colliding = batch("t-1", fence.token());
+    colliding.push(WriteOp::AppendMessage(first));
+    assert_eq!(store.commit(&colliding).await, Err(StoreError::Fenced));
     let stored = store.load_thread(&acme, &context("t-2"), 10).await.unwrap();
     assert!(stored.is_none(), "nothing of the refused batch is stored");
     // A batch under an older token is refused too, and says nothing of the current one.
