@@ -52,6 +52,12 @@ const CATALOGUE: &[&str] = &[
     t::JANITOR_ACTORS_EVICTED,
     t::BUILD_INFO,
     t::START_TIME,
+    // exported by a node in a cluster only (tests/it/cluster.rs scrapes them)
+    t::CLUSTER_NODES,
+    t::CLUSTER_TAKEOVERS,
+    t::CLUSTER_LEASE_LOSSES,
+    t::CLUSTER_FORWARDED,
+    t::CLUSTER_FORWARD_MS,
 ];
 
 /// `name → type` from the `# TYPE` lines of an exposition.
