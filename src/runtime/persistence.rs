@@ -234,7 +234,10 @@ fn settle(group: &mut Vec<WriteRequest>, result: Result<(), StoreError>) -> Vec<
             Vec::new()
         }
         Err(e) if group.len() == 1 => {
-            tracing::error!(error = %e, "commit failed");
+            match e {
+                StoreError::Fenced => tracing::warn!(error = %e, "commit refused"),
+                _ => tracing::error!(error = %e, "commit failed"),
+            }
             for request in group.drain(..) {
                 let _ = request.ack.send(Err(e.clone()));
             }
@@ -248,8 +251,11 @@ fn settle(group: &mut Vec<WriteRequest>, result: Result<(), StoreError>) -> Vec<
 }
 
 fn acknowledge(request: WriteRequest, result: Result<(), StoreError>) {
-    if let Err(e) = &result {
-        tracing::error!(error = %e, "commit failed");
+    match &result {
+        // Cluster mode: another node took a thread of this one over; expected once.
+        Err(e @ StoreError::Fenced) => tracing::warn!(error = %e, "commit refused"),
+        Err(e) => tracing::error!(error = %e, "commit failed"),
+        Ok(()) => {}
     }
     let _ = request.ack.send(result);
 }

@@ -592,7 +592,6 @@ async fn a_rolling_restart_under_load_fails_no_request() {
         return;
     };
     let balancer = Balancer::start(&nodes.iter().collect::<Vec<_>>()).await;
-    let client = http_client();
     let storm = Storm::start(&balancer.url, 8);
     storm.until_acked(100).await;
     for node in &mut nodes {
@@ -604,22 +603,7 @@ async fn a_rolling_restart_under_load_fails_no_request() {
             node.id
         );
         node.spawn();
-        let url = node.url();
-        eventually(
-            Duration::from_secs(20),
-            "the restarted node is ready",
-            || {
-                let (client, url) = (client.clone(), url.clone());
-                async move {
-                    client
-                        .get(format!("{url}/health/ready"))
-                        .send()
-                        .await
-                        .is_ok_and(|r| r.status() == 200)
-                }
-            },
-        )
-        .await;
+        ready(&node.url()).await;
         let before = storm.acked();
         storm.until_acked(before + 50).await;
     }
