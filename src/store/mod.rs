@@ -594,9 +594,15 @@ pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
     let location = cfg.location()?;
     let to_migrate = cfg.clone();
     // Migrations block (file and network I/O); keep them off the caller's runtime thread.
-    let applied = tokio::task::spawn_blocking(move || migrate(&to_migrate))
-        .await
-        .map_err(|e| StoreError::Query(format!("the migration task failed: {e}")))??;
+    // On SQLite the migration's hold on the file is kept until the store holds it too.
+    let (applied, _held) = tokio::task::spawn_blocking(move || match to_migrate.location()? {
+        Location::Postgres(url) => postgres::migrate(&url).map(|applied| (applied, None)),
+        Location::Sqlite(path) => {
+            sqlite::migrate_holding(&path).map(|(applied, lock)| (applied, Some(lock)))
+        }
+    })
+    .await
+    .map_err(|e| StoreError::Query(format!("the migration task failed: {e}")))??;
     let store: Arc<dyn Store> = match location {
         Location::Postgres(url) => Arc::new(postgres::PgStore::new(
             &url,

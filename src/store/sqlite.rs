@@ -492,15 +492,25 @@ fn path_str(path: &Path) -> Result<&str, StoreError> {
 /// this process's lock on the file: a file another process serves is not migrated under
 /// it ([`StoreError::InUse`]).
 pub(super) fn migrate(path: &Path) -> Result<Vec<String>, StoreError> {
+    migrate_holding(path).map(|(applied, _lock)| applied)
+}
+
+/// [`migrate`], returning this process's hold on the file with what was applied: a
+/// caller that opens the store next keeps the lock held in between. (Released and taken
+/// again, the lock could still be held for a moment by a child process this one is
+/// starting — a forked child keeps a copy of every descriptor until it executes — and
+/// this very process would be refused.)
+pub(super) fn migrate_holding(path: &Path) -> Result<(Vec<String>, SqliteLock), StoreError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| {
             StoreError::Unavailable(format!("cannot create {}: {e}", dir.display()))
         })?;
     }
-    let _lock = SqliteLock::acquire(path)?;
+    let lock = SqliteLock::acquire(path)?;
     let mut conn = SqliteConnection::establish(path_str(path)?)
         .map_err(|e| StoreError::Unavailable(format!("sqlite {}: {e}", path.display())))?;
     // The busy timeout matters here too: another process may be writing the file.
     conn.batch_execute(&pragmas(SqliteSynchronous::default()))?;
-    super::run_migrations(&mut conn, MIGRATIONS)
+    let applied = super::run_migrations(&mut conn, MIGRATIONS)?;
+    Ok((applied, lock))
 }
