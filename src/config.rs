@@ -1460,6 +1460,61 @@ mod tests {
     }
 
     #[test]
+    fn cluster_mode_needs_postgres_a_secret_and_a_heartbeat_inside_the_lease() {
+        let base = [
+            ("AGENT_A2A__CLUSTER__ENABLED", "true"),
+            ("DATABASE_URL", "postgres://postgres@127.0.0.1/a2a"),
+            ("AGENT_A2A__CLUSTER__SECRET", "sixteen-chars-ok"),
+        ];
+        let s = load(&base, Overrides::default()).unwrap();
+        assert!(s.cluster.enabled);
+        let refused = |extra: &[(&str, &str)], key: &str| {
+            let mut env: Vec<(&str, &str)> = base.to_vec();
+            env.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+            env.extend_from_slice(extra);
+            let e = load(&env, Overrides::default()).unwrap_err().to_string();
+            assert!(e.contains(key), "{extra:?}: {e}");
+        };
+        refused(&[("DATABASE_URL", "")], "cluster.enabled");
+        refused(&[("AGENT_A2A__CLUSTER__SECRET", "short")], "cluster.secret");
+        refused(
+            &[("AGENT_A2A__CLUSTER__NODE_ID", "a node")],
+            "cluster.node_id",
+        );
+        refused(
+            &[("AGENT_A2A__CLUSTER__ADVERTISE_URL", "10.0.0.5:8080")],
+            "cluster.advertise_url",
+        );
+        refused(
+            &[("AGENT_A2A__SERVER__BIND", "0.0.0.0:8080")],
+            "cluster.advertise_url",
+        );
+        refused(
+            &[("AGENT_A2A__CLUSTER__LEASE_TTL_MS", "999")],
+            "cluster.lease_ttl_ms",
+        );
+        refused(
+            &[("AGENT_A2A__CLUSTER__HEARTBEAT_MS", "0")],
+            "cluster.heartbeat_ms",
+        );
+        refused(
+            &[
+                ("AGENT_A2A__CLUSTER__LEASE_TTL_MS", "3000"),
+                ("AGENT_A2A__CLUSTER__HEARTBEAT_MS", "1001"),
+            ],
+            "cluster.heartbeat_ms",
+        );
+        refused(
+            &[("AGENT_A2A__CLUSTER__FORWARD_TIMEOUT_SECS", "0")],
+            "cluster.forward_timeout_secs",
+        );
+        refused(
+            &[("AGENT_A2A__CLUSTER__STREAM_POLL_MS", "0")],
+            "cluster.stream_poll_ms",
+        );
+    }
+
+    #[test]
     fn the_grpc_binding_is_on_by_default_and_checked() {
         let s = load(&[], Overrides::default()).unwrap();
         assert_eq!(
