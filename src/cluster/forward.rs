@@ -107,17 +107,17 @@ pub struct Peer {
 }
 
 impl Peer {
-    pub fn new(secret: &str, timeout: Duration) -> Self {
+    /// A client whose calls end after `timeout` (`cluster.forward_timeout_secs`).
+    pub fn new(secret: &str, timeout: Duration) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(Duration::from_secs(2))
             .pool_idle_timeout(Duration::from_secs(60))
-            .build()
-            .unwrap_or_default();
-        Self {
+            .build()?;
+        Ok(Self {
             http,
             secret: secret.to_owned(),
-        }
+        })
     }
 
     /// Whether a request carries the cluster's secret (compared in constant time).

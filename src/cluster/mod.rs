@@ -87,6 +87,8 @@ pub struct Cluster {
 pub enum JoinError {
     #[error("cluster: {0}")]
     Store(#[from] StoreError),
+    #[error("cluster: the client of the calls between nodes: {0}")]
+    Client(String),
     #[error(
         "cluster: node id {node_id:?} is held by a live node; its lease runs {remaining_ms} ms \
          more (give each node its own cluster.node_id)"
@@ -121,7 +123,8 @@ impl Cluster {
             peer: Peer::new(
                 &settings.secret,
                 Duration::from_secs(settings.forward_timeout_secs),
-            ),
+            )
+            .map_err(|e| JoinError::Client(e.to_string()))?,
             arbiter: Mutex::new(Some(arbiter)),
             held_until: Mutex::new(Instant::now()),
             leader: AtomicBool::new(false),
