@@ -12,6 +12,7 @@ use crate::cluster::forward::{
 };
 use crate::http::AppState;
 use crate::http::body::read_limited;
+use crate::runtime::Runtime;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/send").route(web::post().to(send)))
@@ -59,22 +60,35 @@ fn answer<T: Serialize>(req: &HttpRequest, result: crate::error::Result<T>) -> H
     HttpResponse::build(StatusCode::OK).json(Answer::from(result))
 }
 
+/// Runs an admitted call with the runtime and answers with its result.
+async fn serve<C, T>(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Payload,
+    run: impl AsyncFnOnce(&Runtime, C) -> crate::error::Result<T>,
+) -> HttpResponse
+where
+    C: DeserializeOwned,
+    T: Serialize,
+{
+    match admitted(&req, &state, body).await {
+        Ok(call) => answer(&req, run(&state.service.runtime, call).await),
+        Err(refused) => refused,
+    }
+}
+
 async fn send(req: HttpRequest, state: web::Data<AppState>, body: web::Payload) -> HttpResponse {
-    let call: SendCall = match admitted(&req, &state, body).await {
-        Ok(call) => call,
-        Err(refused) => return refused,
-    };
-    let rt = &state.service.runtime;
-    answer(&req, rt.serve_send(&call.tenant, call.cmd, call.mode).await)
+    serve(req, state, body, async |rt, c: SendCall| {
+        rt.serve_send(&c.tenant, c.cmd, c.mode).await
+    })
+    .await
 }
 
 async fn cancel(req: HttpRequest, state: web::Data<AppState>, body: web::Payload) -> HttpResponse {
-    let call: CancelCall = match admitted(&req, &state, body).await {
-        Ok(call) => call,
-        Err(refused) => return refused,
-    };
-    let rt = &state.service.runtime;
-    answer(&req, rt.serve_cancel(&call.tenant, &call.task_id).await)
+    serve(req, state, body, async |rt, c: CancelCall| {
+        rt.serve_cancel(&c.tenant, &c.task_id).await
+    })
+    .await
 }
 
 async fn create_push(
@@ -82,16 +96,10 @@ async fn create_push(
     state: web::Data<AppState>,
     body: web::Payload,
 ) -> HttpResponse {
-    let call: CreatePushCall = match admitted(&req, &state, body).await {
-        Ok(call) => call,
-        Err(refused) => return refused,
-    };
-    let rt = &state.service.runtime;
-    answer(
-        &req,
-        rt.serve_create_push(&call.tenant, &call.task_id, call.spec)
-            .await,
-    )
+    serve(req, state, body, async |rt, c: CreatePushCall| {
+        rt.serve_create_push(&c.tenant, &c.task_id, c.spec).await
+    })
+    .await
 }
 
 async fn delete_push(
@@ -99,14 +107,9 @@ async fn delete_push(
     state: web::Data<AppState>,
     body: web::Payload,
 ) -> HttpResponse {
-    let call: DeletePushCall = match admitted(&req, &state, body).await {
-        Ok(call) => call,
-        Err(refused) => return refused,
-    };
-    let rt = &state.service.runtime;
-    answer(
-        &req,
-        rt.serve_delete_push(&call.tenant, &call.task_id, &call.config_id)
-            .await,
-    )
+    serve(req, state, body, async |rt, c: DeletePushCall| {
+        rt.serve_delete_push(&c.tenant, &c.task_id, &c.config_id)
+            .await
+    })
+    .await
 }
