@@ -76,7 +76,11 @@ pub fn run(agent: Agent) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    crate::telemetry::init_logging(&settings.log);
+    let node_id = settings
+        .cluster
+        .enabled
+        .then_some(settings.cluster.node_id.as_str());
+    crate::telemetry::init(&settings.log, &settings.telemetry, node_id);
     let result = match cli.command.unwrap_or(Command::Serve) {
         Command::Migrate => crate::store::migrate(&settings.store_config())
             .map(|applied| {
@@ -92,6 +96,7 @@ pub fn run(agent: Agent) -> ExitCode {
             .block_on(crate::startup::serve(settings, agent))
             .map_err(|e| e.to_string()),
     };
+    crate::telemetry::trace::shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::store::StoreConfig;
 
+mod telemetry;
+pub use telemetry::TelemetrySettings;
+
 /// All settings of a running server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -40,6 +43,7 @@ pub struct Settings {
     pub metrics: MetricsSettings,
     pub health: HealthSettings,
     pub cluster: ClusterSettings,
+    pub telemetry: TelemetrySettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -937,6 +941,7 @@ impl Settings {
         }
         self.bind_addr()?;
         self.grpc_bind_addr()?;
+        self.telemetry.validate()?;
         let grpc_public = self.server.grpc_public_address.trim();
         if !grpc_public.is_empty() {
             let port = grpc_public

@@ -12,6 +12,7 @@
 
 pub mod stats;
 mod tap;
+pub mod trace;
 
 use std::sync::{Arc, OnceLock};
 
@@ -19,7 +20,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use metrics_util::layers::FanoutBuilder;
 use tracing_subscriber::EnvFilter;
 
-use crate::config::{LogFormat, LogSettings};
+use crate::config::{LogFormat, LogSettings, TelemetrySettings};
 
 // HTTP (recorded by the request middleware in `http`).
 
@@ -149,8 +150,20 @@ const MS_BUCKETS: &[f64] = &[
 /// Powers of two up to twice the default `persistence.max_batch`.
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 
-/// Installs the tracing subscriber once (later calls are no-ops, so tests may call it).
+/// Installs the tracing subscriber once (later calls are no-ops, so tests may call it):
+/// log lines to stderr, and no traces.
 pub fn init_logging(settings: &LogSettings) {
+    init(settings, &TelemetrySettings::default(), None);
+}
+
+/// Installs the tracing subscriber once: log lines to stderr and, when
+/// `telemetry.otlp_endpoint` is set, spans exported over OTLP ([`trace`]). `node_id`
+/// names this process among a cluster's nodes (a resource attribute).
+pub fn init(settings: &LogSettings, telemetry: &TelemetrySettings, node_id: Option<&str>) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
         let filter = EnvFilter::try_from_default_env()
@@ -158,16 +171,42 @@ pub fn init_logging(settings: &LogSettings) {
             .unwrap_or_else(|_| EnvFilter::new("info"));
         // Colours only for a person at a terminal, never in files or log collectors.
         let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-        let builder = tracing_subscriber::fmt()
-            .with_env_filter(filter)
+        let fmt = tracing_subscriber::fmt::layer()
             .with_ansi(ansi)
             .with_writer(std::io::stderr);
-        let result = match settings.format {
-            LogFormat::Text => builder.try_init(),
-            LogFormat::Json => builder.json().try_init(),
+        let fmt = match settings.format {
+            LogFormat::Text => fmt.with_filter(filter).boxed(),
+            LogFormat::Json => fmt.json().with_filter(filter).boxed(),
         };
+        // Only the spans made for traces, whatever the log level says.
+        let traces = match telemetry.enabled() {
+            false => None,
+            true => match trace::layer(telemetry, node_id) {
+                Ok(layer) => Some(
+                    layer.with_filter(
+                        tracing_subscriber::filter::Targets::new()
+                            .with_target(trace::TARGET, tracing::Level::INFO),
+                    ),
+                ),
+                Err(e) => {
+                    eprintln!("agent-a2a: {e}; no traces are exported");
+                    None
+                }
+            },
+        };
+        let result = tracing_subscriber::registry()
+            .with(fmt)
+            .with(traces)
+            .try_init();
         if let Err(e) = result {
             eprintln!("agent-a2a: logging already initialised: {e}");
+        }
+        if trace::on() {
+            tracing::info!(
+                endpoint = %telemetry.traces_url(),
+                sampling_ratio = telemetry.sampling_ratio,
+                "exporting traces over OTLP/HTTP"
+            );
         }
     });
 }

@@ -141,11 +141,14 @@ impl Peer {
     ) -> Result<T> {
         let url = format!("{}{PREFIX}{path}", base.trim_end_matches('/'));
         let started = std::time::Instant::now();
+        let mut trace = reqwest::header::HeaderMap::new();
+        crate::telemetry::trace::inject(&mut trace);
         let response = self
             .http
             .post(&url)
             .bearer_auth(&self.secret)
             .header(FROM_HEADER, from)
+            .headers(trace)
             .json(body)
             .send()
             .await

@@ -79,6 +79,10 @@ impl operation::Request for Caller<'_> {
     fn json_wire(&self) -> bool {
         false
     }
+
+    fn binding(&self) -> &'static str {
+        "grpc"
+    }
 }
 
 impl A2a {

@@ -115,6 +115,15 @@ impl crate::service::operation::Request for HttpRequest {
     fn last_event_id(&self) -> Result<Option<i64>, Error> {
         last_event_id(self)
     }
+
+    /// JSON-RPC is served at `/` only; every other A2A path is HTTP+JSON.
+    fn binding(&self) -> &'static str {
+        if self.path() == "/" {
+            "jsonrpc"
+        } else {
+            "http_json"
+        }
+    }
 }
 
 /// The gate reads an HTTP caller's headers and peer address.

@@ -101,6 +101,8 @@ impl Transport {
         headers: HeaderMap,
         body: &serde_json::Value,
     ) -> Result<reqwest::Response, ProviderError> {
+        let mut headers = headers;
+        crate::telemetry::trace::inject(&mut headers);
         let mut attempt: u32 = 0;
         loop {
             let sent = self

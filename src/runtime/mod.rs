@@ -205,6 +205,7 @@ impl Runtime {
             push: push.clone(),
             start_grace: Duration::from_millis(settings.persistence.start_grace_ms),
             cluster: cluster.clone(),
+            agent_name: settings.agent.name.as_str().into(),
         });
         Ok(Runtime {
             registry: ThreadRegistry::new(deps, handles),
@@ -608,6 +609,11 @@ impl Runtime {
                     waiter: waiter(tx),
                     busy: busy.clone(),
                     claim: claim.clone(),
+                    span: if crate::telemetry::trace::on() {
+                        tracing::Span::current()
+                    } else {
+                        tracing::Span::none()
+                    },
                 }
             })
             .await?;

@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
+use tracing::Instrument;
 
-use crate::config::{ModelSettings, ProviderSettings};
+use crate::config::{ModelSettings, ProviderKind, ProviderSettings};
 use crate::providers::{GenerateParams, Provider, ProviderError, ProviderEvent};
+use crate::telemetry::trace;
 use crate::telemetry::{
     MODEL_ERRORS as ERRORS, MODEL_REQUESTS as REQUESTS, MODEL_TOKENS as TOKENS,
     MODEL_TTFT_MS as TTFT,
@@ -23,10 +25,12 @@ use crate::telemetry::{
 /// A stream of provider events.
 pub type EventStream = BoxStream<'static, ProviderEvent>;
 
-/// Starts a generation.
+/// Starts a generation, inside its span (`Span::none()` without traces): the provider's
+/// request carries the span's `traceparent`, and the span records the generation's
+/// time to first token, tokens and outcome until its stream ends.
 #[derive(Message)]
 #[rtype(result = "Result<EventStream, ProviderError>")]
-pub struct Generate(pub GenerateParams);
+pub struct Generate(pub GenerateParams, pub tracing::Span);
 
 /// How a generation ended (sent by the stream wrapper, for the breaker): `None` for a
 /// success, else the kind of error.
@@ -137,7 +141,11 @@ impl Handler<GetBreaker> for ModelActor {
 impl Handler<Generate> for ModelActor {
     type Result = ResponseFuture<Result<EventStream, ProviderError>>;
 
-    fn handle(&mut self, Generate(params): Generate, ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(
+        &mut self,
+        Generate(params, span): Generate,
+        ctx: &mut Context<Self>,
+    ) -> Self::Result {
         if let Some(until) = self.open_until {
             let now = Instant::now();
             if now < until {
@@ -145,6 +153,7 @@ impl Handler<Generate> for ModelActor {
                     retry_after: until - now,
                 };
                 record_error(self.provider.id(), &error);
+                trace::failed(&span, error_kind(&error));
                 return Box::pin(std::future::ready(Err(error)));
             }
             // Half-open: let this call through; its outcome decides.
@@ -156,10 +165,11 @@ impl Handler<Generate> for ModelActor {
             let name = provider.id().to_owned();
             metrics::counter!(REQUESTS, "provider" => name.clone()).increment(1);
             let started = Instant::now();
-            match provider.generate(params).await {
-                Ok(stream) => Ok(observe(stream, name, started, me)),
+            match provider.generate(params).instrument(span.clone()).await {
+                Ok(stream) => Ok(observe(stream, name, started, me, span)),
                 Err(e) => {
                     record_error(&name, &e);
+                    trace::failed(&span, error_kind(&e));
                     me.do_send(Finished {
                         error: Some(error_kind(&e)),
                     });
@@ -176,17 +186,21 @@ fn observe(
     name: String,
     started: Instant,
     me: Addr<ModelActor>,
+    span: tracing::Span,
 ) -> EventStream {
     let mut first = true;
     stream
         .inspect(move |event| {
             if first {
                 first = false;
-                metrics::histogram!(TTFT, "provider" => name.clone())
-                    .record(started.elapsed().as_secs_f64() * 1000.0);
+                let ttft_ms = started.elapsed().as_secs_f64() * 1000.0;
+                metrics::histogram!(TTFT, "provider" => name.clone()).record(ttft_ms);
+                span.record("a2a.time_to_first_token_ms", ttft_ms);
             }
             match event {
                 ProviderEvent::Usage(usage) => {
+                    span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+                    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
                     metrics::counter!(TOKENS, "provider" => name.clone(), "direction" => "input")
                         .increment(usage.input_tokens);
                     metrics::counter!(TOKENS, "provider" => name.clone(), "direction" => "output")
@@ -195,6 +209,7 @@ fn observe(
                 ProviderEvent::Done => me.do_send(Finished { error: None }),
                 ProviderEvent::Error(e) => {
                     record_error(&name, e);
+                    trace::failed(&span, error_kind(e));
                     me.do_send(Finished {
                         error: Some(error_kind(e)),
                     });
@@ -224,10 +239,21 @@ fn error_kind(error: &ProviderError) -> &'static str {
     }
 }
 
+/// The OpenTelemetry GenAI name (`gen_ai.provider.name`) of a provider kind.
+fn gen_ai_system(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Openai => "openai",
+        ProviderKind::Anthropic => "anthropic",
+        ProviderKind::Gemini => "gcp.gemini",
+    }
+}
+
 /// A [`Provider`] whose every generation goes through a [`ModelActor`] (breaker, metrics).
 struct ModelHandle {
     id: String,
     model: String,
+    /// `gen_ai.provider.name` of the provider's kind.
+    system: &'static str,
     addr: Addr<ModelActor>,
 }
 
@@ -242,8 +268,10 @@ impl Provider for ModelHandle {
     }
 
     async fn generate(&self, params: GenerateParams) -> Result<EventStream, ProviderError> {
+        let model = params.model.as_deref().unwrap_or(&self.model);
+        let span = trace::generation(&self.id, self.system, model);
         self.addr
-            .send(Generate(params))
+            .send(Generate(params, span))
             .await
             .map_err(|e| ProviderError::Connect(format!("model actor unreachable: {e}")))?
     }
@@ -255,6 +283,8 @@ pub struct Models {
     by_name: HashMap<String, Addr<ModelActor>>,
     /// Each provider's configured model.
     models: HashMap<String, String>,
+    /// Each configured provider's `gen_ai.provider.name`.
+    systems: HashMap<String, &'static str>,
 }
 
 impl Models {
@@ -269,6 +299,9 @@ impl Models {
         for (name, provider_settings) in providers {
             let provider = crate::providers::build(name, provider_settings)?;
             models.add(name, provider, settings, arbiter);
+            models
+                .systems
+                .insert(name.clone(), gen_ai_system(provider_settings.kind));
         }
         Ok(models)
     }
@@ -308,6 +341,7 @@ impl Models {
         Some(crate::agent::ModelAdapter::new(Arc::new(ModelHandle {
             id: name.to_owned(),
             model: model.clone(),
+            system: self.systems.get(name).copied().unwrap_or("unknown"),
             addr: addr.clone(),
         })))
     }
@@ -338,7 +372,7 @@ impl Models {
             .by_name
             .get(name)
             .ok_or_else(|| ProviderError::Config(format!("no provider named {name:?}")))?;
-        addr.send(Generate(params))
+        addr.send(Generate(params, tracing::Span::none()))
             .await
             .map_err(|e| ProviderError::Connect(format!("model actor unreachable: {e}")))?
     }

@@ -70,20 +70,20 @@ async fn repeated_failures_open_the_circuit_and_calls_fail_fast() {
     let addr = Models::spawn(provider.clone(), &settings(2), &arbiter.handle());
     // Two failures: one before the stream, one inside it.
     assert!(
-        addr.send(Generate(GenerateParams::default()))
+        addr.send(Generate(GenerateParams::default(), tracing::Span::none()))
             .await
             .unwrap()
             .is_err()
     );
     let stream = addr
-        .send(Generate(GenerateParams::default()))
+        .send(Generate(GenerateParams::default(), tracing::Span::none()))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(drain(stream).await.len(), 2);
     // The failure report travels as a message; the next call queues behind it.
     let third = addr
-        .send(Generate(GenerateParams::default()))
+        .send(Generate(GenerateParams::default(), tracing::Span::none()))
         .await
         .unwrap();
     let error = third.err();
@@ -177,7 +177,7 @@ async fn a_success_resets_the_failure_count() {
     let addr = Models::spawn(provider.clone(), &settings(2), &arbiter.handle());
     for _ in 0..4 {
         if let Ok(stream) = addr
-            .send(Generate(GenerateParams::default()))
+            .send(Generate(GenerateParams::default(), tracing::Span::none()))
             .await
             .unwrap()
         {

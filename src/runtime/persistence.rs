@@ -33,6 +33,8 @@ use crate::telemetry;
 struct WriteRequest {
     ops: Vec<WriteOp>,
     ack: oneshot::Sender<Result<(), StoreError>>,
+    /// The commit's span (`Span::none()` without traces): told the group's size.
+    span: tracing::Span,
 }
 
 /// A handle to the persistence actor. Cheap to clone.
@@ -54,7 +56,18 @@ impl PersistenceHandle {
         // hold the request open without limit.
         match self
             .tx
-            .send_timeout(WriteRequest { ops, ack }, self.enqueue_timeout)
+            .send_timeout(
+                WriteRequest {
+                    ops,
+                    ack,
+                    span: if telemetry::trace::on() {
+                        tracing::Span::current()
+                    } else {
+                        tracing::Span::none()
+                    },
+                },
+                self.enqueue_timeout,
+            )
             .await
         {
             Ok(()) => {}
@@ -145,6 +158,11 @@ impl Queue {
             self.queued.fetch_sub(group.len() as i64, Ordering::Relaxed) - group.len() as i64;
         metrics::gauge!(telemetry::PERSIST_QUEUE).set(remaining.max(0) as f64);
         metrics::histogram!(telemetry::PERSIST_BATCH).record(group.len() as f64);
+        if telemetry::trace::on() {
+            for request in group.iter() {
+                request.span.record("db.operation.batch.size", group.len());
+            }
+        }
     }
 }
 

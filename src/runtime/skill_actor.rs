@@ -14,9 +14,11 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use serde_json::Value;
 use tokio::sync::Semaphore;
+use tracing::Instrument;
 
 use crate::config::SkillSettings;
 use crate::skills::{Caller, Skill, SkillError, SkillRegistry, ToolSpec};
+use crate::telemetry::trace;
 use crate::telemetry::{SKILL_CALLS, SKILL_ERRORS, SKILL_LATENCY_MS};
 
 /// One tool call.
@@ -97,15 +99,7 @@ impl Handler<Invoke> for SkillActor {
                     }
                 }
             };
-            let outcome = match &result {
-                Ok(_) => "ok",
-                Err(SkillError::InvalidArguments(_)) => "invalid_arguments",
-                Err(SkillError::NotFound(_)) => "not_found",
-                Err(SkillError::Conflict(_)) => "conflict",
-                Err(SkillError::Blocked { .. }) => "blocked",
-                Err(SkillError::Failed(_)) => "failed",
-                Err(SkillError::Unavailable(_)) => "unavailable",
-            };
+            let outcome = outcome(&result);
             metrics::counter!(SKILL_CALLS, "skill" => skill_id.clone(), "tool" => call.tool.clone(), "outcome" => outcome)
                 .increment(1);
             if result.is_err() {
@@ -329,12 +323,34 @@ impl Tools {
             arguments,
             caller,
         };
-        Some(match addr.send(invoke).await {
+        let span = trace::tool(owner, tool);
+        let result = match addr.send(invoke).instrument(span.clone()).await {
             Ok(result) => result,
             Err(e) => Err(SkillError::Unavailable(format!(
                 "skill {owner} unreachable: {e}"
             ))),
-        })
+        };
+        if !span.is_disabled() {
+            let outcome = outcome(&result);
+            span.record("a2a.tool.outcome", outcome);
+            if result.is_err() {
+                trace::failed(&span, outcome);
+            }
+        }
+        Some(result)
+    }
+}
+
+/// A call's outcome as metrics and spans name it: `ok` or the error's kind.
+fn outcome(result: &Result<Value, SkillError>) -> &'static str {
+    match result {
+        Ok(_) => "ok",
+        Err(SkillError::InvalidArguments(_)) => "invalid_arguments",
+        Err(SkillError::NotFound(_)) => "not_found",
+        Err(SkillError::Conflict(_)) => "conflict",
+        Err(SkillError::Blocked { .. }) => "blocked",
+        Err(SkillError::Failed(_)) => "failed",
+        Err(SkillError::Unavailable(_)) => "unavailable",
     }
 }
 

@@ -6,6 +6,7 @@ use std::pin::Pin;
 
 use futures_util::Stream;
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::Service;
 use super::auth::{Credentials, Principal};
@@ -13,6 +14,7 @@ use crate::a2a::{self, Dialect, Operation, generations};
 use crate::domain::{PartContent, PushConfig, SendMessage, SendOutcome, Task};
 use crate::error::{Error, Result};
 use crate::runtime::SeqEvent;
+use crate::telemetry::trace;
 
 /// What an operation reads of a request besides its parameters: headers (gRPC:
 /// metadata) by lowercase name, and the event id a resuming subscriber names.
@@ -26,6 +28,10 @@ pub trait Request: Credentials {
     fn json_wire(&self) -> bool {
         true
     }
+
+    /// The binding that carried the request (`jsonrpc`, `http_json`, `grpc`), as the
+    /// request span names it.
+    fn binding(&self) -> &'static str;
 }
 
 /// The header (gRPC: metadata) that names a send's idempotency key instead of its
@@ -59,8 +65,49 @@ pub fn name(op: Operation) -> &'static str {
 }
 
 /// Executes `op` for `principal` (already admitted) with its decoded-from-JSON parameters
-/// and what `request` carries besides them.
+/// and what `request` carries besides them — inside the request's span when traces are
+/// exported (`telemetry::trace`).
 pub async fn execute(
+    state: &Service,
+    principal: &Principal,
+    op: Operation,
+    dialect: Dialect,
+    params: &Value,
+    request: &impl Request,
+) -> Result<Reply> {
+    if !trace::on() {
+        return run(state, principal, op, dialect, params, request).await;
+    }
+    let span = trace::request(name(op), request.binding(), &Headers(request));
+    span.record("a2a.tenant.id", principal.tenant.as_str());
+    let result = run(state, principal, op, dialect, params, request)
+        .instrument(span.clone())
+        .await;
+    if let Err(e) = &result {
+        trace::failed(&span, crate::a2a::errors::map_error(e).reason);
+    }
+    result
+}
+
+/// A request's headers as a trace context carrier.
+struct Headers<'a, R>(&'a R);
+
+impl<R: Request> trace::Carrier for Headers<'_, R> {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.0.header(name)
+    }
+}
+
+/// Records the task and thread a request touched on its span.
+fn touched(task: &Task) {
+    if trace::on() {
+        let span = tracing::Span::current();
+        span.record("a2a.task.id", task.id.as_str());
+        span.record("gen_ai.conversation.id", task.context_id.as_str());
+    }
+}
+
+async fn run(
     state: &Service,
     principal: &Principal,
     op: Operation,
@@ -75,6 +122,9 @@ pub async fn execute(
         Operation::SendMessage => {
             let cmd = decode_send(state, principal, dialect, params, request)?;
             let outcome = rt.send(tenant, cmd).await?;
+            if let SendOutcome::Task(task) = &outcome {
+                touched(task);
+            }
             let mut encoded = a2a::encode_send_outcome(dialect, &outcome);
             if let (true, SendOutcome::Task(task)) = (generations, &outcome) {
                 generations::annotate_tasks(&mut encoded, &[task]);
@@ -96,6 +146,7 @@ pub async fn execute(
                 }
                 None => rt.get_task(tenant, &query.id, query.history_length).await?,
             };
+            touched(&task);
             let mut encoded = a2a::encode_task(dialect, &task);
             if generations {
                 generations::annotate_task(&mut encoded, &task);

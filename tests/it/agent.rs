@@ -20,30 +20,38 @@ use serde_json::{Value, json};
 use crate::support::{SseEvent, TestApp, spawn_agent_in, user_message};
 
 /// A model endpoint answering each completion with the next scripted SSE body.
-struct FakeModel {
-    url: String,
+pub(crate) struct FakeModel {
+    pub(crate) url: String,
     requests: Arc<Mutex<Vec<Value>>>,
-    scripts: Arc<Mutex<VecDeque<String>>>,
+    /// Each request's `traceparent` header, if it had one.
+    traceparents: Arc<Mutex<Vec<Option<String>>>>,
+    scripts: Arc<Mutex<VecDeque<Option<String>>>>,
     handle: actix_web::dev::ServerHandle,
 }
 
 impl FakeModel {
-    async fn start() -> FakeModel {
+    pub(crate) async fn start() -> FakeModel {
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let scripts: Arc<Mutex<VecDeque<String>>> = Arc::new(Mutex::new(VecDeque::new()));
-        let (r, s) = (requests.clone(), scripts.clone());
+        let traceparents = Arc::new(Mutex::new(Vec::new()));
+        let scripts: Arc<Mutex<VecDeque<Option<String>>>> = Arc::default();
+        let (r, t, s) = (requests.clone(), traceparents.clone(), scripts.clone());
         let server = HttpServer::new(move || {
-            let (r, s) = (r.clone(), s.clone());
+            let (r, t, s) = (r.clone(), t.clone(), s.clone());
             App::new().route(
                 "/v1/chat/completions",
-                web::post().to(move |body: web::Json<Value>| {
-                    let (r, s) = (r.clone(), s.clone());
+                web::post().to(move |req: actix_web::HttpRequest, body: web::Json<Value>| {
+                    let (r, t, s) = (r.clone(), t.clone(), s.clone());
                     async move {
                         r.lock().unwrap().push(body.into_inner());
+                        let traceparent = req.headers().get("traceparent");
+                        t.lock()
+                            .unwrap()
+                            .push(traceparent.map(|v| v.to_str().unwrap().to_owned()));
                         match s.lock().unwrap().pop_front() {
-                            Some(sse) => HttpResponse::Ok()
+                            Some(Some(sse)) => HttpResponse::Ok()
                                 .content_type("text/event-stream")
                                 .body(sse),
+                            Some(None) => HttpResponse::ServiceUnavailable().body("try again"),
                             None => HttpResponse::InternalServerError().body("no script left"),
                         }
                     }
@@ -60,27 +68,38 @@ impl FakeModel {
         FakeModel {
             url: format!("http://{addr}/v1"),
             requests,
+            traceparents,
             scripts,
             handle,
         }
     }
 
-    fn script(&self, chunks: &[Value]) {
+    pub(crate) fn script(&self, chunks: &[Value]) {
         let mut body: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
         body.push_str("data: [DONE]\n\n");
-        self.scripts.lock().unwrap().push_back(body);
+        self.scripts.lock().unwrap().push_back(Some(body));
+    }
+
+    /// The next request is answered 503 (a provider's retryable failure).
+    pub(crate) fn unavailable_once(&self) {
+        self.scripts.lock().unwrap().push_back(None);
     }
 
     fn requests(&self) -> Vec<Value> {
         self.requests.lock().unwrap().clone()
     }
+
+    /// Each request's `traceparent` header, in order.
+    pub(crate) fn traceparents(&self) -> Vec<Option<String>> {
+        self.traceparents.lock().unwrap().clone()
+    }
 }
 
-fn delta(delta: Value) -> Value {
+pub(crate) fn delta(delta: Value) -> Value {
     json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]})
 }
 
-fn finish(reason: &str) -> Value {
+pub(crate) fn finish(reason: &str) -> Value {
     json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
 }
 

@@ -16,6 +16,15 @@ pub(crate) fn start_server_with(
     data_dir: &std::path::Path,
     env: &[(&str, &str)],
 ) -> (Child, String) {
+    let (child, url, _) = start_server_logged(data_dir, env);
+    (child, url)
+}
+
+/// [`start_server_with`], keeping every line the server writes to stderr.
+pub(crate) fn start_server_logged(
+    data_dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (Child, String, Arc<Mutex<Vec<String>>>) {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -41,6 +50,8 @@ pub(crate) fn start_server_with(
         .expect("start agent-a2a");
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+    let kept = lines.clone();
     std::thread::spawn(move || {
         let mut tx = Some(tx);
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -49,11 +60,12 @@ pub(crate) fn start_server_with(
             {
                 let _ = tx.send(());
             }
+            kept.lock().unwrap().push(line);
         }
     });
     rx.recv_timeout(std::time::Duration::from_secs(60))
         .expect("server reports listening");
-    (child, format!("http://127.0.0.1:{port}"))
+    (child, format!("http://127.0.0.1:{port}"), lines)
 }
 
 /// Eight clients sending `SendMessage` to `url` as fast as they are answered; the ids of

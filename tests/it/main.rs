@@ -28,3 +28,4 @@ mod sqlite_lock;
 mod streaming;
 mod support;
 mod tools;
+mod traces;

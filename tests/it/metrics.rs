@@ -105,14 +105,14 @@ async fn drive_a_model() {
         &actix::Arbiter::current(),
     );
     let stream = model
-        .send(Generate(GenerateParams::default()))
+        .send(Generate(GenerateParams::default(), tracing::Span::none()))
         .await
         .expect("model actor answers")
         .expect("a stream");
     let events: Vec<ProviderEvent> = stream.collect().await;
     assert_eq!(events.last(), Some(&ProviderEvent::Done));
     let failed = model
-        .send(Generate(GenerateParams::default()))
+        .send(Generate(GenerateParams::default(), tracing::Span::none()))
         .await
         .expect("model actor answers");
     assert!(failed.is_err());

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use dashmap::DashMap;
 use tokio::sync::{broadcast, oneshot};
+use tracing::Instrument;
 
 use super::executor::AgentExecutor;
 use super::lifecycle::shutdown::{Activity, Busy};
@@ -114,6 +115,8 @@ pub struct ThreadDeps {
     pub start_grace: Duration,
     /// Cluster mode: this node's membership (placement, fencing token, node id).
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// `agent.name`, as turn spans name the agent.
+    pub agent_name: Arc<str>,
 }
 
 /// How a `SendMessage` caller wants its answer.
@@ -214,6 +217,8 @@ pub(super) struct PendingTurn {
     pub rejoined: Vec<(Mode, Waiter)>,
     /// Counts the turn until it has run (or failed to start).
     pub busy: Busy,
+    /// The request's span: the turn's parent.
+    pub span: tracing::Span,
 }
 
 pub(super) struct RunningTurn {
@@ -224,6 +229,8 @@ pub(super) struct RunningTurn {
     pub replied: bool,
     /// Counts the turn until it ends (dropped with this record).
     pub _busy: Busy,
+    /// The turn's span (`Span::none()` without traces): its commits' parent.
+    pub span: tracing::Span,
 }
 
 pub(super) struct Loaded {
@@ -469,8 +476,15 @@ impl ThreadActor {
         }
         let enqueued = self.deps.push.admit(&mut ops);
         self.fence(&mut ops);
+        let span = match self.loaded_quietly() {
+            Ok(Loaded {
+                running: Some(running),
+                ..
+            }) => telemetry::trace::commit(&running.span, ops.len()),
+            _ => tracing::Span::none(),
+        };
         let persistence = self.deps.persistence.clone();
-        fut::wrap_future(async move { persistence.commit(ops).await }).map(
+        fut::wrap_future(async move { persistence.commit(ops).instrument(span).await }).map(
             move |result, act: &mut Self, ctx| {
                 if result.is_ok() {
                     act.deps.push.committed(enqueued);
@@ -871,6 +885,8 @@ pub struct SendTurn {
     pub(super) waiter: Waiter,
     pub(super) busy: Busy,
     pub(super) claim: Option<TurnClaim>,
+    /// The request's span (`Span::none()` without traces): the turn's parent.
+    pub(super) span: tracing::Span,
 }
 
 /// The idempotency claim a turn writes with its first writes.
@@ -962,6 +978,7 @@ impl Handler<SendTurn> for ThreadActor {
             busy: msg.busy,
             claim: msg.claim,
             rejoined: Vec::new(),
+            span: msg.span,
         });
         self.pump(ctx);
         Ok(())

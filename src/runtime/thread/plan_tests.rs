@@ -79,6 +79,7 @@ fn started(loaded: &mut Loaded, start: StartTurn, turn: u64) -> TaskId {
         abort: None,
         replied: false,
         _busy: Arc::new(Activity::default()).busy(),
+        span: tracing::Span::none(),
     });
     task_id
 }

@@ -2,6 +2,7 @@
 //! deferral), and launching the executor. The rules are `plan::plan_start`.
 
 use actix::prelude::*;
+use tracing::Instrument;
 
 use super::control::subscribe_entry;
 use super::plan::{self, Planned, StartTurn};
@@ -11,6 +12,7 @@ use super::{
 use crate::domain::{SendOutcome, TaskState, Timestamp};
 use crate::error::Error;
 use crate::runtime::executor::{Turn, TurnSink};
+use crate::telemetry::trace;
 
 impl ThreadActor {
     /// Starts the next queued turn when none is running.
@@ -187,7 +189,15 @@ impl ThreadActor {
             turn: turn_id,
         };
         let executor = self.deps.executor.clone();
-        let handle = actix::spawn(async move { executor.execute(turn, sink).await });
+        let span = trace::turn(
+            &pending.span,
+            &self.deps.agent_name,
+            key.context_id.as_str(),
+            task_id.as_str(),
+        );
+        let handle = actix::spawn(
+            async move { executor.execute(turn, sink).await }.instrument(span.clone()),
+        );
         let Ok(loaded) = self.loaded() else { return };
         loaded.running = Some(RunningTurn {
             task_id,
@@ -195,6 +205,7 @@ impl ThreadActor {
             abort: Some(handle.abort_handle()),
             replied: false,
             _busy: pending.busy,
+            span,
         });
         ctx.spawn(
             fut::wrap_future(handle)
