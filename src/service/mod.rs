@@ -18,6 +18,13 @@ use crate::runtime::Runtime;
 use crate::telemetry;
 use auth::{Gate, Principal};
 
+/// What a caller presented is also where its trace context is read from.
+impl<T: auth::Credentials + ?Sized> telemetry::trace::Carrier for T {
+    fn header(&self, name: &str) -> Option<&str> {
+        auth::Credentials::header(self, name)
+    }
+}
+
 /// The state every binding's handlers share.
 pub struct Service {
     pub runtime: Arc<Runtime>,

@@ -78,7 +78,7 @@ pub async fn execute(
     if !trace::on() {
         return run(state, principal, op, dialect, params, request).await;
     }
-    let span = trace::request(name(op), request.binding(), &Headers(request));
+    let span = trace::request(name(op), request.binding(), request);
     span.record("a2a.tenant.id", principal.tenant.as_str());
     let result = run(state, principal, op, dialect, params, request)
         .instrument(span.clone())
@@ -87,15 +87,6 @@ pub async fn execute(
         trace::failed(&span, crate::a2a::errors::map_error(e).reason);
     }
     result
-}
-
-/// A request's headers as a trace context carrier.
-struct Headers<'a, R>(&'a R);
-
-impl<R: Request> trace::Carrier for Headers<'_, R> {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.0.header(name)
-    }
 }
 
 /// Records the task and thread a request touched on its span.

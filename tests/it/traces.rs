@@ -12,6 +12,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use opentelemetry_proto::tonic::trace::v1::status::StatusCode as Code;
 use prost::Message;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -170,21 +171,53 @@ async fn a_send_with_a_tool_call_is_one_trace_under_the_callers_span() {
         ],
     );
 
+    let client = http_client();
+    let rpc = |traceparent: String, method: &str, params: Value| {
+        client
+            .post(format!("{url}/"))
+            .header("traceparent", traceparent)
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .send()
+    };
+    // A caller that does not record its trace: neither does the server (parent-based
+    // sampling), though the request succeeds.
+    let unsampled = "0af7651916cd43dd8448eb211c80319c";
+    let missing: Value = rpc(
+        format!("00-{unsampled}-b7ad6b7169203331-00"),
+        "GetTask",
+        json!({"id": "no-such-task"}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(missing["error"]["code"], -32001, "{missing}");
+
+    // A failed request is a failed span.
+    let failing = "5b8efff798038103d269b633813fc60c";
+    rpc(
+        format!("00-{failing}-eee19b7ec3c1b174-01"),
+        "GetTask",
+        json!({"id": "no-such-task"}),
+    )
+    .await
+    .unwrap();
+
     let caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let caller_span = "00f067aa0ba902b7";
     let mut message = user_message("What do you know about me?");
     message["contextId"] = json!("ctx-traced");
-    let answer: Value = http_client()
-        .post(format!("{url}/"))
-        .header("traceparent", format!("00-{caller_trace}-{caller_span}-01"))
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-            "params": {"message": message}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer: Value = rpc(
+        format!("00-{caller_trace}-{caller_span}-01"),
+        "SendMessage",
+        json!({"message": message}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
     let task = &answer["result"]["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{answer}");
     let task_id = task["id"].as_str().unwrap().to_owned();
@@ -199,9 +232,21 @@ async fn a_send_with_a_tool_call_is_one_trace_under_the_callers_span() {
         })
         .await;
     let received = receiver.received.lock().unwrap();
-    let spans = &received.spans;
+    let (failed, spans): (Vec<Span>, Vec<Span>) = received
+        .spans
+        .iter()
+        .cloned()
+        .partition(|s| hex(&s.trace_id) == failing);
+    let spans = &spans;
 
-    // One trace: the caller's.
+    // The failed GetTask: one span, status error, its A2A reason.
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0].name, "GetTask");
+    let status = failed[0].status.as_ref().expect("a status");
+    assert_eq!(status.code, Code::Error as i32);
+    assert_eq!(attributes(&failed[0])["error.type"], "TASK_NOT_FOUND");
+
+    // Nothing of the unsampled trace; the rest is one trace: the caller's.
     for span in spans.iter() {
         assert_eq!(hex(&span.trace_id), caller_trace, "{}", span.name);
     }

@@ -6,6 +6,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tracing::Instrument;
 
 use crate::cluster::forward::{
     Answer, CancelCall, CreatePushCall, DeletePushCall, FROM_HEADER, SendCall,
@@ -13,6 +14,7 @@ use crate::cluster::forward::{
 use crate::http::AppState;
 use crate::http::body::read_limited;
 use crate::runtime::Runtime;
+use crate::telemetry::trace;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/send").route(web::post().to(send)))
@@ -60,34 +62,46 @@ fn answer<T: Serialize>(req: &HttpRequest, result: crate::error::Result<T>) -> H
     HttpResponse::build(StatusCode::OK).json(Answer::from(result))
 }
 
-/// Runs an admitted call with the runtime and answers with its result.
+/// Runs an admitted call with the runtime and answers with its result — inside a span
+/// that continues the forwarding node's trace when traces are exported.
 async fn serve<C, T>(
-    req: HttpRequest,
-    state: web::Data<AppState>,
-    body: web::Payload,
+    (req, state, body): (HttpRequest, web::Data<AppState>, web::Payload),
+    call_name: &'static str,
     run: impl AsyncFnOnce(&Runtime, C) -> crate::error::Result<T>,
 ) -> HttpResponse
 where
     C: DeserializeOwned,
     T: Serialize,
 {
-    match admitted(&req, &state, body).await {
-        Ok(call) => answer(&req, run(&state.service.runtime, call).await),
-        Err(refused) => refused,
+    let call = match admitted(&req, &state, body).await {
+        Ok(call) => call,
+        Err(refused) => return refused,
+    };
+    let span = trace::request(call_name, "cluster", &req);
+    let result = run(&state.service.runtime, call)
+        .instrument(span.clone())
+        .await;
+    if let Err(e) = &result {
+        trace::failed(&span, crate::a2a::errors::map_error(e).reason);
     }
+    answer(&req, result)
 }
 
 async fn send(req: HttpRequest, state: web::Data<AppState>, body: web::Payload) -> HttpResponse {
-    serve(req, state, body, async |rt, c: SendCall| {
-        rt.serve_send(&c.tenant, c.cmd, c.mode).await
-    })
+    serve(
+        (req, state, body),
+        "cluster.send",
+        async |rt, c: SendCall| rt.serve_send(&c.tenant, c.cmd, c.mode).await,
+    )
     .await
 }
 
 async fn cancel(req: HttpRequest, state: web::Data<AppState>, body: web::Payload) -> HttpResponse {
-    serve(req, state, body, async |rt, c: CancelCall| {
-        rt.serve_cancel(&c.tenant, &c.task_id).await
-    })
+    serve(
+        (req, state, body),
+        "cluster.cancel",
+        async |rt, c: CancelCall| rt.serve_cancel(&c.tenant, &c.task_id).await,
+    )
     .await
 }
 
@@ -96,9 +110,11 @@ async fn create_push(
     state: web::Data<AppState>,
     body: web::Payload,
 ) -> HttpResponse {
-    serve(req, state, body, async |rt, c: CreatePushCall| {
-        rt.serve_create_push(&c.tenant, &c.task_id, c.spec).await
-    })
+    serve(
+        (req, state, body),
+        "cluster.push.create",
+        async |rt, c: CreatePushCall| rt.serve_create_push(&c.tenant, &c.task_id, c.spec).await,
+    )
     .await
 }
 
@@ -107,9 +123,13 @@ async fn delete_push(
     state: web::Data<AppState>,
     body: web::Payload,
 ) -> HttpResponse {
-    serve(req, state, body, async |rt, c: DeletePushCall| {
-        rt.serve_delete_push(&c.tenant, &c.task_id, &c.config_id)
-            .await
-    })
+    serve(
+        (req, state, body),
+        "cluster.push.delete",
+        async |rt, c: DeletePushCall| {
+            rt.serve_delete_push(&c.tenant, &c.task_id, &c.config_id)
+                .await
+        },
+    )
     .await
 }
