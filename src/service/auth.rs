@@ -242,6 +242,10 @@ impl Gate {
         let principal = match principal {
             Ok(principal) => principal,
             Err(e) => {
+                if let Error::InvalidToken(reason) = &e {
+                    metrics::counter!(telemetry::JWT_REFUSALS, "reason" => reason.label())
+                        .increment(1);
+                }
                 // A key fetch that failed is the server's problem, not a failed attempt.
                 if matches!(e, Error::Unauthenticated(_) | Error::InvalidToken(_)) {
                     metrics::counter!(telemetry::AUTH_FAILURES, "outcome" => "refused")
@@ -704,6 +708,40 @@ mod tests {
         assert_eq!(retry_after_secs(Duration::from_secs(1)), 1);
         assert_eq!(retry_after_secs(Duration::from_millis(1001)), 2);
         assert_eq!(retry_after_secs(Duration::from_secs(30)), 30);
+    }
+
+    #[tokio::test]
+    async fn bearer_tokens_go_to_the_jwt_path_only_when_shaped_like_one() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut s = settings(&[("k1", "acme", "free")], 100);
+        s.auth.jwt = vec![crate::config::JwtIssuerSettings::new(
+            "https://id.example.com",
+            "a2a",
+            "http://127.0.0.1:9/jwks",
+        )];
+        let gate = Gate::new(&s).unwrap();
+        assert_eq!(gate.oidc_issuers(), ["https://id.example.com"]);
+        let bearer = |token: &str| {
+            Presented::default().insert_header(("Authorization", format!("Bearer {token}")))
+        };
+        // A key is still a key; a JWT-shaped token is a token (here: an unknown issuer).
+        assert_eq!(
+            gate.admit(&bearer("k1")).await.unwrap().tenant.as_str(),
+            "acme"
+        );
+        let e = gate.admit(&bearer("bad")).await.unwrap_err();
+        assert!(matches!(e, Error::Unauthenticated(_)), "{e}");
+        let token = "eyJhbGciOiJFUzI1NiJ9.eyJpc3MiOiJodHRwczovL290aGVyIn0.c2ln";
+        let e = gate.admit(&bearer(token)).await.unwrap_err();
+        assert_eq!(e, Error::InvalidToken(crate::error::TokenError::Issuer));
+        // Issuers without keys: any other bearer token is a malformed token.
+        s.auth.api_keys.clear();
+        let gate = Gate::new(&s).unwrap();
+        assert!(!gate.accepts_keys());
+        let e = gate.admit(&bearer("k1")).await.unwrap_err();
+        assert_eq!(e, Error::InvalidToken(crate::error::TokenError::Malformed));
+        let e = gate.admit(&Presented::default()).await.unwrap_err();
+        assert!(matches!(e, Error::Unauthenticated(_)), "{e}");
     }
 
     #[test]
