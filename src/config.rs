@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::store::StoreConfig;
 
+mod jwt;
 mod telemetry;
+pub use jwt::{ASYMMETRIC_ALGORITHMS, JwtIssuerSettings, JwtSettingsError, validate_jwt};
 pub use telemetry::TelemetrySettings;
 
 /// All settings of a running server.
@@ -103,10 +105,17 @@ pub struct AuthSettings {
     /// API keys, each acting for one tenant at one rate-limit tier.
     pub api_keys: Vec<ApiKeySettings>,
     pub trusted_proxy: TrustedProxySettings,
+    /// OIDC / JWT issuers whose bearer tokens are accepted (`[[auth.jwt]]`).
+    pub jwt: Vec<JwtIssuerSettings>,
+    /// Largest bearer token read as a JWT, in bytes.
+    pub jwt_max_token_bytes: usize,
     /// Failed authentications one client address may make per minute (a minute's worth
     /// at once, then an even refill); past it, every request from that address gets 429
     /// with `Retry-After` until the budget refills, whatever credentials it carries.
     pub failures_per_minute: u32,
+    /// Client addresses (IPv6: /64 networks) whose failures are tracked at once; past it,
+    /// failures from addresses not yet tracked share one budget.
+    pub failure_tracking_max_addresses: usize,
 }
 
 impl Default for AuthSettings {
@@ -115,7 +124,10 @@ impl Default for AuthSettings {
             enabled: true,
             api_keys: Vec::new(),
             trusted_proxy: TrustedProxySettings::default(),
+            jwt: Vec::new(),
+            jwt_max_token_bytes: 8192,
             failures_per_minute: 30,
+            failure_tracking_max_addresses: 100_000,
         }
     }
 }
@@ -1189,6 +1201,18 @@ impl Settings {
                 "must be greater than 0".into(),
             ));
         }
+        if auth.failure_tracking_max_addresses == 0 {
+            return Err(problem(
+                "auth.failure_tracking_max_addresses",
+                "must be greater than 0".into(),
+            ));
+        }
+        validate_jwt(&auth.jwt, auth.jwt_max_token_bytes, |tenant| {
+            crate::domain::TenantId::parse(tenant.to_owned())
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+        .map_err(|e| problem(e.key, e.problem))?;
         let mut digests = Vec::new();
         for (i, entry) in auth.api_keys.iter().enumerate() {
             let n = i + 1;
@@ -1222,12 +1246,15 @@ impl Settings {
                 )
             })?;
         }
-        if auth.enabled && auth.api_keys.is_empty() && auth.trusted_proxy.tenant_header.is_empty() {
+        let no_way_in = auth.api_keys.is_empty()
+            && auth.jwt.is_empty()
+            && auth.trusted_proxy.tenant_header.is_empty();
+        if auth.enabled && no_way_in {
             return Err(problem(
                 "auth.enabled",
-                "is true but no [[auth.api_keys]] and no auth.trusted_proxy.tenant_header are \
-                 configured, so every request would be refused (set auth.enabled = false for \
-                 a local server without authentication)"
+                "is true but no [[auth.api_keys]], no [[auth.jwt]] and no \
+                 auth.trusted_proxy.tenant_header are configured, so every request would be \
+                 refused (set auth.enabled = false for a local server without authentication)"
                     .into(),
             ));
         }
@@ -1774,6 +1801,25 @@ mod tests {
         assert!(e.contains("auth.enabled"), "{e}");
         let (_d, o) = with_file("[auth]\nenabled = false\n");
         assert!(!load(&[], o).unwrap().auth.enabled);
+        // OIDC issuers alone are a way in; their own bounds are tested in `config/jwt.rs`.
+        let (_d, o) = with_file(
+            "[[auth.jwt]]\nissuer = \"https://id.example.com\"\naudience = \"a2a\"\n\
+             jwks_url = \"https://id.example.com/jwks\"\n",
+        );
+        assert_eq!(load(&[], o).unwrap().auth.jwt[0].tenant_claim, "tenant");
+        let (_d, o) = with_file(
+            "[[auth.jwt]]\nissuer = \"https://id.example.com\"\naudience = \"a2a\"\n\
+             jwks_url = \"https://id.example.com/jwks\"\nalgorithms = [\"HS256\"]\n",
+        );
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(e.contains("`auth.jwt.algorithms` entry 1"), "{e}");
+        let e = load(
+            &[("AGENT_A2A__AUTH__FAILURE_TRACKING_MAX_ADDRESSES", "0")],
+            Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("auth.failure_tracking_max_addresses"), "{e}");
     }
 
     #[test]

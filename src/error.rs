@@ -58,6 +58,11 @@ pub enum Error {
     /// Credentials missing or not recognised (HTTP 401 with `WWW-Authenticate`).
     #[error("unauthenticated: {0}")]
     Unauthenticated(String),
+    /// A bearer token (JWT) was presented and refused: HTTP 401 whose `WWW-Authenticate`
+    /// says `error="invalid_token"` with the reason's fixed description (RFC 6750), which
+    /// is also the whole client-facing message.
+    #[error("{}", .0.description())]
+    InvalidToken(TokenError),
     /// The caller is over a rate limit (HTTP 429 with `Retry-After`).
     #[error("rate limit exceeded for {scope}; retry after {retry_after_secs} s")]
     RateLimited {
@@ -128,7 +133,63 @@ impl Error {
             | Error::ThreadExpired(_)
             | Error::TaskGenerationMismatch { .. }
             | Error::Unauthenticated(_)
+            | Error::InvalidToken(_)
             | Error::RateLimited { .. } => (self.to_string(), "AGENT_ERROR"),
+        }
+    }
+}
+
+/// Why a bearer token was refused. Each reason has a short, fixed description that is
+/// safe to send (it names no key, claim value or library detail).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TokenError {
+    Expired,
+    NotYetValid,
+    Audience,
+    Issuer,
+    /// No key of the issuer has the token's `kid`, even after a refetch.
+    UnknownKey,
+    /// The header names an algorithm the issuer is not configured to accept.
+    Algorithm,
+    Signature,
+    /// Not a well-formed signed JWT (or a required claim such as `exp` is missing).
+    Malformed,
+    /// Longer than `auth.jwt_max_token_bytes`.
+    TooLarge,
+    /// Verified, but the claim that names the tenant is missing or not a tenant id.
+    Tenant,
+}
+
+impl TokenError {
+    /// The RFC 6750 `error_description`, and the client-facing message.
+    pub fn description(self) -> &'static str {
+        match self {
+            TokenError::Expired => "token expired",
+            TokenError::NotYetValid => "token not yet valid",
+            TokenError::Audience => "audience not accepted",
+            TokenError::Issuer => "issuer not accepted",
+            TokenError::UnknownKey => "unknown signing key",
+            TokenError::Algorithm => "algorithm not allowed",
+            TokenError::Signature => "signature invalid",
+            TokenError::Malformed => "malformed token",
+            TokenError::TooLarge => "token too large",
+            TokenError::Tenant => "tenant claim missing or invalid",
+        }
+    }
+
+    /// A label value for metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            TokenError::Expired => "expired",
+            TokenError::NotYetValid => "not_yet_valid",
+            TokenError::Audience => "audience",
+            TokenError::Issuer => "issuer",
+            TokenError::UnknownKey => "unknown_key",
+            TokenError::Algorithm => "algorithm",
+            TokenError::Signature => "signature",
+            TokenError::Malformed => "malformed",
+            TokenError::TooLarge => "too_large",
+            TokenError::Tenant => "tenant",
         }
     }
 }

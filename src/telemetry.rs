@@ -44,6 +44,15 @@ pub const RATE_LIMITED: &str = "agent_a2a_rate_limited_total";
 /// address spent its `auth.failures_per_minute`). No address label: addresses are
 /// unbounded.
 pub const AUTH_FAILURES: &str = "agent_a2a_auth_failures_total";
+/// Failed authentications counted in the shared overflow budget because the table of
+/// tracked addresses was full (`auth.failure_tracking_max_addresses`).
+pub const AUTH_FAILURE_OVERFLOW: &str = "agent_a2a_auth_failure_overflow_total";
+/// Refused bearer tokens (JWT) by `reason`: `expired`, `not_yet_valid`, `audience`,
+/// `issuer`, `unknown_key`, `algorithm`, `signature`, `malformed`, `too_large`, `tenant`.
+pub const JWT_REFUSALS: &str = "agent_a2a_jwt_refusals_total";
+/// Fetches of an issuer's signing keys (JWKS) by `issuer` (configured, so bounded) and
+/// `outcome` (`ok`, `error`).
+pub const JWKS_FETCHES: &str = "agent_a2a_jwks_fetches_total";
 
 // Threads and tasks.
 
@@ -250,6 +259,7 @@ pub fn metrics_handle() -> PrometheusHandle {
             metrics::counter!(PERSIST_FAILURES).increment(0);
             metrics::counter!(AUTH_FAILURES, "outcome" => "refused").increment(0);
             metrics::counter!(AUTH_FAILURES, "outcome" => "throttled").increment(0);
+            metrics::counter!(AUTH_FAILURE_OVERFLOW).increment(0);
             metrics::gauge!(SSE_SUBSCRIBERS).increment(0.0);
             metrics::gauge!(GRPC_STREAMS).increment(0.0);
             metrics::gauge!(THREAD_ACTORS).increment(0.0);
@@ -304,6 +314,15 @@ fn describe() {
     describe_counter!(
         AUTH_FAILURES,
         "Failed authentications by outcome: refused (401) or throttled (429, per client address)."
+    );
+    describe_counter!(
+        AUTH_FAILURE_OVERFLOW,
+        "Failed authentications counted in the shared budget of untracked addresses (the table of tracked addresses was full)."
+    );
+    describe_counter!(JWT_REFUSALS, "Refused bearer tokens (JWT) by reason.");
+    describe_counter!(
+        JWKS_FETCHES,
+        "Fetches of an OIDC issuer's signing keys (JWKS) by issuer and outcome."
     );
     describe_gauge!(
         THREADS_ACTIVE,

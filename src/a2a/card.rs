@@ -8,6 +8,13 @@
 //! exactly what is served: streaming always, push notifications when `push.enabled`,
 //! the extended card when callers authenticate.
 //!
+//! Security: API keys are declared as a bearer scheme and an `X-API-Key` scheme, and each
+//! OIDC issuer as an OpenID Connect scheme (`oidc-1`, `oidc-2`, … in configuration
+//! order) pointing at its discovery document; `securityRequirements` lists each scheme
+//! as an alternative (any one suffices). With the 0.3 fields on, every scheme also
+//! carries its 0.3 fields (`type`, …) and the 0.3 `security` lists the same
+//! alternatives, as a2a-python's hybrid card does.
+//!
 //! Skills' tools are not part of A2A; their input schemas are published through the
 //! `urn:agent-a2a:tool-schemas:v1` extension so a client can call a tool directly with a
 //! data part `{"tool": name, "arguments": {...}}`.
@@ -42,6 +49,8 @@ pub struct CardConfig {
     pub output_modes: Vec<String>,
     /// Requests need an API key: declare the bearer and `X-API-Key` schemes.
     pub api_keys: bool,
+    /// OIDC issuers whose bearer tokens are accepted: one OpenID Connect scheme each.
+    pub oidc_issuers: Vec<String>,
     /// `host:port` of the gRPC binding, when it is on: the card lists a 1.0 `GRPC`
     /// interface after the HTTP ones.
     pub grpc_url: Option<String>,
@@ -122,29 +131,25 @@ pub fn build_agent_card(cfg: &CardConfig, skills: &[SkillCard]) -> Value {
         card.insert("documentationUrl".into(), json!(url));
     }
     card.insert("capabilities".into(), capabilities(skills, cfg));
-    if cfg.api_keys {
-        // Either scheme carries the same key; one suffices (OpenAPI "any entry" semantics).
+    let schemes = security_schemes(cfg);
+    if !schemes.is_empty() {
+        // Any one scheme suffices (OpenAPI "any entry" semantics).
+        let requirements: Vec<Value> = schemes
+            .iter()
+            .map(|(name, _)| json!({"schemes": {name.as_str(): {"list": []}}}))
+            .collect();
+        if cfg.v03_fields {
+            let security: Vec<Value> = schemes
+                .iter()
+                .map(|(name, _)| json!({name.as_str(): []}))
+                .collect();
+            card.insert("security".into(), Value::Array(security));
+        }
         card.insert(
             "securitySchemes".into(),
-            json!({
-                "bearer": {"httpAuthSecurityScheme": {
-                    "scheme": "Bearer",
-                    "description": "An API key issued by the operator, as a bearer token.",
-                }},
-                "apiKey": {"apiKeySecurityScheme": {
-                    "location": "header",
-                    "name": "X-API-Key",
-                    "description": "The same API key in the X-API-Key header.",
-                }},
-            }),
+            Value::Object(schemes.into_iter().collect()),
         );
-        card.insert(
-            "securityRequirements".into(),
-            json!([
-                {"schemes": {"bearer": {"list": []}}},
-                {"schemes": {"apiKey": {"list": []}}},
-            ]),
-        );
+        card.insert("securityRequirements".into(), Value::Array(requirements));
     }
     card.insert("defaultInputModes".into(), json!(cfg.input_modes));
     card.insert("defaultOutputModes".into(), json!(cfg.output_modes));
@@ -172,6 +177,52 @@ pub fn build_agent_card(cfg: &CardConfig, skills: &[SkillCard]) -> Value {
         json!(cfg.extended_card),
     );
     Value::Object(card)
+}
+
+/// The declared schemes by name, in the order of `securityRequirements`. Each is the 1.0
+/// wrapped form, plus the 0.3 flat fields when the card carries 0.3 fields.
+fn security_schemes(cfg: &CardConfig) -> Vec<(String, Value)> {
+    let mut schemes = Vec::new();
+    let mut scheme = |name: String, wrapper: &str, v1: Value, v03: Value| {
+        let mut entry = Map::new();
+        entry.insert(wrapper.to_owned(), v1);
+        if let (true, Value::Object(flat)) = (cfg.v03_fields, v03) {
+            entry.extend(flat);
+        }
+        schemes.push((name, Value::Object(entry)));
+    };
+    if cfg.api_keys {
+        // Either scheme carries the same key.
+        let bearer = "An API key issued by the operator, as a bearer token.";
+        scheme(
+            "bearer".into(),
+            "httpAuthSecurityScheme",
+            json!({"scheme": "Bearer", "description": bearer}),
+            json!({"type": "http", "scheme": "bearer", "description": bearer}),
+        );
+        let api_key = "The same API key in the X-API-Key header.";
+        scheme(
+            "apiKey".into(),
+            "apiKeySecurityScheme",
+            json!({"location": "header", "name": "X-API-Key", "description": api_key}),
+            json!({"type": "apiKey", "in": "header", "name": "X-API-Key", "description": api_key}),
+        );
+    }
+    for (i, issuer) in cfg.oidc_issuers.iter().enumerate() {
+        let url = format!(
+            "{}/.well-known/openid-configuration",
+            issuer.trim_end_matches('/')
+        );
+        let description =
+            format!("An access token (JWT) of {issuer}, as \"Authorization: Bearer <token>\".");
+        scheme(
+            format!("oidc-{}", i + 1),
+            "openIdConnectSecurityScheme",
+            json!({"openIdConnectUrl": url, "description": description}),
+            json!({"type": "openIdConnect", "openIdConnectUrl": url, "description": description}),
+        );
+    }
+    schemes
 }
 
 /// The extended card of an authenticated caller: the public card (every skill and tool
@@ -284,6 +335,7 @@ mod tests {
             output_modes: vec!["text/plain".into()],
             v03_fields: true,
             api_keys: false,
+            oidc_issuers: Vec::new(),
             grpc_url: None,
             extended_card: false,
             push_notifications: false,
@@ -387,6 +439,69 @@ mod tests {
             card["securityRequirements"][0]["schemes"]["bearer"]["list"],
             json!([])
         );
+        // The 0.3 view of the same schemes.
+        assert_eq!(card["securitySchemes"]["bearer"]["type"], "http");
+        assert_eq!(card["securitySchemes"]["apiKey"]["in"], "header");
+        assert_eq!(card["security"], json!([{"bearer": []}, {"apiKey": []}]));
+    }
+
+    #[test]
+    fn each_oidc_issuer_is_an_alternative_openid_connect_scheme() {
+        let cfg = CardConfig {
+            api_keys: true,
+            oidc_issuers: vec![
+                "https://login.example.com/".into(),
+                "https://id.example.org/realms/a2a".into(),
+            ],
+            ..config()
+        };
+        let card = build_agent_card(&cfg, &[]);
+        let first = &card["securitySchemes"]["oidc-1"];
+        assert_eq!(
+            first["openIdConnectSecurityScheme"]["openIdConnectUrl"],
+            "https://login.example.com/.well-known/openid-configuration"
+        );
+        assert_eq!(
+            card["securitySchemes"]["oidc-2"]["openIdConnectSecurityScheme"]["openIdConnectUrl"],
+            "https://id.example.org/realms/a2a/.well-known/openid-configuration"
+        );
+        let alternatives: Vec<Vec<&String>> = card["securityRequirements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["schemes"].as_object().unwrap().keys().collect())
+            .collect();
+        assert_eq!(
+            alternatives,
+            [["bearer"], ["apiKey"], ["oidc-1"], ["oidc-2"]]
+        );
+        // 0.3: flat fields beside the wrapper, and `security` with the same alternatives.
+        assert_eq!(first["type"], "openIdConnect");
+        assert_eq!(
+            first["openIdConnectUrl"],
+            first["openIdConnectSecurityScheme"]["openIdConnectUrl"]
+        );
+        assert_eq!(card["security"][3], json!({"oidc-2": []}));
+
+        // Tokens only, and a 1.0-only card: no API-key schemes, no 0.3 fields.
+        let cfg = CardConfig {
+            api_keys: false,
+            v03_fields: false,
+            ..cfg
+        };
+        let card = build_agent_card(&cfg, &[]);
+        let schemes = card["securitySchemes"].as_object().unwrap();
+        assert_eq!(schemes.keys().collect::<Vec<_>>(), ["oidc-1", "oidc-2"]);
+        assert_eq!(
+            schemes["oidc-1"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            ["openIdConnectSecurityScheme"]
+        );
+        assert!(card.get("security").is_none());
+        assert_eq!(card["securityRequirements"].as_array().unwrap().len(), 2);
     }
 
     #[test]

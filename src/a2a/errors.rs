@@ -189,6 +189,15 @@ pub fn map_error(err: &Error) -> ErrorMapping {
             shown(),
             meta(&[]),
         ),
+        // The message is the RFC 6750 description the `WWW-Authenticate` header carries.
+        Error::InvalidToken(_) => (
+            -32000,
+            401,
+            "UNAUTHENTICATED",
+            "UNAUTHENTICATED",
+            shown(),
+            meta(&[("error", "invalid_token".into())]),
+        ),
         Error::RateLimited {
             retry_after_secs, ..
         } => (
@@ -318,13 +327,14 @@ fn error_type_name(code: i64) -> Option<&'static str> {
 pub(crate) mod tests {
     use super::*;
     use crate::domain::{ContextId, TaskId, TaskState};
+    use crate::error::TokenError;
 
     #[test]
     fn json_rpc_errors_travel_with_200_unless_the_transport_must_speak() {
         for err in all_variants() {
             let expected = match err {
                 Error::PayloadTooLarge { .. } => 413,
-                Error::Unauthenticated(_) => 401,
+                Error::Unauthenticated(_) | Error::InvalidToken(_) => 401,
                 Error::RateLimited { .. } => 429,
                 Error::Unavailable { .. } => 503,
                 _ => 200,
@@ -390,6 +400,7 @@ pub(crate) mod tests {
                 expected: 3,
                 current: 4,
             },
+            Error::InvalidToken(TokenError::Expired),
         ]
     }
 
@@ -414,6 +425,7 @@ pub(crate) mod tests {
             Error::Unauthenticated(_) => 16,
             Error::RateLimited { .. } => 17,
             Error::TaskGenerationMismatch { .. } => 18,
+            Error::InvalidToken(_) => 19,
         }
     }
 
@@ -421,12 +433,12 @@ pub(crate) mod tests {
     fn every_variant_is_listed() {
         let mut seen: Vec<usize> = all_variants().iter().map(variant_index).collect();
         seen.sort_unstable();
-        assert_eq!(seen, (0..19).collect::<Vec<_>>());
+        assert_eq!(seen, (0..20).collect::<Vec<_>>());
     }
 
     #[test]
     fn the_mapping_table() {
-        let expected: [(i64, u16, &str, &str); 19] = [
+        let expected: [(i64, u16, &str, &str); 20] = [
             (-32700, 400, "INVALID_ARGUMENT", "PARSE_ERROR"),
             (-32600, 400, "INVALID_ARGUMENT", "INVALID_REQUEST"),
             (-32601, 404, "NOT_FOUND", "METHOD_NOT_FOUND"),
@@ -461,6 +473,7 @@ pub(crate) mod tests {
             (-32000, 401, "UNAUTHENTICATED", "UNAUTHENTICATED"),
             (-32000, 429, "RESOURCE_EXHAUSTED", "RATE_LIMIT_EXCEEDED"),
             (-32010, 409, "ABORTED", "TASK_GENERATION_MISMATCH"),
+            (-32000, 401, "UNAUTHENTICATED", "UNAUTHENTICATED"),
         ];
         for err in all_variants() {
             let m = map_error(&err);
@@ -493,6 +506,16 @@ pub(crate) mod tests {
             .message,
             "service temporarily unavailable, retry later"
         );
+    }
+
+    #[test]
+    fn a_refused_token_says_only_its_description() {
+        let m = map_error(&Error::InvalidToken(TokenError::UnknownKey));
+        assert_eq!(m.message, "unknown signing key");
+        assert_eq!(m.metadata["error"], "invalid_token");
+        let (status, body) = rest_error_body(&Error::InvalidToken(TokenError::Expired));
+        assert_eq!(status, 401);
+        assert_eq!(body["error"]["message"], "token expired");
     }
 
     #[test]

@@ -102,7 +102,7 @@ impl A2a {
             peer,
         };
         // Credentials first: a stranger learns nothing, not even whether its request is valid.
-        let principal = self.service.gate.admit(&caller)?;
+        let principal = self.service.gate.admit(&caller).await?;
         let params = to_json::<J>(&message)?;
         let dialect = version(&metadata)?;
         operation::execute(&self.service, &principal, op, dialect, &params, &caller).await

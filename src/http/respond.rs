@@ -11,7 +11,7 @@ use crate::a2a::errors::{
     ERROR_DOMAIN, ERROR_INFO_TYPE, jsonrpc_error_object, jsonrpc_http_status, rest_error_body,
     rest_v03_error_body,
 };
-use crate::error::Error;
+use crate::error::{Error, TokenError};
 use crate::http::observe::{Binding, tag};
 use crate::service::Service;
 
@@ -57,8 +57,20 @@ fn challenge_headers(err: &Error, response: &mut actix_web::HttpResponseBuilder)
         Error::Unauthenticated(_) => {
             response.insert_header(("WWW-Authenticate", r#"Bearer realm="agent-a2a""#));
         }
+        Error::InvalidToken(reason) => {
+            response.insert_header(("WWW-Authenticate", invalid_token_challenge(*reason)));
+        }
         _ => {}
     }
+}
+
+/// The RFC 6750 challenge of a refused bearer token. The description is one of a fixed
+/// set of plain phrases, so it needs no quoting beyond the surrounding quotes.
+fn invalid_token_challenge(reason: TokenError) -> String {
+    format!(
+        r#"Bearer realm="agent-a2a", error="invalid_token", error_description="{}""#,
+        reason.description()
+    )
 }
 
 /// A REST success body.

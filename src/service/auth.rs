@@ -5,10 +5,16 @@
 //! **Authentication.** An API key (`Authorization: Bearer <key>` or `X-API-Key: <key>`)
 //! names a tenant and a rate-limit tier. Keys are kept only as SHA-256 digests and a
 //! presented key's digest is compared with every configured one in constant time, so
-//! neither the comparison nor the configuration reveals keys. Behind a trusted reverse
-//! proxy, the tenant (and optionally tier and user) come from configured headers — but
-//! only from the configured peer addresses. Missing or wrong credentials answer 401 with
-//! `WWW-Authenticate`. With auth off, every request acts for the tenant `default`.
+//! neither the comparison nor the configuration reveals keys. A bearer token shaped like
+//! a JWT, when OIDC issuers are configured, is verified against its issuer's published
+//! keys instead (`jwt`, `jwks`), and its claims name the tenant, tier and user. Behind a
+//! trusted reverse proxy, the tenant (and optionally tier and user) come from configured
+//! headers — but only from the configured peer addresses. Missing or wrong credentials
+//! answer 401 with `WWW-Authenticate` (a refused token says why, per RFC 6750). With auth
+//! off, every request acts for the tenant `default`.
+//!
+//! Admission is `async` only for a token whose issuer's keys must be fetched first; an
+//! API key, a proxy's headers or a token with cached keys complete without suspending.
 //!
 //! **Rate limits.** A tenant gets its tier's requests per minute (`governor`'s GCRA: the
 //! whole minute's worth at once, then an even refill); a direct tool call also spends from
@@ -16,6 +22,13 @@
 //! `Retry-After` (seconds until a request would pass) and a count in
 //! `agent_a2a_rate_limited_total{tenant_id, skill_name}`. Limits need identities, so with
 //! auth off there are none.
+//!
+//! **Failed authentications** spend from a budget per client address (`failures`), in a
+//! table of bounded size.
+
+mod failures;
+mod jwks;
+mod jwt;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -26,6 +39,8 @@ use governor::{DefaultKeyedRateLimiter, Quota};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use self::failures::Failures;
+use self::jwt::Issuers;
 use crate::config::{RateLimitSettings, Settings};
 use crate::domain::TenantId;
 use crate::error::Error;
@@ -50,7 +65,8 @@ pub trait Credentials {
 pub struct Principal {
     pub tenant: TenantId,
     pub tier: String,
-    /// Set by a trusted proxy's user header.
+    /// Set by a trusted proxy's user header or a token's user claim; the agent gets it as
+    /// `userId`.
     pub user: Option<String>,
 }
 
@@ -78,10 +94,18 @@ struct Proxy {
     peers: Vec<IpAddr>,
 }
 
+/// The ways in, when auth is on.
+struct Ways {
+    keys: Vec<Key>,
+    proxy: Option<Proxy>,
+    /// `None`: no OIDC issuers are configured.
+    jwt: Option<Issuers>,
+}
+
 /// Authentication and rate limits of the A2A endpoints.
 pub struct Gate {
     /// `None`: auth is off.
-    auth: Option<(Vec<Key>, Option<Proxy>)>,
+    auth: Option<Ways>,
     limits: Limits,
     /// Failed authentications per client address (`auth.failures_per_minute`).
     failures: Failures,
@@ -103,7 +127,10 @@ impl Gate {
             return Ok(Gate {
                 auth: None,
                 limits: Limits::new(&settings.rate_limit)?,
-                failures: Failures::new(auth.failures_per_minute)?,
+                failures: Failures::new(
+                    auth.failures_per_minute,
+                    auth.failure_tracking_max_addresses,
+                )?,
             });
         }
         let keys = auth
@@ -153,20 +180,27 @@ impl Gate {
             }),
             None => None,
         };
-        if keys.is_empty() && proxy.is_none() {
+        let jwt = Issuers::new(&auth.jwt, auth.jwt_max_token_bytes)?;
+        if keys.is_empty() && proxy.is_none() && jwt.is_none() {
             return Err(GateError(
-                "auth is enabled but neither api keys nor a trusted proxy are configured".into(),
+                "auth is enabled but neither api keys, OIDC issuers nor a trusted proxy are \
+                 configured"
+                    .into(),
             ));
         }
         tracing::info!(
             keys = keys.len(),
             proxy = proxy.is_some(),
+            oidc_issuers = auth.jwt.len(),
             "authentication on"
         );
         Ok(Gate {
-            auth: Some((keys, proxy)),
+            auth: Some(Ways { keys, proxy, jwt }),
             limits: Limits::new(&settings.rate_limit)?,
-            failures: Failures::new(auth.failures_per_minute)?,
+            failures: Failures::new(
+                auth.failures_per_minute,
+                auth.failure_tracking_max_addresses,
+            )?,
         })
     }
 
@@ -177,30 +211,48 @@ impl Gate {
 
     /// Whether API keys are accepted (the agent card then declares them).
     pub fn accepts_keys(&self) -> bool {
-        self.auth.as_ref().is_some_and(|(keys, _)| !keys.is_empty())
+        self.auth.as_ref().is_some_and(|ways| !ways.keys.is_empty())
+    }
+
+    /// The OIDC issuers whose tokens are accepted, in configuration order (the agent
+    /// card declares an OpenID Connect scheme for each).
+    pub fn oidc_issuers(&self) -> Vec<String> {
+        let issuers = self.auth.as_ref().and_then(|ways| ways.jwt.as_ref());
+        issuers
+            .map(|jwt| jwt.issuer_urls().map(str::to_owned).collect())
+            .unwrap_or_default()
     }
 
     /// Authenticates `req` and spends one request of its tenant's budget. An address
     /// that failed authentication too often is refused before its credentials are
     /// looked at, so guessing keys from it learns nothing until its budget refills.
-    pub fn admit(&self, req: &impl Credentials) -> Result<Principal, Error> {
-        let Some((keys, proxy)) = &self.auth else {
+    /// Only a token whose issuer's keys must be fetched makes this wait.
+    pub async fn admit(&self, req: &impl Credentials) -> Result<Principal, Error> {
+        let Some(ways) = &self.auth else {
             return Ok(Principal::anonymous());
         };
         let peer = req.peer();
         if let Some(peer) = peer {
             self.failures.check(peer)?;
         }
-        let principal = match proxy.as_ref().and_then(|p| from_proxy(p, req).transpose()) {
-            Some(principal) => principal,
-            None => from_key(keys, req),
+        let principal = match ways.presented(req) {
+            Presented::Decided(principal) => principal,
+            Presented::Token(jwt, token) => jwt.verify(token).await,
         };
         let principal = match principal {
             Ok(principal) => principal,
             Err(e) => {
-                metrics::counter!(telemetry::AUTH_FAILURES, "outcome" => "refused").increment(1);
-                if let Some(peer) = peer {
-                    self.failures.spend(peer);
+                if let Error::InvalidToken(reason) = &e {
+                    metrics::counter!(telemetry::JWT_REFUSALS, "reason" => reason.label())
+                        .increment(1);
+                }
+                // A key fetch that failed is the server's problem, not a failed attempt.
+                if matches!(e, Error::Unauthenticated(_) | Error::InvalidToken(_)) {
+                    metrics::counter!(telemetry::AUTH_FAILURES, "outcome" => "refused")
+                        .increment(1);
+                    if let Some(peer) = peer {
+                        self.failures.spend(peer);
+                    }
                 }
                 return Err(e);
             }
@@ -225,6 +277,42 @@ impl Gate {
     }
 }
 
+/// What a request's credentials come to before anything is awaited.
+enum Presented<'a> {
+    /// A proxy's headers or an API key, decided at once.
+    Decided(Result<Principal, Error>),
+    /// A JWT to verify (its issuer's keys may have to be fetched).
+    Token(&'a Issuers, jwt::Unverified<'a>),
+}
+
+impl Ways {
+    /// A trusted proxy's headers first, then a bearer token shaped like a JWT (when
+    /// issuers are configured), then an API key.
+    fn presented<'a>(&'a self, req: &'a impl Credentials) -> Presented<'a> {
+        if let Some(proxy) = &self.proxy {
+            match from_proxy(proxy, req) {
+                Ok(None) => {}
+                Ok(Some(principal)) => return Presented::Decided(Ok(principal)),
+                Err(e) => return Presented::Decided(Err(e)),
+            }
+        }
+        if let Some(jwt) = &self.jwt {
+            match bearer(req).and_then(|token| jwt.recognise(token)) {
+                Some(Ok(token)) => return Presented::Token(jwt, token),
+                Some(Err(reason)) => return Presented::Decided(Err(Error::InvalidToken(reason))),
+                // With issuers but no keys, any other bearer token is a malformed JWT.
+                None if self.keys.is_empty() && bearer(req).is_some() => {
+                    return Presented::Decided(Err(Error::InvalidToken(
+                        crate::error::TokenError::Malformed,
+                    )));
+                }
+                None => {}
+            }
+        }
+        Presented::Decided(from_key(&self.keys, req, self.jwt.is_some()))
+    }
+}
+
 /// The principal a trusted proxy names: `None` when the peer is not trusted or the header
 /// is absent (then the request needs a key).
 fn from_proxy(proxy: &Proxy, req: &impl Credentials) -> Result<Option<Principal>, Error> {
@@ -246,13 +334,21 @@ fn from_proxy(proxy: &Proxy, req: &impl Credentials) -> Result<Option<Principal>
     Ok(Some(Principal { tenant, tier, user }))
 }
 
-fn from_key(keys: &[Key], req: &impl Credentials) -> Result<Principal, Error> {
+fn from_key(keys: &[Key], req: &impl Credentials, tokens: bool) -> Result<Principal, Error> {
     let presented = presented_key(req).ok_or_else(|| {
-        Error::Unauthenticated(
-            "credentials required: send an API key as \"Authorization: Bearer <key>\" or \
-             \"X-API-Key: <key>\""
+        Error::Unauthenticated(match (keys.is_empty(), tokens) {
+            (true, true) => {
+                "credentials required: send a token as \"Authorization: Bearer <token>\"".into()
+            }
+            (false, true) => "credentials required: send a token or an API key as \
+                 \"Authorization: Bearer <token or key>\", or an API key as \"X-API-Key: <key>\""
                 .into(),
-        )
+            (_, false) => {
+                "credentials required: send an API key as \"Authorization: Bearer <key>\" or \
+                 \"X-API-Key: <key>\""
+                    .into()
+            }
+        })
     })?;
     let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
     // Every configured digest is compared, each in constant time.
@@ -272,15 +368,17 @@ fn from_key(keys: &[Key], req: &impl Credentials) -> Result<Principal, Error> {
 
 /// The key of `Authorization: Bearer <key>`, else of `X-API-Key`.
 fn presented_key(req: &impl Credentials) -> Option<String> {
-    let bearer = req.header("authorization").and_then(|v| {
-        let (scheme, token) = v.trim().split_once(' ')?;
-        scheme
-            .eq_ignore_ascii_case("bearer")
-            .then(|| token.trim().to_owned())
-    });
-    bearer
+    bearer(req)
+        .map(str::to_owned)
         .or_else(|| header_text(req, "x-api-key"))
         .filter(|key| !key.is_empty())
+}
+
+/// The token of `Authorization: Bearer <token>` (any case of `Bearer`), when not empty.
+fn bearer(req: &impl Credentials) -> Option<&str> {
+    let (scheme, token) = req.header("authorization")?.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 fn header_text(req: &impl Credentials, name: &str) -> Option<String> {
@@ -376,58 +474,6 @@ impl Limits {
     }
 }
 
-/// Failed authentications per client address: each failure spends from the address's
-/// budget; an address whose last failure was refused by the budget is blocked until the
-/// budget would take one again.
-struct Failures {
-    limiter: DefaultKeyedRateLimiter<IpAddr>,
-    blocked: dashmap::DashMap<IpAddr, std::time::Instant>,
-    clock: DefaultClock,
-}
-
-impl Failures {
-    fn new(per_minute: u32) -> Result<Failures, GateError> {
-        let per_minute = NonZeroU32::new(per_minute)
-            .ok_or_else(|| GateError("auth.failures_per_minute: must be greater than 0".into()))?;
-        Ok(Failures {
-            limiter: DefaultKeyedRateLimiter::keyed(Quota::per_minute(per_minute)),
-            blocked: dashmap::DashMap::new(),
-            clock: DefaultClock::default(),
-        })
-    }
-
-    /// Refuses an address that is blocked.
-    fn check(&self, peer: IpAddr) -> Result<(), Error> {
-        let Some(until) = self.blocked.get(&peer).map(|until| *until) else {
-            return Ok(());
-        };
-        let now = std::time::Instant::now();
-        if until <= now {
-            self.blocked.remove_if(&peer, |_, until| *until <= now);
-            return Ok(());
-        }
-        metrics::counter!(telemetry::AUTH_FAILURES, "outcome" => "throttled").increment(1);
-        Err(Error::RateLimited {
-            retry_after_secs: retry_after_secs(until - now),
-            scope: "failed authentications from this address".into(),
-        })
-    }
-
-    /// Counts one failure of `peer`, blocking it when its budget is spent.
-    fn spend(&self, peer: IpAddr) {
-        if let Err(not_until) = self.limiter.check_key(&peer) {
-            let wait = not_until.wait_time_from(self.clock.now());
-            self.blocked.insert(peer, std::time::Instant::now() + wait);
-        }
-    }
-
-    fn retain_recent(&self) {
-        self.limiter.retain_recent();
-        let now = std::time::Instant::now();
-        self.blocked.retain(|_, until| *until > now);
-    }
-}
-
 /// `Retry-After` of a refusal: the wait rounded up to whole seconds, and never 0 — a
 /// refused client told "0" retries at once and is refused again.
 fn retry_after_secs(wait: std::time::Duration) -> u64 {
@@ -492,24 +538,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn keys_name_their_tenant_by_either_header() {
+    #[tokio::test]
+    async fn keys_name_their_tenant_by_either_header() {
         let gate = Gate::new(&settings(
             &[("k1", "acme", "free"), ("k2", "globex", "pro")],
             100,
         ))
         .unwrap();
         let bearer = Presented::default().insert_header(("Authorization", "Bearer k1"));
-        assert_eq!(gate.admit(&bearer).unwrap().tenant.as_str(), "acme");
+        assert_eq!(gate.admit(&bearer).await.unwrap().tenant.as_str(), "acme");
         let api_key = Presented::default().insert_header(("X-API-Key", "k2"));
-        let p = gate.admit(&api_key).unwrap();
+        let p = gate.admit(&api_key).await.unwrap();
         assert_eq!((p.tenant.as_str(), p.tier.as_str()), ("globex", "pro"));
         let lower = Presented::default().insert_header(("Authorization", "bearer k2"));
-        assert_eq!(gate.admit(&lower).unwrap().tenant.as_str(), "globex");
+        assert_eq!(gate.admit(&lower).await.unwrap().tenant.as_str(), "globex");
     }
 
-    #[test]
-    fn missing_or_wrong_keys_are_unauthenticated() {
+    #[tokio::test]
+    async fn missing_or_wrong_keys_are_unauthenticated() {
         let gate = Gate::new(&settings(&[("k1", "acme", "free")], 100)).unwrap();
         for req in [
             Presented::default(),
@@ -517,13 +563,13 @@ mod tests {
             Presented::default().insert_header(("Authorization", "Basic k1")),
             Presented::default().insert_header(("X-API-Key", "")),
         ] {
-            let e = gate.admit(&req).unwrap_err();
+            let e = gate.admit(&req).await.unwrap_err();
             assert!(matches!(e, Error::Unauthenticated(_)), "{e}");
         }
     }
 
-    #[test]
-    fn hashed_keys_match_the_clear_key() {
+    #[tokio::test]
+    async fn hashed_keys_match_the_clear_key() {
         let mut s = settings(&[], 100);
         s.auth.api_keys.push(ApiKeySettings {
             key: String::new(),
@@ -533,11 +579,11 @@ mod tests {
         });
         let gate = Gate::new(&s).unwrap();
         let req = Presented::default().insert_header(("X-API-Key", "secret"));
-        assert_eq!(gate.admit(&req).unwrap().tenant.as_str(), "acme");
+        assert_eq!(gate.admit(&req).await.unwrap().tenant.as_str(), "acme");
     }
 
-    #[test]
-    fn over_the_limit_is_rate_limited_with_the_wait() {
+    #[tokio::test]
+    async fn over_the_limit_is_rate_limited_with_the_wait() {
         let mut s = settings(&[("k1", "acme", "free"), ("k2", "globex", "pro")], 2);
         s.rate_limit
             .tiers
@@ -547,9 +593,9 @@ mod tests {
             .insert("memory".into(), LimitSettings { per_minute: 1 });
         let gate = Gate::new(&s).unwrap();
         let req = |key: &str| Presented::default().insert_header(("X-API-Key", key.to_owned()));
-        gate.admit(&req("k1")).unwrap();
-        gate.admit(&req("k1")).unwrap();
-        match gate.admit(&req("k1")).unwrap_err() {
+        gate.admit(&req("k1")).await.unwrap();
+        gate.admit(&req("k1")).await.unwrap();
+        match gate.admit(&req("k1")).await.unwrap_err() {
             Error::RateLimited {
                 retry_after_secs,
                 scope,
@@ -562,9 +608,9 @@ mod tests {
         }
         // Another tenant (another tier) has its own budget.
         for _ in 0..3 {
-            gate.admit(&req("k2")).unwrap();
+            gate.admit(&req("k2")).await.unwrap();
         }
-        assert!(gate.admit(&req("k2")).is_err());
+        assert!(gate.admit(&req("k2")).await.is_err());
         // Skill budgets are per tenant and skill; skills without a limit are free.
         let acme = Principal {
             tenant: TenantId::parse("acme").unwrap(),
@@ -579,8 +625,8 @@ mod tests {
         gate.admit_skill(&acme, "knowledge").unwrap();
     }
 
-    #[test]
-    fn a_trusted_proxy_names_the_tenant_only_from_its_addresses() {
+    #[tokio::test]
+    async fn a_trusted_proxy_names_the_tenant_only_from_its_addresses() {
         let mut s = settings(&[("k1", "acme", "free")], 100);
         s.auth.trusted_proxy.tenant_header = "X-Tenant-Id".into();
         s.auth.trusted_proxy.user_header = "X-User-Id".into();
@@ -591,30 +637,30 @@ mod tests {
                 .insert_header(("X-Tenant-Id", "initech"))
                 .insert_header(("X-User-Id", "milton"))
         };
-        let p = gate.admit(&from("127.0.0.1:5000")).unwrap();
+        let p = gate.admit(&from("127.0.0.1:5000")).await.unwrap();
         assert_eq!(p.tenant.as_str(), "initech");
         assert_eq!(p.user.as_deref(), Some("milton"));
-        let e = gate.admit(&from("10.1.2.3:5000")).unwrap_err();
+        let e = gate.admit(&from("10.1.2.3:5000")).await.unwrap_err();
         assert!(
             matches!(e, Error::Unauthenticated(_)),
             "untrusted peers need a key"
         );
     }
 
-    #[test]
-    fn with_auth_off_everyone_is_the_default_tenant_without_limits() {
+    #[tokio::test]
+    async fn with_auth_off_everyone_is_the_default_tenant_without_limits() {
         let mut s = settings(&[], 1);
         s.auth.enabled = false;
         let gate = Gate::new(&s).unwrap();
         for _ in 0..5 {
-            let p = gate.admit(&Presented::default()).unwrap();
+            let p = gate.admit(&Presented::default()).await.unwrap();
             assert_eq!(p.tenant, TenantId::default_tenant());
         }
         assert!(!gate.accepts_keys());
     }
 
-    #[test]
-    fn an_address_that_keeps_failing_is_throttled_whatever_it_sends() {
+    #[tokio::test]
+    async fn an_address_that_keeps_failing_is_throttled_whatever_it_sends() {
         let mut s = settings(&[("k1", "acme", "free")], 100);
         s.auth.failures_per_minute = 3;
         let gate = Gate::new(&s).unwrap();
@@ -624,14 +670,14 @@ mod tests {
                 .insert_header(("X-API-Key", key.to_owned()))
         };
         for _ in 0..3 {
-            let e = gate.admit(&from("10.0.0.1:1", "wrong")).unwrap_err();
+            let e = gate.admit(&from("10.0.0.1:1", "wrong")).await.unwrap_err();
             assert!(matches!(e, Error::Unauthenticated(_)), "{e}");
         }
         // The fourth failure spends past the budget: from now on the address is refused
         // before its key is looked at — even the right key.
-        assert!(gate.admit(&from("10.0.0.1:1", "wrong")).is_err());
+        assert!(gate.admit(&from("10.0.0.1:1", "wrong")).await.is_err());
         for key in ["wrong", "k1"] {
-            match gate.admit(&from("10.0.0.1:2", key)).unwrap_err() {
+            match gate.admit(&from("10.0.0.1:2", key)).await.unwrap_err() {
                 Error::RateLimited {
                     retry_after_secs,
                     scope,
@@ -645,6 +691,7 @@ mod tests {
         // Another address is not affected.
         assert_eq!(
             gate.admit(&from("10.0.0.2:1", "k1"))
+                .await
                 .unwrap()
                 .tenant
                 .as_str(),
@@ -661,6 +708,40 @@ mod tests {
         assert_eq!(retry_after_secs(Duration::from_secs(1)), 1);
         assert_eq!(retry_after_secs(Duration::from_millis(1001)), 2);
         assert_eq!(retry_after_secs(Duration::from_secs(30)), 30);
+    }
+
+    #[tokio::test]
+    async fn bearer_tokens_go_to_the_jwt_path_only_when_shaped_like_one() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut s = settings(&[("k1", "acme", "free")], 100);
+        s.auth.jwt = vec![crate::config::JwtIssuerSettings::new(
+            "https://id.example.com",
+            "a2a",
+            "http://127.0.0.1:9/jwks",
+        )];
+        let gate = Gate::new(&s).unwrap();
+        assert_eq!(gate.oidc_issuers(), ["https://id.example.com"]);
+        let bearer = |token: &str| {
+            Presented::default().insert_header(("Authorization", format!("Bearer {token}")))
+        };
+        // A key is still a key; a JWT-shaped token is a token (here: an unknown issuer).
+        assert_eq!(
+            gate.admit(&bearer("k1")).await.unwrap().tenant.as_str(),
+            "acme"
+        );
+        let e = gate.admit(&bearer("bad")).await.unwrap_err();
+        assert!(matches!(e, Error::Unauthenticated(_)), "{e}");
+        let token = "eyJhbGciOiJFUzI1NiJ9.eyJpc3MiOiJodHRwczovL290aGVyIn0.c2ln";
+        let e = gate.admit(&bearer(token)).await.unwrap_err();
+        assert_eq!(e, Error::InvalidToken(crate::error::TokenError::Issuer));
+        // Issuers without keys: any other bearer token is a malformed token.
+        s.auth.api_keys.clear();
+        let gate = Gate::new(&s).unwrap();
+        assert!(!gate.accepts_keys());
+        let e = gate.admit(&bearer("k1")).await.unwrap_err();
+        assert_eq!(e, Error::InvalidToken(crate::error::TokenError::Malformed));
+        let e = gate.admit(&Presented::default()).await.unwrap_err();
+        assert!(matches!(e, Error::Unauthenticated(_)), "{e}");
     }
 
     #[test]

@@ -40,6 +40,7 @@ pub fn agent_card(
         output_modes: agent.output_modes.clone(),
         v03_fields: agent.card_v03_fields,
         api_keys: gate.accepts_keys(),
+        oidc_issuers: gate.oidc_issuers(),
         grpc_url: grpc.map(|addr| grpc_url(settings, addr)),
         extended_card: gate.authenticates(),
         push_notifications: settings.push.enabled,

@@ -24,6 +24,10 @@ const CATALOGUE: &[&str] = &[
     t::GRPC_STREAMS,
     t::RATE_LIMITED,
     t::AUTH_FAILURES,
+    t::AUTH_FAILURE_OVERFLOW,
+    // exported once OIDC tokens are used (tests/it/jwt.rs scrapes them)
+    t::JWT_REFUSALS,
+    t::JWKS_FETCHES,
     t::THREADS_ACTIVE,
     t::TASKS,
     t::THREAD_ACTORS,
@@ -218,6 +222,7 @@ async fn every_metric_family_is_exported_after_traffic() {
         (t::PUSH_OUTBOX_DEPTH, "gauge"),
         (t::PUSH_DELIVERY_MS, "histogram"),
         (t::IDEMPOTENT_REPLAYS, "counter"),
+        (t::AUTH_FAILURE_OVERFLOW, "counter"),
         (t::MODEL_REQUESTS, "counter"),
         (t::MODEL_TTFT_MS, "histogram"),
         (t::MODEL_TOKENS, "counter"),

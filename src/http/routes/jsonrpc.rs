@@ -48,7 +48,7 @@ async fn dispatch(
         Err((id, e)) => return (jsonrpc_err(&id, &e, unknown, retry), unknown),
     };
     // Before the method is even looked up: nothing about the server answers a stranger.
-    let principal = match state.service.gate.admit(req) {
+    let principal = match state.service.gate.admit(req).await {
         Ok(principal) => principal,
         Err(e) => return (jsonrpc_err(&rpc.id, &e, unknown, retry), unknown),
     };

@@ -263,6 +263,7 @@ async fn run(
     let prepared = service
         .gate
         .admit(req)
+        .await
         .and_then(|principal| Ok((principal, params?)))
         .and_then(|(principal, p)| Ok((principal, dialect(req, shape)?, p)));
     let mut response = match prepared {

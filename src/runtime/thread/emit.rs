@@ -376,6 +376,7 @@ fn is_client_error(e: &Error) -> bool {
         | Error::ThreadExpired(_)
         | Error::TaskGenerationMismatch { .. }
         | Error::Unauthenticated(_)
+        | Error::InvalidToken(_)
         | Error::RateLimited { .. }
         | Error::Unavailable { .. } => true,
         Error::Parse(_)
