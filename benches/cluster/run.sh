@@ -19,6 +19,8 @@ set -Eeuo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
+# shellcheck source=../common.sh
+source "$ROOT/benches/common.sh"
 
 SCENARIOS="send multi-turn"
 SETUPS="single cluster1 cluster3"
@@ -84,21 +86,6 @@ cleanup() {
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-
-ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
-switches() {
-    cat /proc/"$1"/task/*/status 2>/dev/null |
-        awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {n += $2} END {print n + 0}'
-}
-
-wait_ready() {
-    for _ in $(seq 1 200); do
-        curl -sf "$1/health/ready" >/dev/null && return 0
-        sleep 0.1
-    done
-    echo "not ready: $1" >&2
-    return 1
-}
 
 # start_node DB ID PORT CLUSTER(true|false)
 start_node() {
@@ -173,19 +160,8 @@ run_one() { # setup scenario round
         after_switches=$((after_switches + $(switches "$pid")))
     done
     [[ -n "$OUT" ]] && mkdir -p "$OUT" && cp "$report" "$OUT/$setup-$scenario-$round.json"
-    python3 - "$report" "$setup" "$scenario" "$round" $((after_ticks - before_ticks)) \
-        $((after_switches - before_switches)) "$(getconf CLK_TCK)" <<'PY'
-import json, sys
-report, setup, scenario, rnd, ticks, switches, hz = sys.argv[1:]
-r = json.load(open(report))
-ops = r["succeeded"] + r["failed"]
-lat = r["latencies"][0]
-cpu_us = int(ticks) / int(hz) * 1e6 / max(ops, 1)
-print(f"{setup:<9} {scenario:<11} round {rnd}: {r['succeeded_per_sec']:8.0f} ok/s "
-      f"p50 {lat['p50_ms']:6.2f} ms  p99 {lat['p99_ms']:7.2f} ms  failed {r['failed']:4d}  "
-      f"cpu {cpu_us:5.0f} us/req  switches {int(switches) / max(ops, 1):5.2f}/req "
-      f"(includes warm-up)")
-PY
+    report "$report" "$setup" "$scenario" "$round" $((after_ticks - before_ticks)) \
+        $((after_switches - before_switches))
     for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
     PIDS=()

@@ -1,0 +1,39 @@
+# benches/common.sh — shell helpers the A/B bench scripts share (sourced, not run):
+# reading a process's CPU time and context switches from /proc, waiting for a server to
+# be ready, and printing one run's line from the load generator's JSON report.
+
+# CPU ticks (user + system) of process $1.
+ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+
+# Context switches (voluntary and not) of every thread of process $1.
+switches() {
+    cat /proc/"$1"/task/*/status 2>/dev/null |
+        awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {n += $2} END {print n + 0}'
+}
+
+# Waits up to 20 s for $1/health/ready.
+wait_ready() {
+    for _ in $(seq 1 200); do
+        curl -sf "$1/health/ready" >/dev/null && return 0
+        sleep 0.1
+    done
+    echo "not ready: $1" >&2
+    return 1
+}
+
+# report JSON SETUP SCENARIO ROUND TICKS SWITCHES: one line of throughput, latency, and
+# CPU and switches per request of the processes measured.
+report() {
+    python3 - "$@" "$(getconf CLK_TCK)" <<'PY'
+import json, sys
+report, setup, scenario, rnd, ticks, switches, hz = sys.argv[1:]
+r = json.load(open(report))
+ops = r["succeeded"] + r["failed"]
+lat = r["latencies"][0]
+cpu_us = int(ticks) / int(hz) * 1e6 / max(ops, 1)
+print(f"{setup:<9} {scenario:<11} round {rnd}: {r['succeeded_per_sec']:8.0f} ok/s "
+      f"p50 {lat['p50_ms']:6.2f} ms  p99 {lat['p99_ms']:7.2f} ms  failed {r['failed']:4d}  "
+      f"cpu {cpu_us:5.0f} us/req  switches {int(switches) / max(ops, 1):5.2f}/req "
+      f"(includes warm-up)")
+PY
+}
