@@ -13,6 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::config::{Overrides, Settings};
 /// What a program serves (kept here too: the examples build it beside `run`).
 pub use crate::startup::{Agent, SkillSource};
+use crate::store::StoreConfig;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -78,7 +79,7 @@ pub fn run(agent: Agent) -> ExitCode {
     };
     crate::telemetry::init_logging(&settings.log);
     let result = match cli.command.unwrap_or(Command::Serve) {
-        Command::Migrate => crate::store::migrate(&settings.store_config())
+        Command::Migrate => crate::store::migrate(&StoreConfig::from_settings(&settings))
             .map(|applied| {
                 if applied.is_empty() {
                     println!("database is up to date");

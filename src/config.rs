@@ -12,8 +12,6 @@ use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
-use crate::store::StoreConfig;
-
 /// All settings of a running server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -318,7 +316,18 @@ pub struct StoreSettings {
     /// power loss loses nothing acknowledged; measured within the noise of `normal` at 64
     /// connections, +0.2 ms p50 at one) or `normal` (a commit survives a crash of the
     /// process; a power loss can roll back the last ones).
-    pub sqlite_synchronous: crate::store::SqliteSynchronous,
+    pub sqlite_synchronous: SqliteSynchronous,
+}
+
+/// `store.sqlite_synchronous`: SQLite's `PRAGMA synchronous` as the settings spell it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SqliteSynchronous {
+    /// A commit survives a crash of the process; a power loss can roll back the last ones.
+    Normal,
+    /// Every group commit is synced: a power loss loses nothing acknowledged.
+    #[default]
+    Full,
 }
 
 impl Default for StoreSettings {
@@ -328,10 +337,14 @@ impl Default for StoreSettings {
             data_dir: PathBuf::from("data"),
             pool_size: 16,
             acquire_timeout_ms: 2000,
-            sqlite_synchronous: crate::store::SqliteSynchronous::default(),
+            sqlite_synchronous: SqliteSynchronous::default(),
         }
     }
 }
+
+/// `persistence.commits_in_flight` unless configured: group commits in flight at once on
+/// Postgres.
+pub const DEFAULT_COMMITS_IN_FLIGHT: usize = 4;
 
 /// The most `persistence.commits_in_flight` (each holds a Postgres connection).
 pub const MAX_COMMITS_IN_FLIGHT: usize = 64;
@@ -368,7 +381,7 @@ impl Default for PersistenceSettings {
             max_batch: 256,
             enqueue_timeout_ms: 1000,
             start_grace_ms: 20,
-            commits_in_flight: crate::store::DEFAULT_COMMITS_IN_FLIGHT,
+            commits_in_flight: DEFAULT_COMMITS_IN_FLIGHT,
         }
     }
 }
@@ -1305,20 +1318,6 @@ impl Settings {
         })
     }
 
-    /// The store settings in the store's terms.
-    pub fn store_config(&self) -> StoreConfig {
-        StoreConfig {
-            database_url: (!self.store.database_url.is_empty())
-                .then(|| self.store.database_url.clone()),
-            data_dir: self.store.data_dir.clone(),
-            pool_size: self.store.pool_size,
-            acquire_timeout_ms: self.store.acquire_timeout_ms,
-            sqlite_synchronous: self.store.sqlite_synchronous,
-            commits_in_flight: self.persistence.commits_in_flight,
-            fence: None,
-        }
-    }
-
     /// The knowledge repository's directory.
     pub fn knowledge_repo(&self) -> PathBuf {
         if self.knowledge.repo_path.as_os_str().is_empty() {
@@ -1426,10 +1425,7 @@ mod tests {
     fn database_url_env_selects_postgres_and_the_flag_beats_it() {
         let env = [("DATABASE_URL", "postgres://a@127.0.0.1/x")];
         let s = load(&env, Overrides::default()).unwrap();
-        assert_eq!(
-            s.store_config().database_url.as_deref(),
-            Some("postgres://a@127.0.0.1/x")
-        );
+        assert_eq!(s.store.database_url, "postgres://a@127.0.0.1/x");
         let o = Overrides {
             database_url: Some("sqlite:/tmp/x.db".into()),
             ..Default::default()
@@ -1724,7 +1720,7 @@ mod tests {
         let (_d, o) = with_file("auth.enabled = false\n[store]\nsqlite_synchronous = \"full\"\n");
         assert_eq!(
             load(&[], o).unwrap().store.sqlite_synchronous,
-            crate::store::SqliteSynchronous::Full
+            SqliteSynchronous::Full
         );
         let (_d, o) = with_file("auth.enabled = false\n[store]\nsqlite_synchronous = \"off\"\n");
         let e = load(&[], o).unwrap_err().to_string();

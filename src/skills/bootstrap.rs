@@ -14,7 +14,7 @@ use super::governance::{GovernanceEngine, GovernanceSkill, PolicySource, RuleErr
 use super::knowledge::{KnowledgeEngine, KnowledgeError, KnowledgeSkill};
 use super::memory::{EmbeddingsError, MemoryEngine, MemorySkill};
 use crate::config::Settings;
-use crate::store::StoreError;
+use crate::store::{StoreConfig, StoreError};
 
 /// Why the configured skills could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -56,7 +56,7 @@ pub async fn configured(settings: &Settings) -> Result<SkillRegistry, BootstrapE
     let mut registry = SkillRegistry::default();
     let memory = if settings.memory.enabled {
         // The memory tables share the store's database (migrated by `store::open`).
-        let repository = crate::store::open_memories(&settings.store_config())?;
+        let repository = crate::store::open_memories(&StoreConfig::from_settings(settings))?;
         let engine = Arc::new(MemoryEngine::new(
             repository,
             settings.memory.clone(),

@@ -21,7 +21,7 @@ use crate::runtime::{AgentExecutor, ExecutorSource};
 use crate::service::Service;
 use crate::service::auth::{Gate, GateError};
 use crate::skills::SkillRegistry;
-use crate::store::StoreError;
+use crate::store::{StoreConfig, StoreError};
 
 /// Where the skills of a server come from.
 pub enum SkillSource {
@@ -153,7 +153,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         .as_ref()
         .map(std::net::TcpListener::local_addr)
         .transpose()?;
-    let mut store_config = settings.store_config();
+    let mut store_config = StoreConfig::from_settings(&settings);
     let fence = settings.cluster.enabled.then(|| {
         let node_id = match settings.cluster.node_id.trim() {
             "" => crate::cluster::default_node_id(),
