@@ -70,7 +70,9 @@ impl CommonArgs {
 /// Parses the command line and runs the chosen command. Errors are printed to stderr.
 pub fn run(agent: Agent) -> ExitCode {
     let cli = Cli::parse();
-    let settings = match Settings::load(&cli.common.overrides()) {
+    let loaded =
+        Settings::load(&cli.common.overrides()).and_then(|s| crate::startup::check(&s).map(|()| s));
+    let settings = match loaded {
         Ok(s) => s,
         Err(e) => {
             eprintln!("agent-a2a: {e}");

@@ -679,7 +679,93 @@ impl Default for KnowledgeSettings {
 pub struct GovernanceSettings {
     /// Policies from configuration (`[[governance.policies]]`); accepted knowledge items
     /// of type `policy` add to them.
-    pub policies: Vec<crate::skills::governance::PolicySpec>,
+    pub policies: Vec<PolicySettings>,
+}
+
+/// One `[[governance.policies]]`, as plain data: the governance skill maps it onto its
+/// own types and checks its rules (a regex that does not compile, a missing value) when
+/// the server starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySettings {
+    pub id: String,
+    pub layer: PolicyLayer,
+    #[serde(default)]
+    pub mode: PolicyMode,
+    /// The company, org, team or project (matching `layer`) it applies to; `None`: every
+    /// one of that layer.
+    #[serde(default)]
+    pub scope_id: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub rules: Vec<RuleSettings>,
+}
+
+/// One rule of a configured policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSettings {
+    pub id: String,
+    pub target: RuleTarget,
+    pub operator: RuleOperator,
+    /// The value or regex; required by every operator but `must_exist`/`must_not_exist`.
+    #[serde(default)]
+    pub value: Option<String>,
+    pub severity: RuleSeverity,
+    /// Shown to whoever breaks the rule.
+    pub message: String,
+}
+
+/// The layer a policy is written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyLayer {
+    Project,
+    Team,
+    Org,
+    Company,
+}
+
+/// Whether a more specific layer may replace a policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyMode {
+    /// Applies below its layer whatever lower layers say.
+    Mandatory,
+    /// A policy with the same id at a more specific layer replaces it.
+    #[default]
+    Optional,
+}
+
+/// What part of the checked input a rule reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleTarget {
+    Content,
+    Path,
+    Dependency,
+    Tool,
+}
+
+/// How a rule judges its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleOperator {
+    MustUse,
+    MustNotUse,
+    MustMatch,
+    MustNotMatch,
+    MustExist,
+    MustNotExist,
+}
+
+/// How much a broken rule matters; only `block` fails a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleSeverity {
+    Info,
+    Warn,
+    Block,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1071,16 +1157,6 @@ impl Settings {
             "knowledge.default_limit",
             self.knowledge.default_limit as u64,
         )?;
-        for policy in &self.governance.policies {
-            for rule in &policy.rules {
-                crate::skills::governance::Rule::new(rule.clone()).map_err(|e| {
-                    ConfigError::Key {
-                        key: "governance.policies",
-                        problem: format!("policy {}: {e}", policy.id),
-                    }
-                })?;
-            }
-        }
         if self.agent.name.trim().is_empty() {
             return Err(ConfigError::Key {
                 key: "agent.name",
@@ -1186,8 +1262,8 @@ impl Settings {
         Ok(())
     }
 
-    /// Keys are well formed and unique, tenants valid, proxy addresses parse, and an
-    /// enabled auth has some way in.
+    /// Keys are well formed and unique, proxy addresses parse, and an enabled auth has
+    /// some way in. (The keys' tenants are checked by the gate when the server starts.)
     fn validate_auth(&self) -> Result<(), ConfigError> {
         let auth = &self.auth;
         let problem = |key: &'static str, problem: String| ConfigError::Key { key, problem };
@@ -1219,8 +1295,6 @@ impl Settings {
                 ));
             }
             digests.push(digest);
-            crate::domain::TenantId::parse(entry.tenant.clone())
-                .map_err(|e| problem("auth.api_keys", format!("entry {n}: tenant {e}")))?;
         }
         for address in &auth.trusted_proxy.addresses {
             address.parse::<std::net::IpAddr>().map_err(|e| {
@@ -1786,10 +1860,6 @@ mod tests {
             (
                 "[[auth.api_keys]]\nkey = \"k\"\ntenant = \"a\"\n[[auth.api_keys]]\nkey = \"k\"\ntenant = \"b\"\n",
                 "listed twice",
-            ),
-            (
-                "[[auth.api_keys]]\nkey = \"k\"\ntenant = \"\"\n",
-                "entry 1: tenant",
             ),
             (
                 "[auth.trusted_proxy]\ntenant_header = \"X-Tenant\"\naddresses = [\"proxy\"]\n",

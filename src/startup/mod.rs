@@ -13,7 +13,7 @@ use std::time::Duration;
 use actix_web::dev::{Server, ServerHandle};
 
 use crate::a2a::card::SkillCard;
-use crate::config::Settings;
+use crate::config::{ConfigError, Settings};
 use crate::grpc::GoAway;
 use crate::http::AppState;
 use crate::runtime::Runtime;
@@ -67,8 +67,8 @@ impl Agent {
 pub enum StartError {
     #[error("cannot open the store: {0}")]
     Store(#[from] StoreError),
-    #[error("invalid configuration: {0}")]
-    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -136,9 +136,21 @@ impl Handles {
     }
 }
 
+/// Checks what [`Settings::load`] cannot: `config` imports nothing of the crate, so the
+/// settings whose rules belong to another module are checked here, by that module —
+/// `[[governance.policies]]` by the governance skill (every rule builds). The command
+/// line runs it right after loading (an error exits like any configuration error), and
+/// [`start`] before anything else. The API keys' tenants are checked by the gate, which
+/// `start` builds first.
+pub fn check(settings: &Settings) -> Result<(), ConfigError> {
+    crate::skills::governance::configured_policies(&settings.governance)?;
+    Ok(())
+}
+
 /// Opens the store (applying migrations), starts the actor runtime and binds the
 /// listeners. Must run inside an actix `System`.
 pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartError> {
+    check(&settings)?;
     // Outgoing HTTPS (embeddings, model providers) uses rustls with ring; it must be
     // chosen once per process before any client is built. A second call is harmless.
     let _ = rustls::crypto::ring::default_provider().install_default();
