@@ -158,9 +158,9 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
     let gate = Arc::new(Gate::new(&settings)?);
     // Both listeners first: the card names both addresses, and in a cluster the other
     // nodes reach this one at the bound address.
-    let listener = bind(settings.bind_addr()?)?;
+    let listener = bind(settings.server.bind_addr()?)?;
     let addr = listener.local_addr()?;
-    let grpc_listener = settings.grpc_bind_addr()?.map(bind).transpose()?;
+    let grpc_listener = settings.server.grpc_bind_addr()?.map(bind).transpose()?;
     let grpc_addr = grpc_listener
         .as_ref()
         .map(std::net::TcpListener::local_addr)
