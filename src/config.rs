@@ -2,16 +2,17 @@
 //! `DATABASE_URL`, then command-line flags (each layer beats the one before).
 //!
 //! Every bound the server enforces has a key here with its default; `config.toml` at the
-//! repository root lists them all with a comment each (a test holds the file to the
-//! defaults). Unknown keys are errors, so a typo stops start-up instead of being silently
-//! ignored.
+//! repository root lists them all with a comment each (tests hold the file to the
+//! defaults, key for key and value for value, so the three copies of a setting — field,
+//! `Default`, file — cannot drift apart). Unknown keys are errors, so a typo stops
+//! start-up instead of being silently ignored.
 //!
 //! This file holds [`Settings`], the loading and the top-level [`Settings::validate`];
 //! each group of sections lives in a file of its own under `config/` with its defaults
 //! and its checks, and is re-exported here.
 //!
-//! **Architecture invariant:** `config` is a leaf: it imports nothing of the crate.
-//! Modules that own a type read
+//! **Architecture invariant:** `config` is a leaf: it imports nothing of the crate
+//! (`tests/it/layering.rs` names any line that does). Modules that own a type read
 //! their settings into it (`StoreConfig::from_settings`,
 //! `skills::governance::configured_policies`), and checks that need another module's
 //! rules run there, at start-up (`startup::check`, the gate's tenants).

@@ -176,3 +176,60 @@ fn the_repository_config_file_matches_the_defaults() {
     expected.auth.enabled = false;
     assert_eq!(load(&[], o).unwrap(), expected);
 }
+
+/// The dotted path of every key in `table`: tables are walked into, anything else
+/// (values, arrays) is a key.
+fn key_paths(table: &toml::Table, prefix: &str, paths: &mut std::collections::BTreeSet<String>) {
+    for (key, value) in table {
+        let path = format!("{prefix}{key}");
+        if let toml::Value::Table(inner) = value {
+            key_paths(inner, &format!("{path}."), paths);
+        }
+        paths.insert(path);
+    }
+}
+
+#[test]
+fn the_repository_config_file_names_every_setting() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml");
+    let file: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let defaults = toml::Table::try_from(Settings::default()).unwrap();
+    let (mut in_file, mut in_defaults) = Default::default();
+    key_paths(&file, "", &mut in_file);
+    key_paths(&defaults, "", &mut in_defaults);
+    let missing: Vec<_> = in_defaults.difference(&in_file).collect();
+    assert!(missing.is_empty(), "config.toml lacks {missing:?}");
+    // Keys the file has and `Settings` has not are refused by the value test above.
+    assert_eq!(in_file, in_defaults);
+}
+
+/// The lines of `config.toml`'s commented-out example that starts with `first`.
+fn commented_example(first: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .skip_while(|l| *l != format!("# {first}"))
+        .map_while(|l| l.strip_prefix("# "))
+        .collect();
+    assert!(!lines.is_empty(), "config.toml has no example {first}");
+    lines.join("\n") + "\n"
+}
+
+#[test]
+fn the_repository_config_file_examples_load() {
+    let policy = commented_example("[[governance.policies]]");
+    let (_d, o) = with_file(&format!("auth.enabled = false\n{policy}"));
+    let s = load(&[], o).unwrap();
+    let policy = &s.governance.policies[0];
+    assert_eq!(
+        (policy.layer, policy.mode),
+        (PolicyLayer::Company, PolicyMode::Mandatory)
+    );
+    assert_eq!(policy.rules[0].operator, RuleOperator::MustNotMatch);
+
+    let provider = commented_example("[providers.default]");
+    let (_d, o) = with_file(&format!("auth.enabled = false\n{provider}"));
+    let s = load(&[], o).unwrap();
+    assert_eq!(s.providers["default"].kind, ProviderKind::Openai);
+}

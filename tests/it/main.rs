@@ -15,6 +15,7 @@ mod health;
 mod idempotency;
 mod janitor;
 mod jsonrpc;
+mod layering;
 mod lifecycle;
 mod metrics;
 mod outage;
