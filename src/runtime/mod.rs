@@ -175,7 +175,7 @@ impl Runtime {
                         let described: Vec<(String, String)> = skills
                             .skills()
                             .iter()
-                            .map(|s| (s.name().to_owned(), s.description().to_owned()))
+                            .map(|s| (s.info().name.clone(), s.info().description.clone()))
                             .collect();
                         executors::configured(settings, &models, &tools, &described)?
                     }

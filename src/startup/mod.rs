@@ -301,22 +301,25 @@ pub fn skill_cards(skills: &crate::skills::SkillRegistry) -> Vec<crate::a2a::car
     skills
         .skills()
         .iter()
-        .map(|s| SkillCard {
-            id: s.id().to_owned(),
-            name: s.name().to_owned(),
-            description: s.description().to_owned(),
-            tags: s.tags(),
-            examples: s.examples(),
-            tools: s
-                .tools()
-                .into_iter()
-                .map(|t| ToolCard {
-                    name: t.name,
-                    description: t.description,
-                    input_schema: t.input_schema,
-                    output_schema: t.output_schema,
-                })
-                .collect(),
+        .map(|s| {
+            let info = s.info().clone();
+            SkillCard {
+                id: info.id,
+                name: info.name,
+                description: info.description,
+                tags: info.tags,
+                examples: info.examples,
+                tools: s
+                    .tools()
+                    .into_iter()
+                    .map(|t| ToolCard {
+                        name: t.name,
+                        description: t.description,
+                        input_schema: t.input_schema,
+                        output_schema: t.output_schema,
+                    })
+                    .collect(),
+            }
         })
         .collect()
 }
