@@ -141,7 +141,7 @@ impl Handles {
 /// `[[governance.policies]]` by the governance skill (every rule builds). The command
 /// line runs it right after loading (an error exits like any configuration error), and
 /// [`start`] before anything else. The API keys' tenants are checked by the gate, which
-/// `start` builds first.
+/// `start` builds next, before it opens or binds anything.
 pub fn check(settings: &Settings) -> Result<(), ConfigError> {
     crate::skills::governance::configured_policies(&settings.governance)?;
     Ok(())
