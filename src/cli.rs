@@ -13,6 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::config::{Overrides, Settings};
 /// What a program serves (kept here too: the examples build it beside `run`).
 pub use crate::startup::{Agent, SkillSource};
+use crate::store::StoreConfig;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -69,7 +70,9 @@ impl CommonArgs {
 /// Parses the command line and runs the chosen command. Errors are printed to stderr.
 pub fn run(agent: Agent) -> ExitCode {
     let cli = Cli::parse();
-    let settings = match Settings::load(&cli.common.overrides()) {
+    let loaded =
+        Settings::load(&cli.common.overrides()).and_then(|s| crate::startup::check(&s).map(|()| s));
+    let settings = match loaded {
         Ok(s) => s,
         Err(e) => {
             eprintln!("agent-a2a: {e}");
@@ -82,7 +85,7 @@ pub fn run(agent: Agent) -> ExitCode {
         .then_some(settings.cluster.node_id.as_str());
     crate::telemetry::init(&settings.log, &settings.telemetry, node_id);
     let result = match cli.command.unwrap_or(Command::Serve) {
-        Command::Migrate => crate::store::migrate(&settings.store_config())
+        Command::Migrate => crate::store::migrate(&StoreConfig::from_settings(&settings))
             .map(|applied| {
                 if applied.is_empty() {
                     println!("database is up to date");

@@ -5,17 +5,11 @@
 //! a `tool_use` block's start carries its id and name, and its arguments follow as
 //! `input_json_delta` pieces — each becomes a [`ToolCallFragment`] with the block's index.
 
-use async_trait::async_trait;
 use eventsource_stream::Event;
-use futures_util::stream::BoxStream;
-use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
-use super::http::{SseDecoder, Transport, parse_json, truncate_body};
-use super::{
-    GenerateParams, Message, Provider, ProviderError, ProviderEvent, Role, ToolCallFragment, Usage,
-};
-use crate::config::ProviderSettings;
+use super::http::{HttpProvider, KeyHeader, SseDecoder, WireFormat, parse_json, truncate_body};
+use super::{GenerateParams, Message, ProviderError, ProviderEvent, Role, ToolCallFragment, Usage};
 
 /// The API version this file speaks.
 const API_VERSION: &str = "2023-06-01";
@@ -23,62 +17,23 @@ const API_VERSION: &str = "2023-06-01";
 const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// A provider speaking Anthropic Messages.
-pub struct AnthropicProvider {
-    id: String,
-    model: String,
-    api_key: Option<String>,
-    transport: Transport,
-}
+pub type AnthropicProvider = HttpProvider<Messages>;
 
-impl AnthropicProvider {
-    pub(crate) fn new(
-        id: &str,
-        settings: &ProviderSettings,
-        api_key: Option<String>,
-        transport: Transport,
-    ) -> AnthropicProvider {
-        AnthropicProvider {
-            id: id.to_owned(),
-            model: settings.model.clone(),
-            api_key,
-            transport,
-        }
+/// The Messages API.
+pub struct Messages;
+
+impl WireFormat for Messages {
+    const KEY_HEADER: KeyHeader = KeyHeader::Named("x-api-key");
+    const HEADERS: &'static [(&'static str, &'static str)] = &[("anthropic-version", API_VERSION)];
+    type Decoder = EventDecoder;
+
+    fn request(model: &str, params: &GenerateParams) -> (String, Value) {
+        ("/messages".into(), request_body(model, params))
     }
 }
 
-#[async_trait]
-impl Provider for AnthropicProvider {
-    fn id(&self) -> &str {
-        &self.id
-    }
-
-    fn model(&self) -> &str {
-        &self.model
-    }
-
-    async fn generate(
-        &self,
-        params: GenerateParams,
-    ) -> Result<BoxStream<'static, ProviderEvent>, ProviderError> {
-        let body = request_body(&self.model, &params);
-        let mut headers = HeaderMap::new();
-        headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
-        if let Some(key) = &self.api_key {
-            let mut value = HeaderValue::from_str(key)
-                .map_err(|_| ProviderError::Config("API key is not a valid header".into()))?;
-            // Keeps the key out of any debug output of the request.
-            value.set_sensitive(true);
-            headers.insert("x-api-key", value);
-        }
-        let url = self.transport.url("/messages");
-        self.transport
-            .stream(&url, headers, &body, EventDecoder::default())
-            .await
-    }
-}
-
-/// The Messages request for `params`.
-fn request_body(default_model: &str, params: &GenerateParams) -> Value {
+/// The Messages request for `params`, to `model`.
+fn request_body(model: &str, params: &GenerateParams) -> Value {
     let system: Vec<&str> = params
         .messages
         .iter()
@@ -86,7 +41,7 @@ fn request_body(default_model: &str, params: &GenerateParams) -> Value {
         .map(|m| m.content.as_str())
         .collect();
     let mut body = json!({
-        "model": params.model.as_deref().unwrap_or(default_model),
+        "model": model,
         "max_tokens": params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
         "messages": messages(&params.messages),
         "stream": true,
@@ -165,7 +120,7 @@ fn arguments_object(arguments: &str) -> Value {
 
 /// Decodes Messages stream events.
 #[derive(Default)]
-struct EventDecoder {
+pub struct EventDecoder {
     /// From `message_start`; `message_delta` carries only the output count.
     input_tokens: u64,
 }

@@ -9,72 +9,25 @@
 
 use std::collections::HashMap;
 
-use async_trait::async_trait;
 use eventsource_stream::Event;
-use futures_util::stream::BoxStream;
-use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
-use super::http::{SseDecoder, Transport, parse_json, truncate_body};
-use super::{
-    GenerateParams, Message, Provider, ProviderError, ProviderEvent, Role, ToolCallFragment, Usage,
-};
-use crate::config::ProviderSettings;
+use super::http::{HttpProvider, KeyHeader, SseDecoder, WireFormat, parse_json, truncate_body};
+use super::{GenerateParams, Message, ProviderError, ProviderEvent, Role, ToolCallFragment, Usage};
 
 /// A provider speaking the Gemini API.
-pub struct GeminiProvider {
-    id: String,
-    model: String,
-    api_key: Option<String>,
-    transport: Transport,
-}
+pub type GeminiProvider = HttpProvider<StreamGenerateContent>;
 
-impl GeminiProvider {
-    pub(crate) fn new(
-        id: &str,
-        settings: &ProviderSettings,
-        api_key: Option<String>,
-        transport: Transport,
-    ) -> GeminiProvider {
-        GeminiProvider {
-            id: id.to_owned(),
-            model: settings.model.clone(),
-            api_key,
-            transport,
-        }
-    }
-}
+/// The Gemini API's `streamGenerateContent`.
+pub struct StreamGenerateContent;
 
-#[async_trait]
-impl Provider for GeminiProvider {
-    fn id(&self) -> &str {
-        &self.id
-    }
+impl WireFormat for StreamGenerateContent {
+    const KEY_HEADER: KeyHeader = KeyHeader::Named("x-goog-api-key");
+    type Decoder = ChunkDecoder;
 
-    fn model(&self) -> &str {
-        &self.model
-    }
-
-    async fn generate(
-        &self,
-        params: GenerateParams,
-    ) -> Result<BoxStream<'static, ProviderEvent>, ProviderError> {
-        let model = params.model.as_deref().unwrap_or(&self.model).to_owned();
-        let body = request_body(&params);
-        let mut headers = HeaderMap::new();
-        if let Some(key) = &self.api_key {
-            let mut value = HeaderValue::from_str(key)
-                .map_err(|_| ProviderError::Config("API key is not a valid header".into()))?;
-            // Keeps the key out of any debug output of the request.
-            value.set_sensitive(true);
-            headers.insert("x-goog-api-key", value);
-        }
-        let url = self
-            .transport
-            .url(&format!("/models/{model}:streamGenerateContent?alt=sse"));
-        self.transport
-            .stream(&url, headers, &body, ChunkDecoder::default())
-            .await
+    fn request(model: &str, params: &GenerateParams) -> (String, Value) {
+        let path = format!("/models/{model}:streamGenerateContent?alt=sse");
+        (path, request_body(params))
     }
 }
 
@@ -185,7 +138,7 @@ fn response_object(content: &str) -> Value {
 
 /// Decodes `GenerateContentResponse` chunks.
 #[derive(Default)]
-struct ChunkDecoder {
+pub struct ChunkDecoder {
     /// Function calls seen so far: the next call's index.
     calls: usize,
     finished: bool,

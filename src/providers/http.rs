@@ -1,23 +1,29 @@
-//! The HTTP side shared by all providers: one `reqwest` client per provider with the
-//! configured timeouts, a concurrency bound, retries with backoff before the stream starts,
-//! and the SSE driver that turns a response body into [`ProviderEvent`]s.
+//! The HTTP side shared by all providers. [`HttpProvider`] is the one [`Provider`] of
+//! them all: it holds a provider's name, model and key, and puts the key in its request
+//! headers, marked sensitive; each provider file only gives its [`WireFormat`] — the
+//! path, body and fixed headers of a request, and the decoder of its SSE answer. Below
+//! it, [`Transport`]: one `reqwest` client per provider with the configured timeouts, a
+//! concurrency bound, retries with backoff before the stream starts, and the SSE driver
+//! that turns a response body into [`ProviderEvent`]s.
 //!
 //! Retries happen only while no byte of the answer has been used: once a stream is handed to
 //! the caller, a failure becomes its terminal `Error` event, because re-sending would repeat
 //! text (and tool calls) the caller has already seen.
 
 use std::collections::VecDeque;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
 use reqwest::StatusCode;
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::{ProviderError, ProviderEvent};
+use super::{GenerateParams, Provider, ProviderError, ProviderEvent};
 use crate::config::ProviderSettings;
 
 /// Most bytes of an error body kept in [`ProviderError::Http`].
@@ -26,8 +32,101 @@ const MAX_ERROR_BODY: usize = 4 * 1024;
 /// [`ProviderError::RateLimited`] instead of holding the request.
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
 
+/// How a provider's API takes its key.
+pub enum KeyHeader {
+    /// `Authorization: Bearer <key>`.
+    Bearer,
+    /// The key as it is, in the header of this (lowercase) name.
+    Named(&'static str),
+}
+
+/// One provider's API: where a generation is sent, what it looks like, and how its answer
+/// streams back. Everything else is [`HttpProvider`]'s.
+pub trait WireFormat: Send + Sync + 'static {
+    /// How a request carries the key.
+    const KEY_HEADER: KeyHeader;
+    /// Headers every request carries besides the key.
+    const HEADERS: &'static [(&'static str, &'static str)] = &[];
+    /// Decodes one answer's SSE events (a fresh one per generation).
+    type Decoder: SseDecoder + Default;
+    /// The path under the base URL and the JSON body of a generation of `model`.
+    fn request(model: &str, params: &GenerateParams) -> (String, serde_json::Value);
+}
+
+/// A provider that speaks `W` over HTTP.
+pub struct HttpProvider<W> {
+    /// The name in `[providers.<name>]`.
+    id: String,
+    model: String,
+    api_key: Option<String>,
+    transport: Transport,
+    wire: PhantomData<W>,
+}
+
+impl<W: WireFormat> HttpProvider<W> {
+    pub(crate) fn new(
+        id: &str,
+        settings: &ProviderSettings,
+        api_key: Option<String>,
+        transport: Transport,
+    ) -> Self {
+        Self {
+            id: id.to_owned(),
+            model: settings.model.clone(),
+            api_key,
+            transport,
+            wire: PhantomData,
+        }
+    }
+
+    /// `W`'s headers, and the key (when there is one) as `W` takes it.
+    fn headers(&self) -> Result<HeaderMap, ProviderError> {
+        let mut headers = HeaderMap::new();
+        for &(name, value) in W::HEADERS {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+        let Some(key) = &self.api_key else {
+            return Ok(headers);
+        };
+        let (name, text) = match W::KEY_HEADER {
+            KeyHeader::Bearer => (AUTHORIZATION, format!("Bearer {key}")),
+            KeyHeader::Named(name) => (HeaderName::from_static(name), key.clone()),
+        };
+        let mut value = HeaderValue::from_str(&text)
+            .map_err(|_| ProviderError::Config("API key is not a valid header".into()))?;
+        // Keeps the key out of any debug output of the request.
+        value.set_sensitive(true);
+        headers.insert(name, value);
+        Ok(headers)
+    }
+}
+
+#[async_trait]
+impl<W: WireFormat> Provider for HttpProvider<W> {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    async fn generate(
+        &self,
+        params: GenerateParams,
+    ) -> Result<BoxStream<'static, ProviderEvent>, ProviderError> {
+        let model = params.model.as_deref().unwrap_or(&self.model);
+        let (path, body) = W::request(model, &params);
+        let headers = self.headers()?;
+        let url = self.transport.url(&path);
+        self.transport
+            .stream(&url, headers, &body, W::Decoder::default())
+            .await
+    }
+}
+
 /// Turns a provider's SSE events into [`ProviderEvent`]s.
-pub(crate) trait SseDecoder: Send + 'static {
+pub trait SseDecoder: Send + 'static {
     /// The events one SSE event stands for (possibly none); a terminal one ends the stream.
     fn decode(&mut self, event: &Event) -> Vec<ProviderEvent>;
 

@@ -5,77 +5,34 @@
 //! calls arrive as `delta.tool_calls[]` pieces keyed by `index`, which map one to one onto
 //! [`ToolCallFragment`]s.
 
-use async_trait::async_trait;
 use eventsource_stream::Event;
-use futures_util::stream::BoxStream;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
-use super::http::{SseDecoder, Transport, parse_json, truncate_body};
+use super::http::{HttpProvider, KeyHeader, SseDecoder, WireFormat, parse_json, truncate_body};
 use super::{
-    GenerateParams, Message, Provider, ProviderError, ProviderEvent, Role, ToolCallFragment,
-    ToolDefinition, Usage,
+    GenerateParams, Message, ProviderError, ProviderEvent, Role, ToolCallFragment, ToolDefinition,
+    Usage,
 };
-use crate::config::ProviderSettings;
 
 /// A provider speaking OpenAI Chat Completions.
-pub struct OpenAiProvider {
-    id: String,
-    model: String,
-    api_key: Option<String>,
-    transport: Transport,
-}
+pub type OpenAiProvider = HttpProvider<ChatCompletions>;
 
-impl OpenAiProvider {
-    pub(crate) fn new(
-        id: &str,
-        settings: &ProviderSettings,
-        api_key: Option<String>,
-        transport: Transport,
-    ) -> OpenAiProvider {
-        OpenAiProvider {
-            id: id.to_owned(),
-            model: settings.model.clone(),
-            api_key,
-            transport,
-        }
+/// The Chat Completions API.
+pub struct ChatCompletions;
+
+impl WireFormat for ChatCompletions {
+    const KEY_HEADER: KeyHeader = KeyHeader::Bearer;
+    type Decoder = ChunkDecoder;
+
+    fn request(model: &str, params: &GenerateParams) -> (String, Value) {
+        ("/chat/completions".into(), request_body(model, params))
     }
 }
 
-#[async_trait]
-impl Provider for OpenAiProvider {
-    fn id(&self) -> &str {
-        &self.id
-    }
-
-    fn model(&self) -> &str {
-        &self.model
-    }
-
-    async fn generate(
-        &self,
-        params: GenerateParams,
-    ) -> Result<BoxStream<'static, ProviderEvent>, ProviderError> {
-        let body = request_body(&self.model, &params);
-        let mut headers = HeaderMap::new();
-        if let Some(key) = &self.api_key {
-            let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
-                .map_err(|_| ProviderError::Config("API key is not a valid header".into()))?;
-            // Keeps the key out of any debug output of the request.
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
-        }
-        let url = self.transport.url("/chat/completions");
-        self.transport
-            .stream(&url, headers, &body, ChunkDecoder)
-            .await
-    }
-}
-
-/// The Chat Completions request for `params`.
-fn request_body(default_model: &str, params: &GenerateParams) -> Value {
+/// The Chat Completions request for `params`, to `model`.
+fn request_body(model: &str, params: &GenerateParams) -> Value {
     let mut body = json!({
-        "model": params.model.as_deref().unwrap_or(default_model),
+        "model": model,
         "messages": params.messages.iter().map(message).collect::<Vec<_>>(),
         "stream": true,
         // Without it the stream carries no token counts.
@@ -136,7 +93,8 @@ fn tool(t: &ToolDefinition) -> Value {
 }
 
 /// Decodes `chat.completion.chunk` events.
-struct ChunkDecoder;
+#[derive(Default)]
+pub struct ChunkDecoder;
 
 impl SseDecoder for ChunkDecoder {
     fn decode(&mut self, event: &Event) -> Vec<ProviderEvent> {

@@ -161,7 +161,7 @@ impl Runtime {
             &settings.persistence,
             &persistence_arbiter.handle(),
         );
-        let actor_arbiters: Vec<Arbiter> = (0..settings.arbiter_count())
+        let actor_arbiters: Vec<Arbiter> = (0..settings.threads.arbiter_count())
             .map(|_| Arbiter::new())
             .collect();
         let handles: Vec<ArbiterHandle> = actor_arbiters.iter().map(Arbiter::handle).collect();
@@ -175,7 +175,7 @@ impl Runtime {
                         let described: Vec<(String, String)> = skills
                             .skills()
                             .iter()
-                            .map(|s| (s.name().to_owned(), s.description().to_owned()))
+                            .map(|s| (s.info().name.clone(), s.info().description.clone()))
                             .collect();
                         executors::configured(settings, &models, &tools, &described)?
                     }

@@ -76,7 +76,7 @@ impl Handler<Invoke> for SkillActor {
         let timeout = self.timeout;
         Box::pin(async move {
             let started = Instant::now();
-            let skill_id = skill.id().to_owned();
+            let skill_id = skill.info().id.clone();
             let result = match check_arguments(&schemas, &call.tool, &call.arguments) {
                 Err(e) => Err(e),
                 Ok(()) => {
@@ -220,7 +220,7 @@ impl Tools {
             for tool in skill.tools() {
                 let compile = |schema: &Value, which: &str| {
                     jsonschema::validator_for(schema).map_err(|e| SkillStartError::InvalidSchema {
-                        skill: skill.id().to_owned(),
+                        skill: skill.info().id.clone(),
                         tool: tool.name.clone(),
                         reason: format!("{which} schema: {e}"),
                     })
@@ -239,19 +239,19 @@ impl Tools {
                 Some(arbiter) => SkillActor::start_in_arbiter(arbiter, |_| actor),
                 None => actor.start(),
             };
-            skills.push((skill.id().to_owned(), addr.clone()));
+            skills.push((skill.info().id.clone(), addr.clone()));
             for tool in skill.tools() {
                 if let Some((first, _, _)) = by_name.get(&tool.name) {
                     return Err(SkillStartError::DuplicateTool {
                         tool: tool.name.clone(),
                         first: String::clone(first),
-                        second: skill.id().to_owned(),
+                        second: skill.info().id.clone(),
                     });
                 }
                 names.push(tool.name.clone());
                 by_name.insert(
                     tool.name.clone(),
-                    (skill.id().to_owned(), tool, addr.clone()),
+                    (skill.info().id.clone(), tool, addr.clone()),
                 );
             }
         }

@@ -10,15 +10,19 @@ use std::sync::Arc;
 
 use super::SkillRegistry;
 use super::context::SessionContextSkill;
-use super::governance::{GovernanceEngine, GovernanceSkill, PolicySource, RuleError};
+use super::governance::{
+    GovernanceEngine, GovernanceSkill, PolicySource, RuleError, configured_policies,
+};
 use super::knowledge::{KnowledgeEngine, KnowledgeError, KnowledgeSkill};
 use super::memory::{EmbeddingsError, MemoryEngine, MemorySkill};
-use crate::config::Settings;
-use crate::store::StoreError;
+use crate::config::{ConfigError, Settings};
+use crate::store::{StoreConfig, StoreError};
 
 /// Why the configured skills could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     #[error("governance policies: {0}")]
     Governance(#[from] RuleError),
     #[error("knowledge repository: {0}")]
@@ -50,13 +54,13 @@ pub async fn configured(settings: &Settings) -> Result<SkillRegistry, BootstrapE
         .as_ref()
         .map(|k| Arc::new(k.policy_source()) as Arc<dyn PolicySource>);
     let governance = Arc::new(GovernanceEngine::new(
-        settings.governance.policies.clone(),
+        configured_policies(&settings.governance)?,
         source,
     )?);
     let mut registry = SkillRegistry::default();
     let memory = if settings.memory.enabled {
         // The memory tables share the store's database (migrated by `store::open`).
-        let repository = crate::store::open_memories(&settings.store_config())?;
+        let repository = crate::store::open_memories(&StoreConfig::from_settings(settings))?;
         let engine = Arc::new(MemoryEngine::new(
             repository,
             settings.memory.clone(),

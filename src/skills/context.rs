@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::governance::{ActiveConstraint, GovernanceEngine, Scope, Severity};
 use super::memory::{MemoryEngine, SearchMemories, split_scope_ids};
-use super::{Caller, Skill, SkillError, ToolSpec};
+use super::{Caller, Skill, SkillError, SkillInfo, ToolSpec};
 use crate::domain::TenantId;
 use crate::store::memories::{ScopeField, ScopeIds};
 
@@ -63,6 +63,7 @@ impl SessionContext {
 pub struct SessionContextSkill {
     memory: Option<Arc<MemoryEngine>>,
     governance: Arc<GovernanceEngine>,
+    info: SkillInfo,
 }
 
 #[derive(Debug, Deserialize)]
@@ -79,7 +80,21 @@ struct Request {
 impl SessionContextSkill {
     /// Memories come from `memory` when the memory skill is enabled.
     pub fn new(memory: Option<Arc<MemoryEngine>>, governance: Arc<GovernanceEngine>) -> Self {
-        Self { memory, governance }
+        let info = SkillInfo::new(
+            "context",
+            "Session context",
+            "What an agent should know at the start of a turn: the memories relevant to the \
+             conversation and the governance constraints in force for the caller's scopes.",
+        )
+        .with_tags(&["context", "memory", "governance"])
+        .with_examples(&[
+            r#"{"tool": "session_context", "arguments": {"query": "deployment", "userId": "u1", "projectId": "p1"}}"#,
+        ]);
+        Self {
+            memory,
+            governance,
+            info,
+        }
     }
 
     /// The context for `ids`: memories matching `query` (none without a query) and the
@@ -149,25 +164,8 @@ impl SessionContextSkill {
 
 #[async_trait]
 impl Skill for SessionContextSkill {
-    fn id(&self) -> &str {
-        "context"
-    }
-
-    fn name(&self) -> &str {
-        "Session context"
-    }
-
-    fn description(&self) -> &str {
-        "What an agent should know at the start of a turn: the memories relevant to the \
-         conversation and the governance constraints in force for the caller's scopes."
-    }
-
-    fn tags(&self) -> Vec<String> {
-        vec!["context".into(), "memory".into(), "governance".into()]
-    }
-
-    fn examples(&self) -> Vec<String> {
-        vec![r#"{"tool": "session_context", "arguments": {"query": "deployment", "userId": "u1", "projectId": "p1"}}"#.into()]
+    fn info(&self) -> &SkillInfo {
+        &self.info
     }
 
     fn tools(&self) -> Vec<ToolSpec> {

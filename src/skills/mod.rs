@@ -82,14 +82,50 @@ pub enum SkillError {
     Unavailable(String),
 }
 
-/// A skill: metadata for the card, and its tools.
+/// What the agent card says about a skill, and the id it is known by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillInfo {
+    /// Unique among the registered skills: it names the skill in the card, in metrics, in
+    /// `/health` and in `[rate_limit.skills.<id>]`.
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub tags: Vec<String>,
+    /// Requests a client might make of the skill.
+    pub examples: Vec<String>,
+}
+
+impl SkillInfo {
+    /// A skill without tags or examples.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        description: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            description: description.into(),
+            tags: Vec::new(),
+            examples: Vec::new(),
+        }
+    }
+
+    pub fn with_tags(mut self, tags: &[&str]) -> Self {
+        self.tags = tags.iter().map(|&t| t.to_owned()).collect();
+        self
+    }
+
+    pub fn with_examples(mut self, examples: &[&str]) -> Self {
+        self.examples = examples.iter().map(|&e| e.to_owned()).collect();
+        self
+    }
+}
+
+/// A skill: what the card says of it, and its tools.
 #[async_trait]
 pub trait Skill: Send + Sync + 'static {
-    fn id(&self) -> &str;
-    fn name(&self) -> &str;
-    fn description(&self) -> &str;
-    fn tags(&self) -> Vec<String>;
-    fn examples(&self) -> Vec<String>;
+    fn info(&self) -> &SkillInfo;
     fn tools(&self) -> Vec<ToolSpec>;
     async fn invoke(
         &self,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use actix_web::dev::{Server, ServerHandle};
 
 use crate::a2a::card::SkillCard;
-use crate::config::Settings;
+use crate::config::{ConfigError, Settings};
 use crate::grpc::GoAway;
 use crate::http::AppState;
 use crate::runtime::Runtime;
@@ -21,7 +21,7 @@ use crate::runtime::{AgentExecutor, ExecutorSource};
 use crate::service::Service;
 use crate::service::auth::{Gate, GateError};
 use crate::skills::SkillRegistry;
-use crate::store::StoreError;
+use crate::store::{StoreConfig, StoreError};
 
 /// Where the skills of a server come from.
 pub enum SkillSource {
@@ -67,8 +67,8 @@ impl Agent {
 pub enum StartError {
     #[error("cannot open the store: {0}")]
     Store(#[from] StoreError),
-    #[error("invalid configuration: {0}")]
-    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -136,9 +136,21 @@ impl Handles {
     }
 }
 
+/// Checks what [`Settings::load`] cannot: `config` imports nothing of the crate, so the
+/// settings whose rules belong to another module are checked here, by that module —
+/// `[[governance.policies]]` by the governance skill (every rule builds). The command
+/// line runs it right after loading (an error exits like any configuration error), and
+/// [`start`] before anything else. The API keys' tenants are checked by the gate, which
+/// `start` builds next, before it opens or binds anything.
+pub fn check(settings: &Settings) -> Result<(), ConfigError> {
+    crate::skills::governance::configured_policies(&settings.governance)?;
+    Ok(())
+}
+
 /// Opens the store (applying migrations), starts the actor runtime and binds the
 /// listeners. Must run inside an actix `System`.
 pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartError> {
+    check(&settings)?;
     // Outgoing HTTPS (embeddings, model providers) uses rustls with ring; it must be
     // chosen once per process before any client is built. A second call is harmless.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -146,14 +158,14 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
     let gate = Arc::new(Gate::new(&settings)?);
     // Both listeners first: the card names both addresses, and in a cluster the other
     // nodes reach this one at the bound address.
-    let listener = bind(settings.bind_addr()?)?;
+    let listener = bind(settings.server.bind_addr()?)?;
     let addr = listener.local_addr()?;
-    let grpc_listener = settings.grpc_bind_addr()?.map(bind).transpose()?;
+    let grpc_listener = settings.server.grpc_bind_addr()?.map(bind).transpose()?;
     let grpc_addr = grpc_listener
         .as_ref()
         .map(std::net::TcpListener::local_addr)
         .transpose()?;
-    let mut store_config = settings.store_config();
+    let mut store_config = StoreConfig::from_settings(&settings);
     let fence = settings.cluster.enabled.then(|| {
         let node_id = match settings.cluster.node_id.trim() {
             "" => crate::cluster::default_node_id(),
@@ -289,22 +301,25 @@ pub fn skill_cards(skills: &crate::skills::SkillRegistry) -> Vec<crate::a2a::car
     skills
         .skills()
         .iter()
-        .map(|s| SkillCard {
-            id: s.id().to_owned(),
-            name: s.name().to_owned(),
-            description: s.description().to_owned(),
-            tags: s.tags(),
-            examples: s.examples(),
-            tools: s
-                .tools()
-                .into_iter()
-                .map(|t| ToolCard {
-                    name: t.name,
-                    description: t.description,
-                    input_schema: t.input_schema,
-                    output_schema: t.output_schema,
-                })
-                .collect(),
+        .map(|s| {
+            let info = s.info().clone();
+            SkillCard {
+                id: info.id,
+                name: info.name,
+                description: info.description,
+                tags: info.tags,
+                examples: info.examples,
+                tools: s
+                    .tools()
+                    .into_iter()
+                    .map(|t| ToolCard {
+                        name: t.name,
+                        description: t.description,
+                        input_schema: t.input_schema,
+                        output_schema: t.output_schema,
+                    })
+                    .collect(),
+            }
         })
         .collect()
 }

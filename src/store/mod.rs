@@ -39,6 +39,7 @@ use serde_json::Value;
 
 pub use memories::MemoryRepository;
 
+use crate::config::{self, Settings};
 use crate::domain::{
     ContextId, ListTasksQuery, Message, MessageId, Metadata, Part, PushConfig, PushPayload,
     StreamEvent, Task, TaskId, TaskPage, TenantId, Timestamp,
@@ -485,8 +486,7 @@ pub trait BlockingCommit: Send + Sync + 'static {
 /// two interleaved 10 s rounds each: 10 455 vs 10 302 ok/s, 107–124 vs 116–124 µs of
 /// server CPU per request) and 0.58 vs 0.38 ms p50 at one connection, where every
 /// request pays its own fsync.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum SqliteSynchronous {
     /// Every commit survives a crash of the process; a power loss or OS crash can roll
     /// back the last commits (WAL is synced at checkpoints).
@@ -506,9 +506,14 @@ impl SqliteSynchronous {
     }
 }
 
-/// Group commits in flight at once on Postgres unless configured
-/// (`persistence.commits_in_flight`).
-pub const DEFAULT_COMMITS_IN_FLIGHT: usize = 4;
+impl From<config::SqliteSynchronous> for SqliteSynchronous {
+    fn from(setting: config::SqliteSynchronous) -> Self {
+        match setting {
+            config::SqliteSynchronous::Normal => SqliteSynchronous::Normal,
+            config::SqliteSynchronous::Full => SqliteSynchronous::Full,
+        }
+    }
+}
 
 /// Name of the SQLite file inside [`StoreConfig::data_dir`].
 pub const SQLITE_FILE: &str = "agent-a2a.db";
@@ -534,17 +539,10 @@ pub struct StoreConfig {
     pub fence: Option<(Arc<cluster::Fence>, Duration)>,
 }
 
+/// What the settings' defaults say.
 impl Default for StoreConfig {
     fn default() -> Self {
-        Self {
-            database_url: None,
-            data_dir: PathBuf::from("data"),
-            pool_size: 16,
-            acquire_timeout_ms: 2000,
-            sqlite_synchronous: SqliteSynchronous::default(),
-            commits_in_flight: DEFAULT_COMMITS_IN_FLIGHT,
-            fence: None,
-        }
+        Self::from_settings(&Settings::default())
     }
 }
 
@@ -555,6 +553,20 @@ enum Location {
 }
 
 impl StoreConfig {
+    /// `[store]` and `[persistence]` in the store's terms (no fence: cluster mode adds it).
+    pub fn from_settings(settings: &Settings) -> Self {
+        let store = &settings.store;
+        Self {
+            database_url: (!store.database_url.is_empty()).then(|| store.database_url.clone()),
+            data_dir: store.data_dir.clone(),
+            pool_size: store.pool_size,
+            acquire_timeout_ms: store.acquire_timeout_ms,
+            sqlite_synchronous: store.sqlite_synchronous.into(),
+            commits_in_flight: settings.persistence.commits_in_flight,
+            fence: None,
+        }
+    }
+
     fn location(&self) -> Result<Location, StoreError> {
         let url = self
             .database_url

@@ -13,7 +13,7 @@ use agent_a2a::runtime::{AgentExecutor, ExecutorSource, Turn, TurnSink};
 use agent_a2a::session::{
     Content as AdkContent, Event, FunctionCall, FunctionResponse, Part as AdkPart, StoredMessage,
 };
-use agent_a2a::skills::{Caller, Skill, SkillError, SkillRegistry, ToolSpec};
+use agent_a2a::skills::{Caller, Skill, SkillError, SkillInfo, SkillRegistry, ToolSpec};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -105,6 +105,7 @@ pub(crate) fn finish(reason: &str) -> Value {
 
 /// A skill with one tool, `weather`, that counts its calls.
 struct WeatherSkill {
+    info: SkillInfo,
     calls: AtomicUsize,
     cities: Mutex<Vec<String>>,
 }
@@ -113,6 +114,8 @@ impl WeatherSkill {
     /// A fresh skill with no calls counted.
     fn counting() -> Arc<WeatherSkill> {
         Arc::new(WeatherSkill {
+            info: SkillInfo::new("weather", "Weather", "Forecasts by city.")
+                .with_tags(&["weather"]),
             calls: AtomicUsize::new(0),
             cities: Mutex::new(Vec::new()),
         })
@@ -121,20 +124,8 @@ impl WeatherSkill {
 
 #[async_trait]
 impl Skill for WeatherSkill {
-    fn id(&self) -> &str {
-        "weather"
-    }
-    fn name(&self) -> &str {
-        "Weather"
-    }
-    fn description(&self) -> &str {
-        "Forecasts by city."
-    }
-    fn tags(&self) -> Vec<String> {
-        vec!["weather".into()]
-    }
-    fn examples(&self) -> Vec<String> {
-        Vec::new()
+    fn info(&self) -> &SkillInfo {
+        &self.info
     }
     fn tools(&self) -> Vec<ToolSpec> {
         vec![ToolSpec {

@@ -88,3 +88,49 @@ fn invalid_configuration_stops_start_up_naming_the_key() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("auth.enabled"));
 }
+
+/// Settings whose rules belong to another module than `config` (a governance rule, an
+/// API key's tenant) still stop start-up with an error naming what is wrong, before the
+/// store is opened.
+#[test]
+fn settings_checked_outside_config_stop_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |toml: &str| {
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, toml).unwrap();
+        agent_a2a()
+            .env_remove("AGENT_A2A__AUTH__ENABLED")
+            .arg("--config")
+            .arg(&path)
+            .args(["--bind", "127.0.0.1:0", "--grpc-bind", ""])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .output()
+            .unwrap()
+    };
+
+    let policy = "[auth]\nenabled = false\n[[governance.policies]]\nid = \"no-secrets\"\n\
+                  layer = \"company\"\n[[governance.policies.rules]]\nid = \"aws\"\n\
+                  target = \"content\"\noperator = \"must_not_match\"\nvalue = \"(unclosed\"\n\
+                  severity = \"block\"\nmessage = \"no keys\"\n";
+    let out = run(policy);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`governance.policies` policy no-secrets: rule aws"),
+        "{err}"
+    );
+
+    let tenant = "[auth]\nenabled = true\n[[auth.api_keys]]\nkey = \"k\"\ntenant = \"\"\n";
+    let out = run(tenant);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("invalid auth settings: api key tenant: must not be empty"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("agent-a2a.db").exists(),
+        "nothing was opened"
+    );
+}

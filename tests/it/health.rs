@@ -8,7 +8,7 @@ use std::sync::Arc;
 use agent_a2a::cli::{Agent, SkillSource};
 use agent_a2a::config::{ProviderKind, ProviderSettings, Settings};
 use agent_a2a::runtime::ToolRoutingExecutor;
-use agent_a2a::skills::{Caller, Skill, SkillError, SkillRegistry, ToolSpec};
+use agent_a2a::skills::{Caller, Skill, SkillError, SkillInfo, SkillRegistry, ToolSpec};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -117,24 +117,12 @@ async fn an_unreadable_knowledge_repository_makes_health_unavailable() {
 }
 
 /// A skill whose engine never answers a health check.
-struct Stuck;
+struct Stuck(SkillInfo);
 
 #[async_trait]
 impl Skill for Stuck {
-    fn id(&self) -> &str {
-        "stuck"
-    }
-    fn name(&self) -> &str {
-        "Stuck"
-    }
-    fn description(&self) -> &str {
-        "Never says how it is"
-    }
-    fn tags(&self) -> Vec<String> {
-        Vec::new()
-    }
-    fn examples(&self) -> Vec<String> {
-        Vec::new()
+    fn info(&self) -> &SkillInfo {
+        &self.0
     }
     fn tools(&self) -> Vec<ToolSpec> {
         Vec::new()
@@ -150,7 +138,11 @@ impl Skill for Stuck {
 #[actix_web::test]
 async fn a_check_past_the_health_timeout_counts_as_down() {
     let mut registry = SkillRegistry::default();
-    registry.register(Arc::new(Stuck));
+    registry.register(Arc::new(Stuck(SkillInfo::new(
+        "stuck",
+        "Stuck",
+        "Never says how it is",
+    ))));
     let agent = Agent {
         skills: SkillSource::Registry(registry),
         ..Agent::new(Arc::new(ToolRoutingExecutor))

@@ -16,6 +16,7 @@ mod idempotency;
 mod janitor;
 mod jsonrpc;
 mod jwt;
+mod layering;
 mod lifecycle;
 mod metrics;
 mod outage;

@@ -1,9 +1,9 @@
 //! The configured skills through A2A: governance and knowledge tools called directly
 //! over JSON-RPC and REST, and the card listing every tool's schema.
 
-use agent_a2a::config::Settings;
-use agent_a2a::skills::governance::{
-    Layer, Mode, Operator, PolicySpec, RuleSpec, Severity, Target,
+use agent_a2a::config::{
+    PolicyLayer, PolicyMode, PolicySettings, RuleOperator, RuleSettings, RuleSeverity, RuleTarget,
+    Settings,
 };
 use serde_json::{Value, json};
 
@@ -11,18 +11,18 @@ use crate::support::{Backend, call_tool, spawn_configured, tool_result};
 
 /// A company policy that blocks cloud credentials anywhere.
 fn no_secrets(settings: &mut Settings) {
-    settings.governance.policies = vec![PolicySpec {
+    settings.governance.policies = vec![PolicySettings {
         id: "no-secrets".into(),
-        layer: Layer::Company,
-        mode: Mode::Mandatory,
+        layer: PolicyLayer::Company,
+        mode: PolicyMode::Mandatory,
         scope_id: None,
         description: None,
-        rules: vec![RuleSpec {
+        rules: vec![RuleSettings {
             id: "no-aws-keys".into(),
-            target: Target::Content,
-            operator: Operator::MustNotMatch,
+            target: RuleTarget::Content,
+            operator: RuleOperator::MustNotMatch,
             value: Some("AKIA[0-9A-Z]{16}".into()),
-            severity: Severity::Block,
+            severity: RuleSeverity::Block,
             message: "no cloud credentials".into(),
         }],
     }];

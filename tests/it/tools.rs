@@ -5,29 +5,23 @@ use std::sync::Arc;
 
 use agent_a2a::cli::{Agent, SkillSource};
 use agent_a2a::runtime::ToolRoutingExecutor;
-use agent_a2a::skills::{Caller, Skill, SkillError, SkillRegistry, ToolSpec};
+use agent_a2a::skills::{Caller, Skill, SkillError, SkillInfo, SkillRegistry, ToolSpec};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
 /// A skill that adds two numbers.
-struct Arithmetic;
+struct Arithmetic(SkillInfo);
+
+impl Arithmetic {
+    fn new() -> Self {
+        Self(SkillInfo::new("arithmetic", "Arithmetic", "Adds numbers").with_tags(&["math"]))
+    }
+}
 
 #[async_trait]
 impl Skill for Arithmetic {
-    fn id(&self) -> &str {
-        "arithmetic"
-    }
-    fn name(&self) -> &str {
-        "Arithmetic"
-    }
-    fn description(&self) -> &str {
-        "Adds numbers"
-    }
-    fn tags(&self) -> Vec<String> {
-        vec!["math".into()]
-    }
-    fn examples(&self) -> Vec<String> {
-        vec![]
+    fn info(&self) -> &SkillInfo {
+        &self.0
     }
     fn tools(&self) -> Vec<ToolSpec> {
         vec![ToolSpec {
@@ -55,7 +49,7 @@ impl Skill for Arithmetic {
 
 async fn app() -> crate::support::TestApp {
     let mut registry = SkillRegistry::default();
-    registry.register(Arc::new(Arithmetic));
+    registry.register(Arc::new(Arithmetic::new()));
     let agent = Agent {
         skills: SkillSource::Registry(registry),
         ..Agent::new(Arc::new(ToolRoutingExecutor))

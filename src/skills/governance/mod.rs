@@ -1,14 +1,17 @@
 //! Governance: policies of rules, checked against writes and on request.
 //!
 //! `rules` is the shared vocabulary (layers, rules, reports, the [`Validator`] and
-//! [`PolicySource`] seams); `effective` decides which policies are in force at a scope;
-//! `engine` evaluates them; `skill` exposes the engine as the `governance` skill.
+//! [`PolicySource`] seams); `configured` reads the settings' policies into it;
+//! `effective` decides which policies are in force at a scope; `engine` evaluates them;
+//! `skill` exposes the engine as the `governance` skill.
 
+pub mod configured;
 pub mod effective;
 pub mod engine;
 pub mod rules;
 pub mod skill;
 
+pub use configured::configured_policies;
 pub use effective::{
     CompiledPolicy, EffectivePolicies, InvalidPolicy, PolicyOrigin, SetAsidePolicy, SetAsideReason,
 };

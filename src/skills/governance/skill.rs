@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use super::effective::{InvalidPolicy, SetAsidePolicy};
 use super::engine::{ActiveConstraint, GovernanceEngine};
 use super::rules::{EvalContext, Scope, Severity, Validator};
-use crate::skills::{Caller, Skill, SkillError, ToolSpec};
+use crate::skills::{Caller, Skill, SkillError, SkillInfo, ToolSpec};
 
 /// Name of the tool that checks an input against the policies in force.
 pub const VALIDATE_TOOL: &str = "governance_validate";
@@ -28,12 +28,27 @@ pub const CONSTRAINTS_TOOL: &str = "governance_constraints";
 /// The governance engine as a [`Skill`].
 pub struct GovernanceSkill {
     engine: Arc<GovernanceEngine>,
+    info: SkillInfo,
 }
 
 impl GovernanceSkill {
     /// The engine is shared: memory and knowledge hold it as their [`Validator`].
     pub fn new(engine: Arc<GovernanceEngine>) -> Self {
-        Self { engine }
+        let info = SkillInfo::new(
+            "governance",
+            "Governance",
+            "Checks content, paths, dependencies and tools against the company, org, team \
+             and project policies in force, and lists the constraints that apply to a \
+             scope. A check fails only on a `block` violation; mandatory policies cannot be \
+             overridden by a more specific layer.",
+        )
+        .with_tags(&["governance", "policy", "compliance", "constraints"])
+        .with_examples(&[
+            "Does this change comply with our policies? Dependencies: tokio, openssl",
+            "Which constraints apply to project alpha of team platform?",
+            "List only the blocking rules for our company",
+        ]);
+        Self { engine, info }
     }
 }
 
@@ -247,35 +262,8 @@ fn constraints_schema() -> Value {
 
 #[async_trait]
 impl Skill for GovernanceSkill {
-    fn id(&self) -> &str {
-        "governance"
-    }
-
-    fn name(&self) -> &str {
-        "Governance"
-    }
-
-    fn description(&self) -> &str {
-        "Checks content, paths, dependencies and tools against the company, org, team and \
-         project policies in force, and lists the constraints that apply to a scope. A \
-         check fails only on a `block` violation; mandatory policies cannot be overridden \
-         by a more specific layer."
-    }
-
-    fn tags(&self) -> Vec<String> {
-        ["governance", "policy", "compliance", "constraints"]
-            .map(str::to_owned)
-            .to_vec()
-    }
-
-    fn examples(&self) -> Vec<String> {
-        [
-            "Does this change comply with our policies? Dependencies: tokio, openssl",
-            "Which constraints apply to project alpha of team platform?",
-            "List only the blocking rules for our company",
-        ]
-        .map(str::to_owned)
-        .to_vec()
+    fn info(&self) -> &SkillInfo {
+        &self.info
     }
 
     fn tools(&self) -> Vec<ToolSpec> {

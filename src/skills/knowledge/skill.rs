@@ -19,7 +19,7 @@ use super::query::{CheckInput, QueryInput};
 use super::repo::CommitInfo;
 use super::schema;
 use crate::skills::governance::{RuleSpec, Scope};
-use crate::skills::{Caller, Skill, SkillError, ToolSpec};
+use crate::skills::{Caller, Skill, SkillError, SkillInfo, ToolSpec};
 
 /// Characters of the body shown as a query result's summary.
 const SUMMARY_CHARS: usize = 200;
@@ -27,6 +27,7 @@ const SUMMARY_CHARS: usize = 200;
 /// The `knowledge` skill.
 pub struct KnowledgeSkill {
     engine: Arc<KnowledgeEngine>,
+    info: SkillInfo,
     tools: Vec<ToolSpec>,
 }
 
@@ -34,8 +35,22 @@ impl KnowledgeSkill {
     /// The skill over `engine` (which may also serve as the governance engine's policy
     /// source).
     pub fn new(engine: Arc<KnowledgeEngine>) -> Self {
+        let info = SkillInfo::new(
+            "knowledge",
+            "Knowledge",
+            "Architecture decisions, policies, patterns and specs per layer (company, org, \
+             team, project), versioned in git with an enforced lifecycle; checks work against \
+             accepted constraints.",
+        )
+        .with_tags(&["knowledge", "adr", "policy", "governance"])
+        .with_examples(&[
+            "Which accepted ADRs mention PostgreSQL?",
+            "Propose a team policy forbidding the openssl dependency",
+            "Check this diff against our accepted policies",
+        ]);
         Self {
             engine,
+            info,
             tools: schema::tools(),
         }
     }
@@ -62,33 +77,8 @@ impl KnowledgeSkill {
 
 #[async_trait]
 impl Skill for KnowledgeSkill {
-    fn id(&self) -> &str {
-        "knowledge"
-    }
-
-    fn name(&self) -> &str {
-        "Knowledge"
-    }
-
-    fn description(&self) -> &str {
-        "Architecture decisions, policies, patterns and specs per layer (company, org, team, project), \
-         versioned in git with an enforced lifecycle; checks work against accepted constraints."
-    }
-
-    fn tags(&self) -> Vec<String> {
-        ["knowledge", "adr", "policy", "governance"]
-            .map(String::from)
-            .to_vec()
-    }
-
-    fn examples(&self) -> Vec<String> {
-        [
-            "Which accepted ADRs mention PostgreSQL?",
-            "Propose a team policy forbidding the openssl dependency",
-            "Check this diff against our accepted policies",
-        ]
-        .map(String::from)
-        .to_vec()
+    fn info(&self) -> &SkillInfo {
+        &self.info
     }
 
     fn tools(&self) -> Vec<ToolSpec> {

@@ -15,20 +15,38 @@ use super::requests::{
     AddMemory, MemoryFeedback, MemoryRef, SearchMemories, UpdateMemory, split_scope_ids,
 };
 use super::tools::tool_specs;
-use crate::skills::{Caller, Skill, SkillError, ToolSpec};
+use crate::skills::{Caller, Skill, SkillError, SkillInfo, ToolSpec};
 use crate::store::memories::{MemoryRecord, MemoryScope, ScopeField, ScopeIds};
 
 /// The `memory` skill.
 pub struct MemorySkill {
     engine: Arc<MemoryEngine>,
+    info: SkillInfo,
     tools: Vec<ToolSpec>,
 }
 
 impl MemorySkill {
     /// The skill over `engine`; its tool schemas state the engine's limits.
     pub fn new(engine: Arc<MemoryEngine>) -> MemorySkill {
+        let info = SkillInfo::new(
+            "memory",
+            "Memory",
+            "Remembers facts and preferences per agent, user, session, project, team, org \
+             and company, and finds them again by full-text (and, when configured, semantic) \
+             search.",
+        )
+        .with_tags(&["memory", "search", "personalization"])
+        .with_examples(&[
+            "Remember that I prefer answers in French",
+            "What do you know about my coffee preferences?",
+            "Forget the note about the old deployment process",
+        ]);
         let tools = tool_specs(engine.settings());
-        MemorySkill { engine, tools }
+        MemorySkill {
+            engine,
+            info,
+            tools,
+        }
     }
 }
 
@@ -78,33 +96,8 @@ fn memory_json(memory: &MemoryRecord) -> Value {
 
 #[async_trait]
 impl Skill for MemorySkill {
-    fn id(&self) -> &str {
-        "memory"
-    }
-
-    fn name(&self) -> &str {
-        "Memory"
-    }
-
-    fn description(&self) -> &str {
-        "Remembers facts and preferences per agent, user, session, project, team, org and company, \
-         and finds them again by full-text (and, when configured, semantic) search."
-    }
-
-    fn tags(&self) -> Vec<String> {
-        ["memory", "search", "personalization"]
-            .map(String::from)
-            .to_vec()
-    }
-
-    fn examples(&self) -> Vec<String> {
-        [
-            "Remember that I prefer answers in French",
-            "What do you know about my coffee preferences?",
-            "Forget the note about the old deployment process",
-        ]
-        .map(String::from)
-        .to_vec()
+    fn info(&self) -> &SkillInfo {
+        &self.info
     }
 
     fn tools(&self) -> Vec<ToolSpec> {

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use crate::store::postgres::PgStore;
 use crate::store::testing::{PgTestDb, test_config};
-use crate::store::{Location, SQLITE_FILE, StoreConfig, StoreError, WriteOp, migrate, open};
+use crate::store::{
+    Location, SQLITE_FILE, SqliteSynchronous, StoreConfig, StoreError, WriteOp, migrate, open,
+};
 
 /// Every migration, in the order they apply.
 const ALL_MIGRATIONS: [&str; 6] = [
@@ -188,4 +190,31 @@ fn store_errors_map_to_service_errors() {
     assert!(matches!(unavailable, Error::Unavailable { .. }));
     let config: Error = StoreError::Config("bad url".into()).into();
     assert!(matches!(config, Error::Internal(_)));
+}
+
+#[test]
+fn the_settings_in_the_stores_terms() {
+    let mut settings = crate::config::Settings::default();
+    let cfg = StoreConfig::from_settings(&settings);
+    assert_eq!(cfg.database_url, None, "an empty URL selects SQLite");
+    assert_eq!(cfg.data_dir, settings.store.data_dir);
+    assert_eq!(cfg.sqlite_synchronous, SqliteSynchronous::Full);
+    assert_eq!(
+        cfg.commits_in_flight,
+        crate::config::DEFAULT_COMMITS_IN_FLIGHT
+    );
+    assert!(cfg.fence.is_none());
+    settings.store.database_url = "postgres://a@127.0.0.1/x".into();
+    settings.store.pool_size = 3;
+    settings.store.acquire_timeout_ms = 70;
+    settings.store.sqlite_synchronous = crate::config::SqliteSynchronous::Normal;
+    settings.persistence.commits_in_flight = 9;
+    let cfg = StoreConfig::from_settings(&settings);
+    assert_eq!(
+        cfg.database_url.as_deref(),
+        Some("postgres://a@127.0.0.1/x")
+    );
+    assert_eq!((cfg.pool_size, cfg.acquire_timeout_ms), (3, 70));
+    assert_eq!(cfg.sqlite_synchronous, SqliteSynchronous::Normal);
+    assert_eq!(cfg.commits_in_flight, 9);
 }

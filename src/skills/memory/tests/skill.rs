@@ -27,7 +27,7 @@ async fn skill() -> (MemorySkill, SqliteMemories) {
 #[tokio::test]
 async fn every_tool_has_a_complete_schema() {
     let (skill, _db) = skill().await;
-    assert_eq!(skill.id(), "memory");
+    assert_eq!(skill.info().id, "memory");
     let tools = skill.tools();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, TOOL_NAMES);

@@ -1,0 +1,196 @@
+//! `[agent]` and `[history]`: the agent the card describes, its model-backed loop and
+//! sub-agents, and the history its model sees.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, ProviderSettings, positive};
+
+/// The agent the card describes, and its model-backed loop when `provider` is set
+/// (`[agent]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentSettings {
+    pub name: String,
+    pub description: String,
+    /// The agent's own version (not the protocol's).
+    pub version: String,
+    /// Media types accepted in message parts (`*/*` accepts any).
+    pub input_modes: Vec<String>,
+    pub output_modes: Vec<String>,
+    /// Organization named in the card's `provider` (omitted when empty).
+    pub provider_organization: String,
+    pub provider_url: String,
+    pub documentation_url: String,
+    /// Add the 0.3 top-level fields to the card for 0.3 clients (strict 1.0 schema
+    /// validators reject them; turn off for 1.0-only deployments).
+    pub card_v03_fields: bool,
+    /// The `[providers.<name>]` of the root agent's model; empty: no model, the server
+    /// routes explicit tool calls only.
+    pub provider: String,
+    /// Model name sent to the provider; empty: the provider's `model`.
+    pub model: String,
+    /// The root agent's system instruction.
+    pub instruction: String,
+    /// Tools the root agent may call, by name; `"*"` stands for every registered tool.
+    pub tools: Vec<String>,
+    /// Agents the root agent can hand the conversation to (`transfer_to_agent`).
+    pub sub_agents: Vec<SubAgentSettings>,
+    /// Model calls one run may make (each tool round trip is one); past it the task fails.
+    pub max_turns: u32,
+    /// One tool call by the model may take this long; then the model gets an error result.
+    pub tool_timeout_ms: u64,
+    /// Streamed answer text is sent to clients at most this often (ms), in artifact chunks.
+    pub stream_flush_ms: u64,
+    /// Most output tokens per model call; 0: the provider's default.
+    pub max_output_tokens: u32,
+    /// A cheaper provider that turns free text into tool calls when no `provider` is set,
+    /// seeing only skill descriptions and tool schemas; empty: none.
+    pub routing_provider: String,
+    /// Model name for the routing provider; empty: its `model`.
+    pub routing_model: String,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            name: "agent-a2a".into(),
+            description: "An A2A agent served by agent-a2a: durable threads, streaming, and \
+                          skills callable as tools."
+                .into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            input_modes: vec!["text/plain".into(), "application/json".into()],
+            output_modes: vec!["text/plain".into(), "application/json".into()],
+            provider_organization: String::new(),
+            provider_url: String::new(),
+            documentation_url: String::new(),
+            card_v03_fields: true,
+            provider: String::new(),
+            model: String::new(),
+            instruction: "You are a helpful assistant. Use the tools you are given when they \
+                          help answer the user; answer concisely."
+                .into(),
+            tools: vec!["*".into()],
+            sub_agents: Vec::new(),
+            max_turns: 10,
+            tool_timeout_ms: 30_000,
+            stream_flush_ms: 100,
+            max_output_tokens: 0,
+            routing_provider: String::new(),
+            routing_model: String::new(),
+        }
+    }
+}
+
+/// An agent the root agent can transfer to (`[[agent.sub_agents]]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubAgentSettings {
+    pub name: String,
+    /// Shown to the model deciding whether to transfer.
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub instruction: String,
+    /// Empty: the parent agent's provider.
+    #[serde(default)]
+    pub provider: String,
+    /// Empty: the provider's `model`.
+    #[serde(default)]
+    pub model: String,
+    /// Tools by name (`"*"`: all); none by default.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    #[serde(default)]
+    pub sub_agents: Vec<SubAgentSettings>,
+}
+
+/// The history a model sees (`[history]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HistorySettings {
+    /// Tokens of history sent to a model (newest first until spent); 0 means 32000.
+    pub token_budget: usize,
+    /// Most history messages sent to a model on top of the budget; 0: no cap.
+    pub max_messages: usize,
+}
+
+impl Default for HistorySettings {
+    fn default() -> Self {
+        Self {
+            token_budget: 32_000,
+            max_messages: 0,
+        }
+    }
+}
+
+impl AgentSettings {
+    /// The agent has a name and bounds; providers named by agents exist in `providers`,
+    /// agent names are unique, and sub-agents have a model.
+    pub(super) fn validate(
+        &self,
+        providers: &BTreeMap<String, ProviderSettings>,
+    ) -> Result<(), ConfigError> {
+        if self.name.trim().is_empty() {
+            return Err(ConfigError::Key {
+                key: "agent.name",
+                problem: "must not be empty".into(),
+            });
+        }
+        positive("agent.max_turns", u64::from(self.max_turns))?;
+        positive("agent.tool_timeout_ms", self.tool_timeout_ms)?;
+        let provider = |key: &'static str, name: &str| {
+            if name.is_empty() || providers.contains_key(name) {
+                Ok(())
+            } else {
+                Err(ConfigError::Key {
+                    key,
+                    problem: format!(
+                        "names provider {name:?}, which no [providers.{name}] defines"
+                    ),
+                })
+            }
+        };
+        provider("agent.provider", &self.provider)?;
+        provider("agent.routing_provider", &self.routing_provider)?;
+        let mut names = vec![self.name.as_str()];
+        let mut stack: Vec<(&SubAgentSettings, &str)> = self
+            .sub_agents
+            .iter()
+            .map(|sub| (sub, self.provider.as_str()))
+            .collect();
+        while let Some((sub, parent_provider)) = stack.pop() {
+            let sub_provider = if sub.provider.is_empty() {
+                parent_provider
+            } else {
+                sub.provider.as_str()
+            };
+            if sub.name.trim().is_empty() {
+                return Err(ConfigError::Key {
+                    key: "agent.sub_agents",
+                    problem: "an agent has an empty name".into(),
+                });
+            }
+            if names.contains(&sub.name.as_str()) {
+                return Err(ConfigError::Key {
+                    key: "agent.sub_agents",
+                    problem: format!("agent name {:?} is used twice", sub.name),
+                });
+            }
+            names.push(&sub.name);
+            provider("agent.sub_agents", &sub.provider)?;
+            if sub_provider.is_empty() {
+                return Err(ConfigError::Key {
+                    key: "agent.sub_agents",
+                    problem: format!(
+                        "agent {:?} has no provider (set agent.provider or its own)",
+                        sub.name
+                    ),
+                });
+            }
+            stack.extend(sub.sub_agents.iter().map(|s| (s, sub_provider)));
+        }
+        Ok(())
+    }
+}

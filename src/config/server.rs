@@ -1,0 +1,147 @@
+//! `[server]` and `[streaming]`: the listeners, what every response shares, and SSE
+//! streams.
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, positive};
+
+/// The listeners and what every response shares (`[server]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSettings {
+    /// `HOST:PORT` to listen on.
+    pub bind: String,
+    /// Base URL advertised in the agent card; empty: `http://<bind>`.
+    pub public_url: String,
+    /// `HOST:PORT` of the gRPC binding (plaintext HTTP/2); empty: no gRPC.
+    pub grpc_bind: String,
+    /// `host:port` the card advertises for gRPC; empty: the host of `public_url` with
+    /// the bound gRPC port, or the bound address when `public_url` is empty.
+    pub grpc_public_address: String,
+    /// Calls (HTTP/2 streams) one gRPC connection may have open at once; a client past
+    /// it waits for one to end (the HTTP/2 SETTINGS limit).
+    pub grpc_max_streams_per_connection: u32,
+    /// HTTP worker threads; 0: one per core.
+    pub workers: usize,
+    /// Largest accepted request body in bytes.
+    pub max_body_bytes: usize,
+    /// `max-age` of the agent card's `Cache-Control`, in seconds.
+    pub card_max_age_secs: u64,
+    /// How long a graceful shutdown (SIGTERM, SIGINT) waits for running turns and
+    /// requests, in seconds; SSE streams end at once (or when their running turn ends).
+    /// Then turns still running are cut, and queued writes get as long again to commit.
+    pub shutdown_timeout_secs: u64,
+    /// `Retry-After` seconds sent with every 503 (database or actor unavailable).
+    pub retry_after_secs: u64,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1:8080".into(),
+            public_url: String::new(),
+            grpc_bind: "127.0.0.1:8081".into(),
+            grpc_public_address: String::new(),
+            grpc_max_streams_per_connection: 200,
+            workers: 0,
+            max_body_bytes: 1024 * 1024,
+            card_max_age_secs: 300,
+            shutdown_timeout_secs: 30,
+            retry_after_secs: 1,
+        }
+    }
+}
+
+/// SSE streams, their catch-up from the event log, and long-polls (`[streaming]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StreamingSettings {
+    /// Interval of `: keep-alive` comments on idle SSE streams, in seconds.
+    pub keep_alive_secs: u64,
+    /// Events buffered per task for live subscribers; a slower subscriber catches up
+    /// from the durable event log.
+    pub subscriber_buffer: usize,
+    /// Most events replayed from the log in one read when a subscriber catches up.
+    pub replay_batch: usize,
+    /// Longest a `GetTask` long-poll (`currentGeneration`) waits for a new generation,
+    /// in seconds; then it answers with the task as it is.
+    pub long_poll_secs: u64,
+}
+
+impl Default for StreamingSettings {
+    fn default() -> Self {
+        Self {
+            keep_alive_secs: 15,
+            subscriber_buffer: 256,
+            replay_batch: 1000,
+            long_poll_secs: 30,
+        }
+    }
+}
+
+impl ServerSettings {
+    /// Addresses parse, the public URL and gRPC address are well formed, and bounds are
+    /// positive.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        self.bind_addr()?;
+        self.grpc_bind_addr()?;
+        let grpc_public = self.grpc_public_address.trim();
+        if !grpc_public.is_empty() {
+            let port = grpc_public
+                .rsplit_once(':')
+                .map(|(host, port)| (host, port.parse::<u16>()));
+            if !matches!(port, Some((host, Ok(_))) if !host.is_empty() && !host.contains('/')) {
+                return Err(ConfigError::Key {
+                    key: "server.grpc_public_address",
+                    problem: "must be host:port (no scheme, no path)".into(),
+                });
+            }
+        }
+        let public_url = &self.public_url;
+        let http = public_url.starts_with("http://") || public_url.starts_with("https://");
+        if !public_url.is_empty() && !http {
+            return Err(ConfigError::Key {
+                key: "server.public_url",
+                problem: "must start with http:// or https://".into(),
+            });
+        }
+        positive("server.max_body_bytes", self.max_body_bytes as u64)?;
+        // A client told to retry after 0 seconds retries at once.
+        positive("server.retry_after_secs", self.retry_after_secs)?;
+        positive(
+            "server.grpc_max_streams_per_connection",
+            u64::from(self.grpc_max_streams_per_connection),
+        )
+    }
+
+    /// The HTTP listener's address.
+    pub fn bind_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.bind.parse().map_err(|e| ConfigError::Key {
+            key: "server.bind",
+            problem: format!("is not HOST:PORT ({e})"),
+        })
+    }
+
+    /// The gRPC listener's address, `None` when the binding is off.
+    pub fn grpc_bind_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        let bind = self.grpc_bind.trim();
+        if bind.is_empty() {
+            return Ok(None);
+        }
+        bind.parse().map(Some).map_err(|e| ConfigError::Key {
+            key: "server.grpc_bind",
+            problem: format!("is not HOST:PORT ({e}); empty turns gRPC off"),
+        })
+    }
+}
+
+impl StreamingSettings {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        positive("streaming.keep_alive_secs", self.keep_alive_secs)?;
+        positive("streaming.subscriber_buffer", self.subscriber_buffer as u64)?;
+        positive("streaming.replay_batch", self.replay_batch as u64)?;
+        positive("streaming.long_poll_secs", self.long_poll_secs)
+    }
+}

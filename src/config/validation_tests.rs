@@ -1,0 +1,295 @@
+//! The checks of each group of sections: every bound and every cross-reference refused
+//! with an error naming its key.
+
+use super::tests::{OLLAMA, load, with_file};
+use super::*;
+
+#[test]
+fn cluster_mode_needs_postgres_a_secret_and_a_heartbeat_inside_the_lease() {
+    let base = [
+        ("AGENT_A2A__CLUSTER__ENABLED", "true"),
+        ("DATABASE_URL", "postgres://postgres@127.0.0.1/a2a"),
+        ("AGENT_A2A__CLUSTER__SECRET", "sixteen-chars-ok"),
+    ];
+    let s = load(&base, Overrides::default()).unwrap();
+    assert!(s.cluster.enabled);
+    let refused = |extra: &[(&str, &str)], key: &str| {
+        let mut env: Vec<(&str, &str)> = base.to_vec();
+        env.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+        env.extend_from_slice(extra);
+        let e = load(&env, Overrides::default()).unwrap_err().to_string();
+        assert!(e.contains(key), "{extra:?}: {e}");
+    };
+    refused(&[("DATABASE_URL", "")], "cluster.enabled");
+    refused(&[("AGENT_A2A__CLUSTER__SECRET", "short")], "cluster.secret");
+    refused(
+        &[("AGENT_A2A__CLUSTER__NODE_ID", "a node")],
+        "cluster.node_id",
+    );
+    refused(
+        &[("AGENT_A2A__CLUSTER__ADVERTISE_URL", "10.0.0.5:8080")],
+        "cluster.advertise_url",
+    );
+    refused(
+        &[("AGENT_A2A__SERVER__BIND", "0.0.0.0:8080")],
+        "cluster.advertise_url",
+    );
+    refused(
+        &[("AGENT_A2A__CLUSTER__LEASE_TTL_MS", "999")],
+        "cluster.lease_ttl_ms",
+    );
+    refused(
+        &[("AGENT_A2A__CLUSTER__HEARTBEAT_MS", "0")],
+        "cluster.heartbeat_ms",
+    );
+    refused(
+        &[
+            ("AGENT_A2A__CLUSTER__LEASE_TTL_MS", "3000"),
+            ("AGENT_A2A__CLUSTER__HEARTBEAT_MS", "1001"),
+        ],
+        "cluster.heartbeat_ms",
+    );
+    refused(
+        &[("AGENT_A2A__CLUSTER__FORWARD_TIMEOUT_SECS", "0")],
+        "cluster.forward_timeout_secs",
+    );
+    refused(
+        &[("AGENT_A2A__CLUSTER__STREAM_POLL_MS", "0")],
+        "cluster.stream_poll_ms",
+    );
+}
+
+#[test]
+fn the_grpc_binding_is_on_by_default_and_checked() {
+    let s = load(&[], Overrides::default()).unwrap();
+    assert_eq!(
+        s.server.grpc_bind_addr().unwrap(),
+        Some("127.0.0.1:8081".parse().unwrap())
+    );
+    let off = Overrides {
+        grpc_bind: Some(String::new()),
+        ..Default::default()
+    };
+    assert_eq!(
+        load(&[], off).unwrap().server.grpc_bind_addr().unwrap(),
+        None
+    );
+    let e = load(
+        &[("AGENT_A2A__SERVER__GRPC_BIND", "nowhere")],
+        Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("server.grpc_bind"), "{e}");
+    for bad in ["http://h:1", "h", ":1", "h:port"] {
+        let e = load(
+            &[("AGENT_A2A__SERVER__GRPC_PUBLIC_ADDRESS", bad)],
+            Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("server.grpc_public_address"), "{bad}: {e}");
+    }
+    let s = load(
+        &[(
+            "AGENT_A2A__SERVER__GRPC_PUBLIC_ADDRESS",
+            "a2a.example.org:443",
+        )],
+        Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(s.server.grpc_public_address, "a2a.example.org:443");
+    let e = load(
+        &[("AGENT_A2A__SERVER__GRPC_MAX_STREAMS_PER_CONNECTION", "0")],
+        Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("server.grpc_max_streams_per_connection"), "{e}");
+}
+
+#[test]
+fn failed_authentications_have_a_positive_budget() {
+    let e = load(
+        &[("AGENT_A2A__AUTH__FAILURES_PER_MINUTE", "0")],
+        Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("auth.failures_per_minute"), "{e}");
+}
+
+#[test]
+fn retry_after_is_never_zero() {
+    let e = load(
+        &[("AGENT_A2A__SERVER__RETRY_AFTER_SECS", "0")],
+        Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("server.retry_after_secs"), "{e}");
+}
+
+#[test]
+fn agent_settings_are_checked() {
+    let cases = [
+        ("[agent]\nprovider = \"nope\"\n", "agent.provider"),
+        (
+            "[agent]\nrouting_provider = \"nope\"\n",
+            "agent.routing_provider",
+        ),
+        ("[agent]\nmax_turns = 0\n", "agent.max_turns"),
+        ("[agent]\ntool_timeout_ms = 0\n", "agent.tool_timeout_ms"),
+        (
+            "[[agent.sub_agents]]\nname = \"billing\"\n",
+            "agent \"billing\" has no provider",
+        ),
+        (
+            "[agent]\nprovider = \"default\"\n[[agent.sub_agents]]\nname = \"a\"\n[[agent.sub_agents]]\nname = \"a\"\n",
+            "\"a\" is used twice",
+        ),
+        (
+            "[agent]\nprovider = \"default\"\n[[agent.sub_agents]]\nname = \"agent-a2a\"\n",
+            "is used twice",
+        ),
+    ];
+    for (agent, expected) in cases {
+        let (_d, o) = with_file(&format!("{OLLAMA}{agent}"));
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(e.contains(expected), "{agent}: {e}");
+    }
+    let nested = "[agent]\nprovider = \"default\"\n[[agent.sub_agents]]\nname = \"a\"\ntools = [\"memory_add\"]\n[[agent.sub_agents.sub_agents]]\nname = \"b\"\n";
+    let (_d, o) = with_file(&format!("{OLLAMA}{nested}"));
+    let s = load(&[], o).unwrap();
+    assert_eq!(s.agent.sub_agents[0].sub_agents[0].name, "b");
+}
+
+#[test]
+fn lifecycle_bounds_must_be_positive() {
+    for (section, key) in [
+        ("threads", "janitor_interval_secs"),
+        ("threads", "janitor_batch"),
+        ("threads", "recover_concurrency"),
+        ("health", "timeout_ms"),
+    ] {
+        let (_d, o) = with_file(&format!("auth.enabled = false\n[{section}]\n{key} = 0\n"));
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("`{section}.{key}` must be greater than 0")),
+            "{e}"
+        );
+    }
+    // No eager recovery at all is a valid choice.
+    let (_d, o) = with_file("auth.enabled = false\n[threads]\nrecover_eagerly = 0\n");
+    assert_eq!(load(&[], o).unwrap().threads.recover_eagerly, 0);
+}
+
+#[test]
+fn persistence_bounds_and_sqlite_synchronous_are_checked() {
+    let (_d, o) = with_file("auth.enabled = false\n[persistence]\nstart_grace_ms = 10001\n");
+    let e = load(&[], o).unwrap_err().to_string();
+    assert!(
+        e.contains("`persistence.start_grace_ms` must be at most 10000"),
+        "{e}"
+    );
+    for bad in [0, 65] {
+        let (_d, o) = with_file(&format!(
+            "auth.enabled = false\n[persistence]\ncommits_in_flight = {bad}\n"
+        ));
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(
+            e.contains("`persistence.commits_in_flight` must be from 1 to 64"),
+            "{e}"
+        );
+    }
+    let (_d, o) = with_file("auth.enabled = false\n[persistence]\nstart_grace_ms = 0\n");
+    assert_eq!(load(&[], o).unwrap().persistence.start_grace_ms, 0);
+    let (_d, o) = with_file("auth.enabled = false\n[store]\nsqlite_synchronous = \"full\"\n");
+    assert_eq!(
+        load(&[], o).unwrap().store.sqlite_synchronous,
+        SqliteSynchronous::Full
+    );
+    let (_d, o) = with_file("auth.enabled = false\n[store]\nsqlite_synchronous = \"off\"\n");
+    let e = load(&[], o).unwrap_err().to_string();
+    assert!(e.contains("sqlite_synchronous"), "{e}");
+}
+
+#[test]
+fn auth_is_on_by_default_and_needs_a_way_in() {
+    assert!(Settings::default().auth.enabled);
+    let (_d, o) = with_file("[server]\nworkers = 1\n");
+    let e = load(&[], o).unwrap_err().to_string();
+    assert!(e.contains("auth.enabled"), "{e}");
+    let (_d, o) = with_file("[auth]\nenabled = false\n");
+    assert!(!load(&[], o).unwrap().auth.enabled);
+    // OIDC issuers alone are a way in; their own bounds are tested in `config/jwt.rs`.
+    let (_d, o) = with_file(
+        "[[auth.jwt]]\nissuer = \"https://id.example.com\"\naudience = \"a2a\"\n\
+         jwks_url = \"https://id.example.com/jwks\"\n",
+    );
+    assert_eq!(load(&[], o).unwrap().auth.jwt[0].tenant_claim, "tenant");
+    let (_d, o) = with_file(
+        "[[auth.jwt]]\nissuer = \"https://id.example.com\"\naudience = \"a2a\"\n\
+         jwks_url = \"https://id.example.com/jwks\"\nalgorithms = [\"HS256\"]\n",
+    );
+    let e = load(&[], o).unwrap_err().to_string();
+    assert!(e.contains("`auth.jwt.algorithms` entry 1"), "{e}");
+    let e = load(
+        &[("AGENT_A2A__AUTH__FAILURE_TRACKING_MAX_ADDRESSES", "0")],
+        Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("auth.failure_tracking_max_addresses"), "{e}");
+}
+
+#[test]
+fn auth_and_rate_limit_settings_are_checked() {
+    let on = "[auth]\nenabled = true\n";
+    let cases = [
+        (
+            "[[auth.api_keys]]\ntenant = \"acme\"\n",
+            "exactly one of key and key_sha256",
+        ),
+        (
+            "[[auth.api_keys]]\nkey = \"k\"\nkey_sha256 = \"00\"\ntenant = \"acme\"\n",
+            "exactly one of key and key_sha256",
+        ),
+        (
+            "[[auth.api_keys]]\nkey_sha256 = \"xyz\"\ntenant = \"acme\"\n",
+            "64 hex digits",
+        ),
+        (
+            "[[auth.api_keys]]\nkey = \"k\"\ntenant = \"a\"\n[[auth.api_keys]]\nkey = \"k\"\ntenant = \"b\"\n",
+            "listed twice",
+        ),
+        (
+            "[auth.trusted_proxy]\ntenant_header = \"X-Tenant\"\naddresses = [\"proxy\"]\n",
+            "not an IP address",
+        ),
+        (
+            "[[auth.api_keys]]\nkey = \"k\"\ntenant = \"a\"\n[rate_limit]\ndefault_per_minute = 0\n",
+            "rate_limit.default_per_minute",
+        ),
+        (
+            "[[auth.api_keys]]\nkey = \"k\"\ntenant = \"a\"\n[rate_limit.tiers.pro]\nper_minute = 0\n",
+            "rate_limit.tiers",
+        ),
+        (
+            "[[auth.api_keys]]\nkey = \"k\"\ntenant = \"a\"\n[rate_limit.skills.memory]\nper_minute = 0\n",
+            "rate_limit.skills",
+        ),
+    ];
+    for (text, expected) in cases {
+        let (_d, o) = with_file(&format!("{on}{text}"));
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(e.contains(expected), "{text}: {e}");
+    }
+    // The issue's example shape loads.
+    let example = "[auth]\nenabled = true\n[[auth.api_keys]]\nkey = \"dev-key-1\"\ntenant = \"acme\"\ntier = \"free\"\n[rate_limit]\ndefault_per_minute = 100\n[rate_limit.tiers.pro]\nper_minute = 1000\n[rate_limit.skills.memory]\nper_minute = 600\n";
+    let (_d, o) = with_file(example);
+    let s = load(&[], o).unwrap();
+    assert_eq!(s.auth.api_keys[0].tier, "free");
+    assert_eq!(s.rate_limit.tiers["pro"].per_minute, 1000);
+    assert_eq!(s.rate_limit.skills["memory"].per_minute, 600);
+}
