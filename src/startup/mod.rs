@@ -138,19 +138,23 @@ impl Handles {
 
 /// Checks what [`Settings::load`] cannot: `config` imports nothing of the crate, so the
 /// settings whose rules belong to another module are checked here, by that module —
-/// `[[governance.policies]]` by the governance skill (every rule builds). The command
-/// line runs it right after loading (an error exits like any configuration error), and
-/// [`start`] before anything else. The API keys' tenants are checked by the gate, which
-/// `start` builds next, before it opens or binds anything.
+/// `[[governance.policies]]` by the governance skill (every rule builds), and the
+/// tenants of API keys and of OIDC issuers by the gate (built and dropped; it opens
+/// nothing). The command line runs it right after loading, so an error exits like any
+/// configuration error (status 2, before `migrate` or `serve` touch anything); [`start`]
+/// makes the same checks first (the policies, then the gate it keeps).
 pub fn check(settings: &Settings) -> Result<(), ConfigError> {
     crate::skills::governance::configured_policies(&settings.governance)?;
+    // The gate's clients (JWK Sets) use rustls with ring, chosen once per process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Gate::new(settings).map_err(|e| ConfigError::Invalid(e.to_string()))?;
     Ok(())
 }
 
 /// Opens the store (applying migrations), starts the actor runtime and binds the
 /// listeners. Must run inside an actix `System`.
 pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartError> {
-    check(&settings)?;
+    crate::skills::governance::configured_policies(&settings.governance)?;
     // Outgoing HTTPS (embeddings, model providers) uses rustls with ring; it must be
     // chosen once per process before any client is built. A second call is harmless.
     let _ = rustls::crypto::ring::default_provider().install_default();

@@ -123,7 +123,7 @@ fn settings_checked_outside_config_stop_start_up() {
 
     let tenant = "[auth]\nenabled = true\n[[auth.api_keys]]\nkey = \"k\"\ntenant = \"\"\n";
     let out = run(tenant);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("invalid auth settings: api key tenant: must not be empty"),
