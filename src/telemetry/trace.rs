@@ -137,8 +137,17 @@ impl<C: Carrier + ?Sized> Extractor for Extract<'_, C> {
 
 /// The span of one A2A request (kind server), the child of the caller's span when the
 /// request carries `traceparent`. Records its `trace_id` for the log lines inside it.
+///
+/// A request whose trace is not sampled gets no span at all (`Span::none()`), and so
+/// neither do its turn, commits, tool calls and generations: an unsampled request costs
+/// what it costs with traces off, and sends no `traceparent` on.
 pub fn request(operation: &'static str, binding: &'static str, headers: &impl Carrier) -> Span {
     if !on() {
+        return Span::none();
+    }
+    let parent = TraceContextPropagator::new().extract(&Extract(headers));
+    let remote = parent.span().span_context().clone();
+    if remote.is_valid() && !remote.is_sampled() {
         return Span::none();
     }
     let span = tracing::info_span!(
@@ -155,14 +164,21 @@ pub fn request(operation: &'static str, binding: &'static str, headers: &impl Ca
         error.type = tracing::field::Empty,
         trace_id = tracing::field::Empty,
     );
-    let parent = TraceContextPropagator::new().extract(&Extract(headers));
-    if parent.span().span_context().is_valid() {
+    if remote.is_valid() {
         let _ = span.set_parent(parent);
     }
     let context = span.context();
-    let trace_id = context.span().span_context().trace_id();
-    span.record("trace_id", tracing::field::display(trace_id));
+    let own = context.span().span_context().clone();
+    if !own.is_sampled() {
+        return Span::none();
+    }
+    span.record("trace_id", tracing::field::display(own.trace_id()));
     span
+}
+
+/// Whether the current span belongs to a recorded trace (its children are made).
+fn in_trace() -> bool {
+    on() && !Span::current().is_disabled()
 }
 
 /// Marks `span` failed with the error's kind (`error.type`).
@@ -213,7 +229,7 @@ pub fn commit(parent: &Span, ops: usize) -> Span {
 
 /// One tool call (`execute_tool`) under the current span.
 pub fn tool(skill: &str, tool: &str) -> Span {
-    if !on() {
+    if !in_trace() {
         return Span::none();
     }
     tracing::info_span!(
@@ -233,7 +249,7 @@ pub fn tool(skill: &str, tool: &str) -> Span {
 /// One generation (`chat`, kind client) under the current span: the provider's
 /// `provider` name, its kind, and the model asked for.
 pub fn generation(provider: &str, kind: &str, model: &str) -> Span {
-    if !on() {
+    if !in_trace() {
         return Span::none();
     }
     tracing::info_span!(
@@ -255,7 +271,7 @@ pub fn generation(provider: &str, kind: &str, model: &str) -> Span {
 
 /// Adds the current span's `traceparent` (and `tracestate`) to an outgoing request.
 pub fn inject(headers: &mut reqwest::header::HeaderMap) {
-    if !on() {
+    if !in_trace() {
         return;
     }
     inject_context(&Span::current().context(), headers);
