@@ -117,6 +117,11 @@ pub struct GateError(String);
 impl Gate {
     pub fn new(settings: &Settings) -> Result<Gate, GateError> {
         let auth = &settings.auth;
+        let limits = Limits::new(&settings.rate_limit)?;
+        let failures = Failures::new(
+            auth.failures_per_minute,
+            auth.failure_tracking_max_addresses,
+        )?;
         if !auth.enabled {
             tracing::warn!(
                 "AUTHENTICATION IS OFF (auth.enabled = false): every request acts for the \
@@ -124,11 +129,8 @@ impl Gate {
             );
             return Ok(Gate {
                 auth: None,
-                limits: Limits::new(&settings.rate_limit)?,
-                failures: Failures::new(
-                    auth.failures_per_minute,
-                    auth.failure_tracking_max_addresses,
-                )?,
+                limits,
+                failures,
             });
         }
         let keys = auth
@@ -194,11 +196,8 @@ impl Gate {
         );
         Ok(Gate {
             auth: Some(Ways { keys, proxy, jwt }),
-            limits: Limits::new(&settings.rate_limit)?,
-            failures: Failures::new(
-                auth.failures_per_minute,
-                auth.failure_tracking_max_addresses,
-            )?,
+            limits,
+            failures,
         })
     }
 

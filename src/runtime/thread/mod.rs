@@ -476,11 +476,12 @@ impl ThreadActor {
         }
         let enqueued = self.deps.push.admit(&mut ops);
         self.fence(&mut ops);
-        let span = match self.loaded_quietly() {
-            Ok(Loaded {
+        // The running turn's span parents the commit (only when traces are on).
+        let span = match telemetry::trace::on().then(|| self.loaded_quietly()) {
+            Some(Ok(Loaded {
                 running: Some(running),
                 ..
-            }) => telemetry::trace::commit(&running.span, ops.len()),
+            })) => telemetry::trace::commit(&running.span, ops.len()),
             _ => tracing::Span::none(),
         };
         let persistence = self.deps.persistence.clone();
