@@ -58,47 +58,49 @@ pub struct HttpProvider<W> {
     /// The name in `[providers.<name>]`.
     id: String,
     model: String,
-    api_key: Option<String>,
+    /// `W`'s headers and the key, built once (the key marked sensitive).
+    headers: HeaderMap,
     transport: Transport,
     wire: PhantomData<W>,
 }
 
 impl<W: WireFormat> HttpProvider<W> {
+    /// A key that cannot be a header value is refused here, at start-up.
     pub(crate) fn new(
         id: &str,
         settings: &ProviderSettings,
         api_key: Option<String>,
         transport: Transport,
-    ) -> Self {
-        Self {
+    ) -> Result<Self, ProviderError> {
+        Ok(Self {
             id: id.to_owned(),
             model: settings.model.clone(),
-            api_key,
+            headers: headers::<W>(api_key.as_deref())?,
             transport,
             wire: PhantomData,
-        }
+        })
     }
+}
 
-    /// `W`'s headers, and the key (when there is one) as `W` takes it.
-    fn headers(&self) -> Result<HeaderMap, ProviderError> {
-        let mut headers = HeaderMap::new();
-        for &(name, value) in W::HEADERS {
-            headers.insert(name, HeaderValue::from_static(value));
-        }
-        let Some(key) = &self.api_key else {
-            return Ok(headers);
-        };
-        let (name, text) = match W::KEY_HEADER {
-            KeyHeader::Bearer => (AUTHORIZATION, format!("Bearer {key}")),
-            KeyHeader::Named(name) => (HeaderName::from_static(name), key.clone()),
-        };
-        let mut value = HeaderValue::from_str(&text)
-            .map_err(|_| ProviderError::Config("API key is not a valid header".into()))?;
-        // Keeps the key out of any debug output of the request.
-        value.set_sensitive(true);
-        headers.insert(name, value);
-        Ok(headers)
+/// `W`'s headers, and the key (when there is one) as `W` takes it.
+fn headers<W: WireFormat>(api_key: Option<&str>) -> Result<HeaderMap, ProviderError> {
+    let mut headers = HeaderMap::new();
+    for &(name, value) in W::HEADERS {
+        headers.insert(name, HeaderValue::from_static(value));
     }
+    let Some(key) = api_key else {
+        return Ok(headers);
+    };
+    let (name, text) = match W::KEY_HEADER {
+        KeyHeader::Bearer => (AUTHORIZATION, format!("Bearer {key}")),
+        KeyHeader::Named(name) => (HeaderName::from_static(name), key.to_owned()),
+    };
+    let mut value = HeaderValue::from_str(&text)
+        .map_err(|_| ProviderError::Config("API key is not a valid header".into()))?;
+    // Keeps the key out of any debug output of the request.
+    value.set_sensitive(true);
+    headers.insert(name, value);
+    Ok(headers)
 }
 
 #[async_trait]
@@ -117,7 +119,7 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
     ) -> Result<BoxStream<'static, ProviderEvent>, ProviderError> {
         let model = params.model.as_deref().unwrap_or(&self.model);
         let (path, body) = W::request(model, &params);
-        let headers = self.headers()?;
+        let headers = self.headers.clone();
         let url = self.transport.url(&path);
         self.transport
             .stream(&url, headers, &body, W::Decoder::default())

@@ -206,11 +206,11 @@ pub fn build(name: &str, settings: &ProviderSettings) -> Result<Arc<dyn Provider
     let api_key = read_api_key(&settings.api_key_env)?;
     let transport = http::Transport::new(settings)?;
     let provider: Arc<dyn Provider> = match settings.kind {
-        ProviderKind::Openai => Arc::new(OpenAiProvider::new(name, settings, api_key, transport)),
+        ProviderKind::Openai => Arc::new(OpenAiProvider::new(name, settings, api_key, transport)?),
         ProviderKind::Anthropic => {
-            Arc::new(AnthropicProvider::new(name, settings, api_key, transport))
+            Arc::new(AnthropicProvider::new(name, settings, api_key, transport)?)
         }
-        ProviderKind::Gemini => Arc::new(GeminiProvider::new(name, settings, api_key, transport)),
+        ProviderKind::Gemini => Arc::new(GeminiProvider::new(name, settings, api_key, transport)?),
     };
     Ok(provider)
 }

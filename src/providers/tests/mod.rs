@@ -45,9 +45,15 @@ fn provider(kind: ProviderKind, server: &FakeServer, key: Option<&str>) -> Arc<d
     let transport = Transport::new(&settings).expect("transport");
     let key = key.map(str::to_owned);
     match kind {
-        ProviderKind::Openai => Arc::new(OpenAiProvider::new("p", &settings, key, transport)),
-        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new("p", &settings, key, transport)),
-        ProviderKind::Gemini => Arc::new(GeminiProvider::new("p", &settings, key, transport)),
+        ProviderKind::Openai => {
+            Arc::new(OpenAiProvider::new("p", &settings, key, transport).expect("provider"))
+        }
+        ProviderKind::Anthropic => {
+            Arc::new(AnthropicProvider::new("p", &settings, key, transport).expect("provider"))
+        }
+        ProviderKind::Gemini => {
+            Arc::new(GeminiProvider::new("p", &settings, key, transport).expect("provider"))
+        }
     }
 }
 
@@ -338,4 +344,29 @@ async fn server_errors_that_outlast_the_retries_are_reported_with_their_body() {
         Ok(_) => panic!("a 502 produced a stream"),
     }
     assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
+fn a_key_that_cannot_be_a_header_is_refused_when_the_provider_is_built() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    for kind in [
+        ProviderKind::Openai,
+        ProviderKind::Anthropic,
+        ProviderKind::Gemini,
+    ] {
+        let settings = settings(kind, "https://api.example.com/v1");
+        let transport = Transport::new(&settings).expect("transport");
+        let key = Some("line\nbreak".to_owned());
+        let built = match kind {
+            ProviderKind::Openai => OpenAiProvider::new("p", &settings, key, transport).map(drop),
+            ProviderKind::Anthropic => {
+                AnthropicProvider::new("p", &settings, key, transport).map(drop)
+            }
+            ProviderKind::Gemini => GeminiProvider::new("p", &settings, key, transport).map(drop),
+        };
+        assert!(
+            matches!(&built, Err(ProviderError::Config(m)) if m.contains("not a valid header")),
+            "{kind:?}: {built:?}"
+        );
+    }
 }
