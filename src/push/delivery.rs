@@ -92,6 +92,11 @@ impl Deliverer {
         let mut recounted: Option<Instant> = None;
         let mut stalled = false;
         loop {
+            // A stopped runtime starts no attempt more, whatever else woke the loop (a
+            // finished attempt, the hub): the next process delivers what is still owed.
+            if *stop.borrow() {
+                return;
+            }
             let Some(runtime) = this.runtime.upgrade() else {
                 return;
             };
@@ -144,6 +149,13 @@ impl Deliverer {
                 at.saturating_duration_since(Instant::now()).min(poll)
             });
             tokio::select! {
+                // The stop first: a ready stop is never passed over for other work.
+                biased;
+                changed = stop.changed() => {
+                    if changed.is_err() || *stop.borrow() {
+                        return;
+                    }
+                }
                 _ = hub.woken() => {}
                 Some(first) = done_rx.recv() => {
                     // Every attempt finished by now is settled at once: their commits
@@ -171,11 +183,6 @@ impl Deliverer {
                     continue;
                 }
                 _ = tokio::time::sleep(wake) => {}
-                changed = stop.changed() => {
-                    if changed.is_err() || *stop.borrow() {
-                        return;
-                    }
-                }
             }
             stalled = false;
         }
