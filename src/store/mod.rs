@@ -309,6 +309,11 @@ impl From<diesel::result::Error> for StoreError {
             Error::DatabaseError(Kind::ClosedConnection | Kind::UnableToSendCommand, info) => {
                 StoreError::Unavailable(info.message().to_owned())
             }
+            // A serialization failure rolled the transaction back whole: running it
+            // again is safe, and the caller is told it may.
+            Error::DatabaseError(Kind::SerializationFailure, info) => {
+                StoreError::Unavailable(info.message().to_owned())
+            }
             // SQLITE_BUSY / SQLITE_LOCKED after the busy timeout: another writer held the
             // lock too long; trying again later is the right answer.
             Error::DatabaseError(_, info)

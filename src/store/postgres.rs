@@ -107,7 +107,7 @@ impl PgStore {
             return Ok(());
         }
         let mut conn = self.checkout(&self.writer).await?;
-        conn.transaction(async |conn| {
+        let committed = conn.transaction(async |conn| {
             // Pipelined: every statement is sent before the first answer is read; the
             // server runs them in the order sent (expiries after the thread upserts).
             let conn: &AsyncPgConnection = conn;
@@ -243,11 +243,41 @@ impl PgStore {
             }
             Ok::<(), StoreError>(())
         })
-        .await
+        .await;
+        self.settle(&mut conn, committed).await
     }
 }
 
 impl PgStore {
+    /// A failed read or commit whose error says nothing of the connection (diesel
+    /// reports most server errors as `Unknown` and drops their SQLSTATE) is told apart
+    /// here: if the connection no longer answers, the database went away under the
+    /// statement — an administrator or crash shutdown (57P01–57P03), a failover, a
+    /// connection exception (08…) — and the failure is `Unavailable`, which clients may
+    /// retry; otherwise it was the statement's own failure. Only failures pay for the
+    /// probe, bounded by the acquire timeout.
+    async fn settle<T>(
+        &self,
+        conn: &mut AsyncPgConnection,
+        result: Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match result {
+            Err(StoreError::Query(detail)) if !self.answers(conn).await => {
+                Err(StoreError::Unavailable(detail))
+            }
+            other => other,
+        }
+    }
+
+    /// Whether `conn` still runs a statement.
+    async fn answers(&self, conn: &mut AsyncPgConnection) -> bool {
+        let probe = diesel_async::RunQueryDsl::execute(diesel::sql_query("SELECT 1"), conn);
+        matches!(
+            tokio::time::timeout(self.acquire_timeout, probe).await,
+            Ok(Ok(_))
+        )
+    }
+
     /// None: a claim is a network round trip, awaited like any read.
     fn inline_claim(
         &self,

@@ -13,7 +13,10 @@
 /// `pool: Pool<$conn>` for reads, an `acquire_timeout: Duration`, and an inherent
 /// `async fn commit_ops(&self, &[WriteOp])`, `fn inline_claim(&self, …)` (see
 /// [`Store::claim_inline`](crate::store::Store::claim_inline)) and `fn blocking_writer(&self)` (see
-/// [`Store::blocking_commit`](crate::store::Store::blocking_commit)); `$backend` is the diesel backend of `$conn`
+/// [`Store::blocking_commit`](crate::store::Store::blocking_commit)) and
+/// `async fn settle(&self, &mut $conn, Result<T, StoreError>)`, which gets the last word
+/// on a read's failure (Postgres tells a lost connection from a failed query there);
+/// `$backend` is the diesel backend of `$conn`
 /// and `$name` what [`Store::backend`](crate::store::Store::backend) reports.
 macro_rules! store_impl {
     ($store:ty, $conn:ty, $backend:ty, $name:literal) => {
@@ -87,7 +90,9 @@ macro_rules! store_impl {
                 thread_id: &$crate::domain::ContextId,
                 window: usize,
             ) -> Result<Option<$crate::store::ThreadSnapshot>, $crate::store::StoreError> {
-                reads::load_thread(&mut *self.conn().await?, tenant, thread_id, window).await
+                let mut conn = self.conn().await?;
+                let result = reads::load_thread(&mut conn, tenant, thread_id, window).await;
+                self.settle(&mut conn, result).await
             }
 
             async fn load_task(
@@ -95,7 +100,9 @@ macro_rules! store_impl {
                 tenant: &$crate::domain::TenantId,
                 task_id: &$crate::domain::TaskId,
             ) -> Result<Option<$crate::store::StoredTask>, $crate::store::StoreError> {
-                reads::load_task(&mut *self.conn().await?, tenant, task_id).await
+                let mut conn = self.conn().await?;
+                let result = reads::load_task(&mut conn, tenant, task_id).await;
+                self.settle(&mut conn, result).await
             }
 
             async fn list_tasks(
@@ -103,7 +110,9 @@ macro_rules! store_impl {
                 tenant: &$crate::domain::TenantId,
                 query: &$crate::domain::ListTasksQuery,
             ) -> Result<Option<$crate::domain::TaskPage>, $crate::store::StoreError> {
-                reads::list_tasks(&mut *self.conn().await?, tenant, query).await
+                let mut conn = self.conn().await?;
+                let result = reads::list_tasks(&mut conn, tenant, query).await;
+                self.settle(&mut conn, result).await
             }
 
             async fn task_events(
@@ -113,19 +122,24 @@ macro_rules! store_impl {
                 after_seq: i64,
                 limit: usize,
             ) -> Result<Vec<(i64, $crate::domain::StreamEvent)>, $crate::store::StoreError> {
-                reads::task_events(&mut *self.conn().await?, tenant, task_id, after_seq, limit)
-                    .await
+                let mut conn = self.conn().await?;
+                let result = reads::task_events(&mut conn, tenant, task_id, after_seq, limit).await;
+                self.settle(&mut conn, result).await
             }
 
             async fn ping(&self) -> Result<(), $crate::store::StoreError> {
-                reads::ping(&mut *self.conn().await?).await
+                let mut conn = self.conn().await?;
+                let result = reads::ping(&mut conn).await;
+                self.settle(&mut conn, result).await
             }
 
             async fn census(
                 &self,
                 now: $crate::domain::Timestamp,
             ) -> Result<$crate::store::Census, $crate::store::StoreError> {
-                reads::census(&mut *self.conn().await?, now).await
+                let mut conn = self.conn().await?;
+                let result = reads::census(&mut conn, now).await;
+                self.settle(&mut conn, result).await
             }
 
             async fn due_threads(
@@ -134,7 +148,9 @@ macro_rules! store_impl {
                 after: Option<&$crate::store::DueThread>,
                 limit: usize,
             ) -> Result<Vec<$crate::store::DueThread>, $crate::store::StoreError> {
-                reads::due_threads(&mut *self.conn().await?, now, after, limit).await
+                let mut conn = self.conn().await?;
+                let result = reads::due_threads(&mut conn, now, after, limit).await;
+                self.settle(&mut conn, result).await
             }
 
             async fn recent_threads(
@@ -145,7 +161,9 @@ macro_rules! store_impl {
                 Vec<($crate::domain::TenantId, $crate::domain::ContextId)>,
                 $crate::store::StoreError,
             > {
-                reads::recent_threads(&mut *self.conn().await?, now, limit).await
+                let mut conn = self.conn().await?;
+                let result = reads::recent_threads(&mut conn, now, limit).await;
+                self.settle(&mut conn, result).await
             }
 
             async fn push_configs(
@@ -153,7 +171,9 @@ macro_rules! store_impl {
                 tenant: &$crate::domain::TenantId,
                 task_ids: &[$crate::domain::TaskId],
             ) -> Result<Vec<$crate::domain::PushConfig>, $crate::store::StoreError> {
-                reads::push_configs(&mut *self.conn().await?, tenant, task_ids).await
+                let mut conn = self.conn().await?;
+                let result = reads::push_configs(&mut conn, tenant, task_ids).await;
+                self.settle(&mut conn, result).await
             }
 
             async fn due_deliveries(
@@ -161,11 +181,15 @@ macro_rules! store_impl {
                 now: $crate::domain::Timestamp,
                 limit: usize,
             ) -> Result<Vec<$crate::store::Delivery>, $crate::store::StoreError> {
-                reads::due_deliveries(&mut *self.conn().await?, now, limit).await
+                let mut conn = self.conn().await?;
+                let result = reads::due_deliveries(&mut conn, now, limit).await;
+                self.settle(&mut conn, result).await
             }
 
             async fn outbox_depth(&self) -> Result<u64, $crate::store::StoreError> {
-                reads::outbox_depth(&mut *self.conn().await?).await
+                let mut conn = self.conn().await?;
+                let result = reads::outbox_depth(&mut conn).await;
+                self.settle(&mut conn, result).await
             }
 
             async fn claim(
@@ -173,7 +197,9 @@ macro_rules! store_impl {
                 tenant: &$crate::domain::TenantId,
                 key: &str,
             ) -> Result<Option<$crate::store::Claim>, $crate::store::StoreError> {
-                reads::claim(&mut *self.conn().await?, tenant, key).await
+                let mut conn = self.conn().await?;
+                let result = reads::claim(&mut conn, tenant, key).await;
+                self.settle(&mut conn, result).await
             }
 
             fn claim_inline(

@@ -109,6 +109,16 @@ impl SqliteStore {
         Some(self.writer.clone())
     }
 
+    /// A read's outcome as it is: SQLite has no connection to lose (a busy database is
+    /// already `Unavailable`, see `StoreError::from`).
+    async fn settle<T>(
+        &self,
+        _conn: &mut SqliteConn,
+        result: Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        result
+    }
+
     fn inline_claim(
         &self,
         tenant: &TenantId,

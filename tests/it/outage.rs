@@ -249,3 +249,141 @@ async fn a_send_refused_by_a_database_cut_leaves_nothing_behind_and_works_when_s
     let after = stored_messages(&url, &context).await;
     assert_eq!(after.len(), before.len() + 2, "{after:?}");
 }
+
+fn no_eager_recovery(s: &mut agent_a2a::config::Settings) {
+    // Nothing is resident after a restart until a request needs it: the reads below go to
+    // the database.
+    s.threads.recover_eagerly = 0;
+    s.store.acquire_timeout_ms = 5_000;
+}
+
+/// A database that ends connections under running statements — what `pg_ctl stop -m
+/// fast`, a crash restart or a failover does (SQLSTATE 57P01) — is unavailable, not an
+/// internal error: every read (`GetTask`, `ListTasks`, a subscription's replay, a thread's
+/// reload) and every write is answered 503 with `Retry-After`, none 500, and each works
+/// when sent again once the database is back, stored once.
+#[actix_web::test]
+async fn connections_ended_by_the_database_mid_statement_are_retryable_not_internal() {
+    let Some(url) = fresh_postgres().await else {
+        return;
+    };
+    // A task waiting for input, in a thread whose actor is gone after a restart.
+    let first = spawn_app_with(Backend::Postgres(url.clone()), no_eager_recovery).await;
+    let asked = first
+        .rpc("SendMessage", json!({"message": user_message("input")}))
+        .await;
+    let task_id = asked["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let context = asked["result"]["task"]["contextId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    first.stop().await;
+    let app = spawn_app_with(Backend::Postgres(url.clone()), no_eager_recovery).await;
+    // A resident thread, so that a send there gets as far as its commit.
+    let resident = uuid::Uuid::new_v4().to_string();
+    let mut message = user_message("complete");
+    message["contextId"] = json!(resident);
+    let done = app.rpc("SendMessage", json!({"message": message})).await;
+    assert_eq!(done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+
+    // Every table a request needs is held, so each statement waits in the database until
+    // its connection is ended under it.
+    let (locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    actix_web::rt::spawn(connection);
+    locker
+        .batch_execute(
+            "BEGIN; LOCK TABLE threads, messages, tasks, task_history, task_events \
+             IN ACCESS EXCLUSIVE MODE",
+        )
+        .await
+        .unwrap();
+    let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    actix_web::rt::spawn(connection);
+
+    let rpc = |method: &'static str, params: Value| {
+        let request = app
+            .client
+            .post(format!("{}/", app.url))
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+        async move { (method, request.send().await.unwrap()) }
+    };
+    let follow_up = json!({"message": {
+        "messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
+        "contextId": context, "taskId": task_id, "parts": [{"text": "more"}]}});
+    let mut new_turn = user_message("complete");
+    new_turn["contextId"] = json!(resident);
+    let new_turn = json!({ "message": new_turn });
+    let subscription = app
+        .client
+        .post(format!("{}/tasks/{task_id}:subscribe", app.url))
+        .header("A2A-Version", "1.0")
+        .header("Last-Event-ID", "0")
+        .send();
+    let requests = futures_util::future::join5(
+        rpc("GetTask", json!({"id": task_id})),
+        rpc("ListTasks", json!({})),
+        rpc("SendMessage", follow_up.clone()),
+        rpc("SendMessage", new_turn.clone()),
+        async move { ("SubscribeToTask", subscription.await.unwrap()) },
+    );
+    tokio::pin!(requests);
+    let answers = loop {
+        tokio::select! {
+            answers = &mut requests => break answers,
+            // Whatever waits on the lock is cut mid-statement.
+            _ = tokio::time::sleep(std::time::Duration::from_millis(20)) => {
+                admin
+                    .batch_execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                         WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                         AND wait_event_type = 'Lock'",
+                    )
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    let (a, b, c, d, e) = answers;
+    let mut refusals = Vec::new();
+    for (method, response) in [a, b, c, d, e] {
+        let status = response.status().as_u16();
+        let retry_after = response.headers().get("retry-after").is_some();
+        let body = response.text().await.unwrap_or_default();
+        refusals.push((method, status, retry_after, body));
+    }
+    for (method, status, retry_after, body) in &refusals {
+        assert!(
+            *status == 503 && *retry_after,
+            "{method} answered {status} (Retry-After: {retry_after}) while the database \
+             ended its connections: {body}\nall answers: {refusals:#?}"
+        );
+    }
+
+    // Back: each works when sent again, and the refused sends left nothing behind.
+    let continued = send_until_up(&app, &follow_up).await;
+    assert_eq!(
+        continued["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{continued}"
+    );
+    let again = send_until_up(&app, &new_turn).await;
+    assert_eq!(
+        again["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{again}"
+    );
+    let users = |messages: Vec<(String, String)>| {
+        messages
+            .into_iter()
+            .filter(|(role, _)| role == "user")
+            .count()
+    };
+    assert_eq!(users(stored_messages(&url, &context).await), 2);
+    assert_eq!(users(stored_messages(&url, &resident).await), 2);
+    let task = app.rpc("GetTask", json!({"id": task_id})).await;
+    assert_eq!(task["result"]["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+}
