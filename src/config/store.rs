@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, positive};
 
+/// The longest `store.lock_wait_ms`: a start-up that waits longer is stuck, not waiting.
+const MAX_LOCK_WAIT_MS: u64 = 600_000;
+
 /// Where the data lives (`[store]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -24,6 +27,11 @@ pub struct StoreSettings {
     /// connections, +0.2 ms p50 at one) or `normal` (a commit survives a crash of the
     /// process; a power loss can roll back the last ones).
     pub sqlite_synchronous: SqliteSynchronous,
+    /// Postgres: how long a starting server waits for a hold on the database it cannot
+    /// share to go away (a server without cluster mode holds its database alone, cluster
+    /// nodes share theirs), in ms — long enough for the session of a process killed a
+    /// moment ago to end. Then it exits naming `cluster.enabled`.
+    pub lock_wait_ms: u64,
 }
 
 impl Default for StoreSettings {
@@ -34,6 +42,7 @@ impl Default for StoreSettings {
             pool_size: 16,
             acquire_timeout_ms: 2000,
             sqlite_synchronous: SqliteSynchronous::default(),
+            lock_wait_ms: 3000,
         }
     }
 }
@@ -106,7 +115,14 @@ impl StoreSettings {
             });
         }
         positive("store.pool_size", self.pool_size as u64)?;
-        positive("store.acquire_timeout_ms", self.acquire_timeout_ms)
+        positive("store.acquire_timeout_ms", self.acquire_timeout_ms)?;
+        if self.lock_wait_ms > MAX_LOCK_WAIT_MS {
+            return Err(ConfigError::Key {
+                key: "store.lock_wait_ms",
+                problem: format!("must be at most {MAX_LOCK_WAIT_MS} (10 minutes)"),
+            });
+        }
+        Ok(())
     }
 
     /// Whether the store is Postgres (the only backend several nodes can share).

@@ -202,6 +202,12 @@ fn persistence_bounds_and_sqlite_synchronous_are_checked() {
             "{e}"
         );
     }
+    let (_d, o) = with_file("auth.enabled = false\n[store]\nlock_wait_ms = 600001\n");
+    let e = load(&[], o).unwrap_err().to_string();
+    assert!(
+        e.contains("`store.lock_wait_ms` must be at most 600000"),
+        "{e}"
+    );
     let (_d, o) = with_file("auth.enabled = false\n[persistence]\nstart_grace_ms = 0\n");
     assert_eq!(load(&[], o).unwrap().persistence.start_grace_ms, 0);
     let (_d, o) = with_file("auth.enabled = false\n[store]\nsqlite_synchronous = \"full\"\n");

@@ -170,6 +170,11 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         .map(std::net::TcpListener::local_addr)
         .transpose()?;
     let mut store_config = StoreConfig::from_settings(&settings);
+    // A server without cluster mode serves its database alone; cluster nodes share it.
+    store_config.hold = Some(match settings.cluster.enabled {
+        true => crate::store::node_lock::Hold::Shared,
+        false => crate::store::node_lock::Hold::Alone,
+    });
     let fence = settings.cluster.enabled.then(|| {
         let node_id = match settings.cluster.node_id.trim() {
             "" => crate::cluster::default_node_id(),

@@ -15,6 +15,7 @@
 
 pub mod cluster;
 pub mod memories;
+pub mod node_lock;
 mod page_token;
 mod postgres;
 mod queries;
@@ -281,6 +282,10 @@ pub enum StoreError {
     /// expired) and fenced it; nothing of the batch was written.
     #[error("this node's lease was taken over by another node")]
     Fenced,
+    /// Postgres: the database is held by servers this one cannot run beside (a second
+    /// server without cluster mode, or a cluster and a server without it).
+    #[error("{0}")]
+    Held(node_lock::Held),
     /// Another process holds the SQLite database: SQLite serves one process, several
     /// nodes share a Postgres database.
     #[error(
@@ -353,7 +358,8 @@ impl From<StoreError> for crate::error::Error {
             | StoreError::Query(_)
             | StoreError::Corrupt(_)
             | StoreError::Config(_)
-            | StoreError::InUse { .. } => crate::error::Error::Internal(e.to_string()),
+            | StoreError::InUse { .. }
+            | StoreError::Held(_) => crate::error::Error::Internal(e.to_string()),
         }
     }
 }
@@ -542,6 +548,12 @@ pub struct StoreConfig {
     /// Cluster mode (Postgres only): this node's lease, checked by every commit, and the
     /// lease's length.
     pub fence: Option<(Arc<cluster::Fence>, Duration)>,
+    /// Postgres only: how this server holds the database (`node_lock.rs`) — alone, or
+    /// shared with the other nodes of a cluster; `None` takes no hold (tools and tests
+    /// that read beside a running server).
+    pub hold: Option<node_lock::Hold>,
+    /// How long opening waits for a hold that refuses this one to go away.
+    pub lock_wait_ms: u64,
 }
 
 /// What the settings' defaults say.
@@ -569,6 +581,8 @@ impl StoreConfig {
             sqlite_synchronous: store.sqlite_synchronous.into(),
             commits_in_flight: settings.persistence.commits_in_flight,
             fence: None,
+            hold: None,
+            lock_wait_ms: store.lock_wait_ms,
         }
     }
 
@@ -609,6 +623,14 @@ impl StoreConfig {
 /// Applies pending migrations and opens the store.
 pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
     let location = cfg.location()?;
+    // Before anything else touches the database: a server that may not run beside the
+    // ones serving it stops here.
+    let lock = match (&location, cfg.hold) {
+        (Location::Postgres(url), Some(hold)) => {
+            Some(node_lock::take(url, hold, Duration::from_millis(cfg.lock_wait_ms)).await?)
+        }
+        _ => None,
+    };
     let to_migrate = cfg.clone();
     // Migrations block (file and network I/O); keep them off the caller's runtime thread.
     // On SQLite the migration's hold on the file is kept until the store holds it too.
@@ -627,6 +649,7 @@ pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
             cfg.commits_in_flight,
             cfg.acquire_timeout(),
             cfg.fence.clone(),
+            lock,
         )?),
         Location::Sqlite(_) if cfg.fence.is_some() => {
             return Err(StoreError::Config(

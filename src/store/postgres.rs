@@ -41,6 +41,8 @@ pub struct PgStore {
     /// Cluster mode: every commit first checks this node's lease (its fencing token) and
     /// notifies the other nodes of the task events it logged.
     fence: Option<Arc<Fence>>,
+    /// The server's hold on the database (`node_lock.rs`), released with the store.
+    _lock: Option<super::node_lock::DatabaseLock>,
 }
 
 impl PgStore {
@@ -57,6 +59,7 @@ impl PgStore {
         writers: usize,
         acquire_timeout: Duration,
         fence: Option<(Arc<Fence>, Duration)>,
+        lock: Option<super::node_lock::DatabaseLock>,
     ) -> Result<Self, StoreError> {
         let writer_url = match &fence {
             Some((_, lease)) => with_idle_transaction_timeout(url, *lease),
@@ -67,6 +70,7 @@ impl PgStore {
             writer: pool(&writer_url, writers, "postgres writer pool")?,
             acquire_timeout,
             fence: fence.map(|(fence, _)| fence),
+            _lock: lock,
         })
     }
 }
@@ -107,143 +111,146 @@ impl PgStore {
             return Ok(());
         }
         let mut conn = self.checkout(&self.writer).await?;
-        let committed = conn.transaction(async |conn| {
-            // Pipelined: every statement is sent before the first answer is read; the
-            // server runs them in the order sent (expiries after the thread upserts).
-            let conn: &AsyncPgConnection = conn;
-            let mut statements = Vec::new();
-            // Cluster mode: the node's lease first, for each token the batches were
-            // written under (see `cluster.rs`).
-            let fences = rows.fences.len();
-            if fences > 0 {
-                let Some(fence) = &self.fence else {
-                    return Err(StoreError::Config(
-                        "a fenced batch on a store that is not in a cluster".into(),
-                    ));
+        let committed = conn
+            .transaction(async |conn| {
+                // Pipelined: every statement is sent before the first answer is read; the
+                // server runs them in the order sent (expiries after the thread upserts).
+                let conn: &AsyncPgConnection = conn;
+                let mut statements = Vec::new();
+                // Cluster mode: the node's lease first, for each token the batches were
+                // written under (see `cluster.rs`).
+                let fences = rows.fences.len();
+                if fences > 0 {
+                    let Some(fence) = &self.fence else {
+                        return Err(StoreError::Config(
+                            "a fenced batch on a store that is not in a cluster".into(),
+                        ));
+                    };
+                    for token in &rows.fences {
+                        statements.push(run(
+                            diesel::sql_query(cluster::FENCE)
+                                .bind::<diesel::sql_types::Text, _>(fence.node_id())
+                                .bind::<diesel::sql_types::BigInt, _>(*token),
+                            conn,
+                        ));
+                    }
+                }
+                // The claims first, each checked for the row it must have written.
+                for (row, taken_over_before) in &rows.claims {
+                    statements.push(run(writes::claim_key(row, *taken_over_before), conn));
+                }
+                let claims = rows.claims.len();
+                for (tenant, key, reply) in &rows.settled {
+                    statements.push(run(writes::settle_claim(tenant, key, reply), conn));
+                }
+                for before in &rows.forget_before {
+                    statements.push(run(writes::forget_claims(*before), conn));
+                }
+                let threads_at = statements.len();
+                for chunk in rows.threads.chunks(CHUNK) {
+                    statements.push(run(writes::upsert_threads(chunk), conn));
+                }
+                for (tenant, ids, at) in rows.expiry_chunks() {
+                    statements.push(run(writes::expire_threads(tenant, ids, at), conn));
+                }
+                for chunk in rows.messages.chunks(CHUNK) {
+                    statements.push(run(writes::insert_messages(chunk), conn));
+                }
+                for chunk in rows.tasks.chunks(CHUNK) {
+                    statements.push(run(writes::upsert_tasks(chunk), conn));
+                }
+                for chunk in rows.links.chunks(CHUNK) {
+                    statements.push(run(writes::insert_links(chunk), conn));
+                }
+                for chunk in rows.events.chunks(CHUNK) {
+                    statements.push(run(writes::insert_events(chunk), conn));
+                }
+                // Delivered to the listening nodes only if the transaction commits.
+                let notifications = match self.fence {
+                    Some(_) => cluster::event_payloads(
+                        rows.events.iter().map(|e| (e.tenant_id, e.task_id, e.seq)),
+                    ),
+                    None => Vec::new(),
                 };
-                for token in &rows.fences {
+                for payload in notifications {
                     statements.push(run(
-                        diesel::sql_query(cluster::FENCE)
-                            .bind::<diesel::sql_types::Text, _>(fence.node_id())
-                            .bind::<diesel::sql_types::BigInt, _>(*token),
+                        diesel::sql_query("SELECT pg_notify($1, $2)")
+                            .bind::<diesel::sql_types::Text, _>(cluster::EVENTS_CHANNEL)
+                            .bind::<diesel::sql_types::Text, _>(payload),
                         conn,
                     ));
                 }
-            }
-            // The claims first, each checked for the row it must have written.
-            for (row, taken_over_before) in &rows.claims {
-                statements.push(run(writes::claim_key(row, *taken_over_before), conn));
-            }
-            let claims = rows.claims.len();
-            for (tenant, key, reply) in &rows.settled {
-                statements.push(run(writes::settle_claim(tenant, key, reply), conn));
-            }
-            for before in &rows.forget_before {
-                statements.push(run(writes::forget_claims(*before), conn));
-            }
-            let threads_at = statements.len();
-            for chunk in rows.threads.chunks(CHUNK) {
-                statements.push(run(writes::upsert_threads(chunk), conn));
-            }
-            for (tenant, ids, at) in rows.expiry_chunks() {
-                statements.push(run(writes::expire_threads(tenant, ids, at), conn));
-            }
-            for chunk in rows.messages.chunks(CHUNK) {
-                statements.push(run(writes::insert_messages(chunk), conn));
-            }
-            for chunk in rows.tasks.chunks(CHUNK) {
-                statements.push(run(writes::upsert_tasks(chunk), conn));
-            }
-            for chunk in rows.links.chunks(CHUNK) {
-                statements.push(run(writes::insert_links(chunk), conn));
-            }
-            for chunk in rows.events.chunks(CHUNK) {
-                statements.push(run(writes::insert_events(chunk), conn));
-            }
-            // Delivered to the listening nodes only if the transaction commits.
-            let notifications = match self.fence {
-                Some(_) => cluster::event_payloads(
-                    rows.events.iter().map(|e| (e.tenant_id, e.task_id, e.seq)),
-                ),
-                None => Vec::new(),
-            };
-            for payload in notifications {
-                statements.push(run(
-                    diesel::sql_query("SELECT pg_notify($1, $2)")
-                        .bind::<diesel::sql_types::Text, _>(cluster::EVENTS_CHANNEL)
-                        .bind::<diesel::sql_types::Text, _>(payload),
-                    conn,
-                ));
-            }
-            for row in &rows.push {
-                match row {
-                    PushRow::PutConfig(r) => {
-                        statements.push(run(writes::upsert_push_config(r), conn));
-                    }
-                    PushRow::DeleteConfig {
-                        tenant_id,
-                        task_id,
-                        config_id,
-                    } => {
-                        statements.push(run(
-                            writes::delete_owed(tenant_id, task_id, config_id),
+                for row in &rows.push {
+                    match row {
+                        PushRow::PutConfig(r) => {
+                            statements.push(run(writes::upsert_push_config(r), conn));
+                        }
+                        PushRow::DeleteConfig {
+                            tenant_id,
+                            task_id,
+                            config_id,
+                        } => {
+                            statements.push(run(
+                                writes::delete_owed(tenant_id, task_id, config_id),
+                                conn,
+                            ));
+                            statements.push(run(
+                                writes::delete_push_config(tenant_id, task_id, config_id),
+                                conn,
+                            ));
+                        }
+                        PushRow::Enqueue(r) => statements.push(run(writes::insert_outbox(r), conn)),
+                        PushRow::Done(key) => {
+                            statements.push(run(writes::delete_outbox(key), conn))
+                        }
+                        PushRow::Retry {
+                            key,
+                            attempts,
+                            next_attempt_at,
+                        } => statements.push(run(
+                            writes::reschedule_outbox(key, *attempts, *next_attempt_at),
                             conn,
-                        ));
-                        statements.push(run(
-                            writes::delete_push_config(tenant_id, task_id, config_id),
-                            conn,
-                        ));
+                        )),
                     }
-                    PushRow::Enqueue(r) => statements.push(run(writes::insert_outbox(r), conn)),
-                    PushRow::Done(key) => statements.push(run(writes::delete_outbox(key), conn)),
-                    PushRow::Retry {
-                        key,
-                        attempts,
-                        next_attempt_at,
-                    } => statements.push(run(
-                        writes::reschedule_outbox(key, *attempts, *next_attempt_at),
-                        conn,
-                    )),
                 }
-            }
-            // Every answer, in order: the fences' come first, and a batch written under a
-            // moved token is refused as such even when a later statement of it failed
-            // (a stale writer's rows often collide with the new owner's).
-            let answers = futures_util::future::join_all(statements).await;
-            let stale: Vec<i64> = (0..fences)
-                .filter(|&i| !matches!(answers[i], Ok(1)))
-                .map(|i| rows.fences[i])
-                .collect();
-            if !stale.is_empty() {
-                // The transaction rolls back: nothing of the batch is written. A batch of
-                // an actor from before the node's last rejoin only fails; the current
-                // token failing means the lease was taken over just now.
-                if let Some(fence) = &self.fence
-                    && stale.contains(&fence.token())
-                {
-                    fence.mark_lost();
+                // Every answer, in order: the fences' come first, and a batch written under a
+                // moved token is refused as such even when a later statement of it failed
+                // (a stale writer's rows often collide with the new owner's).
+                let answers = futures_util::future::join_all(statements).await;
+                let stale: Vec<i64> = (0..fences)
+                    .filter(|&i| !matches!(answers[i], Ok(1)))
+                    .map(|i| rows.fences[i])
+                    .collect();
+                if !stale.is_empty() {
+                    // The transaction rolls back: nothing of the batch is written. A batch of
+                    // an actor from before the node's last rejoin only fails; the current
+                    // token failing means the lease was taken over just now.
+                    if let Some(fence) = &self.fence
+                        && stale.contains(&fence.token())
+                    {
+                        fence.mark_lost();
+                    }
+                    return Err(StoreError::Fenced);
                 }
-                return Err(StoreError::Fenced);
-            }
-            let counts = answers.into_iter().collect::<Result<Vec<usize>, _>>()?;
-            let owned_elsewhere = rows
-                .threads
-                .chunks(CHUNK)
-                .zip(&counts[threads_at..])
-                .any(|(chunk, &n)| n != chunk.len());
-            if owned_elsewhere {
-                // Another node owns one of the threads (it created the thread first): the
-                // request goes there on its retry.
-                return Err(StoreError::Fenced);
-            }
-            let counts = &counts[fences..];
-            if let Some(i) = counts[..claims].iter().position(|&n| n == 0) {
-                // The transaction rolls back: nothing of the batch is written.
-                return Err(StoreError::Duplicate(rows.claims[i].0.idem_key.to_owned()));
-            }
-            Ok::<(), StoreError>(())
-        })
-        .await;
+                let counts = answers.into_iter().collect::<Result<Vec<usize>, _>>()?;
+                let owned_elsewhere = rows
+                    .threads
+                    .chunks(CHUNK)
+                    .zip(&counts[threads_at..])
+                    .any(|(chunk, &n)| n != chunk.len());
+                if owned_elsewhere {
+                    // Another node owns one of the threads (it created the thread first): the
+                    // request goes there on its retry.
+                    return Err(StoreError::Fenced);
+                }
+                let counts = &counts[fences..];
+                if let Some(i) = counts[..claims].iter().position(|&n| n == 0) {
+                    // The transaction rolls back: nothing of the batch is written.
+                    return Err(StoreError::Duplicate(rows.claims[i].0.idem_key.to_owned()));
+                }
+                Ok::<(), StoreError>(())
+            })
+            .await;
         self.settle(&mut conn, committed).await
     }
 }

@@ -34,6 +34,8 @@ pub(crate) fn test_config(
         sqlite_synchronous: Default::default(),
         commits_in_flight: 2,
         fence: None,
+        hold: None,
+        lock_wait_ms: 0,
     }
 }
 

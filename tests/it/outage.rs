@@ -284,7 +284,10 @@ async fn connections_ended_by_the_database_mid_statement_are_retryable_not_inter
     let mut message = user_message("complete");
     message["contextId"] = json!(resident);
     let done = app.rpc("SendMessage", json!({"message": message})).await;
-    assert_eq!(done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        done["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
 
     // Every table a request needs is held, so each statement waits in the database until
     // its connection is ended under it.
@@ -385,5 +388,8 @@ async fn connections_ended_by_the_database_mid_statement_are_retryable_not_inter
     assert_eq!(users(stored_messages(&url, &context).await), 2);
     assert_eq!(users(stored_messages(&url, &resident).await), 2);
     let task = app.rpc("GetTask", json!({"id": task_id})).await;
-    assert_eq!(task["result"]["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(
+        task["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{task}"
+    );
 }

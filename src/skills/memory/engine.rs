@@ -72,7 +72,8 @@ fn store_error(e: StoreError) -> SkillError {
         | StoreError::Query(_)
         | StoreError::Corrupt(_)
         | StoreError::Config(_)
-        | StoreError::InUse { .. } => SkillError::Failed(e.to_string()),
+        | StoreError::InUse { .. }
+        | StoreError::Held(_) => SkillError::Failed(e.to_string()),
     }
 }
 

@@ -166,6 +166,7 @@ async fn queries_against_an_unreachable_postgres_are_unavailable() {
         1,
         Duration::from_millis(cfg.acquire_timeout_ms),
         None,
+        None,
     )
     .unwrap();
     let store: &dyn crate::store::Store = &store;
