@@ -35,6 +35,15 @@ pub struct ServerSettings {
     pub shutdown_timeout_secs: u64,
     /// `Retry-After` seconds sent with every 503 (database or actor unavailable).
     pub retry_after_secs: u64,
+    /// Proxies (addresses or CIDR networks) whose word on the client's address is
+    /// believed: their PROXY protocol v2 header (HAProxy's `send-proxy-v2`) and their
+    /// `Forwarded` / `X-Forwarded-For` headers, on both bindings. The client is the
+    /// rightmost hop that is not one of them; it is the address failed authentications
+    /// are counted by, and the one logs and traces show. Empty: the peer is the client.
+    pub trusted_proxies: Vec<String>,
+    /// How long a connection from a trusted proxy may take to send its PROXY header (or
+    /// its first bytes), in ms; then it is closed.
+    pub proxy_header_timeout_ms: u64,
 }
 
 impl Default for ServerSettings {
@@ -50,6 +59,8 @@ impl Default for ServerSettings {
             card_max_age_secs: 300,
             shutdown_timeout_secs: 30,
             retry_after_secs: 1,
+            trusted_proxies: Vec::new(),
+            proxy_header_timeout_ms: 5000,
         }
     }
 }
@@ -113,7 +124,25 @@ impl ServerSettings {
         positive(
             "server.grpc_max_streams_per_connection",
             u64::from(self.grpc_max_streams_per_connection),
-        )
+        )?;
+        for entry in &self.trusted_proxies {
+            let entry = entry.trim();
+            let parses =
+                entry.parse::<ipnet::IpNet>().is_ok() || entry.parse::<std::net::IpAddr>().is_ok();
+            if !parses {
+                return Err(ConfigError::Key {
+                    key: "server.trusted_proxies",
+                    problem: format!("{entry:?} is neither an IP address nor a CIDR network"),
+                });
+            }
+        }
+        if !(1..=60_000).contains(&self.proxy_header_timeout_ms) {
+            return Err(ConfigError::Key {
+                key: "server.proxy_header_timeout_ms",
+                problem: "must be from 1 to 60000".into(),
+            });
+        }
+        Ok(())
     }
 
     /// The HTTP listener's address.

@@ -109,6 +109,41 @@ fn the_grpc_binding_is_on_by_default_and_checked() {
 }
 
 #[test]
+fn trusted_proxies_are_addresses_or_networks_and_the_header_wait_is_bounded() {
+    let s = load(
+        &[(
+            "AGENT_A2A__SERVER__TRUSTED_PROXIES",
+            "[\"10.0.0.0/8\", \"2001:db8::1\"]",
+        )],
+        Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(s.server.trusted_proxies, ["10.0.0.0/8", "2001:db8::1"]);
+    let e = load(
+        &[("AGENT_A2A__SERVER__TRUSTED_PROXIES", "[\"haproxy\"]")],
+        Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("server.trusted_proxies") && e.contains("\"haproxy\" is neither"),
+        "{e}"
+    );
+    for bad in ["0", "60001"] {
+        let e = load(
+            &[("AGENT_A2A__SERVER__PROXY_HEADER_TIMEOUT_MS", bad)],
+            Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`server.proxy_header_timeout_ms` must be from 1 to 60000"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn failed_authentications_have_a_positive_budget() {
     let e = load(
         &[("AGENT_A2A__AUTH__FAILURES_PER_MINUTE", "0")],

@@ -23,6 +23,7 @@ mod status;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
+use std::time::Duration;
 
 use a2a_pb::proto::a2a_service_server::A2aServiceServer;
 use actix_web::dev::Server;
@@ -39,6 +40,7 @@ pub use health::A2A_SERVICE;
 pub use service::EVENT_ID_KEY;
 
 use crate::service::Service;
+use crate::service::client_addr::{TrustedProxies, read_proxy_header};
 
 /// A started gRPC server: the actix-server to drive, and the switch that makes every
 /// connection finish.
@@ -68,7 +70,15 @@ pub struct Limits {
     pub max_streams_per_connection: u32,
     /// `server.shutdown_timeout_secs`.
     pub shutdown_timeout_secs: u64,
+    /// `server.trusted_proxies`, whose PROXY headers are read.
+    pub trusted_proxies: TrustedProxies,
+    /// `server.proxy_header_timeout_ms`.
+    pub proxy_header_timeout: Duration,
 }
+
+/// A call's extension: the client a trusted proxy named in the connection's PROXY header.
+#[derive(Debug, Clone, Copy)]
+struct ProxiedClient(SocketAddr);
 
 /// The gRPC server on `listener`.
 pub fn server(
@@ -81,7 +91,10 @@ pub fn server(
         max_message_bytes,
         max_streams_per_connection,
         shutdown_timeout_secs,
+        trusted_proxies,
+        proxy_header_timeout,
     } = limits;
+    let trusted = Arc::new(trusted_proxies);
     let addr = listener.local_addr()?;
     let runtime = service.runtime.clone();
     let routes = Routes::new(
@@ -98,12 +111,14 @@ pub fn server(
         .listen("grpc", listener, move || {
             let routes = routes.clone();
             let stop = stop.clone();
+            let trusted = trusted.clone();
             actix_service::fn_service(move |stream: TcpStream| {
                 connection(
                     stream,
                     routes.clone(),
                     max_streams_per_connection,
                     stop.clone(),
+                    (trusted.clone(), proxy_header_timeout),
                 )
             })
         })?
@@ -135,19 +150,34 @@ where
 /// Serves one HTTP/2 connection until the peer closes it, or until a GOAWAY asked for
 /// and its calls in flight are over.
 async fn connection(
-    stream: TcpStream,
+    mut stream: TcpStream,
     routes: Routes,
     max_streams: u32,
     mut stop: watch::Receiver<bool>,
+    (trusted, header_timeout): (Arc<TrustedProxies>, Duration),
 ) -> Result<(), std::convert::Infallible> {
     let info = TcpConnectInfo {
         local_addr: stream.local_addr().ok(),
         remote_addr: stream.peer_addr().ok(),
     };
+    // A trusted proxy's PROXY header comes before the HTTP/2 preface.
+    let proxied = match trusted.is_empty() {
+        true => None,
+        false => match read_proxy_header(&mut stream, &trusted, header_timeout).await {
+            Ok(proxied) => proxied.map(ProxiedClient),
+            Err(e) => {
+                tracing::debug!(peer = ?info.remote_addr, error = %e, "gRPC connection dropped: bad PROXY header");
+                return Ok(());
+            }
+        },
+    };
     // Small frames (a unary answer) must not wait for Nagle.
     let _ = stream.set_nodelay(true);
     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         request.extensions_mut().insert(info.clone());
+        if let Some(proxied) = proxied {
+            request.extensions_mut().insert(proxied);
+        }
         routes.clone().oneshot(request)
     });
     let connection = hyper::server::conn::http2::Builder::new(OnThisWorker)

@@ -59,6 +59,8 @@ impl A2a {
 struct Caller<'a> {
     metadata: &'a MetadataMap,
     peer: Option<IpAddr>,
+    /// The client the connection's PROXY header named (`server.trusted_proxies`).
+    proxied: Option<IpAddr>,
 }
 
 impl Credentials for Caller<'_> {
@@ -66,8 +68,20 @@ impl Credentials for Caller<'_> {
         self.metadata.get(name).and_then(|v| v.to_str().ok())
     }
 
+    fn header_values(&self, name: &str) -> Vec<&str> {
+        self.metadata
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect()
+    }
+
     fn peer(&self) -> Option<IpAddr> {
         self.peer
+    }
+
+    fn proxied(&self) -> Option<IpAddr> {
+        self.proxied
     }
 }
 
@@ -96,10 +110,15 @@ impl A2a {
         J: Message + Default + Serialize,
     {
         let peer = request.remote_addr().map(|addr| addr.ip());
+        let proxied = request
+            .extensions()
+            .get::<super::ProxiedClient>()
+            .map(|client| client.0.ip());
         let (metadata, _, message) = request.into_parts();
         let caller = Caller {
             metadata: &metadata,
             peer,
+            proxied,
         };
         // Credentials first: a stranger learns nothing, not even whether its request is valid.
         let principal = self.service.gate.admit(&caller).await?;

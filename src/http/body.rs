@@ -132,7 +132,19 @@ impl crate::service::auth::Credentials for HttpRequest {
         self.headers().get(name).and_then(|v| v.to_str().ok())
     }
 
+    fn header_values(&self, name: &str) -> Vec<&str> {
+        self.headers()
+            .get_all(name)
+            .filter_map(|v| v.to_str().ok())
+            .collect()
+    }
+
     fn peer(&self) -> Option<std::net::IpAddr> {
         self.peer_addr().map(|peer| peer.ip())
+    }
+
+    fn proxied(&self) -> Option<std::net::IpAddr> {
+        self.conn_data::<super::connection::ProxiedClient>()
+            .map(|client| client.0.ip())
     }
 }

@@ -42,6 +42,7 @@ use self::limits::{Limits, retry_after_secs};
 use crate::config::Settings;
 use crate::domain::TenantId;
 use crate::error::Error;
+use crate::service::client_addr::TrustedProxies;
 use crate::telemetry;
 
 /// The tier of callers that name none.
@@ -54,8 +55,16 @@ const NO_SKILL: &str = "";
 pub trait Credentials {
     /// The value of `name` (lowercase), if present and readable as text.
     fn header(&self, name: &str) -> Option<&str>;
-    /// The peer's address.
+    /// Every value of `name` (lowercase) that is readable as text, in order.
+    fn header_values(&self, name: &str) -> Vec<&str> {
+        self.header(name).into_iter().collect()
+    }
+    /// The address of the connection's other end (a proxy, when there is one).
     fn peer(&self) -> Option<IpAddr>;
+    /// The client a trusted proxy named in the connection's PROXY protocol header.
+    fn proxied(&self) -> Option<IpAddr> {
+        None
+    }
 }
 
 /// The caller of a request.
@@ -107,6 +116,8 @@ pub struct Gate {
     limits: Limits,
     /// Failed authentications per client address (`auth.failures_per_minute`).
     failures: Failures,
+    /// `server.trusted_proxies`: who may name the client.
+    proxies: TrustedProxies,
 }
 
 /// Why the gate could not be built (settings that `Settings::validate` would refuse).
@@ -122,6 +133,8 @@ impl Gate {
             auth.failures_per_minute,
             auth.failure_tracking_max_addresses,
         )?;
+        let proxies = TrustedProxies::new(&settings.server.trusted_proxies)
+            .map_err(|e| GateError(format!("server.trusted_proxies: {e}")))?;
         if !auth.enabled {
             tracing::warn!(
                 "AUTHENTICATION IS OFF (auth.enabled = false): every request acts for the \
@@ -131,6 +144,7 @@ impl Gate {
                 auth: None,
                 limits,
                 failures,
+                proxies,
             });
         }
         let keys = auth
@@ -198,6 +212,7 @@ impl Gate {
             auth: Some(Ways { keys, proxy, jwt }),
             limits,
             failures,
+            proxies,
         })
     }
 
@@ -228,9 +243,12 @@ impl Gate {
         let Some(ways) = &self.auth else {
             return Ok(Principal::anonymous());
         };
-        let peer = req.peer();
-        if let Some(peer) = peer {
-            self.failures.check(peer)?;
+        let client = self.client(req);
+        if let Some(client) = client
+            && let Err(e) = self.failures.check(client)
+        {
+            tracing::debug!(client = %client, "refused: too many failed authentications");
+            return Err(e);
         }
         let principal = match ways.presented(req) {
             Presented::Decided(principal) => principal,
@@ -247,8 +265,9 @@ impl Gate {
                 if matches!(e, Error::Unauthenticated(_) | Error::InvalidToken(_)) {
                     metrics::counter!(telemetry::AUTH_FAILURES, "outcome" => "refused")
                         .increment(1);
-                    if let Some(peer) = peer {
-                        self.failures.spend(peer);
+                    if let Some(client) = client {
+                        tracing::debug!(client = %client, error = %e, "authentication failed");
+                        self.failures.spend(client);
                     }
                 }
                 return Err(e);
@@ -256,6 +275,26 @@ impl Gate {
         };
         self.limits.tenant(&principal)?;
         Ok(principal)
+    }
+
+    /// The client of `req`: its peer, or who the trusted proxies between say it is
+    /// (`client_addr.rs`).
+    pub fn client(&self, req: &impl Credentials) -> Option<IpAddr> {
+        let peer = req.peer()?;
+        if self.proxies.is_empty() {
+            return Some(peer);
+        }
+        Some(self.proxies.client(
+            peer,
+            req.proxied(),
+            &req.header_values("forwarded"),
+            &req.header_values("x-forwarded-for"),
+        ))
+    }
+
+    /// The trusted proxies, whose PROXY headers the listeners read.
+    pub fn trusted_proxies(&self) -> &TrustedProxies {
+        &self.proxies
     }
 
     /// Spends one direct call of `skill` from the caller's budget for it, when the skill

@@ -3,6 +3,7 @@
 //! sit beside each other on top of this module and differ only in framing.
 
 pub mod auth;
+pub mod client_addr;
 pub mod operation;
 
 use std::sync::Arc;

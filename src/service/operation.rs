@@ -80,6 +80,11 @@ pub async fn execute(
     }
     let span = trace::request(name(op), request.binding(), request);
     span.record("a2a.tenant.id", principal.tenant.as_str());
+    if !span.is_none()
+        && let Some(client) = state.gate.client(request)
+    {
+        span.record("client.address", client.to_string());
+    }
     let result = run(state, principal, op, dialect, params, request)
         .instrument(span.clone())
         .await;

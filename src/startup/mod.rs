@@ -240,6 +240,10 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
                 max_message_bytes: settings.server.max_body_bytes,
                 max_streams_per_connection: settings.server.grpc_max_streams_per_connection,
                 shutdown_timeout_secs: settings.server.shutdown_timeout_secs,
+                trusted_proxies: gate.trusted_proxies().clone(),
+                proxy_header_timeout: Duration::from_millis(
+                    settings.server.proxy_header_timeout_ms,
+                ),
             },
         )?),
         None => None,
@@ -248,9 +252,13 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
     let http = crate::http::server(
         state,
         listener,
-        workers,
-        settings.server.shutdown_timeout_secs,
-        settings.metrics.dashboard,
+        crate::http::Limits {
+            workers,
+            shutdown_timeout_secs: settings.server.shutdown_timeout_secs,
+            dashboard: settings.metrics.dashboard,
+            trusted_proxies: gate.trusted_proxies().clone(),
+            proxy_header_timeout: Duration::from_millis(settings.server.proxy_header_timeout_ms),
+        },
     )?;
     let mut servers = vec![http];
     let mut go_away = None;

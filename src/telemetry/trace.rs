@@ -160,6 +160,7 @@ pub fn request(operation: &'static str, binding: &'static str, headers: &impl Ca
         a2a.binding = binding,
         a2a.tenant.id = tracing::field::Empty,
         a2a.task.id = tracing::field::Empty,
+        client.address = tracing::field::Empty,
         gen_ai.conversation.id = tracing::field::Empty,
         error.type = tracing::field::Empty,
         trace_id = tracing::field::Empty,

@@ -4,6 +4,7 @@ mod agent;
 mod auth;
 mod card;
 mod cli;
+mod client_address;
 mod cluster;
 mod cluster_nodes;
 mod dashboard;
