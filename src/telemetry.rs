@@ -38,6 +38,8 @@ pub const ERRORS: &str = "agent_a2a_errors_total";
 pub const SSE_SUBSCRIBERS: &str = "agent_a2a_sse_subscribers";
 /// Open gRPC event streams (`SendStreamingMessage`, `SubscribeToTask`).
 pub const GRPC_STREAMS: &str = "agent_a2a_grpc_streams";
+/// New event streams refused because `streaming.max_streams` were open, by `binding`.
+pub const STREAMS_REFUSED: &str = "agent_a2a_streams_refused_total";
 /// Requests refused by the rate limiter, by `tenant_id` and `skill_name`.
 pub const RATE_LIMITED: &str = "agent_a2a_rate_limited_total";
 /// Failed authentications by `outcome`: `refused` (401) or `throttled` (429: the client
@@ -262,6 +264,9 @@ pub fn metrics_handle() -> PrometheusHandle {
             metrics::counter!(AUTH_FAILURE_OVERFLOW).increment(0);
             metrics::gauge!(SSE_SUBSCRIBERS).increment(0.0);
             metrics::gauge!(GRPC_STREAMS).increment(0.0);
+            for binding in ["jsonrpc", "http_json", "grpc"] {
+                metrics::counter!(STREAMS_REFUSED, "binding" => binding).increment(0);
+            }
             metrics::gauge!(THREAD_ACTORS).increment(0.0);
             for outcome in ["delivered", "abandoned", "dropped"] {
                 metrics::counter!(PUSH_DELIVERIES, "outcome" => outcome).increment(0);
@@ -307,6 +312,10 @@ fn describe() {
     );
     describe_gauge!(SSE_SUBSCRIBERS, "Open SSE streams.");
     describe_gauge!(GRPC_STREAMS, "Open gRPC event streams.");
+    describe_counter!(
+        STREAMS_REFUSED,
+        "New event streams refused because streaming.max_streams were open, by binding."
+    );
     describe_counter!(
         RATE_LIMITED,
         "Requests refused by the rate limiter, by tenant and skill."

@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, positive};
 
+/// The most `server.max_connections` and `streaming.max_streams` (and `reserved_fds`):
+/// far past what one process can hold open.
+const MAX_CONNECTIONS: usize = 10_000_000;
+
 /// The listeners and what every response shares (`[server]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -44,6 +48,15 @@ pub struct ServerSettings {
     /// How long a connection from a trusted proxy may take to send its PROXY header (or
     /// its first bytes), in ms; then it is closed.
     pub proxy_header_timeout_ms: u64,
+    /// Connections the node accepts at once over both listeners (HTTP gets three
+    /// quarters, gRPC a quarter; each split over the workers); past it a listener stops
+    /// accepting until one closes, so the process never runs out of open files. 0: the
+    /// open-files limit less `reserved_fds`.
+    pub max_connections: usize,
+    /// Open files kept out of the connection budget for the process's own use: the
+    /// database, SQLite and git files, outgoing requests (push deliveries, models).
+    /// Halved while the open-files limit is below twice it.
+    pub reserved_fds: usize,
 }
 
 impl Default for ServerSettings {
@@ -61,6 +74,8 @@ impl Default for ServerSettings {
             retry_after_secs: 1,
             trusted_proxies: Vec::new(),
             proxy_header_timeout_ms: 5000,
+            max_connections: 0,
+            reserved_fds: 256,
         }
     }
 }
@@ -79,6 +94,11 @@ pub struct StreamingSettings {
     /// Longest a `GetTask` long-poll (`currentGeneration`) waits for a new generation,
     /// in seconds; then it answers with the task as it is.
     pub long_poll_secs: u64,
+    /// Event streams (SSE and gRPC) open at once on the node; a new one past it is
+    /// refused at once with 503 and `Retry-After` (gRPC: `UNAVAILABLE`), before anything
+    /// is done, so that health checks, metrics and sends always find a connection. 0:
+    /// three quarters of the HTTP listener's connections (`server.max_connections`).
+    pub max_streams: usize,
 }
 
 impl Default for StreamingSettings {
@@ -88,6 +108,7 @@ impl Default for StreamingSettings {
             subscriber_buffer: 256,
             replay_batch: 1000,
             long_poll_secs: 30,
+            max_streams: 0,
         }
     }
 }
@@ -142,6 +163,20 @@ impl ServerSettings {
                 problem: "must be from 1 to 60000".into(),
             });
         }
+        if self.max_connections > MAX_CONNECTIONS {
+            return Err(ConfigError::Key {
+                key: "server.max_connections",
+                problem: format!(
+                    "must be at most {MAX_CONNECTIONS} (0: from the open-files limit)"
+                ),
+            });
+        }
+        if self.reserved_fds > MAX_CONNECTIONS {
+            return Err(ConfigError::Key {
+                key: "server.reserved_fds",
+                problem: format!("must be at most {MAX_CONNECTIONS}"),
+            });
+        }
         Ok(())
     }
 
@@ -171,6 +206,15 @@ impl StreamingSettings {
         positive("streaming.keep_alive_secs", self.keep_alive_secs)?;
         positive("streaming.subscriber_buffer", self.subscriber_buffer as u64)?;
         positive("streaming.replay_batch", self.replay_batch as u64)?;
-        positive("streaming.long_poll_secs", self.long_poll_secs)
+        positive("streaming.long_poll_secs", self.long_poll_secs)?;
+        if self.max_streams > MAX_CONNECTIONS {
+            return Err(ConfigError::Key {
+                key: "streaming.max_streams",
+                problem: format!(
+                    "must be at most {MAX_CONNECTIONS} (0: from the connection budget)"
+                ),
+            });
+        }
+        Ok(())
     }
 }

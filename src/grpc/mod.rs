@@ -68,6 +68,8 @@ pub struct Limits {
     pub max_message_bytes: usize,
     /// `server.grpc_max_streams_per_connection`.
     pub max_streams_per_connection: u32,
+    /// Connections each worker accepts at once (`server.max_connections`).
+    pub max_connections_per_worker: usize,
     /// `server.shutdown_timeout_secs`.
     pub shutdown_timeout_secs: u64,
     /// `server.trusted_proxies`, whose PROXY headers are read.
@@ -90,6 +92,7 @@ pub fn server(
         workers,
         max_message_bytes,
         max_streams_per_connection,
+        max_connections_per_worker,
         shutdown_timeout_secs,
         trusted_proxies,
         proxy_header_timeout,
@@ -106,6 +109,7 @@ pub fn server(
     let (go_away, stop) = watch::channel(false);
     let server = actix_server::Server::build()
         .workers(workers)
+        .max_concurrent_connections(max_connections_per_worker)
         .shutdown_timeout(shutdown_timeout_secs)
         .disable_signals()
         .listen("grpc", listener, move || {

@@ -32,6 +32,9 @@ use connection::{Connection, ProxiedClient};
 pub struct Limits {
     /// Worker threads.
     pub workers: usize,
+    /// Connections each worker accepts at once (`server.max_connections`): past it the
+    /// worker stops accepting until one closes.
+    pub max_connections_per_worker: usize,
     /// `server.shutdown_timeout_secs`.
     pub shutdown_timeout_secs: u64,
     /// `metrics.dashboard`.
@@ -52,6 +55,7 @@ pub struct Limits {
 pub fn server(state: AppState, listener: TcpListener, limits: Limits) -> std::io::Result<Server> {
     let Limits {
         workers,
+        max_connections_per_worker,
         shutdown_timeout_secs,
         dashboard,
         trusted_proxies,
@@ -64,6 +68,7 @@ pub fn server(state: AppState, listener: TcpListener, limits: Limits) -> std::io
     let shutdown = builder.graceful_shutdown_signal();
     Ok(builder
         .workers(workers)
+        .max_concurrent_connections(max_connections_per_worker)
         .shutdown_timeout(shutdown_timeout_secs)
         .disable_signals()
         .listen("http", listener, move || {

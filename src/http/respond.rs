@@ -43,13 +43,19 @@ pub fn jsonrpc_err(
 }
 
 /// `Retry-After` when the client should come back later, `WWW-Authenticate` when it
-/// should come back with credentials.
+/// should come back with credentials. An unavailability also closes the connection: a
+/// node that is out of room (`streaming.max_streams`), draining or without its database
+/// sheds the connection instead of keeping it idle, so the next one (a health check, a
+/// send) finds a place.
 fn challenge_headers(err: &Error, response: &mut actix_web::HttpResponseBuilder) {
     match err {
         Error::Unavailable {
             retry_after_secs, ..
+        } => {
+            response.insert_header(("Retry-After", retry_after_secs.to_string()));
+            response.force_close();
         }
-        | Error::RateLimited {
+        Error::RateLimited {
             retry_after_secs, ..
         } => {
             response.insert_header(("Retry-After", retry_after_secs.to_string()));

@@ -43,6 +43,10 @@ pub struct Service {
     push: Option<Arc<UrlPolicy>>,
     /// Longest a `GetTask` long-poll waits (`streaming.long_poll_secs`).
     pub long_poll: std::time::Duration,
+    /// Event streams open at once on the node (`streaming.max_streams`): a permit per
+    /// stream, held until the stream ends.
+    streams: Arc<tokio::sync::Semaphore>,
+    max_streams: usize,
 }
 
 impl Service {
@@ -52,8 +56,12 @@ impl Service {
         gate: Arc<Gate>,
         card: Value,
         push: Option<Arc<UrlPolicy>>,
+        max_streams: usize,
     ) -> Self {
+        let max_streams = max_streams.min(tokio::sync::Semaphore::MAX_PERMITS);
         Self {
+            streams: Arc::new(tokio::sync::Semaphore::new(max_streams)),
+            max_streams,
             push,
             long_poll: std::time::Duration::from_secs(settings.streaming.long_poll_secs),
             runtime,
@@ -63,6 +71,25 @@ impl Service {
             card,
             limits: settings.rate_limit.clone(),
         }
+    }
+
+    /// A place for one more event stream, held until the stream ends; past
+    /// `streaming.max_streams` open at once, `Unavailable` (503 with `Retry-After`) at once,
+    /// before anything of the request is done.
+    pub fn open_stream(
+        &self,
+        binding: &'static str,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, Error> {
+        self.streams.clone().try_acquire_owned().map_err(|_| {
+            metrics::counter!(telemetry::STREAMS_REFUSED, "binding" => binding).increment(1);
+            Error::Unavailable {
+                detail: format!(
+                    "{} event streams are open on this node (streaming.max_streams)",
+                    self.max_streams
+                ),
+                retry_after_secs: self.retry_after_secs,
+            }
+        })
     }
 
     /// The receiver policy, or `PushNotificationNotSupported` when push is off.

@@ -128,9 +128,10 @@ async fn run(
             Ok(Reply::Json(encoded))
         }
         Operation::SendStreamingMessage => {
+            let place = state.open_stream(request.binding())?;
             let cmd = decode_send(state, principal, dialect, params, request)?;
             let sub = rt.send_streaming(tenant, cmd).await?;
-            Ok(Reply::Stream(Box::pin(rt.events(sub))))
+            Ok(Reply::Stream(Box::pin(holding(rt.events(sub), place))))
         }
         Operation::GetTask => {
             let query = a2a::decode_get_task(dialect, params)?;
@@ -169,10 +170,11 @@ async fn run(
             Ok(Reply::Json(encoded))
         }
         Operation::SubscribeToTask => {
+            let place = state.open_stream(request.binding())?;
             let id = a2a::decode_task_id(dialect, params)?;
             let resume = request.last_event_id()?;
             let sub = rt.subscribe(tenant, &id, resume).await?;
-            Ok(Reply::Stream(Box::pin(rt.events(sub))))
+            Ok(Reply::Stream(Box::pin(holding(rt.events(sub), place))))
         }
         // Without push, refused before anything else, as the spec requires: no task lookup
         // happens.
@@ -349,4 +351,16 @@ fn decode_send(
             .insert("userId".into(), Value::String(user.clone()));
     }
     Ok(cmd)
+}
+
+/// `stream`, keeping its place among the node's open streams until it is dropped.
+fn holding<S: Stream + Send>(
+    stream: S,
+    place: tokio::sync::OwnedSemaphorePermit,
+) -> impl Stream<Item = S::Item> + Send {
+    use futures_util::StreamExt;
+    stream.map(move |item| {
+        let _held = &place;
+        item
+    })
 }

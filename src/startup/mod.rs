@@ -4,6 +4,7 @@
 //! shuts down gracefully (`shutdown.rs`).
 
 mod card;
+pub mod open_files;
 pub mod shutdown;
 
 use std::net::SocketAddr;
@@ -216,6 +217,17 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
         n => n,
     };
+    let (before, soft, hard) = open_files::raise_limit();
+    let budget = open_files::Budget::new(&settings, soft, grpc_listener.is_some())?;
+    tracing::info!(
+        open_files_soft = soft,
+        open_files_hard = hard,
+        raised_from = before,
+        http_connections = budget.http,
+        grpc_connections = budget.grpc,
+        streams = budget.streams,
+        "open-files limit and connection budget"
+    );
 
     let public_card = card::agent_card(&settings, addr, grpc_addr, &gate, &cards);
     let push_policy = match settings.push.enabled {
@@ -230,6 +242,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         gate.clone(),
         public_card,
         push_policy.clone(),
+        budget.streams,
     ));
     let grpc = match grpc_listener {
         Some(grpc_listener) => Some(crate::grpc::server(
@@ -239,6 +252,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
                 workers,
                 max_message_bytes: settings.server.max_body_bytes,
                 max_streams_per_connection: settings.server.grpc_max_streams_per_connection,
+                max_connections_per_worker: open_files::Budget::per_worker(budget.grpc, workers),
                 shutdown_timeout_secs: settings.server.shutdown_timeout_secs,
                 trusted_proxies: gate.trusted_proxies().clone(),
                 proxy_header_timeout: Duration::from_millis(
@@ -254,6 +268,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         listener,
         crate::http::Limits {
             workers,
+            max_connections_per_worker: open_files::Budget::per_worker(budget.http, workers),
             shutdown_timeout_secs: settings.server.shutdown_timeout_secs,
             dashboard: settings.metrics.dashboard,
             trusted_proxies: gate.trusted_proxies().clone(),

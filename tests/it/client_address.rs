@@ -33,6 +33,8 @@ fn behind_proxy(s: &mut Settings) {
 
 /// A client whose connections come from `ip` (any 127/8 address is loopback).
 fn client_from(ip: &str) -> reqwest::Client {
+    // reqwest needs a rustls provider even for plain HTTP (see `http_client`).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .local_address(ip.parse::<IpAddr>().unwrap())
         .build()

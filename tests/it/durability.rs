@@ -25,11 +25,37 @@ pub(crate) fn start_server_logged(
     data_dir: &std::path::Path,
     env: &[(&str, &str)],
 ) -> (Child, String, Arc<Mutex<Vec<String>>>) {
+    start_server_limited(data_dir, env, None)
+}
+
+/// [`start_server_logged`] under an open-files limit (soft and hard) of `open_files`.
+pub(crate) fn start_server_limited(
+    data_dir: &std::path::Path,
+    env: &[(&str, &str)],
+    open_files: Option<u64>,
+) -> (Child, String, Arc<Mutex<Vec<String>>>) {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-a2a"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-a2a"));
+    if let Some(limit) = open_files {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only setrlimit runs between fork and exec, on values on this stack.
+        unsafe {
+            command.pre_exec(move || {
+                let limit = libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: limit,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = command
         .args([
             "serve",
             "--bind",

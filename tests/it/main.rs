@@ -21,6 +21,7 @@ mod jwt;
 mod layering;
 mod lifecycle;
 mod metrics;
+mod open_files;
 mod outage;
 mod postgres;
 mod push;

@@ -1,0 +1,152 @@
+//! A node under a small open-files limit never wedges: a crowd of event streams past
+//! `streaming.max_streams` is refused at once with 503 and `Retry-After`, while health
+//! checks and sends keep answering and every open stream gets the task's next update; the
+//! server never fails an `accept` for want of a descriptor.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::durability::start_server_limited;
+use crate::support::{http_client, user_message};
+
+/// Streams the crowd opens: far more than fit in 256 descriptors.
+const CROWD: usize = 300;
+
+/// A client of its own (its own connections), waiting at most `timeout` for a head.
+fn lone_client(timeout: Duration) -> reqwest::Client {
+    // reqwest needs a rustls provider even for plain HTTP (see `http_client`).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap()
+}
+
+async fn rpc(url: &str, method: &str, params: Value) -> Value {
+    lone_client(Duration::from_secs(5))
+        .post(format!("{url}/"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{method} got no answer: {e}"))
+        .json()
+        .await
+        .unwrap()
+}
+
+#[actix_web::test]
+async fn under_256_open_files_streams_past_the_cap_get_503_and_the_node_keeps_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, url, log) = start_server_limited(dir.path(), &[], Some(256));
+    let budget = log
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|line| line.contains("connection budget"))
+        .cloned()
+        .expect("the budget is logged");
+    assert!(budget.contains("open_files_soft=256"), "{budget}");
+    assert!(budget.contains("streams=72"), "{budget}");
+
+    // A task waiting for input (the tool-routing agent asks for a tool).
+    let asked = rpc(
+        &url,
+        "SendMessage",
+        json!({"message": user_message("hello")}),
+    )
+    .await;
+    let task = asked["result"]["task"].clone();
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{asked}"
+    );
+    let task_id = task["id"].as_str().unwrap().to_owned();
+
+    // The crowd, each on a connection of its own.
+    let opened = futures_util::future::join_all((0..CROWD).map(|_| {
+        let request = lone_client(Duration::from_secs(20))
+            .post(format!("{url}/tasks/{task_id}:subscribe"))
+            .header("A2A-Version", "1.0")
+            .send();
+        async move { request.await }
+    }))
+    .await;
+    let mut streams = Vec::new();
+    let mut refused = 0;
+    for response in opened {
+        let response = response.expect("every subscriber gets an answer");
+        match response.status().as_u16() {
+            200 => streams.push(response),
+            503 => {
+                assert!(response.headers().contains_key("retry-after"));
+                refused += 1;
+            }
+            other => panic!("a subscriber got {other}"),
+        }
+    }
+    assert_eq!(streams.len(), 72, "streaming.max_streams from the budget");
+    assert_eq!(refused, CROWD - 72);
+
+    // With every stream open, the node answers health checks and sends.
+    let ready = lone_client(Duration::from_secs(5))
+        .get(format!("{url}/health/ready"))
+        .send()
+        .await
+        .expect("/health/ready answers");
+    assert_eq!(ready.status(), 200);
+    let got = rpc(&url, "GetTask", json!({"id": task_id})).await;
+    assert_eq!(got["result"]["id"], task_id.as_str(), "{got}");
+    let follow_up = json!({"message": {
+        "messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
+        "taskId": task_id, "contextId": task["contextId"],
+        "parts": [{"text": "still there?"}]}});
+    let answered = rpc(&url, "SendMessage", follow_up).await;
+    assert!(answered["result"]["task"]["id"].is_string(), "{answered}");
+
+    // Every open stream hears of it.
+    let heard = futures_util::future::join_all(streams.into_iter().map(|response| async move {
+        let mut body = response.bytes_stream();
+        let mut seen = String::new();
+        while let Ok(Some(Ok(chunk))) =
+            tokio::time::timeout(Duration::from_secs(10), body.next()).await
+        {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("data:") {
+                return true;
+            }
+        }
+        false
+    }))
+    .await;
+    assert!(
+        heard.iter().all(|h| *h),
+        "{} of 72 streams heard the update",
+        heard.iter().filter(|h| **h).count()
+    );
+
+    let metrics = http_client()
+        .get(format!("{url}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let refusals: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("agent_a2a_streams_refused_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(refusals, (CROWD - 72) as f64, "{metrics}");
+    server.kill().ok();
+    server.wait().ok();
+    let log = log.lock().unwrap();
+    assert!(
+        !log.iter().any(|l| l.contains("Too many open files")),
+        "{}",
+        log.join("\n")
+    );
+}
