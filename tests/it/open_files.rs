@@ -150,3 +150,78 @@ async fn under_256_open_files_streams_past_the_cap_get_503_and_the_node_keeps_an
         log.join("\n")
     );
 }
+
+/// The cap counts SSE and gRPC streams together, and a stream refused by it has done
+/// nothing: a streaming send past it starts no task.
+#[actix_web::test]
+async fn the_stream_cap_spans_both_bindings_and_a_refused_stream_does_nothing() {
+    use crate::support::{Backend, spawn_app_with};
+    use a2a_pb::proto;
+    let app = spawn_app_with(Backend::Sqlite, |s| s.streaming.max_streams = 2).await;
+    let task_id = app.start_waiting_task().await;
+    let sse = app.subscribe(&task_id, None).await;
+    assert_eq!(sse.status(), 200);
+    let addr = app.grpc_addr.unwrap();
+    let mut grpc = proto::a2a_service_client::A2aServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    let stream = grpc
+        .subscribe_to_task(proto::SubscribeToTaskRequest {
+            id: task_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("the second stream fits");
+
+    // Both places taken: refused on either binding.
+    let third = app.subscribe(&task_id, None).await;
+    assert_eq!(third.status(), 503);
+    assert!(third.headers().contains_key("retry-after"));
+    assert_eq!(
+        third
+            .headers()
+            .get("connection")
+            .map(|v| v.to_str().unwrap()),
+        Some("close")
+    );
+    let refused = grpc
+        .subscribe_to_task(proto::SubscribeToTaskRequest {
+            id: task_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("no third stream");
+    assert_eq!(refused.code(), tonic::Code::Unavailable);
+    let before = app.rpc("ListTasks", json!({})).await["result"]["tasks"]
+        .as_array()
+        .map_or(0, Vec::len);
+    let streamed = app
+        .client
+        .post(format!("{}/message:stream", app.url))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"message": user_message("complete")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(streamed.status(), 503);
+    let after = app.rpc("ListTasks", json!({})).await["result"]["tasks"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(after, before, "a refused streaming send started a task");
+
+    // A place freed is a place again.
+    drop(stream);
+    drop(sse);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let again = app.subscribe(&task_id, None).await;
+        if again.status() == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the places were never freed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
