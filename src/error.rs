@@ -156,6 +156,9 @@ pub enum TokenError {
     Malformed,
     /// Longer than `auth.jwt_max_token_bytes`.
     TooLarge,
+    /// The header has `crit`: it lists extensions the server must understand, and it
+    /// understands none (RFC 7515 §4.1.11).
+    Critical,
     /// Verified, but the claim that names the tenant is missing or not a tenant id.
     Tenant,
 }
@@ -173,6 +176,7 @@ impl TokenError {
             TokenError::Signature => "signature invalid",
             TokenError::Malformed => "malformed token",
             TokenError::TooLarge => "token too large",
+            TokenError::Critical => "unsupported critical header",
             TokenError::Tenant => "tenant claim missing or invalid",
         }
     }
@@ -189,6 +193,7 @@ impl TokenError {
             TokenError::Signature => "signature",
             TokenError::Malformed => "malformed",
             TokenError::TooLarge => "too_large",
+            TokenError::Critical => "critical",
             TokenError::Tenant => "tenant",
         }
     }

@@ -371,14 +371,33 @@ async fn refused_tokens_say_why() {
     // An ES256 header naming the RSA key.
     let mismatch = sign(&valid, &keys.es_a, Algorithm::ES256, "rs");
     assert_refused(&send(&app, &mismatch).await, "algorithm not allowed");
+    // RFC 7515 §4.1.11: a header extension marked critical that the server does not
+    // understand (it understands none) makes the token invalid, signature or not.
+    let critical = |crit: Value| {
+        let mut header = Header {
+            kid: Some("es-a".into()),
+            ..Header::new(Algorithm::ES256)
+        };
+        header.extras.insert("crit", crit);
+        header.extras.insert("exp-ext", true);
+        jsonwebtoken::encode(&header, &valid, &keys.es_a).expect("signed")
+    };
+    for crit in [json!(["exp-ext"]), json!([]), json!(null)] {
+        assert_refused(
+            &send(&app, &critical(crit)).await,
+            "unsupported critical header",
+        );
+    }
     let huge = with("padding", json!("x".repeat(9000)));
     assert_refused(&send(&app, &es256(&huge)).await, "token too large");
 
     // Every refusal counts as a failed authentication, by reason too.
     let refused = r#"agent_a2a_auth_failures_total{outcome="refused"}"#;
-    assert!(counter(&app, refused).await >= 11.0);
+    assert!(counter(&app, refused).await >= 14.0);
     let expired = r#"agent_a2a_jwt_refusals_total{reason="expired"}"#;
     assert!(counter(&app, expired).await >= 1.0);
+    let critical = r#"agent_a2a_jwt_refusals_total{reason="critical"}"#;
+    assert!(counter(&app, critical).await >= 3.0);
     assert_eq!(idp.fetches(), 1);
     app.stop().await;
 }
