@@ -159,7 +159,8 @@ pub enum TokenError {
     /// The header has `crit`: it lists extensions the server must understand, and it
     /// understands none (RFC 7515 §4.1.11).
     Critical,
-    /// Verified, but the claim that names the tenant is missing or not a tenant id.
+    /// Verified, but the claim that names the tenant is missing or not a tenant id
+    /// (`TenantId::parse`).
     Tenant,
 }
 
@@ -177,7 +178,7 @@ impl TokenError {
             TokenError::Malformed => "malformed token",
             TokenError::TooLarge => "token too large",
             TokenError::Critical => "unsupported critical header",
-            TokenError::Tenant => "tenant claim missing or invalid",
+            TokenError::Tenant => "tenant claim missing or not a valid tenant id",
         }
     }
 

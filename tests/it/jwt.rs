@@ -334,10 +334,25 @@ async fn refused_tokens_say_why() {
     assert_eq!(who(&send(&app, &es256(&listed)).await), "acme alice");
     let stranger = with("iss", json!("https://evil.test.example/"));
     assert_refused(&send(&app, &es256(&stranger)).await, "issuer not accepted");
-    let no_tenant = with("tenant", Value::Null);
-    assert_refused(
-        &send(&app, &es256(&no_tenant)).await,
-        "tenant claim missing or invalid",
+    // A tenant claim must be a tenant id: none, or one that is not one, is refused.
+    let too_long = "t".repeat(65);
+    for tenant in [
+        Value::Null,
+        json!("../x"),
+        json!("a b"),
+        json!(too_long),
+        json!("-x"),
+    ] {
+        let claims = with("tenant", tenant.clone());
+        assert_refused(
+            &send(&app, &es256(&claims)).await,
+            "tenant claim missing or not a valid tenant id",
+        );
+    }
+    let longest = with("tenant", json!("t".repeat(64)));
+    assert_eq!(
+        who(&send(&app, &es256(&longest)).await),
+        format!("{} alice", "t".repeat(64))
     );
 
     // `alg: none`: an unsigned token.
@@ -393,7 +408,7 @@ async fn refused_tokens_say_why() {
 
     // Every refusal counts as a failed authentication, by reason too.
     let refused = r#"agent_a2a_auth_failures_total{outcome="refused"}"#;
-    assert!(counter(&app, refused).await >= 14.0);
+    assert!(counter(&app, refused).await >= 18.0);
     let expired = r#"agent_a2a_jwt_refusals_total{reason="expired"}"#;
     assert!(counter(&app, expired).await >= 1.0);
     let critical = r#"agent_a2a_jwt_refusals_total{reason="critical"}"#;

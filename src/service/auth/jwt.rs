@@ -382,6 +382,9 @@ mod tests {
             serde_json::json!({}),
             serde_json::json!({"tenant": 7}),
             serde_json::json!({"tenant": ""}),
+            serde_json::json!({"tenant": "../x"}),
+            serde_json::json!({"tenant": "a b"}),
+            serde_json::json!({"tenant": "t".repeat(65)}),
         ] {
             assert_eq!(issuer.principal(&claims(bad)), Err(TokenError::Tenant));
         }
