@@ -156,7 +156,11 @@ pub enum TokenError {
     Malformed,
     /// Longer than `auth.jwt_max_token_bytes`.
     TooLarge,
-    /// Verified, but the claim that names the tenant is missing or not a tenant id.
+    /// The header has `crit`: it lists extensions the server must understand, and it
+    /// understands none (RFC 7515 §4.1.11).
+    Critical,
+    /// Verified, but the claim that names the tenant is missing or not a tenant id
+    /// (`TenantId::parse`).
     Tenant,
 }
 
@@ -173,7 +177,8 @@ impl TokenError {
             TokenError::Signature => "signature invalid",
             TokenError::Malformed => "malformed token",
             TokenError::TooLarge => "token too large",
-            TokenError::Tenant => "tenant claim missing or invalid",
+            TokenError::Critical => "unsupported critical header",
+            TokenError::Tenant => "tenant claim missing or not a valid tenant id",
         }
     }
 
@@ -189,6 +194,7 @@ impl TokenError {
             TokenError::Signature => "signature",
             TokenError::Malformed => "malformed",
             TokenError::TooLarge => "too_large",
+            TokenError::Critical => "critical",
             TokenError::Tenant => "tenant",
         }
     }

@@ -50,7 +50,8 @@ pub const AUTH_FAILURES: &str = "agent_a2a_auth_failures_total";
 /// tracked addresses was full (`auth.failure_tracking_max_addresses`).
 pub const AUTH_FAILURE_OVERFLOW: &str = "agent_a2a_auth_failure_overflow_total";
 /// Refused bearer tokens (JWT) by `reason`: `expired`, `not_yet_valid`, `audience`,
-/// `issuer`, `unknown_key`, `algorithm`, `signature`, `malformed`, `too_large`, `tenant`.
+/// `issuer`, `unknown_key`, `algorithm`, `signature`, `malformed`, `too_large`,
+/// `critical`, `tenant`.
 pub const JWT_REFUSALS: &str = "agent_a2a_jwt_refusals_total";
 /// Fetches of an issuer's signing keys (JWKS) by `issuer` (configured, so bounded) and
 /// `outcome` (`ok`, `error`).

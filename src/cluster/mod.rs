@@ -318,7 +318,7 @@ impl Cluster {
             .into_iter()
             .filter_map(|(tenant, thread)| {
                 Some((
-                    TenantId::parse(tenant).ok()?,
+                    TenantId::from_store(tenant).ok()?,
                     ContextId::parse(thread).ok()?,
                 ))
             })

@@ -1,7 +1,10 @@
 //! Identifier newtypes ("parse, don't validate") and the timestamp type.
 //!
-//! An id can only be built through `parse` (client input) or `generate` (server-minted),
-//! so every id that reaches the runtime or the store is non-empty, bounded and printable.
+//! An id can only be built through `parse` (client input, also when deserialized) or
+//! `generate` (server-minted), so every id that reaches the runtime or the store is
+//! non-empty, bounded and printable. A tenant id has a narrower shape of its own
+//! ([`TenantId::parse`]): it comes from configuration, a token claim or a proxy's header,
+//! and names folders and metric labels, so it is a short run of safe characters.
 
 use std::fmt;
 
@@ -9,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 /// Longest id accepted from a client.
 pub const MAX_ID_LEN: usize = 256;
+/// Longest tenant id.
+pub const MAX_TENANT_LEN: usize = 64;
 
 /// Why a client-supplied id was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -19,6 +24,11 @@ pub enum IdError {
     TooLong,
     #[error("must not contain control characters")]
     ControlCharacter,
+    #[error(
+        "must be 1 to {MAX_TENANT_LEN} of A-Z, a-z, 0-9, `.`, `_` and `-`, begin with a \
+         letter or digit, and not contain `..`"
+    )]
+    Tenant,
 }
 
 fn check(raw: &str) -> Result<(), IdError> {
@@ -34,18 +44,35 @@ fn check(raw: &str) -> Result<(), IdError> {
     Ok(())
 }
 
+/// The one rule for a tenant id, wherever it comes from (`auth.api_keys`, an issuer's
+/// fixed tenant, a token's tenant claim, a trusted proxy's header):
+/// `[A-Za-z0-9][A-Za-z0-9._-]{0,63}` without `..`. It is always one safe path segment
+/// (the knowledge repository's folder per tenant), never a traversal, and fits a log line
+/// or a metric label as it is.
+fn check_tenant(raw: &str) -> Result<(), IdError> {
+    if raw.is_empty() {
+        return Err(IdError::Empty);
+    }
+    let safe = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+    let fits = raw.len() <= MAX_TENANT_LEN
+        && raw.as_bytes()[0].is_ascii_alphanumeric()
+        && raw.bytes().all(safe)
+        && !raw.contains("..");
+    if fits { Ok(()) } else { Err(IdError::Tenant) }
+}
+
 macro_rules! id_type {
-    ($(#[$doc:meta])* $name:ident) => {
+    ($(#[$doc:meta])* $name:ident, $check:path) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        #[serde(transparent)]
+        #[serde(try_from = "String", into = "String")]
         pub struct $name(String);
 
         impl $name {
-            /// Accepts a client-supplied id if it is non-empty, bounded and printable.
+            /// Accepts an id from outside if it has its kind's shape (the module header).
             pub fn parse(raw: impl Into<String>) -> Result<Self, IdError> {
                 let raw = raw.into();
-                check(&raw)?;
+                $check(&raw)?;
                 Ok(Self(raw))
             }
 
@@ -70,30 +97,58 @@ macro_rules! id_type {
                 &self.0
             }
         }
+
+        impl TryFrom<String> for $name {
+            type Error = IdError;
+
+            fn try_from(raw: String) -> Result<Self, IdError> {
+                Self::parse(raw)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
     };
 }
 
 id_type!(
     /// The tenant a request acts for; every stored row is scoped by it.
-    TenantId
+    TenantId,
+    check_tenant
 );
 id_type!(
     /// An A2A `contextId`: one conversation thread, owned by one `ThreadActor`.
-    ContextId
+    ContextId,
+    check
 );
 id_type!(
     /// An A2A task id (server-generated, except for the 0.1 dialect).
-    TaskId
+    TaskId,
+    check
 );
 id_type!(
     /// An A2A `messageId` (chosen by whoever created the message).
-    MessageId
+    MessageId,
+    check
 );
 
 impl TenantId {
     /// The tenant of requests when authentication is off.
     pub fn default_tenant() -> Self {
         Self("default".to_owned())
+    }
+
+    /// A tenant id read back from a stored row. Rows written before tenant ids had their
+    /// shape (0.1.0 took any printable tenant from configuration or a proxy header) stay
+    /// readable, so their tasks and deliveries are still recovered and swept; such a
+    /// tenant can no longer authenticate, so no request reaches them.
+    pub fn from_store(raw: impl Into<String>) -> Result<Self, IdError> {
+        let raw = raw.into();
+        check(&raw)?;
+        Ok(Self(raw))
     }
 }
 
@@ -139,6 +194,51 @@ mod tests {
         );
         assert_eq!(TaskId::parse("a\nb"), Err(IdError::ControlCharacter));
         assert_eq!(TaskId::parse("task-1").unwrap().as_str(), "task-1");
+    }
+
+    #[test]
+    fn a_tenant_id_is_a_short_run_of_safe_characters() {
+        let longest = "t".repeat(MAX_TENANT_LEN);
+        for good in [
+            "acme",
+            "default",
+            "t1",
+            "tenant-a",
+            "Acme_Corp.eu",
+            "0",
+            "a.b-c_d",
+            longest.as_str(),
+        ] {
+            assert_eq!(TenantId::parse(good).unwrap().as_str(), good);
+        }
+        let too_long = "t".repeat(MAX_TENANT_LEN + 1);
+        for (bad, why) in [
+            ("", IdError::Empty),
+            ("../x", IdError::Tenant),
+            ("..", IdError::Tenant),
+            ("a..b", IdError::Tenant),
+            ("a/b", IdError::Tenant),
+            ("a\\b", IdError::Tenant),
+            (".hidden", IdError::Tenant),
+            ("-x", IdError::Tenant),
+            ("_x", IdError::Tenant),
+            ("a b", IdError::Tenant),
+            (" acme", IdError::Tenant),
+            ("acme\n", IdError::Tenant),
+            ("alice@example.com", IdError::Tenant),
+            ("org:1", IdError::Tenant),
+            ("acmé", IdError::Tenant),
+            (too_long.as_str(), IdError::Tenant),
+        ] {
+            assert_eq!(TenantId::parse(bad), Err(why), "{bad:?}");
+        }
+        // Deserializing is parsing too.
+        assert!(serde_json::from_str::<TenantId>(r#""../x""#).is_err());
+        let acme: TenantId = serde_json::from_str(r#""acme""#).unwrap();
+        assert_eq!(serde_json::to_string(&acme).unwrap(), r#""acme""#);
+        // Stored rows keep the generic rule (ids of 0.1.0 stay readable).
+        assert_eq!(TenantId::from_store("a b").unwrap().as_str(), "a b");
+        assert_eq!(TenantId::from_store(""), Err(IdError::Empty));
     }
 
     #[test]

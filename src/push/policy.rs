@@ -8,7 +8,9 @@
 //! services answer —, fe80::/10), the well-known metadata addresses and names, and
 //! anything in `push.deny_hosts`. Refused unless configured: loopback
 //! (`push.allow_loopback`) and private networks (`push.allow_private`). With
-//! `push.allow_hosts` set, only the hosts it names receive.
+//! `push.allow_hosts` set, only the hosts it names receive. An IPv6 address that carries
+//! an IPv4 one (IPv4-mapped or -compatible, NAT64, 6to4, Teredo: `embedded`) is refused
+//! when that IPv4 address would be, since the packets end up there.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -18,6 +20,8 @@ use reqwest::Url;
 
 use crate::config::PushSettings;
 use crate::error::Error;
+
+mod embedded;
 
 /// How the resolver's refusals begin (the delivery tells them from DNS failures by it).
 pub(super) const POLICY_REFUSAL: &str = "refused by the push policy";
@@ -138,24 +142,40 @@ impl UrlPolicy {
         Ok(())
     }
 
-    /// An address a receiver is reached at.
+    /// An address a receiver is reached at: refused when the address itself, or any
+    /// IPv4 address it embeds (NAT64, 6to4, Teredo, IPv4-compatible or -translated, see
+    /// `embedded`), breaks a rule. The one check of an address, at registration and at
+    /// every resolution alike.
     pub fn check_ip(&self, ip: IpAddr) -> Result<(), String> {
         let ip = canonical(ip);
-        if let Some(why) = always_refused(ip) {
+        if let Some(why) = self.refusal(ip) {
             return Err(format!("{ip} is {why}"));
         }
-        if self.deny.iter().any(|r| r.matches_ip(ip)) {
-            return Err(format!("{ip} is in push.deny_hosts"));
-        }
-        if ip.is_loopback() && !self.allow_loopback {
-            return Err(format!("{ip} is loopback (push.allow_loopback is off)"));
-        }
-        if is_private(ip) && !self.allow_private {
-            return Err(format!(
-                "{ip} is a private address (push.allow_private is off)"
-            ));
+        if let IpAddr::V6(v6) = ip {
+            for (how, v4) in embedded::embedded_ipv4(v6) {
+                if let Some(why) = self.refusal(IpAddr::V4(v4)) {
+                    return Err(format!("{ip} embeds {v4} ({how}), which is {why}"));
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Why the rules refuse this one address, if they do.
+    fn refusal(&self, ip: IpAddr) -> Option<&'static str> {
+        if let Some(why) = always_refused(ip) {
+            return Some(why);
+        }
+        if self.deny.iter().any(|r| r.matches_ip(ip)) {
+            return Some("in push.deny_hosts");
+        }
+        if ip.is_loopback() && !self.allow_loopback {
+            return Some("loopback (push.allow_loopback is off)");
+        }
+        if is_private(ip) && !self.allow_private {
+            return Some("a private address (push.allow_private is off)");
+        }
+        None
     }
 
     /// Whether an address passes `push.allow_hosts` for a URL whose host is `name`.
@@ -299,83 +319,4 @@ fn boxed(why: String) -> Box<dyn std::error::Error + Send + Sync> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn policy(f: impl FnOnce(&mut PushSettings)) -> UrlPolicy {
-        let mut s = PushSettings::default();
-        f(&mut s);
-        UrlPolicy::new(&s).expect("a valid policy")
-    }
-
-    #[test]
-    fn the_defaults_refuse_loopback_link_local_metadata_and_credentials() {
-        let p = policy(|_| {});
-        for bad in [
-            "ftp://example.org/x",
-            "http://user:pw@example.org/hook",
-            "http://127.0.0.1:8080/hook",
-            "http://[::1]/hook",
-            "http://localhost/hook",
-            "http://169.254.169.254/latest/meta-data",
-            "http://[fe80::1]/x",
-            "http://[::ffff:169.254.169.254]/x",
-            "http://metadata.google.internal/computeMetadata/v1",
-            "http://0.0.0.0/x",
-            "http://224.0.0.1/x",
-            "not a url",
-        ] {
-            let e = p.check_url(bad).expect_err(bad);
-            assert!(
-                matches!(e, Error::InvalidParams(ref m) if m.starts_with("url:")),
-                "{bad}: {e:?}"
-            );
-        }
-        for good in [
-            "https://example.org/hook",
-            "http://10.1.2.3:8080/hook",
-            "http://192.168.1.10/hook",
-        ] {
-            p.check_url(good).expect(good);
-        }
-    }
-
-    #[test]
-    fn loopback_and_private_follow_their_switches() {
-        let p = policy(|s| {
-            s.allow_loopback = true;
-            s.allow_private = false;
-        });
-        p.check_url("http://127.0.0.1:9/hook")
-            .expect("loopback allowed");
-        p.check_url("http://localhost:9/hook")
-            .expect("localhost allowed");
-        assert!(p.check_url("http://10.0.0.1/hook").is_err());
-        assert!(p.check_url("http://100.64.0.1/hook").is_err());
-        assert!(p.check_url("http://[fd00::1]/hook").is_err());
-        // Link-local stays refused whatever the switches say.
-        assert!(p.check_url("http://169.254.1.1/hook").is_err());
-    }
-
-    #[test]
-    fn allow_and_deny_lists_take_names_addresses_and_ranges() {
-        let p = policy(|s| {
-            s.allow_hosts = vec!["hooks.example.org".into(), "203.0.113.0/24".into()];
-            s.deny_hosts = vec!["203.0.113.66".into(), "evil.example.org".into()];
-        });
-        p.check_url("https://hooks.example.org/x")
-            .expect("named host");
-        p.check_url("https://203.0.113.5/x").expect("in the range");
-        assert!(p.check_url("https://203.0.113.66/x").is_err());
-        assert!(p.check_url("https://evil.example.org/x").is_err());
-        assert!(refused_at_delivery(&p, "https://198.51.100.1/x").is_some());
-        assert!(refused_at_delivery(&p, "https://203.0.113.5/x").is_none());
-        assert!(
-            UrlPolicy::new(&PushSettings {
-                deny_hosts: vec!["not a host/".into()],
-                ..PushSettings::default()
-            })
-            .is_err()
-        );
-    }
-}
+mod tests;

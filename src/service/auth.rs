@@ -359,8 +359,11 @@ fn from_proxy(proxy: &Proxy, req: &impl Credentials) -> Result<Option<Principal>
     let Some(tenant) = header_text(req, &proxy.tenant) else {
         return Ok(None);
     };
-    let tenant = TenantId::parse(tenant)
-        .map_err(|e| Error::Unauthenticated(format!("tenant header: {e}")))?;
+    let tenant = TenantId::parse(tenant).map_err(|e| {
+        Error::Unauthenticated(format!(
+            "the tenant header is not a valid tenant id: it {e}"
+        ))
+    })?;
     let tier = proxy
         .tier
         .as_ref()
@@ -599,6 +602,20 @@ mod tests {
             matches!(e, Error::Unauthenticated(_)),
             "untrusted peers need a key"
         );
+        // What the proxy names must be a tenant id, like a configured tenant.
+        let too_long = "t".repeat(65);
+        for tenant in ["../x", "a b", "a/b", too_long.as_str()] {
+            let naming = Presented::default()
+                .peer_addr("127.0.0.1:5000".parse().unwrap())
+                .insert_header(("X-Tenant-Id", tenant));
+            match gate.admit(&naming).await {
+                Err(Error::Unauthenticated(why)) => assert!(
+                    why.starts_with("the tenant header is not a valid tenant id: it must be"),
+                    "{tenant}: {why}"
+                ),
+                other => panic!("{tenant}: {other:?}"),
+            }
+        }
     }
 
     #[tokio::test]

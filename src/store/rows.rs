@@ -47,7 +47,7 @@ pub(super) fn thread_key(
     thread_id: String,
 ) -> Result<(TenantId, ContextId), StoreError> {
     Ok((
-        id("thread tenant", tenant_id, TenantId::parse)?,
+        id("thread tenant", tenant_id, TenantId::from_store)?,
         id("thread id", thread_id, ContextId::parse)?,
     ))
 }
@@ -103,7 +103,7 @@ impl ThreadRow {
             other => return Err(StoreError::Corrupt(format!("thread status {other:?}"))),
         };
         Ok(ThreadRecord {
-            tenant: id("thread tenant", self.tenant_id, TenantId::parse)?,
+            tenant: id("thread tenant", self.tenant_id, TenantId::from_store)?,
             thread_id: id("thread id", self.thread_id, ContextId::parse)?,
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
@@ -175,7 +175,7 @@ pub(super) struct MessageRow {
 impl MessageRow {
     pub(super) fn into_record(self) -> Result<MessageRecord, StoreError> {
         Ok(MessageRecord {
-            tenant: id("message tenant", self.tenant_id, TenantId::parse)?,
+            tenant: id("message tenant", self.tenant_id, TenantId::from_store)?,
             thread_id: id("message thread id", self.thread_id, ContextId::parse)?,
             seq: self.seq,
             message_id: self
@@ -293,7 +293,7 @@ impl TaskRow {
         Ok(Task {
             id: id("task id", self.task_id, TaskId::parse)?,
             context_id: id("task context id", self.context_id, ContextId::parse)?,
-            tenant: id("task tenant", self.tenant_id, TenantId::parse)?,
+            tenant: id("task tenant", self.tenant_id, TenantId::from_store)?,
             status: TaskStatus {
                 state,
                 message: decode_opt("status message", self.status_message.as_deref())?,
@@ -422,7 +422,7 @@ impl PushConfigRow {
             StoreError::Corrupt(format!("push config dialect {:?}", self.dialect))
         })?;
         Ok(PushConfig {
-            tenant: id("push config tenant", self.tenant_id, TenantId::parse)?,
+            tenant: id("push config tenant", self.tenant_id, TenantId::from_store)?,
             task_id: id("push config task", self.task_id, TaskId::parse)?,
             id: self.config_id,
             url: self.url,
@@ -551,7 +551,7 @@ pub(super) struct ClaimRow {
 impl ClaimRow {
     pub(super) fn into_claim(self) -> Result<Claim, StoreError> {
         Ok(Claim {
-            tenant: id("claim tenant", self.tenant_id, TenantId::parse)?,
+            tenant: id("claim tenant", self.tenant_id, TenantId::from_store)?,
             key: self.idem_key,
             context_id: id("claim context", self.context_id, ContextId::parse)?,
             task_id: id("claim task", self.task_id, TaskId::parse)?,

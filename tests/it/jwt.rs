@@ -334,10 +334,25 @@ async fn refused_tokens_say_why() {
     assert_eq!(who(&send(&app, &es256(&listed)).await), "acme alice");
     let stranger = with("iss", json!("https://evil.test.example/"));
     assert_refused(&send(&app, &es256(&stranger)).await, "issuer not accepted");
-    let no_tenant = with("tenant", Value::Null);
-    assert_refused(
-        &send(&app, &es256(&no_tenant)).await,
-        "tenant claim missing or invalid",
+    // A tenant claim must be a tenant id: none, or one that is not one, is refused.
+    let too_long = "t".repeat(65);
+    for tenant in [
+        Value::Null,
+        json!("../x"),
+        json!("a b"),
+        json!(too_long),
+        json!("-x"),
+    ] {
+        let claims = with("tenant", tenant.clone());
+        assert_refused(
+            &send(&app, &es256(&claims)).await,
+            "tenant claim missing or not a valid tenant id",
+        );
+    }
+    let longest = with("tenant", json!("t".repeat(64)));
+    assert_eq!(
+        who(&send(&app, &es256(&longest)).await),
+        format!("{} alice", "t".repeat(64))
     );
 
     // `alg: none`: an unsigned token.
@@ -371,14 +386,33 @@ async fn refused_tokens_say_why() {
     // An ES256 header naming the RSA key.
     let mismatch = sign(&valid, &keys.es_a, Algorithm::ES256, "rs");
     assert_refused(&send(&app, &mismatch).await, "algorithm not allowed");
+    // RFC 7515 §4.1.11: a header extension marked critical that the server does not
+    // understand (it understands none) makes the token invalid, signature or not.
+    let critical = |crit: Value| {
+        let mut header = Header {
+            kid: Some("es-a".into()),
+            ..Header::new(Algorithm::ES256)
+        };
+        header.extras.insert("crit", crit);
+        header.extras.insert("exp-ext", true);
+        jsonwebtoken::encode(&header, &valid, &keys.es_a).expect("signed")
+    };
+    for crit in [json!(["exp-ext"]), json!([]), json!(null)] {
+        assert_refused(
+            &send(&app, &critical(crit)).await,
+            "unsupported critical header",
+        );
+    }
     let huge = with("padding", json!("x".repeat(9000)));
     assert_refused(&send(&app, &es256(&huge)).await, "token too large");
 
     // Every refusal counts as a failed authentication, by reason too.
     let refused = r#"agent_a2a_auth_failures_total{outcome="refused"}"#;
-    assert!(counter(&app, refused).await >= 11.0);
+    assert!(counter(&app, refused).await >= 18.0);
     let expired = r#"agent_a2a_jwt_refusals_total{reason="expired"}"#;
     assert!(counter(&app, expired).await >= 1.0);
+    let critical = r#"agent_a2a_jwt_refusals_total{reason="critical"}"#;
+    assert!(counter(&app, critical).await >= 3.0);
     assert_eq!(idp.fetches(), 1);
     app.stop().await;
 }

@@ -468,6 +468,11 @@ async fn receivers_the_policy_refuses_and_header_injection_are_invalid_params() 
     let (task, _) = app.task_with("complete").await;
     for (config, why) in [
         (json!({"url": "http://127.0.0.1:9/hook"}), "loopback"),
+        // IPv6 forms that reach an IPv4 host are judged by the host they embed.
+        (json!({"url": "http://[64:ff9b::7f00:1]/"}), "loopback"),
+        (json!({"url": "http://[::127.0.0.1]/hook"}), "loopback"),
+        (json!({"url": "http://[2002:7f00:1::]/hook"}), "loopback"),
+        (json!({"url": "http://[2002:a9fe:a9fe::]/x"}), "link-local"),
         (
             json!({"url": "http://169.254.169.254/latest/meta-data"}),
             "link-local",

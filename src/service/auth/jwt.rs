@@ -8,7 +8,8 @@
 //! `iss`, `aud`, `exp` (required) and `nbf` are verified with the issuer's own allowed
 //! algorithms. The header's `alg` is checked against that list before anything else, and
 //! the verification accepts exactly that one algorithm, so a token cannot choose `none`,
-//! HMAC with a public key as the secret, or another family than its key's.
+//! HMAC with a public key as the secret, or another family than its key's. A header
+//! with `crit` is refused: the server understands no extension (RFC 7515 §4.1.11).
 //!
 //! Every refusal is an [`Error::InvalidToken`] with a fixed reason; keys that cannot be
 //! fetched give [`Error::Unavailable`] (503), since the server cannot tell.
@@ -17,6 +18,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Validation};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::jwks::{KeyError, KeySet};
@@ -129,12 +131,21 @@ impl Issuers {
         struct Header {
             alg: String,
             kid: Option<String>,
+            /// Whether the header has `crit` at all, whatever its value.
+            #[serde(default, deserialize_with = "present")]
+            crit: bool,
         }
         let header = token.split('.').next()?;
         let header: Header = URL_SAFE_NO_PAD
             .decode(header)
             .ok()
             .and_then(|json| serde_json::from_slice(&json).ok())?;
+        // RFC 7515 §4.1.11: a recipient that does not understand an extension listed in
+        // `crit` must refuse the token. This server understands none (and an empty list
+        // must not be sent), so any `crit` refuses it; the library does not check it.
+        if header.crit {
+            return Some(Err(TokenError::Critical));
+        }
         Some(Ok(Unverified {
             token,
             alg: header.alg,
@@ -221,6 +232,11 @@ impl Issuer {
     }
 }
 
+/// `true` for a field that is present, whatever it holds (even `null`).
+fn present<'de, D: serde::Deserializer<'de>>(value: D) -> Result<bool, D::Error> {
+    serde::de::IgnoredAny::deserialize(value).map(|_| true)
+}
+
 /// A claim's text, trimmed; `None` when the claim is not configured (empty name), absent,
 /// not a string, or blank.
 fn text_claim<'c>(claims: &'c Map<String, Value>, claim: &str) -> Option<&'c str> {
@@ -296,6 +312,17 @@ mod tests {
             (read.alg.as_str(), read.kid.as_deref()),
             ("ES256", Some("k1"))
         );
+        for header in [
+            r#"{"alg":"ES256","crit":["exp-ext"],"exp-ext":1}"#,
+            r#"{"alg":"ES256","crit":[]}"#,
+            r#"{"alg":"ES256","crit":null}"#,
+        ] {
+            let token = format!("{}.{}.sig", b64(header), b64("{}"));
+            assert!(
+                matches!(issuers.recognise(&token), Some(Err(TokenError::Critical))),
+                "{header}"
+            );
+        }
         let long = format!("{}.{}.sig", b64(r#"{"alg":"ES256"}"#), "a".repeat(1024));
         assert!(matches!(
             issuers.recognise(&long),
@@ -355,6 +382,9 @@ mod tests {
             serde_json::json!({}),
             serde_json::json!({"tenant": 7}),
             serde_json::json!({"tenant": ""}),
+            serde_json::json!({"tenant": "../x"}),
+            serde_json::json!({"tenant": "a b"}),
+            serde_json::json!({"tenant": "t".repeat(65)}),
         ] {
             assert_eq!(issuer.principal(&claims(bad)), Err(TokenError::Tenant));
         }

@@ -289,9 +289,13 @@ async fn bad_arguments_are_refused_naming_the_field() {
         invalid(call(&skill, "knowledge_update_status", refused).await)
             .contains("from proposed to deprecated")
     );
-    let odd_tenant = skill
-        .invoke("knowledge_query", json!({}), &caller("a/b"))
-        .await;
+    // No request can name such a tenant, but a row stored by 0.1.0 may hold one: the
+    // folder check still stands between it and the file system.
+    let stored = Caller {
+        tenant: TenantId::from_store("a/b").unwrap(),
+        context_id: ContextId::generate(),
+    };
+    let odd_tenant = skill.invoke("knowledge_query", json!({}), &stored).await;
     assert!(invalid(odd_tenant).contains("tenant"));
 }
 

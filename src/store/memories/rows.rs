@@ -83,7 +83,7 @@ impl MemoryRow {
     /// The record this row stores.
     pub(crate) fn into_record(self) -> Result<MemoryRecord, StoreError> {
         let id = self.id;
-        let tenant = TenantId::parse(self.tenant_id).map_err(|e| corrupt(&id, "tenant", e))?;
+        let tenant = TenantId::from_store(self.tenant_id).map_err(|e| corrupt(&id, "tenant", e))?;
         let layer =
             MemoryLayer::parse(&self.layer).ok_or_else(|| corrupt(&id, "layer", &self.layer))?;
         let columns = [
