@@ -11,6 +11,7 @@ mod durability;
 mod errors;
 mod generations;
 mod grpc;
+mod harness;
 mod health;
 mod idempotency;
 mod janitor;

@@ -276,15 +276,15 @@ async fn deliveries_owed_when_the_server_stops_are_made_after_it_restarts() {
 
 #[actix_web::test]
 async fn deliveries_survive_a_restart_on_postgres() {
-    let Some(url) = fresh_postgres().await else {
+    let Some(db) = fresh_postgres().await else {
         return;
     };
     let port = loopback().local_addr().unwrap().port();
     let hook = format!("http://127.0.0.1:{port}/hook");
-    let app = spawn_app_with(Backend::Postgres(url.clone()), quick).await;
+    let app = spawn_app_with(Backend::Postgres(db.url.clone()), quick).await;
     let task = send_with(&app, "complete", json!({"url": hook})).await;
     app.stop().await;
-    let app = spawn_app_with(Backend::Postgres(url), quick).await;
+    let app = spawn_app_with(Backend::Postgres(db.url.clone()), quick).await;
     let receiver = Receiver::start(TcpListener::bind(("127.0.0.1", port)).unwrap(), 0);
     let got = receiver.delivered(3).await;
     let ids: Vec<&str> = got.iter().map(Received::event_id).collect();
