@@ -11,6 +11,13 @@
 //! Decoding is lenient (both spellings of `scheme`/`schemes`, camelCase or snake_case);
 //! values that end up in a request header to the receiver are refused if they hold a
 //! CR or LF, so a config can never inject a header.
+//!
+//! A config's secrets go one way: the `token` and `authentication.credentials` a client
+//! gives reach the receiver with every delivery, and never come back in an answer —
+//! not from Create, Get or List, in any dialect (the A2A 1.1 direction, #1681/#1988: a
+//! listing pasted into a log, a dashboard or a ticket must not hand out every
+//! receiver's credentials). Neither the 1.0 conformance kit nor the SDK clients compare
+//! them in what they read back.
 
 use serde_json::{Map, Value, json};
 
@@ -222,24 +229,18 @@ fn header_safe(raw: &str, path: &str) -> Result<String, Error> {
     Ok(raw.to_owned())
 }
 
-/// A config as `d` shows it.
+/// A config as `d` shows it to a client: its id, URL and authentication scheme, never
+/// its `token` or `credentials` (see the module's header).
 pub fn encode_push_config(d: Dialect, config: &PushConfig) -> Value {
     let mut inner = Map::new();
     inner.insert("id".into(), json!(config.id));
     inner.insert("url".into(), json!(config.url));
-    if let Some(token) = &config.token {
-        inner.insert("token".into(), json!(token));
-    }
     if let Some(auth) = &config.auth {
-        let mut a = Map::new();
-        match d {
-            Dialect::V1 => a.insert("scheme".into(), json!(auth.scheme)),
-            _ => a.insert("schemes".into(), json!([auth.scheme])),
+        let a = match d {
+            Dialect::V1 => json!({"scheme": auth.scheme}),
+            Dialect::V03Rpc | Dialect::V03Rest | Dialect::V01 => json!({"schemes": [auth.scheme]}),
         };
-        if let Some(c) = &auth.credentials {
-            a.insert("credentials".into(), json!(c));
-        }
-        inner.insert("authentication".into(), Value::Object(a));
+        inner.insert("authentication".into(), a);
     }
     match d {
         Dialect::V1 => {

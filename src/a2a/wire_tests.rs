@@ -390,3 +390,41 @@ fn v01_artifacts_carry_their_position() {
     assert_eq!(wire["artifacts"][1]["index"], 1);
     assert!(wire["artifacts"][0].get("artifactId").is_none());
 }
+
+#[test]
+fn a_push_config_is_shown_without_its_token_or_credentials_in_every_dialect() {
+    use crate::domain::{PushAuth, PushConfig, PushDialect};
+    let config = PushConfig {
+        tenant: TenantId::default_tenant(),
+        task_id: tid(),
+        id: "hook".into(),
+        url: "https://hooks.example.org/a2a".into(),
+        token: Some("the-token".into()),
+        auth: Some(PushAuth {
+            scheme: "Bearer".into(),
+            credentials: Some("the-credentials".into()),
+        }),
+        dialect: PushDialect::V1,
+        created_at: Timestamp(1_000),
+    };
+    for d in ALL {
+        let one = encode_push_config(d, &config);
+        let list = encode_push_list(d, std::slice::from_ref(&config), "");
+        for wire in [&one, &list] {
+            let text = wire.to_string();
+            for secret in [
+                "the-token",
+                "the-credentials",
+                "\"token\"",
+                "\"credentials\"",
+            ] {
+                assert!(!text.contains(secret), "{d:?} shows {secret}: {text}");
+            }
+            assert!(
+                text.contains("https://hooks.example.org/a2a"),
+                "{d:?}: {text}"
+            );
+            assert!(text.contains("Bearer"), "{d:?} keeps the scheme: {text}");
+        }
+    }
+}

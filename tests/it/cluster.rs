@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Backend, TestApp, fresh_postgres, read_sse, spawn_app_in, user_message};
+use crate::support::{
+    Backend, TestApp, TestDatabase, fresh_postgres, read_sse, spawn_app_in, user_message,
+};
 
 const SECRET: &str = "a-cluster-secret-for-tests";
 const LEASE_MS: u64 = 1500;
@@ -27,11 +29,11 @@ async fn node(url: &str, id: &str) -> TestApp {
     .await
 }
 
-async fn two_nodes() -> Option<(String, TestApp, TestApp)> {
-    let url = fresh_postgres().await?;
-    let a = node(&url, "node-a").await;
-    let b = node(&url, "node-b").await;
-    Some((url, a, b))
+async fn two_nodes() -> Option<(TestDatabase, TestApp, TestApp)> {
+    let db = fresh_postgres().await?;
+    let a = node(&db.url, "node-a").await;
+    let b = node(&db.url, "node-b").await;
+    Some((db, a, b))
 }
 
 /// One row of a query against the test database.
@@ -82,9 +84,10 @@ where
 
 #[actix_web::test]
 async fn a_follow_up_on_another_node_is_served_by_the_threads_owner() {
-    let Some((url, a, b)) = two_nodes().await else {
+    let Some((db, a, b)) = two_nodes().await else {
         return;
     };
+    let url = db.url.clone();
     let r = a.send_text("input please").await;
     let task = r["result"]["task"].clone();
     assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
@@ -138,7 +141,7 @@ async fn a_follow_up_on_another_node_is_served_by_the_threads_owner() {
 
 #[actix_web::test]
 async fn a_subscriber_on_one_node_follows_a_turn_running_on_the_other() {
-    let Some((_url, a, b)) = two_nodes().await else {
+    let Some((_db, a, b)) = two_nodes().await else {
         return;
     };
     let id = a.start_waiting_task().await;
@@ -171,9 +174,10 @@ async fn a_subscriber_on_one_node_follows_a_turn_running_on_the_other() {
 
 #[actix_web::test]
 async fn a_dead_nodes_threads_are_taken_over_and_its_working_task_fails_as_interrupted() {
-    let Some((url, a, b)) = two_nodes().await else {
+    let Some((db, a, b)) = two_nodes().await else {
         return;
     };
+    let url = db.url.clone();
     let id = a.start_waiting_task().await;
     let got = a.rpc("GetTask", json!({"id": id})).await;
     let context = got["result"]["contextId"].as_str().unwrap().to_owned();
@@ -218,9 +222,10 @@ async fn a_dead_nodes_threads_are_taken_over_and_its_working_task_fails_as_inter
 
 #[actix_web::test]
 async fn a_node_whose_lease_was_taken_writes_nothing_and_rejoins() {
-    let Some((url, a, _b)) = two_nodes().await else {
+    let Some((db, a, _b)) = two_nodes().await else {
         return;
     };
+    let url = db.url.clone();
     let r = a.send_text("input please").await;
     let task = r["result"]["task"].clone();
     let messages = |url: String, context: String| async move {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::cluster::{eventually, owner_of, query_one};
-use crate::support::{fresh_postgres, http_client, read_sse, user_message};
+use crate::support::{TestDatabase, fresh_postgres, http_client, read_sse, user_message};
 
 const SECRET: &str = "a-cluster-secret-for-process-tests";
 const LEASE_MS: u64 = 2000;
@@ -183,11 +183,11 @@ async fn ready(url: &str) {
     .await;
 }
 
-async fn three_nodes() -> Option<(String, Vec<Node>)> {
+async fn three_nodes() -> Option<(TestDatabase, Vec<Node>)> {
     let database = fresh_postgres().await?;
     let nodes = ["n1", "n2", "n3"]
         .iter()
-        .map(|id| Node::start(&database, id))
+        .map(|id| Node::start(&database.url, id))
         .collect();
     Some((database, nodes))
 }
@@ -340,9 +340,10 @@ fn follow_up(task: &Value, text: &str) -> Value {
 
 #[actix_web::test]
 async fn three_nodes_behind_haproxy_serve_sends_follow_ups_streams_and_subscriptions() {
-    let Some((database, nodes)) = three_nodes().await else {
+    let Some((db, nodes)) = three_nodes().await else {
         return;
     };
+    let database = db.url.clone();
     let balancer = Balancer::start(&nodes.iter().collect::<Vec<_>>()).await;
     let client = http_client();
     let url = &balancer.url;
@@ -439,9 +440,10 @@ async fn three_nodes_behind_haproxy_serve_sends_follow_ups_streams_and_subscript
 
 #[actix_web::test]
 async fn sigkill_of_a_node_in_a_send_storm_loses_nothing_and_its_threads_move() {
-    let Some((database, mut nodes)) = three_nodes().await else {
+    let Some((db, mut nodes)) = three_nodes().await else {
         return;
     };
+    let database = db.url.clone();
     let balancer = Balancer::start(&nodes.iter().collect::<Vec<_>>()).await;
     let client = http_client();
     // A thread of n2, to continue after its death.
@@ -496,9 +498,10 @@ async fn sigkill_of_a_node_in_a_send_storm_loses_nothing_and_its_threads_move() 
 
 #[actix_web::test]
 async fn a_node_frozen_past_its_lease_writes_nothing_after_it_wakes() {
-    let Some((database, nodes)) = three_nodes().await else {
+    let Some((db, nodes)) = three_nodes().await else {
         return;
     };
+    let database = db.url.clone();
     let client = http_client();
     let (a, b) = (&nodes[0], &nodes[1]);
     let r = rpc(
@@ -588,9 +591,10 @@ async fn a_node_frozen_past_its_lease_writes_nothing_after_it_wakes() {
 
 #[actix_web::test]
 async fn a_rolling_restart_under_load_fails_no_request() {
-    let Some((database, mut nodes)) = three_nodes().await else {
+    let Some((db, mut nodes)) = three_nodes().await else {
         return;
     };
+    let database = db.url.clone();
     let balancer = Balancer::start(&nodes.iter().collect::<Vec<_>>()).await;
     let storm = Storm::start(&balancer.url, 8);
     storm.until_acked(100).await;

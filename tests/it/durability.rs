@@ -139,7 +139,7 @@ async fn every_acknowledged_send_survives_sigkill_on_postgres() {
     let Some(database) = crate::support::fresh_postgres().await else {
         return;
     };
-    sigkill_mid_load(&[("DATABASE_URL", database.as_str())]).await;
+    sigkill_mid_load(&[("DATABASE_URL", database.url.as_str())]).await;
 }
 
 /// Sends from eight clients, SIGKILL once 300 were acknowledged, restart on the same

@@ -16,7 +16,8 @@ use tonic_types::StatusExt;
 
 use crate::support::{Backend, TestApp, spawn_app, spawn_app_with};
 
-async fn client(app: &TestApp) -> A2aServiceClient<Channel> {
+/// A gRPC client of `app`.
+pub(crate) async fn client(app: &TestApp) -> A2aServiceClient<Channel> {
     let addr = app.grpc_addr.expect("gRPC is on in tests");
     A2aServiceClient::connect(format!("http://{addr}"))
         .await

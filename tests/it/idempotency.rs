@@ -196,10 +196,10 @@ async fn a_retry_after_a_restart_gets_the_first_task() {
 
 #[actix_web::test]
 async fn keys_are_claimed_in_postgres_too() {
-    let Some(url) = crate::support::fresh_postgres().await else {
+    let Some(db) = crate::support::fresh_postgres().await else {
         return;
     };
-    let app = spawn_app_with(Backend::Postgres(url), |_| {}).await;
+    let app = spawn_app_with(Backend::Postgres(db.url.clone()), |_| {}).await;
     let results = join_all((0..4).map(|_| send(&app, "pg-1", "complete"))).await;
     let first = &results[0]["result"]["task"]["id"];
     assert!(results.iter().all(|r| &r["result"]["task"]["id"] == first));

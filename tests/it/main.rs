@@ -13,6 +13,7 @@ mod durability;
 mod errors;
 mod generations;
 mod grpc;
+mod harness;
 mod health;
 mod idempotency;
 mod janitor;

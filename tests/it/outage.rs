@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
-use crate::support::{Backend, fresh_postgres, spawn_app_with, user_message};
+use crate::support::{Backend, TestDatabase, fresh_postgres, spawn_app_with, user_message};
 
 /// Forwards connections to `target` while up; when cut, drops every connection.
 struct Proxy {
@@ -55,24 +55,24 @@ impl Proxy {
 }
 
 /// The real server on a fresh Postgres database reached through a [`Proxy`] (with
-/// `tweak` applied to its settings); the database's own URL for direct reads. `None`
+/// `tweak` applied to its settings); the database (its own URL for direct reads). `None`
 /// when there is no Postgres to test against (outside CI).
 async fn behind_proxy(
     tweak: impl FnOnce(&mut agent_a2a::config::Settings),
-) -> Option<(String, Proxy, crate::support::TestApp)> {
-    let url = fresh_postgres().await?;
+) -> Option<(TestDatabase, Proxy, crate::support::TestApp)> {
+    let db = fresh_postgres().await?;
     // postgres://user@host:port/db → the same through the proxy.
-    let (prefix, rest) = url.split_once('@').unwrap();
-    let (host_port, db) = rest.split_once('/').unwrap();
+    let (prefix, rest) = db.url.split_once('@').unwrap();
+    let (host_port, name) = rest.split_once('/').unwrap();
     let proxy = Proxy::start(host_port.to_owned()).await;
-    let proxied = format!("{prefix}@127.0.0.1:{}/{db}", proxy.port);
+    let proxied = format!("{prefix}@127.0.0.1:{}/{name}", proxy.port);
     let app = spawn_app_with(Backend::Postgres(proxied), tweak).await;
-    Some((url, proxy, app))
+    Some((db, proxy, app))
 }
 
 #[actix_web::test]
 async fn a_database_outage_fails_fast_and_the_server_recovers() {
-    let Some((_, proxy, app)) = behind_proxy(|s| {
+    let Some((_db, proxy, app)) = behind_proxy(|s| {
         s.store.acquire_timeout_ms = 500;
         s.server.retry_after_secs = 2;
     })
@@ -170,9 +170,10 @@ async fn send_until_up(app: &crate::support::TestApp, params: &Value) -> Value {
 
 #[actix_web::test]
 async fn a_send_refused_by_a_database_cut_leaves_nothing_behind_and_works_when_sent_again() {
-    let Some((url, proxy, app)) = behind_proxy(|s| s.store.acquire_timeout_ms = 500).await else {
+    let Some((db, proxy, app)) = behind_proxy(|s| s.store.acquire_timeout_ms = 500).await else {
         return;
     };
+    let url = db.url.clone();
 
     // A new task in a thread the client names.
     let context = uuid::Uuid::new_v4().to_string();

@@ -8,10 +8,10 @@ use crate::support::{
 
 #[actix_web::test]
 async fn postgres_send_get_follow_up_cancel_and_list() {
-    let Some(url) = fresh_postgres().await else {
+    let Some(db) = fresh_postgres().await else {
         return;
     };
-    let app = spawn_app_with(Backend::Postgres(url), |_| {}).await;
+    let app = spawn_app_with(Backend::Postgres(db.url.clone()), |_| {}).await;
     let (id, task) = app.task_with("complete").await;
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
     let got = app.rpc("GetTask", json!({"id": id})).await;
@@ -34,10 +34,10 @@ async fn postgres_send_get_follow_up_cancel_and_list() {
 
 #[actix_web::test]
 async fn postgres_streams_and_resumes() {
-    let Some(url) = fresh_postgres().await else {
+    let Some(db) = fresh_postgres().await else {
         return;
     };
-    let app = spawn_app_with(Backend::Postgres(url), |_| {}).await;
+    let app = spawn_app_with(Backend::Postgres(db.url.clone()), |_| {}).await;
     let events = app
         .rpc_stream(
             "SendStreamingMessage",
@@ -63,13 +63,13 @@ async fn postgres_streams_and_resumes() {
 
 #[actix_web::test]
 async fn postgres_tasks_survive_a_restart() {
-    let Some(url) = fresh_postgres().await else {
+    let Some(db) = fresh_postgres().await else {
         return;
     };
-    let app = spawn_app_with(Backend::Postgres(url.clone()), |_| {}).await;
+    let app = spawn_app_with(Backend::Postgres(db.url.clone()), |_| {}).await;
     let (id, task) = app.task_with("complete").await;
     app.stop().await;
-    let app = spawn_app_in(None, Backend::Postgres(url), |_| {}).await;
+    let app = spawn_app_in(None, Backend::Postgres(db.url.clone()), |_| {}).await;
     let got = app.rpc("GetTask", json!({"id": id})).await;
     assert_eq!(got["result"], task);
 }
@@ -79,10 +79,10 @@ async fn postgres_janitor_recovery_and_drain() {
     use agent_a2a::domain::{ContextId, TenantId, Timestamp};
     use agent_a2a::runtime::Recovery;
     use agent_a2a::store::ThreadStatus;
-    let Some(url) = fresh_postgres().await else {
+    let Some(db) = fresh_postgres().await else {
         return;
     };
-    let app = spawn_app_with(Backend::Postgres(url.clone()), |_| {}).await;
+    let app = spawn_app_with(Backend::Postgres(db.url.clone()), |_| {}).await;
     let (_, resident) = app.task_with("input").await;
     let resident = resident["contextId"].as_str().unwrap().to_owned();
     let (_, idle) = app.task_with("complete").await;
@@ -101,7 +101,7 @@ async fn postgres_janitor_recovery_and_drain() {
         .unwrap();
     app.stop().await;
 
-    let app = spawn_app_in(None, Backend::Postgres(url), |s| {
+    let app = spawn_app_in(None, Backend::Postgres(db.url.clone()), |s| {
         s.threads.recover_eagerly = 1
     })
     .await;

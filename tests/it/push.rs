@@ -276,15 +276,15 @@ async fn deliveries_owed_when_the_server_stops_are_made_after_it_restarts() {
 
 #[actix_web::test]
 async fn deliveries_survive_a_restart_on_postgres() {
-    let Some(url) = fresh_postgres().await else {
+    let Some(db) = fresh_postgres().await else {
         return;
     };
     let port = loopback().local_addr().unwrap().port();
     let hook = format!("http://127.0.0.1:{port}/hook");
-    let app = spawn_app_with(Backend::Postgres(url.clone()), quick).await;
+    let app = spawn_app_with(Backend::Postgres(db.url.clone()), quick).await;
     let task = send_with(&app, "complete", json!({"url": hook})).await;
     app.stop().await;
-    let app = spawn_app_with(Backend::Postgres(url), quick).await;
+    let app = spawn_app_with(Backend::Postgres(db.url.clone()), quick).await;
     let receiver = Receiver::start(TcpListener::bind(("127.0.0.1", port)).unwrap(), 0);
     let got = receiver.delivered(3).await;
     let ids: Vec<&str> = got.iter().map(Received::event_id).collect();
@@ -342,9 +342,10 @@ async fn configs_are_managed_on_every_dialect_and_binding() {
             json!({"taskId": task, "id": "rpc", "url": url, "token": "t"}),
         )
         .await;
+    // The answer shows the config without its token.
     assert_eq!(
         created["result"],
-        json!({"taskId": task, "id": "rpc", "url": url, "token": "t"})
+        json!({"taskId": task, "id": "rpc", "url": url})
     );
     let got = app
         .rpc(
@@ -642,6 +643,216 @@ async fn another_tenants_task_has_no_configs_to_show_or_change() {
         json!({"taskId": task}),
     )
     .await;
-    assert_eq!(mine["result"]["configs"][0]["token"], "acme-token");
+    assert_eq!(mine["result"]["configs"][0]["id"], "secret-hook");
     assert_eq!(mine["result"]["configs"].as_array().unwrap().len(), 1);
+}
+
+/// The token and credentials of the config registered in `dialect`.
+fn secrets_of(dialect: &str) -> (String, String) {
+    (format!("tok-{dialect}"), format!("cred-{dialect}"))
+}
+
+#[actix_web::test]
+async fn secrets_reach_the_receiver_and_no_answer_in_any_dialect_hands_them_back() {
+    use a2a_pb::proto;
+
+    let receiver = Receiver::start(loopback(), 0);
+    let app = spawn_app_with(Backend::Sqlite, quick).await;
+    let (task, _) = app.task_with("input").await;
+    let url = receiver.url.as_str();
+    let dialects = ["v1rpc", "v1rest", "grpc", "v03rpc", "v03rest", "v01"];
+    let auth_v1 = |d: &str| json!({"scheme": "Bearer", "credentials": secrets_of(d).1});
+    let auth_v03 = |d: &str| json!({"schemes": ["Bearer"], "credentials": secrets_of(d).1});
+    // Every answer a client gets about the configs: creates, gets and lists.
+    let mut answers: Vec<(String, Value)> = Vec::new();
+
+    // Create in every dialect, each config with a token and credentials of its own.
+    let r = app
+        .rpc(
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": task, "id": "v1rpc", "url": url, "token": secrets_of("v1rpc").0,
+                   "authentication": auth_v1("v1rpc")}),
+        )
+        .await;
+    answers.push(("1.0 JSON-RPC create".into(), r["result"].clone()));
+    let r = app
+        .post_json(
+            &format!("/tasks/{task}/pushNotificationConfigs"),
+            json!({"id": "v1rest", "url": url, "token": secrets_of("v1rest").0,
+                   "authentication": auth_v1("v1rest")}),
+        )
+        .await;
+    answers.push(("1.0 HTTP+JSON create".into(), r.json().await.unwrap()));
+    let mut grpc = crate::grpc::client(&app).await;
+    let created = grpc
+        .create_task_push_notification_config(proto::TaskPushNotificationConfig {
+            task_id: task.clone(),
+            id: "grpc".into(),
+            url: url.into(),
+            token: secrets_of("grpc").0,
+            authentication: Some(proto::AuthenticationInfo {
+                scheme: "Bearer".into(),
+                credentials: secrets_of("grpc").1,
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("created over gRPC")
+        .into_inner();
+    let r = app
+        .rpc(
+            "tasks/pushNotificationConfig/set",
+            json!({"taskId": task, "pushNotificationConfig": {"id": "v03rpc", "url": url,
+                   "token": secrets_of("v03rpc").0, "authentication": auth_v03("v03rpc")}}),
+        )
+        .await;
+    answers.push(("0.3 JSON-RPC set".into(), r["result"].clone()));
+    let r = app
+        .post_json(
+            &format!("/v1/tasks/{task}/pushNotificationConfigs"),
+            json!({"parent": format!("tasks/{task}"), "configId": "v03rest",
+                   "config": {"pushNotificationConfig": {"url": url,
+                     "token": secrets_of("v03rest").0, "authentication": auth_v03("v03rest")}}}),
+        )
+        .await;
+    answers.push(("0.3 REST create".into(), r.json().await.unwrap()));
+    let r = app
+        .rpc(
+            "tasks/pushNotification/set",
+            json!({"id": task, "pushNotificationConfig": {"url": url,
+                   "token": secrets_of("v01").0, "authentication": auth_v03("v01")}}),
+        )
+        .await;
+    answers.push(("0.1 set".into(), r["result"].clone()));
+
+    // Read them back in every dialect.
+    for (what, method, params) in [
+        (
+            "1.0 JSON-RPC get",
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": task, "id": "v1rpc"}),
+        ),
+        (
+            "1.0 JSON-RPC list",
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": task}),
+        ),
+        (
+            "0.3 JSON-RPC get",
+            "tasks/pushNotificationConfig/get",
+            json!({"id": task, "pushNotificationConfigId": "v03rpc"}),
+        ),
+        (
+            "0.3 JSON-RPC list",
+            "tasks/pushNotificationConfig/list",
+            json!({"id": task}),
+        ),
+        ("0.1 get", "tasks/pushNotification/get", json!({"id": task})),
+    ] {
+        answers.push((what.into(), app.rpc(method, params).await["result"].clone()));
+    }
+    for (what, path) in [
+        (
+            "1.0 HTTP+JSON get",
+            format!("/tasks/{task}/pushNotificationConfigs/v1rest"),
+        ),
+        (
+            "1.0 HTTP+JSON list",
+            format!("/tasks/{task}/pushNotificationConfigs"),
+        ),
+        (
+            "0.3 REST get",
+            format!("/v1/tasks/{task}/pushNotificationConfigs/v03rest"),
+        ),
+        (
+            "0.3 REST list",
+            format!("/v1/tasks/{task}/pushNotificationConfigs"),
+        ),
+    ] {
+        answers.push((what.into(), app.get(&path).await.json().await.unwrap()));
+    }
+    let got = grpc
+        .get_task_push_notification_config(proto::GetTaskPushNotificationConfigRequest {
+            task_id: task.clone(),
+            id: "grpc".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("read over gRPC")
+        .into_inner();
+    let listed = grpc
+        .list_task_push_notification_configs(proto::ListTaskPushNotificationConfigsRequest {
+            task_id: task.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("listed over gRPC")
+        .into_inner();
+
+    // The answers name the configs, their receiver and scheme, and none of their secrets.
+    for (what, answer) in &answers {
+        let text = answer.to_string();
+        assert!(text.contains(url), "{what} answered: {text}");
+        assert!(text.contains("Bearer"), "{what} shows the scheme: {text}");
+        assert!(!text.contains("\"token\""), "{what} shows a token: {text}");
+        assert!(
+            !text.contains("\"credentials\""),
+            "{what} shows credentials: {text}"
+        );
+        for d in dialects {
+            let (token, credentials) = secrets_of(d);
+            assert!(
+                !text.contains(&token) && !text.contains(&credentials),
+                "{what} hands back {d}'s secrets: {text}"
+            );
+        }
+    }
+    let listed_all = answers
+        .iter()
+        .find(|(w, _)| w == "1.0 JSON-RPC list")
+        .unwrap();
+    assert_eq!(
+        listed_all.1["configs"].as_array().unwrap().len(),
+        6,
+        "{listed_all:?}"
+    );
+    assert_eq!(listed.configs.len(), 6);
+    for (what, config) in [("create", &created), ("get", &got)]
+        .into_iter()
+        .chain(listed.configs.iter().map(|c| ("list", c)))
+    {
+        assert_eq!(config.url, url, "gRPC {what}");
+        assert!(
+            config.token.is_empty(),
+            "gRPC {what} shows a token: {config:?}"
+        );
+        let auth = config.authentication.as_ref().expect("the scheme is shown");
+        assert_eq!(auth.scheme, "Bearer");
+        assert!(
+            auth.credentials.is_empty(),
+            "gRPC {what} shows credentials: {config:?}"
+        );
+    }
+
+    // The receiver still gets every config's token and credentials: the follow-up resumes
+    // the task (working) and completes it, two events for each of the six configs.
+    app.rpc(
+        "SendMessage",
+        json!({"message": {"messageId": "m-follow", "role": "ROLE_USER", "taskId": task,
+                           "parts": [{"text": "complete"}]}}),
+    )
+    .await;
+    let delivered = receiver.delivered(12).await;
+    for d in dialects {
+        let (token, credentials) = secrets_of(d);
+        let mine: Vec<&Received> = delivered
+            .iter()
+            .filter(|r| r.headers.get("x-a2a-notification-token") == Some(&token))
+            .collect();
+        assert_eq!(mine.len(), 2, "{d}: {delivered:?}");
+        for r in mine {
+            assert_eq!(r.headers["authorization"], format!("Bearer {credentials}"));
+        }
+    }
+    drained(&app).await;
 }

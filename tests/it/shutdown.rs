@@ -56,7 +56,7 @@ async fn sigterm_mid_load_on_postgres_exits_cleanly_and_loses_nothing_acknowledg
     let Some(database) = crate::support::fresh_postgres().await else {
         return;
     };
-    sigterm_mid_load(&[("DATABASE_URL", database.as_str())]).await;
+    sigterm_mid_load(&[("DATABASE_URL", database.url.as_str())]).await;
 }
 
 /// Sends from eight clients, SIGTERM once 300 were acknowledged, restart on the same

@@ -282,10 +282,11 @@ async fn memory_tools_on_sqlite() {
 
 #[actix_web::test]
 async fn memory_tools_on_postgres() {
-    let Some(url) = crate::support::fresh_postgres().await else {
+    let Some(db) = crate::support::fresh_postgres().await else {
         return;
     };
-    memory_tools_round_trip(spawn_configured(Backend::Postgres(url), no_secrets).await).await;
+    memory_tools_round_trip(spawn_configured(Backend::Postgres(db.url.clone()), no_secrets).await)
+        .await;
 }
 
 #[actix_web::test]

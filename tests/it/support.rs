@@ -367,13 +367,75 @@ async fn start(
     }
 }
 
-/// A fresh Postgres database for one test, or `None` (with a printed reason) when no
-/// server is reachable outside CI. In CI (`CI=true`) an unreachable server fails the test.
-pub async fn fresh_postgres() -> Option<String> {
+/// A Postgres database of one test, dropped with this handle: when the test ends,
+/// whether it passed or panicked, so a run leaves no database behind.
+pub struct TestDatabase {
+    /// The database's URL, for the servers under test.
+    pub url: String,
+    admin: String,
+    name: String,
+}
+
+impl TestDatabase {
+    /// The database's name (in `pg_database`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// How long dropping a test database may take in all before the test goes on without it
+/// (then a line on stderr says which one is left).
+const DROP_DATABASE_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Drop for TestDatabase {
+    /// Drops the database on a thread with a runtime of its own: `drop` cannot await,
+    /// and may run while the test's runtime is unwinding. Servers of the test (in this
+    /// process or spawned ones) may still hold connections: `WITH (FORCE)` ends them.
+    /// Bounded by [`DROP_DATABASE_TIMEOUT`], so a stuck server cannot hang the test.
+    fn drop(&mut self) {
+        let admin = self.admin.clone();
+        let name = self.name.clone();
+        let dropper = std::thread::spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => return Err(format!("no runtime: {e}")),
+            };
+            runtime.block_on(async {
+                let drop_it = async {
+                    let (client, connection) =
+                        tokio_postgres::connect(&admin, tokio_postgres::NoTls).await?;
+                    let connection = tokio::spawn(connection);
+                    let dropped = client
+                        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .await;
+                    drop(client);
+                    let _ = connection.await;
+                    dropped
+                };
+                match tokio::time::timeout(DROP_DATABASE_TIMEOUT, drop_it).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err(format!("timed out after {DROP_DATABASE_TIMEOUT:?}")),
+                }
+            })
+        });
+        match dropper.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("test database {} left behind: {e}", self.name),
+            Err(_) => eprintln!("test database {} left behind: the drop panicked", self.name),
+        }
+    }
+}
+
+/// A fresh Postgres database for one test (dropped with the handle), or `None` (with a
+/// printed reason) when no server is reachable outside CI. In CI (`CI=true`) an
+/// unreachable server fails the test.
+pub async fn fresh_postgres() -> Option<TestDatabase> {
     use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
-    let admin = std::env::var("TEST_DATABASE_URL")
-        .or_else(|_| std::env::var("DATABASE_URL"))
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let admin = admin_url();
     let mut conn = match AsyncPgConnection::establish(&admin).await {
         Ok(c) => c,
         Err(e) => {
@@ -390,5 +452,32 @@ pub async fn fresh_postgres() -> Option<String> {
         .await
         .expect("create test database");
     let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
-    Some(format!("{base}/{name}"))
+    Some(TestDatabase {
+        url: format!("{base}/{name}"),
+        admin,
+        name,
+    })
+}
+
+/// The Postgres server the tests create their databases on (its `test` database).
+fn admin_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .or_else(|_| std::env::var("DATABASE_URL"))
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// Whether the Postgres server has a database named `name`.
+pub async fn postgres_has_database(name: &str) -> bool {
+    let (client, connection) = tokio_postgres::connect(&admin_url(), tokio_postgres::NoTls)
+        .await
+        .expect("connect to Postgres");
+    actix_web::rt::spawn(connection);
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM pg_database WHERE datname = $1",
+            &[&name],
+        )
+        .await
+        .expect("read pg_database");
+    row.get::<_, i64>(0) > 0
 }
