@@ -180,9 +180,10 @@ fn assert_refused(status: ExitStatus, stderr: &str, says: &[&str]) {
 
 #[actix_web::test]
 async fn a_postgres_database_is_served_by_one_server_without_cluster_mode_or_by_a_cluster() {
-    let Some(database) = fresh_postgres().await else {
+    let Some(db) = fresh_postgres().await else {
         return;
     };
+    let database = db.url.clone();
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let quick = ("AGENT_A2A__STORE__LOCK_WAIT_MS", "300");
 

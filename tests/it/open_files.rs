@@ -67,11 +67,10 @@ async fn under_256_open_files_streams_past_the_cap_get_503_and_the_node_keeps_an
 
     // The crowd, each on a connection of its own.
     let opened = futures_util::future::join_all((0..CROWD).map(|_| {
-        let request = lone_client(Duration::from_secs(20))
+        lone_client(Duration::from_secs(20))
             .post(format!("{url}/tasks/{task_id}:subscribe"))
             .header("A2A-Version", "1.0")
-            .send();
-        async move { request.await }
+            .send()
     }))
     .await;
     let mut streams = Vec::new();

@@ -265,9 +265,10 @@ fn no_eager_recovery(s: &mut agent_a2a::config::Settings) {
 /// when sent again once the database is back, stored once.
 #[actix_web::test]
 async fn connections_ended_by_the_database_mid_statement_are_retryable_not_internal() {
-    let Some(url) = fresh_postgres().await else {
+    let Some(db) = fresh_postgres().await else {
         return;
     };
+    let url = db.url.clone();
     // A task waiting for input, in a thread whose actor is gone after a restart.
     let first = spawn_app_with(Backend::Postgres(url.clone()), no_eager_recovery).await;
     let asked = first
