@@ -11,6 +11,7 @@ mod durability;
 mod errors;
 mod generations;
 mod grpc;
+mod grpc_input;
 mod health;
 mod idempotency;
 mod janitor;
