@@ -6,7 +6,9 @@
 //! has; each worker is an actix arbiter, so a request's new thread actor starts on the
 //! worker that took the call, exactly as on HTTP, and serves the connection with hyper's
 //! HTTP/2 and tonic's routing. The generated types and service trait are the official
-//! Rust SDK's (`a2a_pb`).
+//! Rust SDK's (`a2a_pb`); the service is routed by our own `router`, whose codec answers
+//! request bytes that are not protobuf as the client's error (`INVALID_ARGUMENT`), not
+//! the server's.
 //!
 //! **Bounds.** A request message larger than `server.max_body_bytes` is refused by the
 //! framing before it is decoded (`OUT_OF_RANGE`, tonic's own status for it). A
@@ -16,8 +18,10 @@
 //! HTTP/2 GOAWAY, lets the calls in flight end (event streams end as the runtime drains)
 //! and closes; the workers stop after them, within `server.shutdown_timeout_secs`.
 
+mod codec;
 mod convert;
 mod health;
+mod router;
 mod service;
 mod status;
 
@@ -25,7 +29,6 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
 
-use a2a_pb::proto::a2a_service_server::A2aServiceServer;
 use actix_web::dev::Server;
 use actix_web::rt::net::TcpStream;
 use hyper::body::Incoming;
@@ -100,10 +103,10 @@ pub fn server(
     let trusted = Arc::new(trusted_proxies);
     let addr = listener.local_addr()?;
     let runtime = service.runtime.clone();
-    let routes = Routes::new(
-        A2aServiceServer::new(service::A2a::new(service))
-            .max_decoding_message_size(max_message_bytes),
-    )
+    let routes = Routes::new(router::A2aRouter::new(
+        service::A2a::new(service),
+        max_message_bytes,
+    ))
     .add_service(HealthServer::new(health::HealthService::new(runtime)))
     .prepare();
     let (go_away, stop) = watch::channel(false);

@@ -1,14 +1,15 @@
 //! `lf.a2a.v1.A2AService`: every RPC is the operation of the same name in
 //! `service::operation`, framed for gRPC.
 //!
-//! A call passes the same steps as on the HTTP bindings, in the same order: the gate
-//! (credentials from `authorization: Bearer …` or `x-api-key` metadata, then the
-//! tenant's rate limit), the request's ProtoJSON (`convert`), the `a2a-version` metadata,
-//! the operation, and the result's protobuf. Errors become statuses with `ErrorInfo`
-//! (`status`). Streams carry the events of the SSE streams in the same order; each event
-//! but a lone message names its place in the task's durable log in its `metadata` under
-//! [`EVENT_ID_KEY`], which a `SubscribeToTask` can name in its `last-event-id` metadata
-//! to resume after it.
+//! A call passes the same steps as on the HTTP bindings, in the same order: its metadata
+//! read as gRPC's printable ASCII, the gate (credentials from `authorization: Bearer …`
+//! or `x-api-key` metadata, then the tenant's rate limit), the request's message (one
+//! whose bytes did not decode is refused here, see `codec`) and its ProtoJSON
+//! (`convert`), the `a2a-version` metadata, the operation, and the result's protobuf.
+//! Errors become statuses with `ErrorInfo` (`status`). Streams carry the events of the
+//! SSE streams in the same order; each event but a lone message names its place in the
+//! task's durable log in its `metadata` under [`EVENT_ID_KEY`], which a
+//! `SubscribeToTask` can name in its `last-event-id` metadata to resume after it.
 
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -22,7 +23,7 @@ use prost::Message;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tonic::metadata::MetadataMap;
+use tonic::metadata::{KeyAndValueRef, MetadataMap};
 use tonic::{Code, Request, Response, Status};
 use tracing::Instrument;
 
@@ -34,7 +35,7 @@ use crate::domain::StreamEvent;
 use crate::error::Error;
 use crate::runtime::SeqEvent;
 use crate::service::Service;
-use crate::service::auth::Credentials;
+use crate::service::auth::{Credentials, Principal};
 use crate::service::operation::{self, Reply};
 use crate::telemetry;
 
@@ -100,6 +101,39 @@ impl operation::Request for Caller<'_> {
 }
 
 impl A2a {
+    /// Admits a caller whose metadata is gRPC's: the metadata first (a value that is not
+    /// printable ASCII would otherwise read as absent, credentials included), then the
+    /// gate.
+    async fn admit(&self, caller: &Caller<'_>) -> Result<Principal, Error> {
+        printable(caller.metadata)?;
+        self.service.gate.admit(caller).await
+    }
+
+    /// Refuses a call whose message did not decode with `error` — once its caller is
+    /// admitted, so a stranger learns nothing of its request — and counts it as every
+    /// call is counted.
+    pub async fn refuse(&self, op: Operation, request: Request<()>, error: Error) -> Status {
+        let started = Instant::now();
+        let name = operation::name(op);
+        let peer = request.remote_addr().map(|addr| addr.ip());
+        let caller = Caller {
+            metadata: request.metadata(),
+            peer,
+            proxied: proxied_client(&request),
+        };
+        let error = match self
+            .admit(&caller)
+            .instrument(tracing::debug_span!("grpc", method = name))
+            .await
+        {
+            Ok(_) => error,
+            Err(refused) => refused,
+        };
+        let status = status(&self.service.report(&error, name));
+        observe(name, Some(&status), started);
+        status
+    }
+
     /// Admits the caller and executes `op` with the request's ProtoJSON.
     async fn execute<J>(
         &self,
@@ -110,10 +144,7 @@ impl A2a {
         J: Message + Default + Serialize,
     {
         let peer = request.remote_addr().map(|addr| addr.ip());
-        let proxied = request
-            .extensions()
-            .get::<super::ProxiedClient>()
-            .map(|client| client.0.ip());
+        let proxied = proxied_client(&request);
         let (metadata, _, message) = request.into_parts();
         let caller = Caller {
             metadata: &metadata,
@@ -121,7 +152,7 @@ impl A2a {
             proxied,
         };
         // Credentials first: a stranger learns nothing, not even whether its request is valid.
-        let principal = self.service.gate.admit(&caller).await?;
+        let principal = self.admit(&caller).await?;
         let params = to_json::<J>(&message)?;
         let dialect = version(&metadata)?;
         operation::execute(&self.service, &principal, op, dialect, &params, &caller).await
@@ -189,6 +220,27 @@ impl A2a {
         };
         observe(name, result.as_ref().err(), started);
         result
+    }
+}
+
+/// Refuses metadata whose value is not printable ASCII (gRPC's `ASCII-Value`, `%x20-%x7E`),
+/// naming the key but not the value (it may be a credential). `-bin` keys carry base64
+/// of any bytes and are not read as text.
+fn printable(metadata: &MetadataMap) -> Result<(), Error> {
+    let unreadable = metadata.iter().find_map(|entry| match entry {
+        KeyAndValueRef::Ascii(key, value) => (!value
+            .as_encoded_bytes()
+            .iter()
+            .all(|b| (0x20..=0x7e).contains(b)))
+        .then_some(key),
+        KeyAndValueRef::Binary(..) => None,
+    });
+    match unreadable {
+        Some(key) => Err(Error::invalid_params(format!(
+            "metadata {}: not printable ASCII (binary values go under a key ending in -bin)",
+            key.as_str()
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -363,9 +415,39 @@ impl A2aService for A2a {
     }
 }
 
+/// The client a trusted proxy named in the call's connection (its PROXY header).
+fn proxied_client<T>(request: &Request<T>) -> Option<IpAddr> {
+    request
+        .extensions()
+        .get::<super::ProxiedClient>()
+        .map(|client| client.0.ip())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metadata_is_read_only_as_printable_ascii() {
+        let mut metadata = MetadataMap::new();
+        metadata.insert("x-api-key", "key-acme".parse().unwrap());
+        metadata.insert_bin(
+            "trace-bin",
+            tonic::metadata::MetadataValue::from_bytes(b"\xff\x00"),
+        );
+        assert_eq!(printable(&metadata), Ok(()));
+        for bad in ["key-acmé".as_bytes(), b"tab\there"] {
+            metadata.insert(
+                "x-api-key",
+                tonic::metadata::MetadataValue::try_from(bad).unwrap(),
+            );
+            let Err(Error::InvalidParams(text)) = printable(&metadata) else {
+                panic!("{bad:?} was read");
+            };
+            assert!(text.starts_with("metadata x-api-key: "), "{text}");
+            assert!(!text.contains("acm"), "the value is not echoed: {text}");
+        }
+    }
 
     #[test]
     fn events_are_named_in_their_payload_metadata() {

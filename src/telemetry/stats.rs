@@ -44,7 +44,8 @@ pub fn global() -> &'static Arc<Stats> {
 /// What a tapped counter counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Count {
-    /// An HTTP request; `server_error` for a 5xx status.
+    /// An HTTP request (or gRPC call); `server_error` for a 5xx status or a gRPC code
+    /// that stands for one.
     Request { server_error: bool },
     /// An A2A error answered.
     Error,

@@ -100,6 +100,9 @@ fn the_tap_sees_only_the_dashboard_metrics() {
     metrics::with_local_recorder(&tap, || {
         metrics::counter!(crate::telemetry::HTTP_REQUESTS, "binding" => "jsonrpc", "method" => "SendMessage", "status" => "200").increment(2);
         metrics::counter!(crate::telemetry::HTTP_REQUESTS, "status" => "503").increment(1);
+        // gRPC calls: the client's bad input is not the server's error, INTERNAL is.
+        metrics::counter!(crate::telemetry::HTTP_REQUESTS, "binding" => "grpc", "method" => "GetTask", "status" => "INVALID_ARGUMENT").increment(3);
+        metrics::counter!(crate::telemetry::HTTP_REQUESTS, "binding" => "grpc", "method" => "GetTask", "status" => "INTERNAL").increment(1);
         metrics::counter!(crate::telemetry::ERRORS, "reason" => "TASK_NOT_FOUND").increment(1);
         metrics::counter!(crate::telemetry::RATE_LIMITED, "tenant_id" => "t", "skill_name" => "s")
             .increment(1);
@@ -111,8 +114,8 @@ fn the_tap_sees_only_the_dashboard_metrics() {
         metrics::gauge!(crate::telemetry::TASKS, "state" => "working").set(4.0);
     });
     let s = stats.snapshot();
-    assert_eq!(s.window.requests, 3);
-    assert_eq!(s.window.server_errors, 1);
+    assert_eq!(s.window.requests, 7);
+    assert_eq!(s.window.server_errors, 2);
     assert_eq!(s.window.errors, 1);
     assert_eq!(s.window.rate_limited, 1);
     assert_eq!(s.window.latency_p50_ms.map(f64::round), Some(4.0));

@@ -27,6 +27,22 @@ fn label<'k>(key: &'k Key, name: &str) -> Option<&'k str> {
     key.labels().find(|l| l.key() == name).map(|l| l.value())
 }
 
+/// Whether a request's `status` label is the server's failure: an HTTP 5xx, or a gRPC
+/// code that stands for one (`google.rpc.Code`'s HTTP mapping: `UNKNOWN`, `INTERNAL` and
+/// `DATA_LOSS` are 500, `UNIMPLEMENTED` 501, `UNAVAILABLE` 503, `DEADLINE_EXCEEDED` 504).
+fn server_error(status: &str) -> bool {
+    status.starts_with('5')
+        || matches!(
+            status,
+            "UNKNOWN"
+                | "INTERNAL"
+                | "DATA_LOSS"
+                | "UNIMPLEMENTED"
+                | "UNAVAILABLE"
+                | "DEADLINE_EXCEEDED"
+        )
+}
+
 impl Recorder for Tap {
     fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
     fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
@@ -35,7 +51,7 @@ impl Recorder for Tap {
     fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
         let what = match key.name() {
             super::HTTP_REQUESTS => Count::Request {
-                server_error: label(key, "status").is_some_and(|s| s.starts_with('5')),
+                server_error: label(key, "status").is_some_and(server_error),
             },
             super::ERRORS => Count::Error,
             super::RATE_LIMITED => Count::RateLimited,

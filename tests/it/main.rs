@@ -13,6 +13,7 @@ mod durability;
 mod errors;
 mod generations;
 mod grpc;
+mod grpc_input;
 mod harness;
 mod health;
 mod idempotency;

@@ -228,7 +228,7 @@
 
     lineChart(chart("requests"), s.time, [
       line("requests", s.requests, 0),
-      line("5xx", s.serverErrors, 4),
+      line("server errors", s.serverErrors, 4),
     ]);
     lineChart(chart("latency"), s.time, [
       line("p50", s.latencyP50Ms, 0),
