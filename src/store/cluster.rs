@@ -1,6 +1,6 @@
 //! The cluster's tables on Postgres (`migrations/postgres/…_cluster`): the nodes with
 //! their leases and fencing tokens, and the owner of each thread (`threads.owner_node`,
-//! which the store writes with every upsert of a thread, see `writes::upsert_threads`). Plain SQL over
+//! which the store writes with every upsert of a thread, see `pg_writer.rs`). Plain SQL over
 //! `tokio-postgres` connections of the cluster's own (`crate::cluster`), one statement
 //! per call, every one of them answering at once: nothing here waits on a lock (a
 //! takeover that meets a lock gives up with [`Taken::Busy`]), so a lease renewal is never
@@ -9,8 +9,8 @@
 //! Time is the database's clock (`NOW_MS`), never a node's: the nodes' clocks may
 //! disagree, the database's is one.
 //!
-//! The fencing itself is part of every commit of the node ([`FENCE`], run by
-//! `postgres.rs` under a KEY SHARE lock on the node's row): a takeover locks the dead
+//! The fencing itself is part of every commit of the node (`pg_writer.rs`: the node's
+//! row read under a KEY SHARE lock, the transaction refused if the token moved): a takeover locks the dead
 //! node's row exclusively before it raises its token, so it waits for the commits the
 //! dead node has in flight, and every commit after it finds the token moved.
 
@@ -23,12 +23,6 @@ use super::StoreError;
 
 /// The database's clock in epoch milliseconds.
 const NOW_MS: &str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
-
-/// Run first in every commit of a node in cluster mode: one row while the node's token
-/// is still `$2`, none once another node fenced it. The KEY SHARE lock keeps a takeover
-/// (which locks the row FOR UPDATE) waiting until this commit is over.
-pub(super) const FENCE: &str =
-    "SELECT 1 FROM cluster_nodes WHERE node_id = $1 AND token = $2 FOR KEY SHARE";
 
 /// The channel commits notify with the task events they logged (cluster mode).
 pub const EVENTS_CHANNEL: &str = "a2a_events";

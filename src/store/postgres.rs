@@ -10,18 +10,19 @@
 use std::time::Duration;
 
 use diesel::connection::SimpleConnection;
+use diesel_async::AsyncPgConnection;
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
 };
-use diesel_async::{AsyncConnection, AsyncPgConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
 use std::sync::Arc;
 
-use super::cluster::{self, Fence};
-use super::writes::{self, CHUNK, PushRow, Rows, Statement};
+use super::cluster::Fence;
+use super::pg_writer::{self, WriterManager, WriterPool};
+use super::writes::Rows;
 use super::{StoreError, WriteOp};
 
 const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
@@ -36,7 +37,7 @@ pub struct PgStore {
     /// and commits are made on the persistence actor's arbiter, so these connections live
     /// there: stopping the HTTP workers or the actor arbiters (a graceful shutdown) cannot
     /// cut a commit, and the persistence queue can still be flushed after them.
-    writer: Pool<AsyncPgConnection>,
+    writer: WriterPool,
     acquire_timeout: Duration,
     /// Cluster mode: every commit first checks this node's lease (its fencing token) and
     /// notifies the other nodes of the task events it logged.
@@ -67,7 +68,10 @@ impl PgStore {
         };
         Ok(Self {
             pool: pool(url, pool_size, "postgres pool")?,
-            writer: pool(&writer_url, writers, "postgres writer pool")?,
+            writer: WriterPool::builder(WriterManager::new(writer_url))
+                .max_size(writers.max(1))
+                .build()
+                .map_err(|e| StoreError::Config(format!("postgres writer pool: {e}")))?,
             acquire_timeout,
             fence: fence.map(|(fence, _)| fence),
             _lock: lock,
@@ -93,15 +97,15 @@ pub(super) fn pool(
 super::queries::store_impl!(PgStore, AsyncPgConnection, diesel::pg::Pg, "postgres");
 
 impl PgStore {
-    /// Applies a batch in one transaction: one multi-row statement per table and chunk
-    /// (`writes.rs`), nothing read back.
+    /// Applies a batch in one transaction, in one round trip of prepared statements
+    /// (`pg_writer.rs`), nothing read back.
     async fn commit_ops<'a>(
         &self,
         ops: impl Iterator<Item = &'a WriteOp> + Send,
     ) -> Result<(), StoreError> {
         let mut rows = Rows::collect(ops)?;
         // Cluster mode: every thread this node writes names it as the thread's owner, and
-        // a thread another node owns is not written (see `upsert_threads`).
+        // a thread another node owns is not written (the commit fails, see `pg_writer`).
         if let Some(fence) = &self.fence {
             for thread in &mut rows.threads {
                 thread.owner_node = Some(fence.node_id());
@@ -110,148 +114,32 @@ impl PgStore {
         if rows.is_empty() {
             return Ok(());
         }
-        let mut conn = self.checkout(&self.writer).await?;
-        let committed = conn
-            .transaction(async |conn| {
-                // Pipelined: every statement is sent before the first answer is read; the
-                // server runs them in the order sent (expiries after the thread upserts).
-                let conn: &AsyncPgConnection = conn;
-                let mut statements = Vec::new();
-                // Cluster mode: the node's lease first, for each token the batches were
-                // written under (see `cluster.rs`).
-                let fences = rows.fences.len();
-                if fences > 0 {
-                    let Some(fence) = &self.fence else {
-                        return Err(StoreError::Config(
-                            "a fenced batch on a store that is not in a cluster".into(),
-                        ));
-                    };
-                    for token in &rows.fences {
-                        statements.push(run(
-                            diesel::sql_query(cluster::FENCE)
-                                .bind::<diesel::sql_types::Text, _>(fence.node_id())
-                                .bind::<diesel::sql_types::BigInt, _>(*token),
-                            conn,
-                        ));
-                    }
-                }
-                // The claims first, each checked for the row it must have written.
-                for (row, taken_over_before) in &rows.claims {
-                    statements.push(run(writes::claim_key(row, *taken_over_before), conn));
-                }
-                let claims = rows.claims.len();
-                for (tenant, key, reply) in &rows.settled {
-                    statements.push(run(writes::settle_claim(tenant, key, reply), conn));
-                }
-                for before in &rows.forget_before {
-                    statements.push(run(writes::forget_claims(*before), conn));
-                }
-                let threads_at = statements.len();
-                for chunk in rows.threads.chunks(CHUNK) {
-                    statements.push(run(writes::upsert_threads(chunk), conn));
-                }
-                for (tenant, ids, at) in rows.expiry_chunks() {
-                    statements.push(run(writes::expire_threads(tenant, ids, at), conn));
-                }
-                for chunk in rows.messages.chunks(CHUNK) {
-                    statements.push(run(writes::insert_messages(chunk), conn));
-                }
-                for chunk in rows.tasks.chunks(CHUNK) {
-                    statements.push(run(writes::upsert_tasks(chunk), conn));
-                }
-                for chunk in rows.links.chunks(CHUNK) {
-                    statements.push(run(writes::insert_links(chunk), conn));
-                }
-                for chunk in rows.events.chunks(CHUNK) {
-                    statements.push(run(writes::insert_events(chunk), conn));
-                }
-                // Delivered to the listening nodes only if the transaction commits.
-                let notifications = match self.fence {
-                    Some(_) => cluster::event_payloads(
-                        rows.events.iter().map(|e| (e.tenant_id, e.task_id, e.seq)),
-                    ),
-                    None => Vec::new(),
-                };
-                for payload in notifications {
-                    statements.push(run(
-                        diesel::sql_query("SELECT pg_notify($1, $2)")
-                            .bind::<diesel::sql_types::Text, _>(cluster::EVENTS_CHANNEL)
-                            .bind::<diesel::sql_types::Text, _>(payload),
-                        conn,
-                    ));
-                }
-                for row in &rows.push {
-                    match row {
-                        PushRow::PutConfig(r) => {
-                            statements.push(run(writes::upsert_push_config(r), conn));
-                        }
-                        PushRow::DeleteConfig {
-                            tenant_id,
-                            task_id,
-                            config_id,
-                        } => {
-                            statements.push(run(
-                                writes::delete_owed(tenant_id, task_id, config_id),
-                                conn,
-                            ));
-                            statements.push(run(
-                                writes::delete_push_config(tenant_id, task_id, config_id),
-                                conn,
-                            ));
-                        }
-                        PushRow::Enqueue(r) => statements.push(run(writes::insert_outbox(r), conn)),
-                        PushRow::Done(key) => {
-                            statements.push(run(writes::delete_outbox(key), conn))
-                        }
-                        PushRow::Retry {
-                            key,
-                            attempts,
-                            next_attempt_at,
-                        } => statements.push(run(
-                            writes::reschedule_outbox(key, *attempts, *next_attempt_at),
-                            conn,
-                        )),
-                    }
-                }
-                // Every answer, in order: the fences' come first, and a batch written under a
-                // moved token is refused as such even when a later statement of it failed
-                // (a stale writer's rows often collide with the new owner's).
-                let answers = futures_util::future::join_all(statements).await;
-                let stale: Vec<i64> = (0..fences)
-                    .filter(|&i| !matches!(answers[i], Ok(1)))
-                    .map(|i| rows.fences[i])
-                    .collect();
-                if !stale.is_empty() {
-                    // The transaction rolls back: nothing of the batch is written. A batch of
-                    // an actor from before the node's last rejoin only fails; the current
-                    // token failing means the lease was taken over just now.
-                    if let Some(fence) = &self.fence
-                        && stale.contains(&fence.token())
-                    {
-                        fence.mark_lost();
-                    }
-                    return Err(StoreError::Fenced);
-                }
-                let counts = answers.into_iter().collect::<Result<Vec<usize>, _>>()?;
-                let owned_elsewhere = rows
-                    .threads
-                    .chunks(CHUNK)
-                    .zip(&counts[threads_at..])
-                    .any(|(chunk, &n)| n != chunk.len());
-                if owned_elsewhere {
-                    // Another node owns one of the threads (it created the thread first): the
-                    // request goes there on its retry.
-                    return Err(StoreError::Fenced);
-                }
-                let counts = &counts[fences..];
-                if let Some(i) = counts[..claims].iter().position(|&n| n == 0) {
-                    // The transaction rolls back: nothing of the batch is written.
-                    return Err(StoreError::Duplicate(rows.claims[i].0.idem_key.to_owned()));
-                }
-                Ok::<(), StoreError>(())
-            })
-            .await;
-        self.settle(&mut conn, committed).await
+        let writer = match tokio::time::timeout(self.acquire_timeout, self.writer.get()).await {
+            Ok(Ok(writer)) => writer,
+            Ok(Err(deadpool::managed::PoolError::Backend(e))) => {
+                return Err(pg_writer::classify(&e));
+            }
+            Ok(Err(e)) => {
+                return Err(StoreError::Unavailable(format!(
+                    "postgres writer pool: {e}"
+                )));
+            }
+            Err(_) => {
+                return Err(StoreError::Unavailable(format!(
+                    "postgres writer pool: no connection within {:?}",
+                    self.acquire_timeout
+                )));
+            }
+        };
+        pg_writer::commit(&writer, &rows, self.fence.as_deref()).await
+    }
+
+    /// How many statements the writer connection that [`Self::commit_ops`] would use next
+    /// has prepared, and how often each ran (`pg_prepared_statements`: its own session's).
+    #[cfg(test)]
+    pub(super) async fn writer_statements(&self) -> Vec<(String, i64)> {
+        let writer = self.writer.get().await.expect("a writer connection");
+        pg_writer::prepared_statements(&writer).await
     }
 }
 
@@ -307,14 +195,6 @@ fn with_idle_transaction_timeout(url: &str, lease: Duration) -> String {
         "{url}{separator}options=-c%20idle_in_transaction_session_timeout%3D{}",
         lease.as_millis().max(1)
     )
-}
-
-/// One write statement on a shared connection (pipelined with the others).
-fn run<'a>(
-    statement: impl Statement + 'a,
-    mut conn: &'a AsyncPgConnection,
-) -> futures_util::future::BoxFuture<'a, diesel::QueryResult<usize>> {
-    diesel_async::methods::ExecuteDsl::execute(statement, &mut conn)
 }
 
 /// Applies pending migrations to the database at `url`; blocks until done.

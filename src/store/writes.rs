@@ -5,9 +5,10 @@
 //! also refuses `ON CONFLICT DO UPDATE` touching one row twice in a statement), and the
 //! rows become statements:
 //!
-//! - **Postgres** (`postgres.rs`): one multi-row statement per table and chunk, built by the
-//!   diesel functions below and pipelined on an `AsyncPgConnection`: sent together, run by
-//!   the server in order, one round trip for all of them.
+//! - **Postgres** (`pg_writer.rs`): one statement per table whatever the row count (the
+//!   rows as one array per column through `unnest`), each prepared once per writer
+//!   connection, all of a commit's statements and its `BEGIN` and `COMMIT` sent together:
+//!   one round trip.
 //! - **SQLite** (`sqlite.rs`): the same statements one row at a time ([`sqlite`]), each
 //!   prepared once by the writer connection and cached: a statement is an in-process call
 //!   there, and preparing it was the writer's largest cost (diesel never caches an upsert,
@@ -22,35 +23,15 @@
 
 use std::collections::HashMap;
 
-use diesel::upsert::excluded;
-use diesel::{ExpressionMethods, QueryDsl};
-use diesel_async::AsyncPgConnection;
-
 use super::rows::{
     NewClaim, NewHistoryLink, NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent,
     NewThread, encode_reply,
-};
-use super::schema::{
-    idempotency_keys, messages, push_configs, push_outbox, task_events, task_history, tasks,
-    threads,
 };
 use super::{OutboxKey, StoreError, ThreadStatus, WriteOp};
 
 /// Rows per multi-row statement: far below Postgres' 65535 bind parameters and SQLite's
 /// 32766 for the widest table (12 columns).
 pub(super) const CHUNK: usize = 500;
-
-/// A write statement for Postgres (diesel-async), runnable on a shared connection so
-/// that the statements of a commit are pipelined.
-pub(super) trait Statement:
-    for<'c> diesel_async::methods::ExecuteDsl<&'c AsyncPgConnection> + Send
-{
-}
-
-impl<T> Statement for T where
-    T: for<'c> diesel_async::methods::ExecuteDsl<&'c AsyncPgConnection> + Send
-{
-}
 
 /// A conditional expiry of some of a tenant's threads ([`WriteOp::ExpireThreads`]).
 pub(super) struct Expiration<'a> {
@@ -225,15 +206,6 @@ impl<'a> Rows<'a> {
             && self.settled.is_empty()
             && self.forget_before.is_empty()
     }
-
-    /// The conditional expiry updates, one per tenant and chunk of thread ids.
-    pub fn expiry_chunks(&self) -> impl Iterator<Item = (&'a str, &[&'a str], i64)> {
-        self.expirations.iter().flat_map(|e| {
-            e.thread_ids
-                .chunks(CHUNK)
-                .map(move |chunk| (e.tenant, chunk, e.at))
-        })
-    }
 }
 
 /// Replaces the row of `key` if the batch wrote it before, else appends it.
@@ -250,195 +222,6 @@ fn upsert<'a, R>(
             rows.push(row);
         }
     }
-}
-
-/// Inserts threads, or updates every column but `created_at`.
-///
-/// In cluster mode the rows carry the writing node as `owner_node`, and a row another
-/// node owns is left alone: the statement then counts fewer rows than it was given, and
-/// the caller refuses the batch.
-pub(super) fn upsert_threads<'a>(rows: &'a [NewThread<'a>]) -> impl Statement + 'a {
-    use diesel::query_dsl::methods::FilterDsl;
-    use diesel::{BoolExpressionMethods, PgExpressionMethods};
-    diesel::insert_into(threads::table)
-        .values(rows)
-        .on_conflict((threads::tenant_id, threads::thread_id))
-        .do_update()
-        .set((
-            threads::updated_at.eq(excluded(threads::updated_at)),
-            threads::expires_at.eq(excluded(threads::expires_at)),
-            threads::status.eq(excluded(threads::status)),
-            threads::conversation_context.eq(excluded(threads::conversation_context)),
-            threads::owner_node.eq(excluded(threads::owner_node)),
-        ))
-        .filter(
-            excluded(threads::owner_node)
-                .is_null()
-                .or(threads::owner_node.is_null())
-                .or(threads::owner_node.is_not_distinct_from(excluded(threads::owner_node))),
-        )
-}
-
-/// Marks the tenant's threads among `ids` expired — only those still active whose expiry
-/// is at or before `at`, so a thread continued since keeps its status.
-pub(super) fn expire_threads<'a>(
-    tenant: &'a str,
-    ids: &'a [&'a str],
-    at: i64,
-) -> impl Statement + 'a {
-    diesel::update(
-        threads::table
-            .filter(threads::tenant_id.eq(tenant))
-            .filter(threads::thread_id.eq_any(ids))
-            .filter(threads::status.eq(ThreadStatus::Active.as_str()))
-            .filter(threads::expires_at.le(at)),
-    )
-    .set(threads::status.eq(ThreadStatus::Expired.as_str()))
-}
-
-pub(super) fn insert_messages<'a>(rows: &'a [NewMessage<'a>]) -> impl Statement + 'a {
-    diesel::insert_into(messages::table).values(rows)
-}
-
-/// Inserts tasks, or updates every column but the keys and `created_at`.
-pub(super) fn upsert_tasks<'a>(rows: &'a [NewTask<'a>]) -> impl Statement + 'a {
-    diesel::insert_into(tasks::table)
-        .values(rows)
-        .on_conflict((tasks::tenant_id, tasks::task_id))
-        .do_update()
-        .set((
-            tasks::context_id.eq(excluded(tasks::context_id)),
-            tasks::state.eq(excluded(tasks::state)),
-            tasks::status_message.eq(excluded(tasks::status_message)),
-            tasks::status_timestamp.eq(excluded(tasks::status_timestamp)),
-            tasks::artifacts.eq(excluded(tasks::artifacts)),
-            tasks::transitions.eq(excluded(tasks::transitions)),
-            tasks::metadata.eq(excluded(tasks::metadata)),
-            tasks::updated_at.eq(excluded(tasks::updated_at)),
-        ))
-}
-
-pub(super) fn insert_links<'a>(rows: &'a [NewHistoryLink<'a>]) -> impl Statement + 'a {
-    diesel::insert_into(task_history::table).values(rows)
-}
-
-pub(super) fn insert_events<'a>(rows: &'a [NewTaskEvent<'a>]) -> impl Statement + 'a {
-    diesel::insert_into(task_events::table).values(rows)
-}
-
-/// Claims a key: inserts it, or takes over a claim made before `taken_over_before`.
-/// Affects no row when a claim within the window holds the key.
-pub(super) fn claim_key<'a>(row: &'a NewClaim<'a>, taken_over_before: i64) -> impl Statement + 'a {
-    use diesel::query_dsl::methods::FilterDsl;
-    diesel::insert_into(idempotency_keys::table)
-        .values(row)
-        .on_conflict((idempotency_keys::tenant_id, idempotency_keys::idem_key))
-        .do_update()
-        .set((
-            idempotency_keys::context_id.eq(excluded(idempotency_keys::context_id)),
-            idempotency_keys::task_id.eq(excluded(idempotency_keys::task_id)),
-            idempotency_keys::digest.eq(excluded(idempotency_keys::digest)),
-            idempotency_keys::reply.eq(excluded(idempotency_keys::reply)),
-            idempotency_keys::created_at.eq(excluded(idempotency_keys::created_at)),
-        ))
-        // The upsert's `WHERE`: only a claim past the window is taken over.
-        .filter(idempotency_keys::created_at.lt(taken_over_before))
-}
-
-pub(super) fn settle_claim<'a>(
-    tenant: &'a str,
-    key: &'a str,
-    reply: &'a str,
-) -> impl Statement + 'a {
-    diesel::update(
-        idempotency_keys::table
-            .filter(idempotency_keys::tenant_id.eq(tenant))
-            .filter(idempotency_keys::idem_key.eq(key)),
-    )
-    .set(idempotency_keys::reply.eq(reply))
-}
-
-pub(super) fn forget_claims(before: i64) -> impl Statement {
-    diesel::delete(idempotency_keys::table.filter(idempotency_keys::created_at.lt(before)))
-}
-
-/// Registers a push config, or replaces the task's config of the same id.
-pub(super) fn upsert_push_config<'a>(row: &'a NewPushConfig<'a>) -> impl Statement + 'a {
-    diesel::insert_into(push_configs::table)
-        .values(row)
-        .on_conflict((
-            push_configs::tenant_id,
-            push_configs::task_id,
-            push_configs::config_id,
-        ))
-        .do_update()
-        .set((
-            push_configs::dialect.eq(excluded(push_configs::dialect)),
-            push_configs::url.eq(excluded(push_configs::url)),
-            push_configs::token.eq(excluded(push_configs::token)),
-            push_configs::auth_scheme.eq(excluded(push_configs::auth_scheme)),
-            push_configs::auth_credentials.eq(excluded(push_configs::auth_credentials)),
-            push_configs::created_at.eq(excluded(push_configs::created_at)),
-        ))
-}
-
-pub(super) fn delete_push_config<'a>(
-    tenant: &'a str,
-    task: &'a str,
-    config: &'a str,
-) -> impl Statement + 'a {
-    diesel::delete(
-        push_configs::table
-            .filter(push_configs::tenant_id.eq(tenant))
-            .filter(push_configs::task_id.eq(task))
-            .filter(push_configs::config_id.eq(config)),
-    )
-}
-
-/// Every delivery still owed to a config.
-pub(super) fn delete_owed<'a>(
-    tenant: &'a str,
-    task: &'a str,
-    config: &'a str,
-) -> impl Statement + 'a {
-    diesel::delete(
-        push_outbox::table
-            .filter(push_outbox::tenant_id.eq(tenant))
-            .filter(push_outbox::task_id.eq(task))
-            .filter(push_outbox::config_id.eq(config)),
-    )
-}
-
-pub(super) fn insert_outbox<'a>(row: &'a NewOutboxRow<'a>) -> impl Statement + 'a {
-    diesel::insert_into(push_outbox::table).values(row)
-}
-
-pub(super) fn delete_outbox<'a>(key: &'a OutboxKey) -> impl Statement + 'a {
-    diesel::delete(
-        push_outbox::table
-            .filter(push_outbox::tenant_id.eq(key.tenant.as_str()))
-            .filter(push_outbox::task_id.eq(key.task_id.as_str()))
-            .filter(push_outbox::config_id.eq(key.config_id.as_str()))
-            .filter(push_outbox::seq.eq(key.seq)),
-    )
-}
-
-pub(super) fn reschedule_outbox<'a>(
-    key: &'a OutboxKey,
-    attempts: i64,
-    next_attempt_at: i64,
-) -> impl Statement + 'a {
-    diesel::update(
-        push_outbox::table
-            .filter(push_outbox::tenant_id.eq(key.tenant.as_str()))
-            .filter(push_outbox::task_id.eq(key.task_id.as_str()))
-            .filter(push_outbox::config_id.eq(key.config_id.as_str()))
-            .filter(push_outbox::seq.eq(key.seq)),
-    )
-    .set((
-        push_outbox::attempts.eq(attempts),
-        push_outbox::next_attempt_at.eq(next_attempt_at),
-    ))
 }
 
 /// The same writes as single-row SQL for SQLite's cached statements (`?n` parameters in

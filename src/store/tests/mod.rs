@@ -50,6 +50,7 @@ mod events;
 mod expiry;
 mod isolation;
 mod listing;
+mod prepared;
 mod push;
 mod sqlite_lock;
 mod tasks;

@@ -1,0 +1,1 @@
+DROP FUNCTION a2a_require(boolean, text, text);

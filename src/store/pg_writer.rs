@@ -1,0 +1,744 @@
+//! The Postgres write path: a group commit is one round trip of statements that were
+//! prepared once, when their connection was opened.
+//!
+//! Every statement has one text whatever the batch holds — a table's rows go as one array
+//! per column through `unnest`, so ten messages are the same statement as one — and each
+//! writer connection prepares the whole set once ([`Prepared`]); a commit only binds and
+//! executes. `BEGIN`, the statements and `COMMIT` are sent together (tokio-postgres
+//! pipelines requests issued before their answers are read), so the server plans nothing
+//! and the commit costs one network round trip.
+//!
+//! Since `COMMIT` is already on its way when the first answer arrives, the checks a
+//! batch depends on fail the transaction themselves, through `a2a_require` (migration
+//! `…_write_checks`), with an SQLSTATE of their own: a moved fencing token (`A2F01`), a
+//! thread another node owns (`A2F02`), an idempotency key claimed within its window
+//! (`A2D01`). A failed statement aborts the transaction, the statements after it fail
+//! too, and the `COMMIT` becomes a rollback; the first failure says why.
+
+use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
+use futures_util::future::BoxFuture;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, NoTls, Statement};
+
+use super::StoreError;
+use super::cluster::{self, Fence};
+use super::writes::{PushRow, Rows};
+
+/// A writer connection and its prepared statements.
+pub(super) struct Writer {
+    client: Client,
+    statements: Prepared,
+}
+
+/// The pool of writer connections (`persistence.commits_in_flight`).
+pub(super) type WriterPool = managed::Pool<WriterManager>;
+
+/// Opens writer connections: connects, and prepares every statement of the write path.
+pub(super) struct WriterManager {
+    url: String,
+}
+
+impl WriterManager {
+    pub(super) fn new(url: String) -> Self {
+        Self { url }
+    }
+}
+
+impl managed::Manager for WriterManager {
+    type Type = Writer;
+    type Error = tokio_postgres::Error;
+
+    async fn create(&self) -> Result<Writer, tokio_postgres::Error> {
+        let (client, connection) = tokio_postgres::connect(&self.url, NoTls).await?;
+        // The connection's I/O runs on the runtime that opened it: the persistence
+        // arbiter's, which outlives the HTTP workers and the actors (see `postgres.rs`).
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "a Postgres writer connection ended");
+            }
+        });
+        let statements = Prepared::on(&client).await?;
+        Ok(Writer { client, statements })
+    }
+
+    async fn recycle(
+        &self,
+        writer: &mut Writer,
+        _: &Metrics,
+    ) -> RecycleResult<tokio_postgres::Error> {
+        match writer.client.is_closed() {
+            true => Err(RecycleError::message("the connection is closed")),
+            false => Ok(()),
+        }
+    }
+}
+
+/// SQLSTATEs `a2a_require` raises (migration `…_write_checks`).
+const FENCED: &str = "A2F01";
+const OWNED_ELSEWHERE: &str = "A2F02";
+const CLAIMED: &str = "A2D01";
+
+mod sql {
+    /// Run first in every commit of a node in cluster mode: passes while the node's
+    /// token is still `$2`. The KEY SHARE lock keeps a takeover (which locks the row FOR
+    /// UPDATE) waiting until this commit is over.
+    pub const FENCE: &str = "SELECT a2a_require(EXISTS (SELECT 1 FROM cluster_nodes \
+        WHERE node_id = $1 AND token = $2 FOR KEY SHARE), 'A2F01', 'fenced')";
+
+    /// `$8`: a claim made before it is taken over.
+    pub const CLAIM: &str = "WITH claimed AS (INSERT INTO idempotency_keys (tenant_id, \
+        idem_key, context_id, task_id, digest, reply, created_at) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7) \
+        ON CONFLICT (tenant_id, idem_key) DO UPDATE SET context_id = excluded.context_id, \
+        task_id = excluded.task_id, digest = excluded.digest, reply = excluded.reply, \
+        created_at = excluded.created_at WHERE idempotency_keys.created_at < $8 \
+        RETURNING 1) \
+        SELECT a2a_require(EXISTS (SELECT 1 FROM claimed), 'A2D01', 'claimed')";
+
+    pub const SETTLE: &str =
+        "UPDATE idempotency_keys SET reply = $3 WHERE tenant_id = $1 AND idem_key = $2";
+
+    pub const FORGET: &str = "DELETE FROM idempotency_keys WHERE created_at < $1";
+
+    /// A thread another node owns is left alone, and then the transaction fails.
+    pub const THREADS: &str = "WITH written AS (INSERT INTO threads (tenant_id, thread_id, \
+        created_at, updated_at, expires_at, status, conversation_context, owner_node) \
+        SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::int8[], \
+        $6::text[], $7::text[], $8::text[]) \
+        ON CONFLICT (tenant_id, thread_id) DO UPDATE SET updated_at = excluded.updated_at, \
+        expires_at = excluded.expires_at, status = excluded.status, \
+        conversation_context = excluded.conversation_context, owner_node = excluded.owner_node \
+        WHERE excluded.owner_node IS NULL OR threads.owner_node IS NULL \
+        OR threads.owner_node = excluded.owner_node \
+        RETURNING 1) \
+        SELECT a2a_require((SELECT count(*) FROM written) = cardinality($1::text[]), \
+        'A2F02', 'a thread is owned by another node')";
+
+    pub const EXPIRE: &str = "UPDATE threads SET status = 'expired' WHERE tenant_id = $1 \
+        AND thread_id = ANY($2::text[]) AND status = 'active' AND expires_at <= $3";
+
+    pub const MESSAGES: &str = "INSERT INTO messages (tenant_id, thread_id, seq, message_id, \
+        task_id, role, author, content, parts, tool_calls, metadata, created_at) \
+        SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], \
+        $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::int8[])";
+
+    pub const TASKS: &str = "INSERT INTO tasks (tenant_id, task_id, context_id, state, \
+        status_message, status_timestamp, artifacts, transitions, metadata, created_at, \
+        updated_at) \
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+        $6::int8[], $7::text[], $8::text[], $9::text[], $10::int8[], $11::int8[]) \
+        ON CONFLICT (tenant_id, task_id) DO UPDATE SET context_id = excluded.context_id, \
+        state = excluded.state, status_message = excluded.status_message, \
+        status_timestamp = excluded.status_timestamp, artifacts = excluded.artifacts, \
+        transitions = excluded.transitions, metadata = excluded.metadata, \
+        updated_at = excluded.updated_at";
+
+    pub const LINKS: &str = "INSERT INTO task_history (tenant_id, task_id, position, \
+        thread_id, message_seq) \
+        SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::int8[])";
+
+    pub const EVENTS: &str = "INSERT INTO task_events (tenant_id, task_id, seq, kind, \
+        payload, created_at) \
+        SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], \
+        $6::int8[])";
+
+    pub const NOTIFY: &str = "SELECT pg_notify($1, $2)";
+
+    pub const PUT_CONFIG: &str = "INSERT INTO push_configs (tenant_id, task_id, config_id, \
+        dialect, url, token, auth_scheme, auth_credentials, created_at) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+        ON CONFLICT (tenant_id, task_id, config_id) DO UPDATE SET dialect = excluded.dialect, \
+        url = excluded.url, token = excluded.token, auth_scheme = excluded.auth_scheme, \
+        auth_credentials = excluded.auth_credentials, created_at = excluded.created_at";
+
+    pub const DELETE_CONFIG: &str =
+        "DELETE FROM push_configs WHERE tenant_id = $1 AND task_id = $2 AND config_id = $3";
+
+    pub const DELETE_OWED: &str =
+        "DELETE FROM push_outbox WHERE tenant_id = $1 AND task_id = $2 AND config_id = $3";
+
+    pub const ENQUEUE: &str = "INSERT INTO push_outbox (tenant_id, task_id, config_id, seq, \
+        payload, created_at, attempts, next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+
+    pub const DONE: &str = "DELETE FROM push_outbox WHERE tenant_id = $1 AND task_id = $2 \
+        AND config_id = $3 AND seq = $4";
+
+    pub const RETRY: &str = "UPDATE push_outbox SET attempts = $5, next_attempt_at = $6 \
+        WHERE tenant_id = $1 AND task_id = $2 AND config_id = $3 AND seq = $4";
+}
+
+/// Every statement of the write path, prepared on one connection.
+struct Prepared {
+    fence: Statement,
+    claim: Statement,
+    settle: Statement,
+    forget: Statement,
+    threads: Statement,
+    expire: Statement,
+    messages: Statement,
+    tasks: Statement,
+    links: Statement,
+    events: Statement,
+    notify: Statement,
+    put_config: Statement,
+    delete_config: Statement,
+    delete_owed: Statement,
+    enqueue: Statement,
+    done: Statement,
+    retry: Statement,
+}
+
+/// How many statements a writer connection prepares ([`Prepared`]).
+#[cfg(test)]
+pub(super) const PREPARED_STATEMENTS: usize = 17;
+
+impl Prepared {
+    /// Prepares the set on `client`, all requests sent at once: one round trip.
+    async fn on(client: &Client) -> Result<Self, tokio_postgres::Error> {
+        let texts = [
+            sql::FENCE,
+            sql::CLAIM,
+            sql::SETTLE,
+            sql::FORGET,
+            sql::THREADS,
+            sql::EXPIRE,
+            sql::MESSAGES,
+            sql::TASKS,
+            sql::LINKS,
+            sql::EVENTS,
+            sql::NOTIFY,
+            sql::PUT_CONFIG,
+            sql::DELETE_CONFIG,
+            sql::DELETE_OWED,
+            sql::ENQUEUE,
+            sql::DONE,
+            sql::RETRY,
+        ];
+        let prepared = futures_util::future::try_join_all(texts.map(|t| client.prepare(t))).await?;
+        let mut s = prepared.into_iter();
+        let mut next = || s.next().expect("one statement per text");
+        Ok(Self {
+            fence: next(),
+            claim: next(),
+            settle: next(),
+            forget: next(),
+            threads: next(),
+            expire: next(),
+            messages: next(),
+            tasks: next(),
+            links: next(),
+            events: next(),
+            notify: next(),
+            put_config: next(),
+            delete_config: next(),
+            delete_owed: next(),
+            enqueue: next(),
+            done: next(),
+            retry: next(),
+        })
+    }
+}
+
+/// What a statement of a commit was, to tell why the commit failed.
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Begin,
+    Fence(i64),
+    Claim(&'a str),
+    Write,
+    Commit,
+}
+
+type Answer<'f> = BoxFuture<'f, Result<u64, tokio_postgres::Error>>;
+
+/// Applies `rows` in one transaction on `writer`, in one round trip. With a `fence`
+/// (cluster mode) the batch's tokens are checked first and its task events notified.
+pub(super) async fn commit(
+    writer: &Writer,
+    rows: &Rows<'_>,
+    fence: Option<&Fence>,
+) -> Result<(), StoreError> {
+    let client = &writer.client;
+    let s = &writer.statements;
+    // What the statements bind, first: they borrow it.
+    let threads = ThreadColumns::of(rows);
+    let messages = MessageColumns::of(rows);
+    let tasks = TaskColumns::of(rows);
+    let links = LinkColumns::of(rows);
+    let events = EventColumns::of(rows);
+    let notifications = match fence {
+        Some(_) => {
+            cluster::event_payloads(rows.events.iter().map(|e| (e.tenant_id, e.task_id, e.seq)))
+        }
+        None => Vec::new(),
+    };
+    let node = match (fence, rows.fences.is_empty()) {
+        (Some(fence), _) => fence.node_id(),
+        (None, true) => "",
+        (None, false) => {
+            return Err(StoreError::Config(
+                "a fenced batch on a store that is not in a cluster".into(),
+            ));
+        }
+    };
+    let push_keys: Vec<[&str; 3]> = rows.push.iter().map(push_key).collect();
+
+    let mut steps: Vec<(Step, Answer)> = Vec::with_capacity(8 + rows.push.len());
+    steps.push((
+        Step::Begin,
+        Box::pin(async { client.batch_execute("BEGIN").await.map(|()| 0) }),
+    ));
+    for token in &rows.fences {
+        steps.push((
+            Step::Fence(*token),
+            run(client, &s.fence, vec![&node, token]),
+        ));
+    }
+    for (row, taken_over_before) in &rows.claims {
+        let params: Vec<&(dyn ToSql + Sync)> = vec![
+            &row.tenant_id,
+            &row.idem_key,
+            &row.context_id,
+            &row.task_id,
+            &row.digest,
+            &row.reply,
+            &row.created_at,
+            taken_over_before,
+        ];
+        steps.push((Step::Claim(row.idem_key), run(client, &s.claim, params)));
+    }
+    for (tenant, key, reply) in &rows.settled {
+        steps.push((
+            Step::Write,
+            run(client, &s.settle, vec![tenant, key, reply]),
+        ));
+    }
+    for before in &rows.forget_before {
+        steps.push((Step::Write, run(client, &s.forget, vec![before])));
+    }
+    if !rows.threads.is_empty() {
+        steps.push((Step::Write, run(client, &s.threads, threads.params())));
+    }
+    for e in &rows.expirations {
+        let params: Vec<&(dyn ToSql + Sync)> = vec![&e.tenant, &e.thread_ids, &e.at];
+        steps.push((Step::Write, run(client, &s.expire, params)));
+    }
+    if !rows.messages.is_empty() {
+        steps.push((Step::Write, run(client, &s.messages, messages.params())));
+    }
+    if !rows.tasks.is_empty() {
+        steps.push((Step::Write, run(client, &s.tasks, tasks.params())));
+    }
+    if !rows.links.is_empty() {
+        steps.push((Step::Write, run(client, &s.links, links.params())));
+    }
+    if !rows.events.is_empty() {
+        steps.push((Step::Write, run(client, &s.events, events.params())));
+    }
+    // Delivered to the listening nodes only if the transaction commits.
+    for payload in &notifications {
+        let params: Vec<&(dyn ToSql + Sync)> = vec![&cluster::EVENTS_CHANNEL, payload];
+        steps.push((Step::Write, run(client, &s.notify, params)));
+    }
+    for (row, [tenant, task, config]) in rows.push.iter().zip(&push_keys) {
+        match row {
+            PushRow::PutConfig(r) => {
+                let params: Vec<&(dyn ToSql + Sync)> = vec![
+                    &r.tenant_id,
+                    &r.task_id,
+                    &r.config_id,
+                    &r.dialect,
+                    &r.url,
+                    &r.token,
+                    &r.auth_scheme,
+                    &r.auth_credentials,
+                    &r.created_at,
+                ];
+                steps.push((Step::Write, run(client, &s.put_config, params)));
+            }
+            PushRow::DeleteConfig { .. } => {
+                steps.push((
+                    Step::Write,
+                    run(client, &s.delete_owed, vec![tenant, task, config]),
+                ));
+                steps.push((
+                    Step::Write,
+                    run(client, &s.delete_config, vec![tenant, task, config]),
+                ));
+            }
+            PushRow::Enqueue(r) => {
+                let params: Vec<&(dyn ToSql + Sync)> = vec![
+                    &r.tenant_id,
+                    &r.task_id,
+                    &r.config_id,
+                    &r.seq,
+                    &r.payload,
+                    &r.created_at,
+                    &r.attempts,
+                    &r.next_attempt_at,
+                ];
+                steps.push((Step::Write, run(client, &s.enqueue, params)));
+            }
+            PushRow::Done(key) => {
+                steps.push((
+                    Step::Write,
+                    run(client, &s.done, vec![tenant, task, config, &key.seq]),
+                ));
+            }
+            PushRow::Retry {
+                key,
+                attempts,
+                next_attempt_at,
+            } => {
+                let params: Vec<&(dyn ToSql + Sync)> =
+                    vec![tenant, task, config, &key.seq, attempts, next_attempt_at];
+                steps.push((Step::Write, run(client, &s.retry, params)));
+            }
+        }
+    }
+    steps.push((
+        Step::Commit,
+        Box::pin(async { client.batch_execute("COMMIT").await.map(|()| 0) }),
+    ));
+
+    // Each request is sent as its future is first polled, in this order, and answered in
+    // the same order: one round trip for all of them.
+    let (kinds, answers): (Vec<Step>, Vec<Answer>) = steps.into_iter().unzip();
+    let answers = futures_util::future::join_all(answers).await;
+    for (step, answer) in kinds.into_iter().zip(answers) {
+        // The first failure is the cause; the statements after it only found the
+        // transaction aborted, and the COMMIT rolled it back.
+        if let Err(e) = answer {
+            return Err(refusal(step, &e, fence));
+        }
+    }
+    Ok(())
+}
+
+/// One statement of a commit.
+fn run<'f>(
+    client: &'f Client,
+    statement: &'f Statement,
+    params: Vec<&'f (dyn ToSql + Sync)>,
+) -> Answer<'f> {
+    Box::pin(client.execute_raw(statement, params))
+}
+
+/// The key columns a push row's statements bind (empty for the rows that bind others).
+fn push_key<'a>(row: &PushRow<'a>) -> [&'a str; 3] {
+    match row {
+        PushRow::DeleteConfig {
+            tenant_id,
+            task_id,
+            config_id,
+        } => [tenant_id, task_id, config_id],
+        PushRow::Done(key) | PushRow::Retry { key, .. } => [
+            key.tenant.as_str(),
+            key.task_id.as_str(),
+            key.config_id.as_str(),
+        ],
+        PushRow::PutConfig(_) | PushRow::Enqueue(_) => ["", "", ""],
+    }
+}
+
+/// Why a commit failed, from its first failed statement.
+fn refusal(step: Step, e: &tokio_postgres::Error, fence: Option<&Fence>) -> StoreError {
+    let code = e.code().map(SqlState::code);
+    match (step, code) {
+        (Step::Fence(token), Some(FENCED)) => {
+            // The node's current token moved: its lease was taken over just now.
+            if let Some(fence) = fence
+                && fence.token() == token
+            {
+                fence.mark_lost();
+            }
+            StoreError::Fenced
+        }
+        (_, Some(OWNED_ELSEWHERE)) => StoreError::Fenced,
+        (Step::Claim(key), Some(CLAIMED)) => StoreError::Duplicate(key.to_owned()),
+        _ => classify(e),
+    }
+}
+
+/// A Postgres error in the store's terms: the database not being there (a closed
+/// connection, a connection exception, a shutdown, too many connections) or a lost
+/// serialization race is `Unavailable`, which the client may retry; the rest is a failed
+/// query.
+pub(super) fn classify(e: &tokio_postgres::Error) -> StoreError {
+    let detail = e
+        .as_db_error()
+        .map_or_else(|| e.to_string(), |db| db.message().to_owned());
+    match e.code() {
+        None => StoreError::Unavailable(detail),
+        Some(code) if unavailable(code) => StoreError::Unavailable(detail),
+        Some(&SqlState::UNIQUE_VIOLATION | &SqlState::FOREIGN_KEY_VIOLATION) => {
+            StoreError::Conflict(detail)
+        }
+        Some(_) => StoreError::Query(detail),
+    }
+}
+
+/// The SQLSTATEs that mean "not now": connection exceptions (class 08), operator
+/// intervention (57P01–57P03, 57014 excepted: a cancelled statement is not a database
+/// going away), too many connections (53300), and serialization failures and deadlocks
+/// (40001, 40P01), whose transaction was rolled back whole.
+pub(super) fn unavailable(code: &SqlState) -> bool {
+    let code = code.code();
+    code.starts_with("08")
+        || matches!(
+            code,
+            "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01"
+        )
+}
+
+/// A table's rows as one array per column (`unnest`).
+struct ThreadColumns<'a> {
+    tenant: Vec<&'a str>,
+    thread: Vec<&'a str>,
+    created: Vec<i64>,
+    updated: Vec<i64>,
+    expires: Vec<i64>,
+    status: Vec<&'a str>,
+    context: Vec<&'a str>,
+    owner: Vec<Option<&'a str>>,
+}
+
+impl<'a> ThreadColumns<'a> {
+    fn of(rows: &'a Rows<'_>) -> Self {
+        let t = &rows.threads;
+        Self {
+            tenant: t.iter().map(|r| r.tenant_id).collect(),
+            thread: t.iter().map(|r| r.thread_id).collect(),
+            created: t.iter().map(|r| r.created_at).collect(),
+            updated: t.iter().map(|r| r.updated_at).collect(),
+            expires: t.iter().map(|r| r.expires_at).collect(),
+            status: t.iter().map(|r| r.status).collect(),
+            context: t.iter().map(|r| r.conversation_context.as_str()).collect(),
+            owner: t.iter().map(|r| r.owner_node).collect(),
+        }
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.tenant,
+            &self.thread,
+            &self.created,
+            &self.updated,
+            &self.expires,
+            &self.status,
+            &self.context,
+            &self.owner,
+        ]
+    }
+}
+
+struct MessageColumns<'a> {
+    tenant: Vec<&'a str>,
+    thread: Vec<&'a str>,
+    seq: Vec<i64>,
+    message_id: Vec<Option<&'a str>>,
+    task_id: Vec<Option<&'a str>>,
+    role: Vec<&'a str>,
+    author: Vec<Option<&'a str>>,
+    content: Vec<&'a str>,
+    parts: Vec<&'a str>,
+    tool_calls: Vec<&'a str>,
+    metadata: Vec<Option<&'a str>>,
+    created: Vec<i64>,
+}
+
+impl<'a> MessageColumns<'a> {
+    fn of(rows: &'a Rows<'_>) -> Self {
+        let m = &rows.messages;
+        Self {
+            tenant: m.iter().map(|r| r.tenant_id).collect(),
+            thread: m.iter().map(|r| r.thread_id).collect(),
+            seq: m.iter().map(|r| r.seq).collect(),
+            message_id: m.iter().map(|r| r.message_id).collect(),
+            task_id: m.iter().map(|r| r.task_id).collect(),
+            role: m.iter().map(|r| r.role).collect(),
+            author: m.iter().map(|r| r.author).collect(),
+            content: m.iter().map(|r| r.content).collect(),
+            parts: m.iter().map(|r| r.parts.as_str()).collect(),
+            tool_calls: m.iter().map(|r| r.tool_calls.as_str()).collect(),
+            metadata: m.iter().map(|r| r.metadata.as_deref()).collect(),
+            created: m.iter().map(|r| r.created_at).collect(),
+        }
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.tenant,
+            &self.thread,
+            &self.seq,
+            &self.message_id,
+            &self.task_id,
+            &self.role,
+            &self.author,
+            &self.content,
+            &self.parts,
+            &self.tool_calls,
+            &self.metadata,
+            &self.created,
+        ]
+    }
+}
+
+struct TaskColumns<'a> {
+    tenant: Vec<&'a str>,
+    task: Vec<&'a str>,
+    context: Vec<&'a str>,
+    state: Vec<&'a str>,
+    status_message: Vec<Option<&'a str>>,
+    status_timestamp: Vec<i64>,
+    artifacts: Vec<&'a str>,
+    transitions: Vec<&'a str>,
+    metadata: Vec<Option<&'a str>>,
+    created: Vec<i64>,
+    updated: Vec<i64>,
+}
+
+impl<'a> TaskColumns<'a> {
+    fn of(rows: &'a Rows<'_>) -> Self {
+        let t = &rows.tasks;
+        Self {
+            tenant: t.iter().map(|r| r.tenant_id).collect(),
+            task: t.iter().map(|r| r.task_id).collect(),
+            context: t.iter().map(|r| r.context_id).collect(),
+            state: t.iter().map(|r| r.state).collect(),
+            status_message: t.iter().map(|r| r.status_message.as_deref()).collect(),
+            status_timestamp: t.iter().map(|r| r.status_timestamp).collect(),
+            artifacts: t.iter().map(|r| r.artifacts.as_str()).collect(),
+            transitions: t.iter().map(|r| r.transitions.as_str()).collect(),
+            metadata: t.iter().map(|r| r.metadata.as_deref()).collect(),
+            created: t.iter().map(|r| r.created_at).collect(),
+            updated: t.iter().map(|r| r.updated_at).collect(),
+        }
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.tenant,
+            &self.task,
+            &self.context,
+            &self.state,
+            &self.status_message,
+            &self.status_timestamp,
+            &self.artifacts,
+            &self.transitions,
+            &self.metadata,
+            &self.created,
+            &self.updated,
+        ]
+    }
+}
+
+struct LinkColumns<'a> {
+    tenant: Vec<&'a str>,
+    task: Vec<&'a str>,
+    position: Vec<i64>,
+    thread: Vec<&'a str>,
+    message_seq: Vec<i64>,
+}
+
+impl<'a> LinkColumns<'a> {
+    fn of(rows: &'a Rows<'_>) -> Self {
+        let l = &rows.links;
+        Self {
+            tenant: l.iter().map(|r| r.tenant_id).collect(),
+            task: l.iter().map(|r| r.task_id).collect(),
+            position: l.iter().map(|r| r.position).collect(),
+            thread: l.iter().map(|r| r.thread_id).collect(),
+            message_seq: l.iter().map(|r| r.message_seq).collect(),
+        }
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.tenant,
+            &self.task,
+            &self.position,
+            &self.thread,
+            &self.message_seq,
+        ]
+    }
+}
+
+struct EventColumns<'a> {
+    tenant: Vec<&'a str>,
+    task: Vec<&'a str>,
+    seq: Vec<i64>,
+    kind: Vec<&'a str>,
+    payload: Vec<&'a str>,
+    created: Vec<i64>,
+}
+
+impl<'a> EventColumns<'a> {
+    fn of(rows: &'a Rows<'_>) -> Self {
+        let e = &rows.events;
+        Self {
+            tenant: e.iter().map(|r| r.tenant_id).collect(),
+            task: e.iter().map(|r| r.task_id).collect(),
+            seq: e.iter().map(|r| r.seq).collect(),
+            kind: e.iter().map(|r| r.kind).collect(),
+            payload: e.iter().map(|r| r.payload.as_str()).collect(),
+            created: e.iter().map(|r| r.created_at).collect(),
+        }
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.tenant,
+            &self.task,
+            &self.seq,
+            &self.kind,
+            &self.payload,
+            &self.created,
+        ]
+    }
+}
+
+/// The statements `writer`'s session has prepared, by text, with how often each ran.
+#[cfg(test)]
+pub(super) async fn prepared_statements(writer: &Writer) -> Vec<(String, i64)> {
+    let rows = writer
+        .client
+        .query(
+            "SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements \
+             WHERE statement NOT LIKE '%pg_prepared_statements%' ORDER BY statement",
+            &[],
+        )
+        .await
+        .expect("pg_prepared_statements");
+    rows.iter().map(|r| (r.get(0), r.get(1))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_there_right_now_is_unavailable() {
+        for code in [
+            SqlState::CONNECTION_EXCEPTION,
+            SqlState::CONNECTION_FAILURE,
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CANNOT_CONNECT_NOW,
+            SqlState::TOO_MANY_CONNECTIONS,
+            SqlState::T_R_SERIALIZATION_FAILURE,
+            SqlState::T_R_DEADLOCK_DETECTED,
+        ] {
+            assert!(unavailable(&code), "{code:?}");
+        }
+        for code in [
+            SqlState::UNIQUE_VIOLATION,
+            SqlState::SYNTAX_ERROR,
+            SqlState::QUERY_CANCELED,
+            SqlState::UNDEFINED_TABLE,
+        ] {
+            assert!(!unavailable(&code), "{code:?}");
+        }
+    }
+}
