@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# benches/ab/run.sh — two builds of the echo server (benches/compare/echo_agent.rs) side
+# by side, on both stores, rounds interleaved: the same-run ratio a change to the runtime
+# or the store is judged by. For each run: throughput and latency from the load
+# generator, and the CPU and thread hand-offs per request of the server and, on Postgres,
+# of every `postgres` process (the database's own CPU per request).
+#
+#   benches/ab/run.sh --old /path/to/compare_echo-before --new /path/to/compare_echo-after
+#   benches/ab/run.sh --old A --new B --stores postgres --scenarios send --rounds 5
+#
+# The builds are release builds of `--example compare_echo` made elsewhere (e.g. a git
+# worktree of the commit before). Each run gets a fresh data directory or database. The
+# Postgres runs need a server at --pg-url (a role that may CREATE DATABASE).
+
+set -Eeuo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+source "$ROOT/benches/common.sh"
+
+OLD=""
+NEW=""
+STORES="sqlite postgres"
+SCENARIOS="send"
+CONNECTIONS=64
+DURATION=10s
+WARMUP=2s
+ROUNDS=3
+PORT=${AB_BENCH_PORT:-9451}
+PG_URL=${AB_PG_URL:-postgres://postgres@127.0.0.1:5432}
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+
+usage() {
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+    cat <<USAGE
+
+Options:
+  --old PATH          the build before (required)
+  --new PATH          the build after (required)
+  --stores LIST       of: sqlite, postgres (default: both)
+  --scenarios LIST    load scenarios (default: $SCENARIOS; see benches/load --help)
+  --connections N     load generator connections (default $CONNECTIONS)
+  --duration TIME     measured time per run (default $DURATION)
+  --warmup TIME       warm-up per run (default $WARMUP)
+  --rounds N          rounds, each running old then new (default $ROUNDS)
+  --pg-url URL        Postgres server without a database (default $PG_URL)
+USAGE
+}
+
+while (($#)); do
+    case "$1" in
+        --old) OLD="$2"; shift 2 ;;
+        --new) NEW="$2"; shift 2 ;;
+        --stores) STORES="${2//,/ }"; shift 2 ;;
+        --scenarios) SCENARIOS="${2//,/ }"; shift 2 ;;
+        --connections) CONNECTIONS="$2"; shift 2 ;;
+        --duration) DURATION="$2"; shift 2 ;;
+        --warmup) WARMUP="$2"; shift 2 ;;
+        --rounds) ROUNDS="$2"; shift 2 ;;
+        --pg-url) PG_URL="$2"; shift 2 ;;
+        -h | --help) usage; exit 0 ;;
+        *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
+    esac
+done
+[[ -x "$OLD" && -x "$NEW" ]] || { echo "--old and --new must name executables" >&2; usage >&2; exit 2; }
+
+echo "building the load generator (release) in $TARGET_DIR"
+(cd "$ROOT" && CARGO_TARGET_DIR="$TARGET_DIR" cargo bench --bench load --no-run --quiet)
+LOAD="$(find "$TARGET_DIR/release/deps" -maxdepth 1 -type f -executable -name 'load-*' -printf '%T@ %p\n' | sort -n | tail -n 1 | cut -d' ' -f2)"
+[[ -x "$LOAD" ]] || { echo "no load generator in $TARGET_DIR" >&2; exit 1; }
+
+WORK="$(mktemp -d)"
+PIDS=()
+DATABASES=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    for db in "${DATABASES[@]}"; do
+        psql -q -X "$PG_URL/postgres" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 || true
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+printf '[auth]\nenabled = false\n' >"$WORK/bench.toml"
+
+# CPU ticks of every process named postgres (the server and its backends).
+postgres_ticks() {
+    local total=0 pid
+    for pid in $(pgrep -x postgres || true); do
+        total=$((total + $(ticks "$pid" 2>/dev/null || echo 0)))
+    done
+    echo "$total"
+}
+
+run_one() { # build-label binary store scenario round
+    local label="$1" bin="$2" store="$3" scenario="$4" round="$5" url="http://127.0.0.1:$PORT"
+    local env=(env -u DATABASE_URL RUST_LOG=warn)
+    rm -rf "$WORK/data" && mkdir -p "$WORK/data"
+    if [[ "$store" == postgres ]]; then
+        local db="a2a_ab_$$_${round}_${label}_${scenario//[^a-z]/_}"
+        psql -q -X "$PG_URL/postgres" -c "CREATE DATABASE \"$db\"" >/dev/null
+        DATABASES+=("$db")
+        env+=(DATABASE_URL="$PG_URL/$db")
+    fi
+    "${env[@]}" "$bin" --config "$WORK/bench.toml" --bind "127.0.0.1:$PORT" --grpc-bind "" \
+        --data-dir "$WORK/data" >"$WORK/server.log" 2>&1 &
+    PIDS=("$!")
+    wait_ready "$url"
+    local pid="${PIDS[0]}" t0 s0 p0
+    t0=$(ticks "$pid"); s0=$(switches "$pid"); p0=$(postgres_ticks)
+    "$LOAD" --url "$url/" --scenario "$scenario" --connections "$CONNECTIONS" \
+        --duration "$DURATION" --warmup "$WARMUP" --quiet --json "$WORK/report.json" >/dev/null
+    local t=$(($(ticks "$pid") - t0)) s=$(($(switches "$pid") - s0)) p=$(($(postgres_ticks) - p0))
+    local line
+    line="$(report "$WORK/report.json" "$label" "$store/$scenario" "$round" "$t" "$s")"
+    if [[ "$store" == postgres ]]; then
+        line+="$(python3 - "$WORK/report.json" "$p" "$(getconf CLK_TCK)" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ops = r["succeeded"] + r["failed"]
+print(f"  postgres {int(sys.argv[2]) / int(sys.argv[3]) * 1e6 / max(ops, 1):5.0f} us/req")
+PY
+)"
+    fi
+    echo "$line"
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    PIDS=()
+}
+
+echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); c=$CONNECTIONS, $DURATION per run"
+echo "old: $OLD"
+echo "new: $NEW"
+for round in $(seq 1 "$ROUNDS"); do
+    for store in $STORES; do
+        for scenario in $SCENARIOS; do
+            run_one old "$OLD" "$store" "$scenario" "$round"
+            run_one new "$NEW" "$store" "$scenario" "$round"
+        done
+    done
+done
