@@ -107,6 +107,15 @@ cpu_ticks() { # pid -> user + system CPU time in clock ticks (fields 14 and 15 o
     sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
 }
 
+postgres_ticks() { # CPU ticks of every process named postgres (the server and its backends)
+    local total=0 pid t
+    for pid in $(pgrep -x postgres || true); do
+        t="$(cpu_ticks "$pid" 2>/dev/null || echo 0)"
+        total=$((total + t))
+    done
+    echo "$total"
+}
+
 log() { printf '[compare %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
@@ -374,7 +383,7 @@ run_one() { # target round
     log "$run: loading $url (dialect $dialect, c=$CONNECTIONS, $WARMUP warm-up, $DURATION)"
     # Other work on the machine skews a run; its load average says how busy it was.
     echo "$run before $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/loadavg.txt"
-    local rc=0 cpu0 cpu1
+    local rc=0 cpu0 cpu1 pg0 pg1
     timeout 600 "$LOAD_BIN" --url "$url" --scenario send --dialect "$dialect" \
         --connections "$CONNECTIONS" --duration "$DURATION" --warmup "$WARMUP" --timeout 10s \
         --server-pid "$SERVER_PID" --format json --json "$OUT/$run.json" --quiet \
@@ -384,10 +393,16 @@ run_one() { # target round
     # timed here, to the end of the run): what a request costs, whatever else runs.
     sleep "$(seconds "$WARMUP")"
     cpu0="$(cpu_ticks "$SERVER_PID")"
+    pg0="$(postgres_ticks)"
     wait "$LOAD_PID" || rc=$?
     LOAD_PID=""
     cpu1="$(cpu_ticks "$SERVER_PID")"
-    echo "{\"cpu_ticks\": $((cpu1 - cpu0)), \"clk_tck\": $(getconf CLK_TCK)}" >"$OUT/$run.cpu.json"
+    pg1="$(postgres_ticks)"
+    # The database's own CPU, beside the server's: on Postgres a request costs both. (Any
+    # other client of the local Postgres in the window counts too.)
+    local pg_ticks=0
+    [[ "$target" == *postgres* ]] && pg_ticks=$((pg1 - pg0))
+    echo "{\"cpu_ticks\": $((cpu1 - cpu0)), \"postgres_ticks\": $pg_ticks, \"clk_tck\": $(getconf CLK_TCK)}" >"$OUT/$run.cpu.json"
     [[ -s "$OUT/$run.json" ]] || die "$run: the load generator wrote no report (exit $rc, see $LOGS/$run.load.log)"
     echo "$run after $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/loadavg.txt"
     [[ $rc -eq 0 ]] || log "$run: the load generator exited with $rc (see $LOGS/$run.load.log)"

@@ -63,12 +63,15 @@ def load(out: Path):
         mem = [r.get("memory") or {} for r in rs]
         label, store = DESCRIPTION[name]
         cpu = []
+        pg_cpu = []
         for (rnd, r) in reports:
             path = out / f"{name}-{rnd}.cpu.json"
             if path.exists() and r["succeeded"] > 0:
                 c = json.loads(path.read_text())
                 secs = c["cpu_ticks"] / c["clk_tck"]
                 cpu.append((secs / r["succeeded"] * 1e6, secs / r["elapsed_secs"]))
+                if c.get("postgres_ticks"):
+                    pg_cpu.append(c["postgres_ticks"] / c["clk_tck"] / r["succeeded"] * 1e6)
         targets[name] = {
             "server": label,
             "store": store,
@@ -85,6 +88,7 @@ def load(out: Path):
             "cpu_us_per_request_per_round": [c[0] for c in cpu],
             "cpu_us_per_request": mean([c[0] for c in cpu]) if cpu else None,
             "server_cores": mean([c[1] for c in cpu]) if cpu else None,
+            "postgres_cpu_us_per_request": mean(pg_cpu) if pg_cpu else None,
             "peak_rss_mib": max(m.get("rss_peak_kib", 0) for m in mem) / 1024,
             "succeeded": sum(r["succeeded"] for r in rs),
             "failed": sum(r["failed"] for r in rs),
@@ -192,7 +196,7 @@ def fmt_ratio(x):
 
 def table(targets, rs):
     header = ["server", "store", "dialect", "ok/s (each round)", "ok/s mean", "p50 ms",
-              "p99 ms", "server CPU µs/req", "server cores", "peak RSS MiB", "errors", "agent-a2a SQLite ÷", "agent-a2a Postgres ÷"]
+              "p99 ms", "server CPU µs/req", "Postgres CPU µs/req", "server cores", "peak RSS MiB", "errors", "agent-a2a SQLite ÷", "agent-a2a Postgres ÷"]
     rows = []
     for name in ORDER:
         if name not in targets:
@@ -202,6 +206,8 @@ def table(targets, rs):
         cells = [t["server"], t["store"], t["dialect"], rounds, f"{t['throughput']:.0f}",
                  f"{t['p50_ms']:.2f}", f"{t['p99_ms']:.2f}",
                  "?" if t["cpu_us_per_request"] is None else f"{t['cpu_us_per_request']:.0f}",
+                 "–" if t.get("postgres_cpu_us_per_request") is None
+                 else f"{t['postgres_cpu_us_per_request']:.0f}",
                  "?" if t["server_cores"] is None else f"{t['server_cores']:.2f}",
                  f"{t['peak_rss_mib']:.1f}",
                  str(t["failed"])]
