@@ -40,9 +40,6 @@ const LW_BUFFER_SIZE: usize = 1024;
 const HW_BUFFER_SIZE: usize = 1024 * 8;
 const MAX_PIPELINED_MESSAGES: usize = 16;
 
-/// Write buffer capacity at which we reallocate it after flushing.
-const WRITE_BUFFER_RETENTION_LIMIT: usize = 1024 * 128;
-
 bitflags! {
     #[derive(Debug, Clone, Copy)]
     pub struct Flags: u8 {
@@ -189,9 +186,6 @@ pin_project! {
         // Number of bytes to busy-buffer before flushing.
         h1_write_buffer_size: usize,
 
-        // True if backing allocation of `write_buf` needs to be released.
-        write_buf_needs_reset: bool,
-
         codec: Codec,
     }
 }
@@ -304,10 +298,12 @@ where
                     graceful_shutdown: config.graceful_shutdown(),
 
                     io: Some(io),
-                    read_buf: BytesMut::with_capacity(HW_BUFFER_SIZE),
-                    write_buf: BytesMut::with_capacity(HW_BUFFER_SIZE),
+                    // agent-a2a: no buffer until there is something to read or write (see
+                    // `read_available` and `poll_flush`), so an idle connection, such as one
+                    // carrying a quiet event stream, holds none.
+                    read_buf: BytesMut::new(),
+                    write_buf: BytesMut::new(),
                     h1_write_buffer_size: config.h1_write_buffer_size(),
-                    write_buf_needs_reset: false,
                     codec: Codec::new(config),
                 },
             },
@@ -361,22 +357,9 @@ where
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), io::Error>> {
         let InnerDispatcherProj {
             io,
-            write_buf,
-            h1_write_buffer_size,
-            write_buf_needs_reset,
-            ..
+            write_buf, ..
         } = self.project();
         let mut io = Pin::new(io.as_mut().unwrap());
-
-        // Allow normal buffer growth, but do not retain allocations caused by large response
-        // chunks on idle connections.
-        let retention_limit = (*h1_write_buffer_size).max(WRITE_BUFFER_RETENTION_LIMIT);
-
-        if write_buf.capacity() > retention_limit {
-            // Needs stored flag because `write_buf.advance(n)` reduces reported capacity without
-            // releasing the backing allocation.
-            *write_buf_needs_reset = true;
-        }
 
         let len = write_buf.len();
         let mut written = 0;
@@ -397,13 +380,10 @@ where
             }
         }
 
-        // All bytes have been accepted by the I/O stream, so the buffer can be reused or released.
-        if *write_buf_needs_reset {
-            *write_buf = BytesMut::with_capacity(HW_BUFFER_SIZE);
-            *write_buf_needs_reset = false;
-        } else {
-            write_buf.clear();
-        }
+        // All bytes have been accepted by the I/O stream, so the buffer can be released.
+        // agent-a2a: released rather than kept for the next response, so that a connection
+        // waiting between the chunks of a long-lived streaming body holds no buffer.
+        *write_buf = BytesMut::new();
 
         // flush the I/O and check if get blocked
         io.poll_flush(cx)
@@ -1256,6 +1236,11 @@ where
                 }
 
                 Poll::Pending => {
+                    // agent-a2a: nothing buffered and nothing to read: release the buffer
+                    // reserved for this read; the next read reserves a new one.
+                    if this.read_buf.is_empty() {
+                        *this.read_buf = BytesMut::new();
+                    }
                     return Ok(false);
                 }
 
@@ -1539,7 +1524,3 @@ fn trace_timer_states(
 #[cfg(test)]
 #[path = "dispatcher_tests.rs"]
 mod dispatcher_tests;
-
-#[cfg(test)]
-#[path = "dispatcher_buffer_tests.rs"]
-mod buffer_tests;
