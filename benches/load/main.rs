@@ -166,6 +166,9 @@ async fn load(args: &Args, url: &reqwest::Url, in_process: bool) -> anyhow::Resu
         },
         tasks,
         run_id: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
+        memory_pid: args
+            .server_pid
+            .or_else(|| in_process.then(std::process::id)),
     };
     // Subscribers hold their connections; the follow-up messages need their own.
     let pool = match scenario {

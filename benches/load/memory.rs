@@ -83,6 +83,11 @@ impl Sampler {
     }
 }
 
+/// The resident set of process `pid` now, in KiB.
+pub fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    Ok(read_status(pid)?.rss_kib)
+}
+
 struct Status {
     rss_kib: u64,
     hwm_kib: u64,

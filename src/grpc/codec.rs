@@ -16,10 +16,18 @@ use std::marker::PhantomData;
 use prost::Message;
 use prost::bytes::Buf;
 use tonic::Status;
-use tonic::codec::{Codec, DecodeBuf, Decoder};
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
 use tonic_prost::ProstEncoder;
 
 use crate::error::Error;
+
+/// The capacity an answer stream's encode buffer starts with. tonic allocates it when the
+/// call's response body is built and keeps it, 8 KiB by default, for as long as the stream
+/// is open, even when it only waits for its next event: at 256 bytes an idle event stream
+/// holds little, and a larger message grows the buffer as it is encoded.
+const ENCODE_BUFFER_BYTES: usize = 256;
+/// Encoded bytes gathered before they are handed to HTTP/2 (tonic's default).
+const ENCODE_YIELD_THRESHOLD: usize = 32 * 1024;
 
 /// A request message as decoded: the message, or why its bytes are not one.
 pub type Decoded<M> = Result<M, Error>;
@@ -49,7 +57,10 @@ where
     type Decoder = RequestDecoder<M>;
 
     fn encoder(&mut self) -> Self::Encoder {
-        ProstEncoder::default()
+        ProstEncoder::new(BufferSettings::new(
+            ENCODE_BUFFER_BYTES,
+            ENCODE_YIELD_THRESHOLD,
+        ))
     }
 
     fn decoder(&mut self) -> Self::Decoder {

@@ -34,6 +34,16 @@ struct State {
 }
 
 impl State {
+    /// The next event read from the log. The batch's memory is released with its last
+    /// event: an idle subscriber holds no buffer (up to `replay_batch` events large).
+    fn next_replayed(&mut self) -> Option<SeqEvent> {
+        let event = self.buffer.pop_front()?;
+        if self.buffer.is_empty() {
+            self.buffer = VecDeque::new();
+        }
+        Some(event)
+    }
+
     fn closes_after(&self, event: &StreamEvent) -> bool {
         if self.until_terminal {
             event.is_final()
@@ -76,7 +86,7 @@ pub fn events(
             return Some((Ok(first), st));
         }
         loop {
-            if let Some(event) = st.buffer.pop_front() {
+            if let Some(event) = st.next_replayed() {
                 st.last_seq = event.0;
                 st.done = st.closes_after(&event.1);
                 return Some((Ok(event), st));
@@ -118,8 +128,11 @@ pub fn events(
             };
             match rx.recv().await {
                 Ok(event) if event.0 <= st.last_seq => continue,
+                // The next event, straight through: nothing is buffered on the live path.
                 Ok(event) if event.0 == st.last_seq + 1 => {
-                    st.buffer.push_back((event.0, event.1.clone()));
+                    st.last_seq = event.0;
+                    st.done = st.closes_after(&event.1);
+                    return Some((Ok((event.0, event.1.clone())), st));
                 }
                 // Anything else means events were skipped: read them from the log.
                 Ok(_) | Err(RecvError::Lagged(_)) => st.catch_up = true,
@@ -225,6 +238,38 @@ mod tests {
             stream.next().await.is_none(),
             "closed after the terminal event"
         );
+    }
+
+    #[tokio::test]
+    async fn a_drained_replay_batch_leaves_no_buffer_behind() {
+        let db = SqliteTestStore::open().await;
+        let task = TaskId::parse("t-3").unwrap();
+        let mut state = State {
+            store: db.store.clone(),
+            tenant: TenantId::default_tenant(),
+            task_id: Some(task.clone()),
+            first: None,
+            live: None,
+            buffer: VecDeque::new(),
+            last_seq: 0,
+            catch_up: false,
+            replay_batch: 1000,
+            until_terminal: true,
+            done: false,
+        };
+        state.buffer.extend([
+            (1, status(&task, TaskState::Working, 1)),
+            (2, status(&task, TaskState::InputRequired, 2)),
+        ]);
+        assert_eq!(state.next_replayed().map(|e| e.0), Some(1));
+        assert!(state.buffer.capacity() > 0, "one event still owed");
+        assert_eq!(state.next_replayed().map(|e| e.0), Some(2));
+        assert_eq!(
+            state.buffer.capacity(),
+            0,
+            "a subscriber waiting for live events keeps no buffer"
+        );
+        assert!(state.next_replayed().is_none());
     }
 
     #[tokio::test]

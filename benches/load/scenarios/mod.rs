@@ -82,6 +82,9 @@ pub struct Settings {
     pub tasks: usize,
     /// Names the data a run writes (the tool scenario's users), so runs do not mix.
     pub run_id: String,
+    /// The process whose memory is measured (`--server-pid`, or this one in-process):
+    /// `subscribe` reads its resident set before and after attaching.
+    pub memory_pid: Option<u32>,
 }
 
 /// Runs `scenario` against `client` as `plan` says.
@@ -126,6 +129,7 @@ pub async fn run(
                 client,
                 text: text.clone(),
                 tasks: settings.tasks,
+                memory_pid: settings.memory_pid,
             };
             subscribe.run(plan, live, stop).await?
         }

@@ -6,7 +6,11 @@
 //!    task lives on (with the conformance agent, `--message-id-prefix
 //!    tck-input-required` does the same). A task that ends at once fails the setup.
 //! 2. **Attach**: `--connections` subscribers, spread round-robin over the tasks, each
-//!    wait for their first event (the task snapshot): the "attach" latency.
+//!    wait for their first event (the task snapshot): the "attach" latency. The time
+//!    until the last one has attached is counted, and when the memory of the server is
+//!    measured, its resident set before the attach and once the subscribers have
+//!    attached and [`SETTLE`] has passed: the growth divided by the subscribers is the
+//!    memory an idle stream holds.
 //! 3. **Hold**: for the warm-up and then `--duration`, follow-up messages are sent to the
 //!    tasks at `--rate` in all (default: one per task per second), open loop, one at a
 //!    time per task. Each turn moves its task to working and back to input-required,
@@ -43,12 +47,21 @@ const PUBLISH: &str = "follow-up message";
 const DRAIN: Duration = Duration::from_secs(1);
 /// Tasks created at the same time during setup.
 const SETUP_CONCURRENCY: usize = 8;
+/// Subscriptions being opened at once: thousands of connects at the same moment would
+/// overflow the server's listen backlog, and the SYN retransmissions (1 s, 3 s, 7 s, …)
+/// would then be what the attach measures.
+const ATTACH_CONCURRENCY: usize = 256;
+/// How long the streams sit idle after the last attach before the server's memory is
+/// read: frees the allocator defers (and the keep-alive timers' first ticks) happen.
+const SETTLE: Duration = Duration::from_secs(2);
 
 /// What the scenario needs besides the plan.
 pub struct Subscribe {
     pub client: Arc<Client>,
     pub text: Arc<str>,
     pub tasks: usize,
+    /// Whose resident set to read around the attach.
+    pub memory_pid: Option<u32>,
 }
 
 /// An open task and the intended send times of the follow-ups published to it so far.
@@ -90,9 +103,33 @@ impl Subscribe {
     ) -> anyhow::Result<Duration> {
         let measure_from: MeasureFrom = Arc::default();
         let (hold_tx, hold_rx) = watch::channel(false);
+        let rss_before = self.rss_kib();
+        let attach_start = Instant::now();
         let subscribers = self
             .attach(tasks, plan, &live, &measure_from, hold_rx, stats)
             .await?;
+        let open_all = attach_start.elapsed();
+        stats.count(
+            "open all subscribers (ms)",
+            u64::try_from(open_all.as_millis()).unwrap_or(u64::MAX),
+        );
+        if let Some(before) = rss_before {
+            tokio::time::sleep(SETTLE).await;
+            if let Some(after) = self.rss_kib() {
+                let attached = stats
+                    .counters()
+                    .get("subscribers attached")
+                    .copied()
+                    .unwrap_or(0)
+                    .max(1);
+                stats.count("RSS before the attach (KiB)", before);
+                stats.count("RSS with the subscribers idle (KiB)", after);
+                stats.count(
+                    "RSS per idle subscriber (bytes)",
+                    after.saturating_sub(before) * 1024 / attached,
+                );
+            }
+        }
 
         let hold_start = Instant::now();
         let measure_start = *measure_from.get_or_init(|| hold_start + plan.warmup);
@@ -128,6 +165,12 @@ impl Subscribe {
         Ok(last_publish?.saturating_duration_since(measure_start))
     }
 
+    /// The resident set of the measured process, when there is one and it can be read.
+    fn rss_kib(&self) -> Option<u64> {
+        let pid = self.memory_pid?;
+        crate::memory::rss_kib(pid).ok()
+    }
+
     /// Starts one subscriber per connection and waits until each has attached or
     /// failed to. Fails when none could.
     async fn attach(
@@ -140,6 +183,7 @@ impl Subscribe {
         stats: &mut Stats,
     ) -> anyhow::Result<Vec<JoinHandle<(Stats, bool)>>> {
         let (attached_tx, mut attached_rx) = mpsc::channel(plan.connections);
+        let opening = Arc::new(tokio::sync::Semaphore::new(ATTACH_CONCURRENCY));
         let subscribers = (0..plan.connections)
             .map(|i| {
                 let subscriber = Subscriber {
@@ -148,7 +192,12 @@ impl Subscribe {
                     measure_from: measure_from.clone(),
                     live: live.clone(),
                 };
-                tokio::spawn(subscriber.run(attached_tx.clone(), hold.clone(), plan.timeout))
+                tokio::spawn(subscriber.run(
+                    attached_tx.clone(),
+                    opening.clone(),
+                    hold.clone(),
+                    plan.timeout,
+                ))
             })
             .collect();
         drop(attached_tx);
@@ -291,10 +340,13 @@ impl Subscriber {
     async fn run(
         self,
         attached: mpsc::Sender<Result<Duration, ErrorKind>>,
+        opening: Arc<tokio::sync::Semaphore>,
         mut hold: watch::Receiver<bool>,
         timeout: Duration,
     ) -> (Stats, bool) {
         let mut stats = Stats::new();
+        // Never closed, so the permit always comes.
+        let permit = opening.acquire_owned().await;
         let started = Instant::now();
         let params = json!({ "id": self.task.id });
         let opened = tokio::time::timeout(timeout, async {
@@ -310,6 +362,7 @@ impl Subscriber {
         })
         .await
         .unwrap_or(Err(ErrorKind::Timeout));
+        drop(permit);
         let events = match opened {
             Ok(events) => {
                 // Ignored error: the scenario has stopped listening (it was interrupted).
