@@ -50,6 +50,7 @@ mod events;
 mod expiry;
 mod isolation;
 mod listing;
+mod node_lock;
 mod prepared;
 mod push;
 mod sqlite_lock;
