@@ -37,6 +37,8 @@ WORK="$HERE/.work"
 OUT=""
 PERF_TARGET=""
 SKIP_INSTALL=0
+SCENARIO=send
+TURNS=4
 
 # How long each step may take, in seconds.
 INSTALL_TIMEOUT=1200   # apt, pip, npm
@@ -62,6 +64,11 @@ Options:
   --perf TARGET       perf record (DWARF call graphs) the server of TARGET during its runs;
                       its profile goes to <out>/<target>-<round>.perf.txt
   --skip-install      use what an earlier run installed and built
+  --scenario NAME     send (default): every request a new conversation; multi-turn:
+                      conversations of --turns messages (default 4), and agent-a2a
+                      keeps at most 16 threads in memory, so a follow-up mostly finds
+                      its thread evicted and reloads it from the store
+  --turns N           messages per conversation of multi-turn (default 4)
 EOF
 }
 
@@ -78,6 +85,8 @@ while [[ $# -gt 0 ]]; do
         --out) OUT="$2"; shift 2 ;;
         --perf) PERF_TARGET="$2"; shift 2 ;;
         --skip-install) SKIP_INSTALL=1; shift ;;
+        --scenario) SCENARIO="$2"; shift 2 ;;
+        --turns) TURNS="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -85,6 +94,10 @@ done
 for t in $TARGETS; do
     [[ " $ALL_TARGETS " == *" $t "* ]] || { echo "run.sh: unknown target $t" >&2; exit 2; }
 done
+case "$SCENARIO" in
+    send | multi-turn) ;;
+    *) echo "run.sh: --scenario is send or multi-turn" >&2; exit 2 ;;
+esac
 
 mkdir -p "$WORK"
 WORK="$(cd "$WORK" && pwd)"
@@ -290,6 +303,11 @@ write_agent_config() {
     {
         echo "# benches/compare/run.sh: agent-a2a's defaults for the benchmark."
         printf '[auth]\nenabled = false\n'
+        # multi-turn: follow-ups find their thread evicted (64 conversations, 16 in memory)
+        # and reload it from the store, as on a node with more conversations than memory.
+        if [[ "$SCENARIO" == multi-turn ]]; then
+            printf '[threads]\nmax_resident_actors = 16\n'
+        fi
     } >"$AGENT_CONFIG"
 }
 
@@ -384,7 +402,7 @@ run_one() { # target round
     # Other work on the machine skews a run; its load average says how busy it was.
     echo "$run before $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/loadavg.txt"
     local rc=0 cpu0 cpu1 pg0 pg1
-    timeout 600 "$LOAD_BIN" --url "$url" --scenario send --dialect "$dialect" \
+    timeout 600 "$LOAD_BIN" --url "$url" --scenario "$SCENARIO" --turns "$TURNS" --dialect "$dialect" \
         --connections "$CONNECTIONS" --duration "$DURATION" --warmup "$WARMUP" --timeout 10s \
         --server-pid "$SERVER_PID" --format json --json "$OUT/$run.json" --quiet \
         >/dev/null 2>"$LOGS/$run.load.log" &
@@ -462,6 +480,8 @@ main() {
         echo "cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
         echo "kernel=$(uname -r)"
         echo "rustc=$(rustc --version)"
+        echo "scenario=$SCENARIO"
+        echo "turns=$TURNS"
         echo "connections=$CONNECTIONS"
         echo "duration=$DURATION"
         echo "warmup=$WARMUP"

@@ -282,7 +282,10 @@ def main():
     vs = verdicts(targets)
     header, rows = table(targets, rs)
 
-    settings = (f"send, c={meta.get('connections', '?')}, {meta.get('warmup', '?')} warm-up + "
+    scenario = meta.get("scenario", "send")
+    if scenario == "multi-turn":
+        scenario = f"multi-turn ({meta.get('turns', '?')} messages a conversation, agent-a2a at 16 resident threads)"
+    settings = (f"{scenario}, c={meta.get('connections', '?')}, {meta.get('warmup', '?')} warm-up + "
                 f"{meta.get('duration', '?')} measured, {meta.get('rounds', '?')} round(s), "
                 f"closed loop")
     print(settings)
