@@ -4,7 +4,6 @@
 //! and nobody else; a client that is not a trusted proxy cannot name another one.
 
 use std::net::IpAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use a2a_pb::proto::{self, a2a_service_client::A2aServiceClient};
@@ -14,7 +13,7 @@ use serde_json::json;
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::support::{Backend, TestApp, spawn_app_with};
+use crate::support::{self, Backend, TestApp, spawn_app_with};
 
 const KEY: &str = "key-acme";
 
@@ -103,8 +102,7 @@ async fn channel_from(ip: &str, port: u16) -> Channel {
 struct Haproxy {
     http: u16,
     grpc: u16,
-    child: Child,
-    _dir: tempfile::TempDir,
+    _process: support::Haproxy,
 }
 
 impl Haproxy {
@@ -128,22 +126,10 @@ impl Haproxy {
              frontend grpc\n    bind 127.0.0.1:{grpc}\n    default_backend grpc\n\
              backend grpc\n    server app 127.0.0.1:{grpc_port} send-proxy-v2\n"
         );
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("haproxy.cfg");
-        std::fs::write(&path, config).unwrap();
-        let child = Command::new("haproxy")
-            .arg("-db")
-            .arg("-f")
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("haproxy is installed (.ci/run installs it)");
         let proxy = Haproxy {
             http,
             grpc,
-            child,
-            _dir: dir,
+            _process: support::Haproxy::spawn(&config),
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         let client = reqwest::Client::new();
@@ -159,13 +145,6 @@ impl Haproxy {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         proxy
-    }
-}
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::cluster::{eventually, owner_of, query_one};
-use crate::support::{TestDatabase, fresh_postgres, http_client, read_sse, user_message};
+use crate::support::{Haproxy, TestDatabase, fresh_postgres, http_client, read_sse, user_message};
 
 const SECRET: &str = "a-cluster-secret-for-process-tests";
 const LEASE_MS: u64 = 2000;
@@ -119,8 +119,7 @@ impl Drop for Node {
 /// a 503 from a draining node are tried on another node).
 struct Balancer {
     url: String,
-    child: Child,
-    _dir: tempfile::TempDir,
+    _process: Haproxy,
 }
 
 impl Balancer {
@@ -139,31 +138,12 @@ impl Balancer {
              backend nodes\n    balance roundrobin\n    option httpchk GET /health/ready\n\
              \x20   default-server inter 300ms fall 2 rise 1\n{servers}"
         );
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("haproxy.cfg");
-        std::fs::write(&path, config).unwrap();
-        let child = Command::new("haproxy")
-            .arg("-db")
-            .arg("-f")
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("haproxy is installed (.ci/run installs it)");
         let balancer = Balancer {
             url: format!("http://127.0.0.1:{port}"),
-            child,
-            _dir: dir,
+            _process: Haproxy::spawn(&config),
         };
         ready(&balancer.url).await;
         balancer
-    }
-}
-
-impl Drop for Balancer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

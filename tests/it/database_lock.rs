@@ -56,6 +56,18 @@ async fn a_second_process_on_the_sqlite_file_is_refused_until_the_first_is_gone(
         .await
         .unwrap();
     assert_eq!(ready.status(), 200, "the first server keeps serving");
+    still_serves(&client, &url).await;
+
+    first.kill().expect("SIGKILL");
+    first.wait().unwrap();
+    let (mut next, url) = start_server_with(dir.path(), &[]);
+    wait_until_ready(&url).await;
+    next.kill().ok();
+    next.wait().ok();
+}
+
+/// The server at `url` still takes and completes a send.
+async fn still_serves(client: &reqwest::Client, url: &str) {
     let sent: Value = client
         .post(format!("{url}/"))
         .json(&json!({"jsonrpc":"2.0","id":1,"method":"SendMessage",
@@ -67,13 +79,6 @@ async fn a_second_process_on_the_sqlite_file_is_refused_until_the_first_is_gone(
         .await
         .unwrap();
     assert!(sent["result"]["task"]["id"].is_string(), "{sent}");
-
-    first.kill().expect("SIGKILL");
-    first.wait().unwrap();
-    let (mut next, url) = start_server_with(dir.path(), &[]);
-    wait_until_ready(&url).await;
-    next.kill().ok();
-    next.wait().ok();
 }
 
 /// The refusal says which file, which lock, and what to do instead.
@@ -215,17 +220,7 @@ async fn a_postgres_database_is_served_by_one_server_without_cluster_mode_or_by_
         ],
     );
     let client = http_client();
-    let sent: Value = client
-        .post(format!("{url}/"))
-        .json(&json!({"jsonrpc":"2.0","id":1,"method":"SendMessage",
-            "params":{"message": user_message("still mine")}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert!(sent["result"]["task"]["id"].is_string(), "{sent}");
+    still_serves(&client, &url).await;
 
     // Gone with its process: cluster nodes may now share the database, and a server
     // without cluster mode is refused beside them.

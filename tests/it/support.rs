@@ -481,3 +481,34 @@ pub async fn postgres_has_database(name: &str) -> bool {
         .expect("read pg_database");
     row.get::<_, i64>(0) > 0
 }
+
+/// A real HAProxy running `config` (a whole haproxy.cfg), stopped when dropped.
+/// `.ci/run` installs it.
+pub struct Haproxy {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Haproxy {
+    pub fn spawn(config: &str) -> Haproxy {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("haproxy.cfg");
+        std::fs::write(&path, config).unwrap();
+        let child = std::process::Command::new("haproxy")
+            .arg("-db")
+            .arg("-f")
+            .arg(&path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("haproxy is installed (.ci/run installs it)");
+        Haproxy { child, _dir: dir }
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
