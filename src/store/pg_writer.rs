@@ -508,212 +508,85 @@ pub(super) fn unavailable(code: &SqlState) -> bool {
         )
 }
 
-/// A table's rows as one array per column (`unnest`).
-struct ThreadColumns<'a> {
-    tenant: Vec<&'a str>,
-    thread: Vec<&'a str>,
-    created: Vec<i64>,
-    updated: Vec<i64>,
-    expires: Vec<i64>,
-    status: Vec<&'a str>,
-    context: Vec<&'a str>,
-    owner: Vec<Option<&'a str>>,
-}
-
-impl<'a> ThreadColumns<'a> {
-    fn of(rows: &'a Rows<'_>) -> Self {
-        let t = &rows.threads;
-        Self {
-            tenant: t.iter().map(|r| r.tenant_id).collect(),
-            thread: t.iter().map(|r| r.thread_id).collect(),
-            created: t.iter().map(|r| r.created_at).collect(),
-            updated: t.iter().map(|r| r.updated_at).collect(),
-            expires: t.iter().map(|r| r.expires_at).collect(),
-            status: t.iter().map(|r| r.status).collect(),
-            context: t.iter().map(|r| r.conversation_context.as_str()).collect(),
-            owner: t.iter().map(|r| r.owner_node).collect(),
+/// A table's rows as one array per column, bound to its `unnest` statement in column
+/// order: `$name` over `rows.$table`, each field `$field: Vec<$ty>` taken from a row `$r`
+/// by `$get`.
+macro_rules! columns {
+    ($name:ident<$lt:lifetime>, $table:ident, { $($field:ident: $ty:ty = |$r:ident| $get:expr),+ $(,)? }) => {
+        struct $name<$lt> {
+            $($field: Vec<$ty>,)+
         }
-    }
 
-    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
-        vec![
-            &self.tenant,
-            &self.thread,
-            &self.created,
-            &self.updated,
-            &self.expires,
-            &self.status,
-            &self.context,
-            &self.owner,
-        ]
-    }
-}
+        impl<$lt> $name<$lt> {
+            fn of(rows: &$lt Rows<'_>) -> Self {
+                Self {
+                    $($field: rows.$table.iter().map(|$r| $get).collect(),)+
+                }
+            }
 
-struct MessageColumns<'a> {
-    tenant: Vec<&'a str>,
-    thread: Vec<&'a str>,
-    seq: Vec<i64>,
-    message_id: Vec<Option<&'a str>>,
-    task_id: Vec<Option<&'a str>>,
-    role: Vec<&'a str>,
-    author: Vec<Option<&'a str>>,
-    content: Vec<&'a str>,
-    parts: Vec<&'a str>,
-    tool_calls: Vec<&'a str>,
-    metadata: Vec<Option<&'a str>>,
-    created: Vec<i64>,
-}
-
-impl<'a> MessageColumns<'a> {
-    fn of(rows: &'a Rows<'_>) -> Self {
-        let m = &rows.messages;
-        Self {
-            tenant: m.iter().map(|r| r.tenant_id).collect(),
-            thread: m.iter().map(|r| r.thread_id).collect(),
-            seq: m.iter().map(|r| r.seq).collect(),
-            message_id: m.iter().map(|r| r.message_id).collect(),
-            task_id: m.iter().map(|r| r.task_id).collect(),
-            role: m.iter().map(|r| r.role).collect(),
-            author: m.iter().map(|r| r.author).collect(),
-            content: m.iter().map(|r| r.content).collect(),
-            parts: m.iter().map(|r| r.parts.as_str()).collect(),
-            tool_calls: m.iter().map(|r| r.tool_calls.as_str()).collect(),
-            metadata: m.iter().map(|r| r.metadata.as_deref()).collect(),
-            created: m.iter().map(|r| r.created_at).collect(),
+            fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+                vec![$(&self.$field),+]
+            }
         }
-    }
-
-    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
-        vec![
-            &self.tenant,
-            &self.thread,
-            &self.seq,
-            &self.message_id,
-            &self.task_id,
-            &self.role,
-            &self.author,
-            &self.content,
-            &self.parts,
-            &self.tool_calls,
-            &self.metadata,
-            &self.created,
-        ]
-    }
+    };
 }
 
-struct TaskColumns<'a> {
-    tenant: Vec<&'a str>,
-    task: Vec<&'a str>,
-    context: Vec<&'a str>,
-    state: Vec<&'a str>,
-    status_message: Vec<Option<&'a str>>,
-    status_timestamp: Vec<i64>,
-    artifacts: Vec<&'a str>,
-    transitions: Vec<&'a str>,
-    metadata: Vec<Option<&'a str>>,
-    created: Vec<i64>,
-    updated: Vec<i64>,
-}
+columns!(ThreadColumns<'a>, threads, {
+    tenant: &'a str = |r| r.tenant_id,
+    thread: &'a str = |r| r.thread_id,
+    created: i64 = |r| r.created_at,
+    updated: i64 = |r| r.updated_at,
+    expires: i64 = |r| r.expires_at,
+    status: &'a str = |r| r.status,
+    context: &'a str = |r| r.conversation_context.as_str(),
+    owner: Option<&'a str> = |r| r.owner_node,
+});
 
-impl<'a> TaskColumns<'a> {
-    fn of(rows: &'a Rows<'_>) -> Self {
-        let t = &rows.tasks;
-        Self {
-            tenant: t.iter().map(|r| r.tenant_id).collect(),
-            task: t.iter().map(|r| r.task_id).collect(),
-            context: t.iter().map(|r| r.context_id).collect(),
-            state: t.iter().map(|r| r.state).collect(),
-            status_message: t.iter().map(|r| r.status_message.as_deref()).collect(),
-            status_timestamp: t.iter().map(|r| r.status_timestamp).collect(),
-            artifacts: t.iter().map(|r| r.artifacts.as_str()).collect(),
-            transitions: t.iter().map(|r| r.transitions.as_str()).collect(),
-            metadata: t.iter().map(|r| r.metadata.as_deref()).collect(),
-            created: t.iter().map(|r| r.created_at).collect(),
-            updated: t.iter().map(|r| r.updated_at).collect(),
-        }
-    }
+columns!(MessageColumns<'a>, messages, {
+    tenant: &'a str = |r| r.tenant_id,
+    thread: &'a str = |r| r.thread_id,
+    seq: i64 = |r| r.seq,
+    message_id: Option<&'a str> = |r| r.message_id,
+    task_id: Option<&'a str> = |r| r.task_id,
+    role: &'a str = |r| r.role,
+    author: Option<&'a str> = |r| r.author,
+    content: &'a str = |r| r.content,
+    parts: &'a str = |r| r.parts.as_str(),
+    tool_calls: &'a str = |r| r.tool_calls.as_str(),
+    metadata: Option<&'a str> = |r| r.metadata.as_deref(),
+    created: i64 = |r| r.created_at,
+});
 
-    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
-        vec![
-            &self.tenant,
-            &self.task,
-            &self.context,
-            &self.state,
-            &self.status_message,
-            &self.status_timestamp,
-            &self.artifacts,
-            &self.transitions,
-            &self.metadata,
-            &self.created,
-            &self.updated,
-        ]
-    }
-}
+columns!(TaskColumns<'a>, tasks, {
+    tenant: &'a str = |r| r.tenant_id,
+    task: &'a str = |r| r.task_id,
+    context: &'a str = |r| r.context_id,
+    state: &'a str = |r| r.state,
+    status_message: Option<&'a str> = |r| r.status_message.as_deref(),
+    status_timestamp: i64 = |r| r.status_timestamp,
+    artifacts: &'a str = |r| r.artifacts.as_str(),
+    transitions: &'a str = |r| r.transitions.as_str(),
+    metadata: Option<&'a str> = |r| r.metadata.as_deref(),
+    created: i64 = |r| r.created_at,
+    updated: i64 = |r| r.updated_at,
+});
 
-struct LinkColumns<'a> {
-    tenant: Vec<&'a str>,
-    task: Vec<&'a str>,
-    position: Vec<i64>,
-    thread: Vec<&'a str>,
-    message_seq: Vec<i64>,
-}
+columns!(LinkColumns<'a>, links, {
+    tenant: &'a str = |r| r.tenant_id,
+    task: &'a str = |r| r.task_id,
+    position: i64 = |r| r.position,
+    thread: &'a str = |r| r.thread_id,
+    message_seq: i64 = |r| r.message_seq,
+});
 
-impl<'a> LinkColumns<'a> {
-    fn of(rows: &'a Rows<'_>) -> Self {
-        let l = &rows.links;
-        Self {
-            tenant: l.iter().map(|r| r.tenant_id).collect(),
-            task: l.iter().map(|r| r.task_id).collect(),
-            position: l.iter().map(|r| r.position).collect(),
-            thread: l.iter().map(|r| r.thread_id).collect(),
-            message_seq: l.iter().map(|r| r.message_seq).collect(),
-        }
-    }
-
-    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
-        vec![
-            &self.tenant,
-            &self.task,
-            &self.position,
-            &self.thread,
-            &self.message_seq,
-        ]
-    }
-}
-
-struct EventColumns<'a> {
-    tenant: Vec<&'a str>,
-    task: Vec<&'a str>,
-    seq: Vec<i64>,
-    kind: Vec<&'a str>,
-    payload: Vec<&'a str>,
-    created: Vec<i64>,
-}
-
-impl<'a> EventColumns<'a> {
-    fn of(rows: &'a Rows<'_>) -> Self {
-        let e = &rows.events;
-        Self {
-            tenant: e.iter().map(|r| r.tenant_id).collect(),
-            task: e.iter().map(|r| r.task_id).collect(),
-            seq: e.iter().map(|r| r.seq).collect(),
-            kind: e.iter().map(|r| r.kind).collect(),
-            payload: e.iter().map(|r| r.payload.as_str()).collect(),
-            created: e.iter().map(|r| r.created_at).collect(),
-        }
-    }
-
-    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
-        vec![
-            &self.tenant,
-            &self.task,
-            &self.seq,
-            &self.kind,
-            &self.payload,
-            &self.created,
-        ]
-    }
-}
+columns!(EventColumns<'a>, events, {
+    tenant: &'a str = |r| r.tenant_id,
+    task: &'a str = |r| r.task_id,
+    seq: i64 = |r| r.seq,
+    kind: &'a str = |r| r.kind,
+    payload: &'a str = |r| r.payload.as_str(),
+    created: i64 = |r| r.created_at,
+});
 
 /// The statements `writer`'s session has prepared, by text, with how often each ran.
 #[cfg(test)]

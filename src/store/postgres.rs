@@ -144,8 +144,9 @@ impl PgStore {
 }
 
 impl PgStore {
-    /// A failed read or commit whose error says nothing of the connection (diesel
-    /// reports most server errors as `Unknown` and drops their SQLSTATE) is told apart
+    /// A failed read whose error says nothing of the connection (diesel reports most
+    /// server errors as `Unknown` and drops their SQLSTATE; commits run on tokio-postgres
+    /// and are told apart by theirs, `pg_writer::classify`) is told apart
     /// here: if the connection no longer answers, the database went away under the
     /// statement — an administrator or crash shutdown (57P01–57P03), a failover, a
     /// connection exception (08…) — and the failure is `Unavailable`, which clients may
