@@ -334,3 +334,21 @@ fn auth_and_rate_limit_settings_are_checked() {
     assert_eq!(s.rate_limit.tiers["pro"].per_minute, 1000);
     assert_eq!(s.rate_limit.skills["memory"].per_minute, 600);
 }
+
+#[test]
+fn connection_and_stream_bounds_are_checked() {
+    for key in [
+        "AGENT_A2A__SERVER__MAX_CONNECTIONS",
+        "AGENT_A2A__SERVER__RESERVED_FDS",
+        "AGENT_A2A__STREAMING__MAX_STREAMS",
+    ] {
+        let e = load(&[(key, "10000001")], Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("must be at most 10000000"), "{key}: {e}");
+        assert!(
+            load(&[(key, "10000000")], Overrides::default()).is_ok(),
+            "{key}"
+        );
+    }
+}
