@@ -100,6 +100,10 @@ pub const PUSH_DELIVERY_MS: &str = "agent_a2a_push_delivery_latency_ms";
 /// (message id or `Idempotency-Key`), without running the agent again.
 pub const IDEMPOTENT_REPLAYS: &str = "agent_a2a_idempotent_replays_total";
 
+/// Sends that read the store for an earlier claim of their idempotency key: retries, and
+/// new keys the claim filter could not rule out (see `idempotency.filter_keys`).
+pub const IDEMPOTENCY_KEY_READS: &str = "agent_a2a_idempotency_key_reads_total";
+
 // Cluster mode (exported only by a node in a cluster).
 
 /// Live nodes of the cluster, as this node read them at its last lease renewal.
@@ -274,6 +278,7 @@ pub fn metrics_handle() -> PrometheusHandle {
             }
             metrics::gauge!(PUSH_OUTBOX_DEPTH).increment(0.0);
             metrics::counter!(IDEMPOTENT_REPLAYS).increment(0);
+            metrics::counter!(IDEMPOTENCY_KEY_READS).increment(0);
             handle
         })
         .clone()
@@ -368,6 +373,10 @@ fn describe() {
     describe_counter!(
         IDEMPOTENT_REPLAYS,
         "Sends answered with the outcome of an earlier send of the same idempotency key."
+    );
+    describe_counter!(
+        IDEMPOTENCY_KEY_READS,
+        "Sends that read the store for an earlier claim of their idempotency key."
     );
     describe_gauge!(
         CLUSTER_NODES,

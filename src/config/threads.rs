@@ -86,13 +86,23 @@ pub struct IdempotencySettings {
     /// How long an accepted message's id keeps answering retries with the first
     /// outcome, in seconds; after it, the id may be used again.
     pub window_secs: u64,
+    /// Claims within the window the in-memory claim filter remembers (~1.35 bytes
+    /// each): a send under a key it has surely never seen skips the store read for an
+    /// earlier claim. Past it, every send reads the store until the forgotten claims
+    /// leave the window. 0 turns the filter off (every send reads). Not used in cluster
+    /// mode, where other nodes claim keys too.
+    pub filter_keys: u64,
 }
+
+/// The largest `idempotency.filter_keys` (~360 MB of filter).
+pub const MAX_FILTER_KEYS: u64 = 1 << 28;
 
 impl Default for IdempotencySettings {
     fn default() -> Self {
         Self {
             enabled: true,
             window_secs: 86_400,
+            filter_keys: 8 << 20,
         }
     }
 }
@@ -126,6 +136,13 @@ impl ThreadSettings {
 
 impl IdempotencySettings {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        positive("idempotency.window_secs", self.window_secs)
+        positive("idempotency.window_secs", self.window_secs)?;
+        if self.filter_keys > MAX_FILTER_KEYS {
+            return Err(ConfigError::Key {
+                key: "idempotency.filter_keys",
+                problem: format!("must be at most {MAX_FILTER_KEYS} (0: no filter)"),
+            });
+        }
+        Ok(())
     }
 }

@@ -243,6 +243,14 @@ fn persistence_bounds_and_sqlite_synchronous_are_checked() {
         e.contains("`store.lock_wait_ms` must be at most 600000"),
         "{e}"
     );
+    let (_d, o) = with_file("auth.enabled = false\n[idempotency]\nfilter_keys = 268435457\n");
+    let e = load(&[], o).unwrap_err().to_string();
+    assert!(
+        e.contains("`idempotency.filter_keys` must be at most 268435456"),
+        "{e}"
+    );
+    let (_d, o) = with_file("auth.enabled = false\n[idempotency]\nfilter_keys = 0\n");
+    assert_eq!(load(&[], o).unwrap().idempotency.filter_keys, 0);
     let (_d, o) = with_file("auth.enabled = false\n[persistence]\nstart_grace_ms = 0\n");
     assert_eq!(load(&[], o).unwrap().persistence.start_grace_ms, 0);
     let (_d, o) = with_file("auth.enabled = false\n[store]\nsqlite_synchronous = \"full\"\n");

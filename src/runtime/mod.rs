@@ -13,6 +13,7 @@
 //! graceful shutdown ([`Runtime::begin_drain`], [`Runtime::wait_for_turns`],
 //! [`Runtime::close`]; `shutdown.rs`).
 
+mod claim_filter;
 pub mod executors;
 mod idempotency;
 mod lifecycle;
@@ -97,6 +98,9 @@ pub struct Runtime {
     /// Idempotency keys of sends accepted by this process whose turn has not answered
     /// yet: a concurrent retry joins that turn instead of racing it to the store.
     claims: DashMap<(TenantId, String), Accepted>,
+    /// The keys claimed in the idempotency window, when this process is its store's only
+    /// writer: a key it rules out is not looked for in the store.
+    claim_filter: Option<Arc<claim_filter::ClaimFilter>>,
     tools: Arc<Tools>,
     models: Models,
     /// The arbiters of thread, skill and model actors; emptied when stopped.
@@ -219,12 +223,19 @@ impl Runtime {
             persistence_arbiter: Mutex::new(Some(persistence_arbiter)),
             replay_batch: settings.streaming.replay_batch,
             claims: DashMap::new(),
+            claim_filter: (settings.idempotency.enabled
+                && settings.idempotency.filter_keys > 0
+                && cluster.is_none())
+            .then(|| {
+                Arc::new(claim_filter::ClaimFilter::new(
+                    window_ms(settings.idempotency.window_secs),
+                    settings.idempotency.filter_keys,
+                ))
+            }),
             settings: RuntimeSettings {
                 threads: settings.threads.clone(),
                 idempotency: settings.idempotency.enabled,
-                idempotency_window_ms: i64::try_from(settings.idempotency.window_secs)
-                    .unwrap_or(i64::MAX / 1000)
-                    .saturating_mul(1000),
+                idempotency_window_ms: window_ms(settings.idempotency.window_secs),
                 health_timeout: Duration::from_millis(settings.health.timeout_ms),
             },
             stop: watch::Sender::new(false),
@@ -248,6 +259,10 @@ impl Runtime {
             every,
         ));
         actix::spawn(lifecycle::recovery::run(
+            Arc::downgrade(self),
+            self.stop.subscribe(),
+        ));
+        actix::spawn(lifecycle::claims::load(
             Arc::downgrade(self),
             self.stop.subscribe(),
         ));
@@ -546,6 +561,9 @@ impl Runtime {
             dashmap::Entry::Occupied(first) => Some(first.get().clone()),
             dashmap::Entry::Vacant(slot) => {
                 slot.insert(accepted);
+                if let Some(filter) = &self.claim_filter {
+                    filter.insert(tenant, &idem.1, now.millis());
+                }
                 None
             }
         };
@@ -628,6 +646,13 @@ impl Runtime {
             first.check(&idem.1, digest)?;
             return Ok(Some(first));
         }
+        let now = crate::domain::Timestamp::now().millis();
+        if let Some(filter) = &self.claim_filter
+            && !filter.may_be_claimed(&idem.0, &idem.1, now)
+        {
+            return Ok(None);
+        }
+        metrics::counter!(crate::telemetry::IDEMPOTENCY_KEY_READS).increment(1);
         let stored = match self.store.claim_inline(&idem.0, &idem.1) {
             Some(read) => read?,
             None => self.store.claim(&idem.0, &idem.1).await?,
@@ -635,9 +660,7 @@ impl Runtime {
         let Some(claim) = stored else {
             return Ok(None);
         };
-        let window_start = crate::domain::Timestamp::now()
-            .millis()
-            .saturating_sub(self.settings.idempotency_window_ms);
+        let window_start = now.saturating_sub(self.settings.idempotency_window_ms);
         if claim.created_at.millis() < window_start {
             return Ok(None);
         }
@@ -1196,4 +1219,11 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// `idempotency.window_secs` in milliseconds.
+fn window_ms(secs: u64) -> i64 {
+    i64::try_from(secs)
+        .unwrap_or(i64::MAX / 1000)
+        .saturating_mul(1000)
 }

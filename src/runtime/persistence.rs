@@ -400,6 +400,14 @@ mod tests {
         ) -> Result<Option<crate::store::Claim>, StoreError> {
             Ok(None)
         }
+        async fn claim_keys(
+            &self,
+            _: crate::domain::Timestamp,
+            _: Option<crate::domain::Timestamp>,
+            _: Option<usize>,
+        ) -> Result<Vec<(TenantId, String, crate::domain::Timestamp)>, StoreError> {
+            Ok(Vec::new())
+        }
     }
 
     #[actix_web::test]

@@ -27,6 +27,8 @@ struct CutStore {
     inner: Arc<dyn Store>,
     commits: AtomicUsize,
     fail_at: AtomicUsize,
+    /// Reads of a claim (`claim`, `claim_inline`).
+    claim_reads: AtomicUsize,
 }
 
 impl CutStore {
@@ -35,6 +37,7 @@ impl CutStore {
             inner,
             commits: AtomicUsize::new(0),
             fail_at: AtomicUsize::new(0),
+            claim_reads: AtomicUsize::new(0),
         })
     }
 
@@ -46,6 +49,10 @@ impl CutStore {
 
     fn commits(&self) -> usize {
         self.commits.load(Ordering::SeqCst)
+    }
+
+    fn claim_reads(&self) -> usize {
+        self.claim_reads.load(Ordering::SeqCst)
     }
 
     /// Counts a commit; `Err` when this is the one to refuse. Empty batches (the
@@ -172,14 +179,27 @@ impl Store for Handle {
         tenant: &TenantId,
         key: &str,
     ) -> Result<Option<crate::store::Claim>, StoreError> {
+        self.0.claim_reads.fetch_add(1, Ordering::SeqCst);
         self.0.inner.claim(tenant, key).await
+    }
+    async fn claim_keys(
+        &self,
+        from: crate::domain::Timestamp,
+        until: Option<crate::domain::Timestamp>,
+        limit: Option<usize>,
+    ) -> Result<Vec<(TenantId, String, crate::domain::Timestamp)>, StoreError> {
+        self.0.inner.claim_keys(from, until, limit).await
     }
     fn claim_inline(
         &self,
         tenant: &TenantId,
         key: &str,
     ) -> Option<Result<Option<crate::store::Claim>, StoreError>> {
-        self.0.inner.claim_inline(tenant, key)
+        let read = self.0.inner.claim_inline(tenant, key);
+        if read.is_some() {
+            self.0.claim_reads.fetch_add(1, Ordering::SeqCst);
+        }
+        read
     }
 }
 
@@ -225,11 +245,15 @@ struct Fixture {
 
 impl Fixture {
     async fn new() -> Self {
-        let store = SqliteTestStore::open().await;
+        Self::with(&Settings::default(), SqliteTestStore::open().await)
+    }
+
+    /// A runtime with `settings` on `store`.
+    fn with(settings: &Settings, store: SqliteTestStore) -> Self {
         let cut = CutStore::new(store.store.clone());
         let script = Arc::new(Script::default());
         let runtime = Runtime::start(
-            &Settings::default(),
+            settings,
             Arc::new(Handle(cut.clone())),
             ExecutorSource::Custom(script.clone()),
             &SkillRegistry::default(),
@@ -243,6 +267,13 @@ impl Fixture {
             tenant: TenantId::default_tenant(),
             _store: store,
         }
+    }
+
+    /// Stops the runtime; its store stays for the next one.
+    async fn restart(self, settings: &Settings) -> Self {
+        self.runtime.shutdown();
+        drop(self.cut);
+        Self::with(settings, self._store.reopen().await)
     }
 
     async fn send(&self, message: &Message) -> Result<SendOutcome, Error> {
@@ -442,5 +473,79 @@ async fn a_long_turn_has_its_message_committed_after_the_start_grace() {
     let (outcome, ()) = tokio::join!(running, watch);
     assert_eq!(task(outcome).status.state, TaskState::Completed);
     assert_eq!(f.cut.commits(), 2);
+    f.runtime.shutdown();
+}
+
+#[actix_web::test]
+async fn once_the_claims_are_loaded_a_new_key_reads_nothing_and_a_retry_reads_its_claim() {
+    let f = Fixture::new().await;
+    let context = ContextId::generate();
+    let first = user("done", &context, None);
+    // Before the load every send looks for an earlier claim of its key.
+    let done = task(f.send(&first).await);
+    assert_eq!(f.cut.claim_reads(), 1);
+
+    assert_eq!(f.runtime.load_claims().await.unwrap(), Some(1));
+    for _ in 0..20 {
+        task(f.send(&user("done", &ContextId::generate(), None)).await);
+    }
+    assert!(
+        f.cut.claim_reads() <= 2,
+        "new keys read the store {} times",
+        f.cut.claim_reads() - 1
+    );
+    let before = f.cut.claim_reads();
+    let again = task(f.send(&first).await);
+    assert_eq!(again.id, done.id, "the retry gets the first task");
+    assert_eq!(f.cut.claim_reads(), before + 1, "a retry reads its claim");
+
+    // A new process loads the claims the first one made.
+    let f = f.restart(&Settings::default()).await;
+    assert_eq!(f.runtime.load_claims().await.unwrap(), Some(21));
+    let before = f.cut.claim_reads();
+    let again = task(f.send(&first).await);
+    assert_eq!(
+        again.id, done.id,
+        "a retry after a restart gets the first task"
+    );
+    assert_eq!(f.cut.claim_reads(), before + 1);
+    let before = f.cut.claim_reads();
+    task(f.send(&user("done", &ContextId::generate(), None)).await);
+    assert!(f.cut.claim_reads() <= before + 1);
+    f.runtime.shutdown();
+}
+
+#[actix_web::test]
+async fn more_claims_than_the_filter_holds_read_the_store_and_retries_still_get_their_task() {
+    let mut settings = Settings::default();
+    settings.idempotency.filter_keys = 8;
+    let f = Fixture::with(&settings, SqliteTestStore::open().await);
+    assert_eq!(f.runtime.load_claims().await.unwrap(), Some(0));
+    let first = user("done", &ContextId::generate(), None);
+    let done = task(f.send(&first).await);
+    for _ in 0..9 {
+        task(f.send(&user("done", &ContextId::generate(), None)).await);
+    }
+    // The filter forgot the first claims: new keys read the store again.
+    let before = f.cut.claim_reads();
+    task(f.send(&user("done", &ContextId::generate(), None)).await);
+    assert_eq!(
+        f.cut.claim_reads(),
+        before + 1,
+        "a new key past the bound reads"
+    );
+    let again = task(f.send(&first).await);
+    assert_eq!(
+        again.id, done.id,
+        "a forgotten claim is still found in the store"
+    );
+
+    // Off, every send reads.
+    settings.idempotency.filter_keys = 0;
+    let f = f.restart(&settings).await;
+    assert_eq!(f.runtime.load_claims().await.unwrap(), None);
+    let before = f.cut.claim_reads();
+    task(f.send(&user("done", &ContextId::generate(), None)).await);
+    assert_eq!(f.cut.claim_reads(), before + 1);
     f.runtime.shutdown();
 }

@@ -470,6 +470,16 @@ pub trait Store: Send + Sync + 'static {
     /// reads 0).
     async fn claim(&self, tenant: &TenantId, key: &str) -> Result<Option<Claim>, StoreError>;
 
+    /// Claims made at or after `from` (and before `until`, if given), oldest first, at
+    /// most `limit` (all, without one): tenant, key and time. Start-up loads the claim
+    /// filter with it.
+    async fn claim_keys(
+        &self,
+        from: Timestamp,
+        until: Option<Timestamp>,
+        limit: Option<usize>,
+    ) -> Result<Vec<(TenantId, String, Timestamp)>, StoreError>;
+
     /// [`Store::claim`] on the calling thread, when the store can answer a point read
     /// there for less than a hand-off to another thread costs (SQLite: a B-tree lookup
     /// in the page cache); `None` when it cannot (Postgres: a network round trip, which

@@ -202,6 +202,20 @@ macro_rules! store_impl {
                 self.settle(&mut conn, result).await
             }
 
+            async fn claim_keys(
+                &self,
+                from: $crate::domain::Timestamp,
+                until: Option<$crate::domain::Timestamp>,
+                limit: Option<usize>,
+            ) -> Result<
+                Vec<($crate::domain::TenantId, String, $crate::domain::Timestamp)>,
+                $crate::store::StoreError,
+            > {
+                let mut conn = self.conn().await?;
+                let result = reads::claim_keys(&mut conn, from, until, limit).await;
+                self.settle(&mut conn, result).await
+            }
+
             fn claim_inline(
                 &self,
                 tenant: &$crate::domain::TenantId,

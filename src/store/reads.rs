@@ -509,6 +509,35 @@ macro_rules! read_queries {
                     .transpose()
             }
 
+            pub(super) async fn claim_keys(
+                conn: &mut Conn,
+                from: $crate::domain::Timestamp,
+                until: Option<$crate::domain::Timestamp>,
+                limit: Option<usize>,
+            ) -> Result<Vec<(TenantId, String, $crate::domain::Timestamp)>, StoreError> {
+                use $crate::store::schema::idempotency_keys::dsl;
+                let mut query = dsl::idempotency_keys
+                    .filter(dsl::created_at.ge(from.millis()))
+                    .select((dsl::tenant_id, dsl::idem_key, dsl::created_at))
+                    .order(dsl::created_at.asc())
+                    .into_boxed();
+                if let Some(until) = until {
+                    query = query.filter(dsl::created_at.lt(until.millis()));
+                }
+                if let Some(n) = limit {
+                    query = query.limit(i64::try_from(n).unwrap_or(i64::MAX));
+                }
+                let rows: Vec<(String, String, i64)> = query.load(conn).await?;
+                rows.into_iter()
+                    .map(|(tenant, key, at)| {
+                        let tenant = TenantId::from_store(tenant).map_err(|e| {
+                            StoreError::Corrupt(format!("claim tenant: {e}"))
+                        })?;
+                        Ok((tenant, key, $crate::domain::Timestamp(at)))
+                    })
+                    .collect()
+            }
+
             pub(super) async fn outbox_depth(conn: &mut Conn) -> Result<u64, StoreError> {
                 use $crate::store::schema::push_outbox;
                 let n: i64 = push_outbox::table.count().get_result(conn).await?;

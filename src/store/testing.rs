@@ -52,6 +52,17 @@ impl SqliteTestStore {
         let store = super::open(&config).await.expect("open the SQLite store");
         Self { store, _dir: dir }
     }
+
+    /// The same database opened anew, as a restarted process opens it.
+    pub(crate) async fn reopen(self) -> Self {
+        drop(self.store);
+        let config = test_config(None, self._dir.path().to_path_buf());
+        let store = super::open(&config).await.expect("reopen the SQLite store");
+        Self {
+            store,
+            _dir: self._dir,
+        }
+    }
 }
 
 /// The Postgres server tests use, from the environment.

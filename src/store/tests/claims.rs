@@ -9,6 +9,7 @@ use crate::store::{Claim, Store, StoreError, WriteOp};
 on_both_backends!(
     a_second_claim_within_the_window_refuses_its_whole_batch,
     a_claim_past_the_window_is_taken_over_and_old_claims_are_forgotten,
+    claim_keys_are_listed_oldest_first_from_a_time_on,
 );
 
 fn claim(tenant: &TenantId, key: &str, task: &str, digest: &str, at: i64, window: i64) -> Claim {
@@ -125,4 +126,56 @@ async fn a_claim_past_the_window_is_taken_over_and_old_claims_are_forgotten(stor
         .unwrap();
     assert!(store.claim(&acme, "new").await.unwrap().is_none());
     assert!(store.claim(&acme, "old").await.unwrap().is_some());
+}
+
+async fn claim_keys_are_listed_oldest_first_from_a_time_on(store: Arc<dyn Store>) {
+    let (acme, other) = (tenant("acme"), tenant("other"));
+    for (tenant, key, at) in [
+        (&acme, "k-1", 1000),
+        (&other, "k-1", 1000),
+        (&acme, "k-2", 2000),
+        (&acme, "k-3", 3000),
+        (&acme, "k-0", 500),
+    ] {
+        store
+            .commit(&[WriteOp::ClaimKey(claim(tenant, key, "task", "d", at, 100))])
+            .await
+            .unwrap();
+    }
+    let keys = |rows: Vec<(TenantId, String, Timestamp)>| {
+        rows.into_iter()
+            .map(|(t, k, at)| format!("{}/{k}@{}", t.as_str(), at.millis()))
+            .collect::<Vec<_>>()
+    };
+    let all = keys(store.claim_keys(Timestamp(1000), None, None).await.unwrap());
+    assert_eq!(all.len(), 4, "{all:?}");
+    assert!(all[..2].contains(&"acme/k-1@1000".to_owned()), "{all:?}");
+    assert!(all[..2].contains(&"other/k-1@1000".to_owned()), "{all:?}");
+    assert_eq!(all[2..], ["acme/k-2@2000", "acme/k-3@3000"]);
+    assert_eq!(
+        keys(
+            store
+                .claim_keys(Timestamp(1500), None, Some(1))
+                .await
+                .unwrap()
+        ),
+        ["acme/k-2@2000"]
+    );
+    assert_eq!(
+        keys(
+            store
+                .claim_keys(Timestamp(1000), Some(Timestamp(1001)), None)
+                .await
+                .unwrap()
+        )
+        .len(),
+        2
+    );
+    assert!(
+        store
+            .claim_keys(Timestamp(3001), None, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
