@@ -86,15 +86,22 @@ mod sql {
     pub const FENCE: &str = "SELECT a2a_require(EXISTS (SELECT 1 FROM cluster_nodes \
         WHERE node_id = $1 AND token = $2 FOR KEY SHARE), 'A2F01', 'fenced')";
 
-    /// `$8`: a claim made before it is taken over.
+    /// The claims as column arrays; `$8`: the window, a claim older than it (by the
+    /// new claim's time) is taken over. Unless every row was written, fails with the
+    /// first key that was not as its message.
     pub const CLAIM: &str = "WITH claimed AS (INSERT INTO idempotency_keys (tenant_id, \
         idem_key, context_id, task_id, digest, reply, created_at) \
-        VALUES ($1, $2, $3, $4, $5, $6, $7) \
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+        $6::text[], $7::int8[]) \
         ON CONFLICT (tenant_id, idem_key) DO UPDATE SET context_id = excluded.context_id, \
         task_id = excluded.task_id, digest = excluded.digest, reply = excluded.reply, \
-        created_at = excluded.created_at WHERE idempotency_keys.created_at < $8 \
-        RETURNING 1) \
-        SELECT a2a_require(EXISTS (SELECT 1 FROM claimed), 'A2D01', 'claimed')";
+        created_at = excluded.created_at \
+        WHERE idempotency_keys.created_at < excluded.created_at - $8::int8 \
+        RETURNING tenant_id, idem_key) \
+        SELECT CASE WHEN (SELECT count(*) FROM claimed) = cardinality($1::text[]) THEN NULL \
+        ELSE a2a_require(false, 'A2D01', (SELECT u.k FROM unnest($1::text[], $2::text[]) \
+        WITH ORDINALITY AS u(t, k, n) WHERE NOT EXISTS (SELECT 1 FROM claimed c \
+        WHERE c.tenant_id = u.t AND c.idem_key = u.k) ORDER BY u.n LIMIT 1)) END";
 
     pub const SETTLE: &str =
         "UPDATE idempotency_keys SET reply = $3 WHERE tenant_id = $1 AND idem_key = $2";
@@ -258,10 +265,10 @@ impl Prepared {
 
 /// What a statement of a commit was, to tell why the commit failed.
 #[derive(Clone, Copy)]
-enum Step<'a> {
+enum Step {
     Begin,
     Fence(i64),
-    Claim(&'a str),
+    Claim,
     Write,
     Commit,
 }
@@ -283,6 +290,7 @@ pub(super) async fn commit(
     let tasks = TaskColumns::of(rows);
     let links = LinkColumns::of(rows);
     let events = EventColumns::of(rows);
+    let claims = ClaimColumns::of(rows);
     let notifications = match fence {
         Some(_) => {
             cluster::event_payloads(rows.events.iter().map(|e| (e.tenant_id, e.task_id, e.seq)))
@@ -311,18 +319,8 @@ pub(super) async fn commit(
             run(client, &s.fence, vec![&node, token]),
         ));
     }
-    for (row, taken_over_before) in &rows.claims {
-        let params: Vec<&(dyn ToSql + Sync)> = vec![
-            &row.tenant_id,
-            &row.idem_key,
-            &row.context_id,
-            &row.task_id,
-            &row.digest,
-            &row.reply,
-            &row.created_at,
-            taken_over_before,
-        ];
-        steps.push((Step::Claim(row.idem_key), run(client, &s.claim, params)));
+    for (window, claims) in &claims {
+        steps.push((Step::Claim, run(client, &s.claim, claims.params(window))));
     }
     for (tenant, key, reply) in &rows.settled {
         steps.push((
@@ -472,7 +470,10 @@ fn refusal(step: Step, e: &tokio_postgres::Error, fence: Option<&Fence>) -> Stor
             StoreError::Fenced
         }
         (_, Some(OWNED_ELSEWHERE)) => StoreError::Fenced,
-        (Step::Claim(key), Some(CLAIMED)) => StoreError::Duplicate(key.to_owned()),
+        (Step::Claim, Some(CLAIMED)) => StoreError::Duplicate(
+            e.as_db_error()
+                .map_or_else(String::new, |db| db.message().to_owned()),
+        ),
         _ => classify(e),
     }
 }
@@ -529,6 +530,66 @@ macro_rules! columns {
             }
         }
     };
+}
+
+/// The claims of a commit as column arrays, one set per window (in practice one: a
+/// process has one `idempotency.window_secs`): the window is the statement's scalar.
+struct ClaimColumns<'a> {
+    tenant: Vec<&'a str>,
+    key: Vec<&'a str>,
+    context: Vec<&'a str>,
+    task: Vec<&'a str>,
+    digest: Vec<&'a str>,
+    reply: Vec<Option<&'a str>>,
+    created: Vec<i64>,
+}
+
+impl<'a> ClaimColumns<'a> {
+    fn of(rows: &'a Rows<'_>) -> Vec<(i64, Self)> {
+        let mut sets: Vec<(i64, Self)> = Vec::new();
+        for (row, taken_over_before) in &rows.claims {
+            let window = row.created_at.saturating_sub(*taken_over_before);
+            let set = match sets.iter().position(|(w, _)| *w == window) {
+                Some(i) => &mut sets[i].1,
+                None => {
+                    sets.push((
+                        window,
+                        Self {
+                            tenant: Vec::new(),
+                            key: Vec::new(),
+                            context: Vec::new(),
+                            task: Vec::new(),
+                            digest: Vec::new(),
+                            reply: Vec::new(),
+                            created: Vec::new(),
+                        },
+                    ));
+                    &mut sets.last_mut().expect("just pushed").1
+                }
+            };
+            set.tenant.push(row.tenant_id);
+            set.key.push(row.idem_key);
+            set.context.push(row.context_id);
+            set.task.push(row.task_id);
+            set.digest.push(row.digest);
+            set.reply.push(row.reply.as_deref());
+            set.created.push(row.created_at);
+        }
+        sets
+    }
+
+    fn params<'s>(&'s self, window: &'s i64) -> Vec<&'s (dyn ToSql + Sync)> {
+        vec![
+            &self.tenant,
+            &self.key,
+            &self.context,
+            &self.task,
+            &self.digest,
+            &self.reply,
+            &self.created,
+            window,
+        ]
+    }
 }
 
 columns!(ThreadColumns<'a>, threads, {

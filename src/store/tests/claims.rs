@@ -45,6 +45,25 @@ async fn a_second_claim_within_the_window_refuses_its_whole_batch(store: Arc<dyn
         .await;
     assert_eq!(refused, Err(StoreError::Duplicate("m-1".into())));
     assert!(store.load_thread(&acme, &ctx2, 10).await.unwrap().is_none());
+    // Among other claims (a group commit's): named, and none of them is written.
+    let refused = store
+        .commit(&[
+            WriteOp::ClaimKey(claim(&acme, "m-5", "task-5", "d5", 1100, 500)),
+            WriteOp::ClaimKey(claim(&acme, "m-1", "task-2", "d2", 1100, 500)),
+            WriteOp::ClaimKey(claim(&acme, "m-6", "task-6", "d6", 1100, 500)),
+        ])
+        .await;
+    assert_eq!(refused, Err(StoreError::Duplicate("m-1".into())));
+    assert_eq!(store.claim(&acme, "m-5").await.unwrap(), None);
+    // Claims of other windows in one commit are each checked against their own.
+    store
+        .commit(&[
+            WriteOp::ClaimKey(claim(&acme, "m-7", "task-7", "d7", 1100, 500)),
+            WriteOp::ClaimKey(claim(&acme, "m-8", "task-8", "d8", 1100, 50)),
+        ])
+        .await
+        .unwrap();
+    assert!(store.claim(&acme, "m-8").await.unwrap().is_some());
     let kept = store
         .claim(&acme, "m-1")
         .await
