@@ -59,8 +59,12 @@ pub enum SqliteSynchronous {
 }
 
 /// `persistence.commits_in_flight` unless configured: group commits in flight at once on
-/// Postgres.
-pub const DEFAULT_COMMITS_IN_FLIGHT: usize = 4;
+/// Postgres. One: the next group gathers every batch queued while a commit runs, so the
+/// database does the per-commit work (statements, the WAL flush) once for all of them;
+/// at 64 concurrent sends on a local database, one in flight made groups of ~24 batches
+/// and cost Postgres 40 % less CPU per send than four in flight (groups of ~8), at
+/// higher throughput and lower p99.
+pub const DEFAULT_COMMITS_IN_FLIGHT: usize = 1;
 
 /// The most `persistence.commits_in_flight` (each holds a Postgres connection).
 pub const MAX_COMMITS_IN_FLIGHT: usize = 64;
@@ -86,8 +90,10 @@ pub struct PersistenceSettings {
     /// before the executor starts. At most 10000.
     pub start_grace_ms: u64,
     /// Postgres: group commits in flight at once, each on its connection (its statements
-    /// pipelined). A thread's writes stay in order: its actor waits for each commit. SQLite
-    /// has one writer and ignores this. From 1 to 64.
+    /// pipelined). A thread's writes stay in order: its actor waits for each commit. More
+    /// than one helps when a commit's time is mostly the network's (a distant database);
+    /// on a near one it splits groups and costs the database more. SQLite has one writer
+    /// and ignores this. From 1 to 64.
     pub commits_in_flight: usize,
 }
 
