@@ -4,8 +4,10 @@
 //! Every statement has one text whatever the batch holds — a table's rows go as one array
 //! per column through `unnest`, so ten messages are the same statement as one — and each
 //! writer connection prepares the whole set once ([`Prepared`]); a commit only binds and
-//! executes. `BEGIN`, the statements and `COMMIT` are sent together (tokio-postgres
-//! pipelines requests issued before their answers are read), so the server plans nothing
+//! executes. The six tables every turn writes are one statement ([`sql::WRITE`]); a
+//! commit of nothing else is that statement alone, a transaction in itself. A commit with
+//! more sends `BEGIN`, the statements and `COMMIT` together (tokio-postgres pipelines
+//! requests issued before their answers are read). Either way the server plans nothing
 //! and the commit costs one network round trip.
 //!
 //! Since `COMMIT` is already on its way when the first answer arrives, the checks a
@@ -86,9 +88,59 @@ mod sql {
     pub const FENCE: &str = "SELECT a2a_require(EXISTS (SELECT 1 FROM cluster_nodes \
         WHERE node_id = $1 AND token = $2 FOR KEY SHARE), 'A2F01', 'fenced')";
 
-    /// The claims as column arrays; `$8`: the window, a claim older than it (by the
-    /// new claim's time) is taken over. Unless every row was written, fails with the
-    /// first key that was not as its message.
+    /// A commit's rows of the six tables every turn writes — claims (of one window),
+    /// threads, messages, tasks, history links, events — as one statement: each table's
+    /// insert a data-modifying `WITH` query (all run, whether read or not; none sees the
+    /// others' rows, and none needs to). Alone, it is a whole transaction in itself. It
+    /// fails with `A2D01` and the first key not claimed when a key is claimed within its
+    /// window (`$8`), and with `A2F02` when a thread another node owns was left alone.
+    pub const WRITE: &str = "WITH claimed AS (INSERT INTO idempotency_keys (tenant_id, \
+        idem_key, context_id, task_id, digest, reply, created_at) \
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+        $6::text[], $7::int8[]) \
+        ON CONFLICT (tenant_id, idem_key) DO UPDATE SET context_id = excluded.context_id, \
+        task_id = excluded.task_id, digest = excluded.digest, reply = excluded.reply, \
+        created_at = excluded.created_at \
+        WHERE idempotency_keys.created_at < excluded.created_at - $8::int8 \
+        RETURNING tenant_id, idem_key), \
+        written AS (INSERT INTO threads (tenant_id, thread_id, created_at, updated_at, \
+        expires_at, status, conversation_context, owner_node) \
+        SELECT * FROM unnest($9::text[], $10::text[], $11::int8[], $12::int8[], $13::int8[], \
+        $14::text[], $15::text[], $16::text[]) \
+        ON CONFLICT (tenant_id, thread_id) DO UPDATE SET updated_at = excluded.updated_at, \
+        expires_at = excluded.expires_at, status = excluded.status, \
+        conversation_context = excluded.conversation_context, owner_node = excluded.owner_node \
+        WHERE excluded.owner_node IS NULL OR threads.owner_node IS NULL \
+        OR threads.owner_node = excluded.owner_node \
+        RETURNING 1), \
+        m AS (INSERT INTO messages (tenant_id, thread_id, seq, message_id, task_id, role, \
+        author, content, parts, tool_calls, metadata, created_at) \
+        SELECT * FROM unnest($17::text[], $18::text[], $19::int8[], $20::text[], $21::text[], \
+        $22::text[], $23::text[], $24::text[], $25::text[], $26::text[], $27::text[], \
+        $28::int8[])), \
+        t AS (INSERT INTO tasks (tenant_id, task_id, context_id, state, status_message, \
+        status_timestamp, artifacts, transitions, metadata, created_at, updated_at) \
+        SELECT * FROM unnest($29::text[], $30::text[], $31::text[], $32::text[], $33::text[], \
+        $34::int8[], $35::text[], $36::text[], $37::text[], $38::int8[], $39::int8[]) \
+        ON CONFLICT (tenant_id, task_id) DO UPDATE SET context_id = excluded.context_id, \
+        state = excluded.state, status_message = excluded.status_message, \
+        status_timestamp = excluded.status_timestamp, artifacts = excluded.artifacts, \
+        transitions = excluded.transitions, metadata = excluded.metadata, \
+        updated_at = excluded.updated_at), \
+        l AS (INSERT INTO task_history (tenant_id, task_id, position, thread_id, message_seq) \
+        SELECT * FROM unnest($40::text[], $41::text[], $42::int8[], $43::text[], $44::int8[])), \
+        e AS (INSERT INTO task_events (tenant_id, task_id, seq, kind, payload, created_at) \
+        SELECT * FROM unnest($45::text[], $46::text[], $47::int8[], $48::text[], $49::text[], \
+        $50::int8[])) \
+        SELECT CASE WHEN (SELECT count(*) FROM claimed) <> cardinality($1::text[]) \
+        THEN a2a_require(false, 'A2D01', (SELECT u.k FROM unnest($1::text[], $2::text[]) \
+        WITH ORDINALITY AS u(t, k, n) WHERE NOT EXISTS (SELECT 1 FROM claimed c \
+        WHERE c.tenant_id = u.t AND c.idem_key = u.k) ORDER BY u.n LIMIT 1)) \
+        WHEN (SELECT count(*) FROM written) <> cardinality($9::text[]) \
+        THEN a2a_require(false, 'A2F02', 'a thread is owned by another node') END";
+
+    /// Claims of a window other than those of [`WRITE`]'s (never, in practice: a process
+    /// has one window), as [`WRITE`] claims them.
     pub const CLAIM: &str = "WITH claimed AS (INSERT INTO idempotency_keys (tenant_id, \
         idem_key, context_id, task_id, digest, reply, created_at) \
         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
@@ -108,47 +160,8 @@ mod sql {
 
     pub const FORGET: &str = "DELETE FROM idempotency_keys WHERE created_at < $1";
 
-    /// A thread another node owns is left alone, and then the transaction fails.
-    pub const THREADS: &str = "WITH written AS (INSERT INTO threads (tenant_id, thread_id, \
-        created_at, updated_at, expires_at, status, conversation_context, owner_node) \
-        SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::int8[], \
-        $6::text[], $7::text[], $8::text[]) \
-        ON CONFLICT (tenant_id, thread_id) DO UPDATE SET updated_at = excluded.updated_at, \
-        expires_at = excluded.expires_at, status = excluded.status, \
-        conversation_context = excluded.conversation_context, owner_node = excluded.owner_node \
-        WHERE excluded.owner_node IS NULL OR threads.owner_node IS NULL \
-        OR threads.owner_node = excluded.owner_node \
-        RETURNING 1) \
-        SELECT a2a_require((SELECT count(*) FROM written) = cardinality($1::text[]), \
-        'A2F02', 'a thread is owned by another node')";
-
     pub const EXPIRE: &str = "UPDATE threads SET status = 'expired' WHERE tenant_id = $1 \
         AND thread_id = ANY($2::text[]) AND status = 'active' AND expires_at <= $3";
-
-    pub const MESSAGES: &str = "INSERT INTO messages (tenant_id, thread_id, seq, message_id, \
-        task_id, role, author, content, parts, tool_calls, metadata, created_at) \
-        SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], \
-        $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::int8[])";
-
-    pub const TASKS: &str = "INSERT INTO tasks (tenant_id, task_id, context_id, state, \
-        status_message, status_timestamp, artifacts, transitions, metadata, created_at, \
-        updated_at) \
-        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
-        $6::int8[], $7::text[], $8::text[], $9::text[], $10::int8[], $11::int8[]) \
-        ON CONFLICT (tenant_id, task_id) DO UPDATE SET context_id = excluded.context_id, \
-        state = excluded.state, status_message = excluded.status_message, \
-        status_timestamp = excluded.status_timestamp, artifacts = excluded.artifacts, \
-        transitions = excluded.transitions, metadata = excluded.metadata, \
-        updated_at = excluded.updated_at";
-
-    pub const LINKS: &str = "INSERT INTO task_history (tenant_id, task_id, position, \
-        thread_id, message_seq) \
-        SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::int8[])";
-
-    pub const EVENTS: &str = "INSERT INTO task_events (tenant_id, task_id, seq, kind, \
-        payload, created_at) \
-        SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], \
-        $6::int8[])";
 
     pub const NOTIFY: &str = "SELECT pg_notify($1, $2)";
 
@@ -178,15 +191,11 @@ mod sql {
 /// Every statement of the write path, prepared on one connection.
 struct Prepared {
     fence: Statement,
+    write: Statement,
     claim: Statement,
     settle: Statement,
     forget: Statement,
-    threads: Statement,
     expire: Statement,
-    messages: Statement,
-    tasks: Statement,
-    links: Statement,
-    events: Statement,
     notify: Statement,
     put_config: Statement,
     delete_config: Statement,
@@ -198,7 +207,7 @@ struct Prepared {
 
 /// How many statements a writer connection prepares ([`Prepared`]).
 #[cfg(test)]
-pub(super) const PREPARED_STATEMENTS: usize = 17;
+pub(super) const PREPARED_STATEMENTS: usize = 13;
 
 impl Prepared {
     /// Prepares the set on `client`, the requests sent together: one round trip.
@@ -206,15 +215,11 @@ impl Prepared {
         let p = |text| client.prepare(text);
         let (
             fence,
+            write,
             claim,
             settle,
             forget,
-            threads,
             expire,
-            messages,
-            tasks,
-            links,
-            events,
             notify,
             put_config,
             delete_config,
@@ -224,15 +229,11 @@ impl Prepared {
             retry,
         ) = tokio::try_join!(
             p(sql::FENCE),
+            p(sql::WRITE),
             p(sql::CLAIM),
             p(sql::SETTLE),
             p(sql::FORGET),
-            p(sql::THREADS),
             p(sql::EXPIRE),
-            p(sql::MESSAGES),
-            p(sql::TASKS),
-            p(sql::LINKS),
-            p(sql::EVENTS),
             p(sql::NOTIFY),
             p(sql::PUT_CONFIG),
             p(sql::DELETE_CONFIG),
@@ -243,15 +244,11 @@ impl Prepared {
         )?;
         Ok(Self {
             fence,
+            write,
             claim,
             settle,
             forget,
-            threads,
             expire,
-            messages,
-            tasks,
-            links,
-            events,
             notify,
             put_config,
             delete_config,
@@ -268,7 +265,6 @@ impl Prepared {
 enum Step {
     Begin,
     Fence(i64),
-    Claim,
     Write,
     Commit,
 }
@@ -308,6 +304,42 @@ pub(super) async fn commit(
     };
     let push_keys: Vec<[&str; 3]> = rows.push.iter().map(push_key).collect();
 
+    let no_claims = ClaimColumns::default();
+    let (first_claims, other_claims) = match claims.split_first() {
+        Some(((window, set), rest)) => ((*window, set), rest),
+        None => ((0, &no_claims), &[][..]),
+    };
+    let mut written: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(50);
+    written.extend(first_claims.1.params(&first_claims.0));
+    written.extend(threads.params());
+    written.extend(messages.params());
+    written.extend(tasks.params());
+    written.extend(links.params());
+    written.extend(events.params());
+    let has_rows = !(rows.claims.is_empty()
+        && rows.threads.is_empty()
+        && rows.messages.is_empty()
+        && rows.tasks.is_empty()
+        && rows.links.is_empty()
+        && rows.events.is_empty());
+    let alone = rows.fences.is_empty()
+        && other_claims.is_empty()
+        && rows.settled.is_empty()
+        && rows.forget_before.is_empty()
+        && rows.expirations.is_empty()
+        && rows.push.is_empty();
+    if alone {
+        // The common commit (a turn's rows): one statement, its own transaction.
+        if !has_rows {
+            return Ok(());
+        }
+        return client
+            .execute_raw(&s.write, written)
+            .await
+            .map(drop)
+            .map_err(|e| refusal(Step::Write, &e, fence));
+    }
+
     let mut steps: Vec<(Step, Answer)> = Vec::with_capacity(8 + rows.push.len());
     steps.push((
         Step::Begin,
@@ -319,8 +351,11 @@ pub(super) async fn commit(
             run(client, &s.fence, vec![&node, token]),
         ));
     }
-    for (window, claims) in &claims {
-        steps.push((Step::Claim, run(client, &s.claim, claims.params(window))));
+    if has_rows {
+        steps.push((Step::Write, run(client, &s.write, written)));
+    }
+    for (window, claims) in other_claims {
+        steps.push((Step::Write, run(client, &s.claim, claims.params(window))));
     }
     for (tenant, key, reply) in &rows.settled {
         steps.push((
@@ -331,24 +366,9 @@ pub(super) async fn commit(
     for before in &rows.forget_before {
         steps.push((Step::Write, run(client, &s.forget, vec![before])));
     }
-    if !rows.threads.is_empty() {
-        steps.push((Step::Write, run(client, &s.threads, threads.params())));
-    }
     for e in &rows.expirations {
         let params: Vec<&(dyn ToSql + Sync)> = vec![&e.tenant, &e.thread_ids, &e.at];
         steps.push((Step::Write, run(client, &s.expire, params)));
-    }
-    if !rows.messages.is_empty() {
-        steps.push((Step::Write, run(client, &s.messages, messages.params())));
-    }
-    if !rows.tasks.is_empty() {
-        steps.push((Step::Write, run(client, &s.tasks, tasks.params())));
-    }
-    if !rows.links.is_empty() {
-        steps.push((Step::Write, run(client, &s.links, links.params())));
-    }
-    if !rows.events.is_empty() {
-        steps.push((Step::Write, run(client, &s.events, events.params())));
     }
     // Delivered to the listening nodes only if the transaction commits.
     for payload in &notifications {
@@ -470,7 +490,7 @@ fn refusal(step: Step, e: &tokio_postgres::Error, fence: Option<&Fence>) -> Stor
             StoreError::Fenced
         }
         (_, Some(OWNED_ELSEWHERE)) => StoreError::Fenced,
-        (Step::Claim, Some(CLAIMED)) => StoreError::Duplicate(
+        (_, Some(CLAIMED)) => StoreError::Duplicate(
             e.as_db_error()
                 .map_or_else(String::new, |db| db.message().to_owned()),
         ),
@@ -534,6 +554,7 @@ macro_rules! columns {
 
 /// The claims of a commit as column arrays, one set per window (in practice one: a
 /// process has one `idempotency.window_secs`): the window is the statement's scalar.
+#[derive(Default)]
 struct ClaimColumns<'a> {
     tenant: Vec<&'a str>,
     key: Vec<&'a str>,
