@@ -31,7 +31,8 @@ pub struct ThreadSettings {
     /// Threads the janitor expires with one statement, and resident thread actors it
     /// sweeps at once.
     pub janitor_batch: usize,
-    /// Active threads loaded into memory at start-up, most recently updated first (in
+    /// Active threads loaded into memory at start-up, latest to expire (most recently
+    /// continued) first (in
     /// the background, never beyond `max_resident_actors`); 0: none. The others load on
     /// their first request.
     pub recover_eagerly: usize,

@@ -438,9 +438,9 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
-    /// The `limit` most recently updated threads of every tenant that can still be
-    /// continued at `now` (active, expiry ahead), newest first: what start-up recovery
-    /// loads eagerly.
+    /// The `limit` threads of every tenant that can still be continued at `now` (active,
+    /// expiry ahead) that expire last — the most recently continued —, latest first: what
+    /// start-up recovery loads eagerly.
     async fn recent_threads(
         &self,
         now: Timestamp,

@@ -422,7 +422,7 @@ macro_rules! read_queries {
                     .filter(threads::status.eq($crate::store::ThreadStatus::Active.as_str()))
                     .filter(threads::expires_at.gt(now.millis()))
                     .order((
-                        threads::updated_at.desc(),
+                        threads::expires_at.desc(),
                         threads::tenant_id.asc(),
                         threads::thread_id.asc(),
                     ))

@@ -116,7 +116,7 @@ async fn postgres_janitor_recovery_and_drain() {
     let ctx = |id: &str| ContextId::parse(id).unwrap();
     assert!(
         app.runtime.is_resident(&tenant, &ctx(&idle)),
-        "the most recently updated thread"
+        "the most recently continued thread"
     );
     assert!(!app.runtime.is_resident(&tenant, &ctx(&resident)));
     // A day later: the resident thread through its actor, the other in the store.

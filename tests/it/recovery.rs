@@ -1,5 +1,5 @@
-//! Start-up recovery (contract B.2, B.5): after a restart the most recently updated
-//! active threads are loaded into memory in the background — up to
+//! Start-up recovery (contract B.2, B.5): after a restart the most recently continued
+//! active threads (those that expire last) are loaded into memory in the background — up to
 //! `threads.recover_eagerly`, never beyond `threads.max_resident_actors` — and the rest
 //! load on their first request.
 
@@ -30,10 +30,11 @@ async fn restarted_with_threads(tweak: impl FnOnce(&mut Settings)) -> TestApp {
     let mut ops: Vec<WriteOp> = (0..4)
         .map(|i| {
             let updated = now - (10 - i) * 1_000;
+            // A thread's expiry moves with its last message.
             WriteOp::UpsertThread(thread(
                 &format!("t{i}"),
                 updated,
-                now + HOUR_MS,
+                updated + HOUR_MS,
                 ThreadStatus::Active,
             ))
         })
@@ -67,7 +68,7 @@ fn resident(app: &TestApp) -> Vec<String> {
 }
 
 #[actix_web::test]
-async fn the_most_recently_updated_active_threads_are_loaded_eagerly() {
+async fn the_most_recently_continued_active_threads_are_loaded_eagerly() {
     let app = restarted_with_threads(|s| s.threads.recover_eagerly = 2).await;
     assert_eq!(
         app.runtime.recovered().await,

@@ -1,8 +1,8 @@
 //! Start-up recovery (contract B.2, B.5): active threads come back from the store.
 //!
-//! The `threads.recover_eagerly` most recently updated threads that can still be
-//! continued are loaded into memory in the background once the server listens,
-//! `threads.recover_concurrency` at a time, and never beyond `threads.max_resident_actors`
+//! The `threads.recover_eagerly` threads that can still be continued and expire last
+//! (the most recently continued) are loaded into memory in the background once the
+//! server listens, `threads.recover_concurrency` at a time, and never beyond `threads.max_resident_actors`
 //! (checked before each thread). Loading a thread brings back its history window, state
 //! and open tasks, and sweeps it (`maintenance.rs`). Every other thread is recovered
 //! lazily: its actor loads it on the first request that names it, as always.

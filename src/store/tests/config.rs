@@ -9,7 +9,7 @@ use crate::store::{
 };
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 7] = [
+const ALL_MIGRATIONS: [&str; 8] = [
     "2026-11-22-000000_init",
     "2026-11-22-000100_memories",
     "2026-11-23-000000_thread_recovery",
@@ -17,6 +17,7 @@ const ALL_MIGRATIONS: [&str; 7] = [
     "2026-11-24-000100_idempotency",
     "2026-11-25-000000_cluster",
     "2026-11-25-000100_write_checks",
+    "2026-11-25-000200_one_thread_time_index",
 ];
 
 fn postgres_migrations() -> Vec<String> {

@@ -120,14 +120,15 @@ async fn expiry_marks_only_threads_still_due_and_only_the_tenants_own(store: Arc
     assert_eq!(status(&store, "globex", "due").await, ThreadStatus::Active);
 }
 
+/// Newest: continued last, so expiring last (expiry moves with every message).
 async fn recent_threads_are_the_continuable_ones_newest_first(store: Arc<dyn Store>) {
     let mut expired = thread(&tenant("acme"), &context("expired"), 800);
     expired.status = ThreadStatus::Expired;
     store
         .commit(&[
-            at("acme", "old", 100, 5_000),
-            at("globex", "newest", 700, 5_000),
-            at("acme", "middle", 400, 5_000),
+            at("acme", "old", 100, 5_100),
+            at("globex", "newest", 700, 5_700),
+            at("acme", "middle", 400, 5_400),
             at("acme", "overdue", 900, 999),
             WriteOp::UpsertThread(expired),
         ])

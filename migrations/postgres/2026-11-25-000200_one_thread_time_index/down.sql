@@ -1,0 +1,1 @@
+CREATE INDEX threads_by_update ON threads (status, updated_at);
