@@ -188,76 +188,43 @@ mod sql {
         WHERE tenant_id = $1 AND task_id = $2 AND config_id = $3 AND seq = $4";
 }
 
-/// Every statement of the write path, prepared on one connection.
-struct Prepared {
-    fence: Statement,
-    write: Statement,
-    claim: Statement,
-    settle: Statement,
-    forget: Statement,
-    expire: Statement,
-    notify: Statement,
-    put_config: Statement,
-    delete_config: Statement,
-    delete_owed: Statement,
-    enqueue: Statement,
-    done: Statement,
-    retry: Statement,
+/// [`Prepared`]: a field per statement, each named once with its text; `on` sends every
+/// `prepare` before reading an answer (`try_join!`): one round trip.
+macro_rules! prepared {
+    ($($field:ident = $text:expr),+ $(,)?) => {
+        /// Every statement of the write path, prepared on one connection.
+        struct Prepared {
+            $($field: Statement,)+
+        }
+
+        /// How many statements a writer connection prepares ([`Prepared`]).
+        #[cfg(test)]
+        pub(super) const PREPARED_STATEMENTS: usize = [$(stringify!($field)),+].len();
+
+        impl Prepared {
+            /// Prepares the set on `client`, the requests sent together: one round trip.
+            async fn on(client: &Client) -> Result<Self, tokio_postgres::Error> {
+                let ($($field,)+) = tokio::try_join!($(client.prepare($text)),+)?;
+                Ok(Self { $($field),+ })
+            }
+        }
+    };
 }
 
-/// How many statements a writer connection prepares ([`Prepared`]).
-#[cfg(test)]
-pub(super) const PREPARED_STATEMENTS: usize = 13;
-
-impl Prepared {
-    /// Prepares the set on `client`, the requests sent together: one round trip.
-    async fn on(client: &Client) -> Result<Self, tokio_postgres::Error> {
-        let p = |text| client.prepare(text);
-        let (
-            fence,
-            write,
-            claim,
-            settle,
-            forget,
-            expire,
-            notify,
-            put_config,
-            delete_config,
-            delete_owed,
-            enqueue,
-            done,
-            retry,
-        ) = tokio::try_join!(
-            p(sql::FENCE),
-            p(sql::WRITE),
-            p(sql::CLAIM),
-            p(sql::SETTLE),
-            p(sql::FORGET),
-            p(sql::EXPIRE),
-            p(sql::NOTIFY),
-            p(sql::PUT_CONFIG),
-            p(sql::DELETE_CONFIG),
-            p(sql::DELETE_OWED),
-            p(sql::ENQUEUE),
-            p(sql::DONE),
-            p(sql::RETRY),
-        )?;
-        Ok(Self {
-            fence,
-            write,
-            claim,
-            settle,
-            forget,
-            expire,
-            notify,
-            put_config,
-            delete_config,
-            delete_owed,
-            enqueue,
-            done,
-            retry,
-        })
-    }
+prepared! {
+    fence = sql::FENCE,
+    write = sql::WRITE,
+    claim = sql::CLAIM,
+    settle = sql::SETTLE,
+    forget = sql::FORGET,
+    expire = sql::EXPIRE,
+    notify = sql::NOTIFY,
+    put_config = sql::PUT_CONFIG,
+    delete_config = sql::DELETE_CONFIG,
+    delete_owed = sql::DELETE_OWED,
+    enqueue = sql::ENQUEUE,
+    done = sql::DONE,
+    retry = sql::RETRY,
 }
 
 /// What a statement of a commit was, to tell why the commit failed.
@@ -570,24 +537,14 @@ impl<'a> ClaimColumns<'a> {
         let mut sets: Vec<(i64, Self)> = Vec::new();
         for (row, taken_over_before) in &rows.claims {
             let window = row.created_at.saturating_sub(*taken_over_before);
-            let set = match sets.iter().position(|(w, _)| *w == window) {
-                Some(i) => &mut sets[i].1,
+            let i = match sets.iter().position(|(w, _)| *w == window) {
+                Some(i) => i,
                 None => {
-                    sets.push((
-                        window,
-                        Self {
-                            tenant: Vec::new(),
-                            key: Vec::new(),
-                            context: Vec::new(),
-                            task: Vec::new(),
-                            digest: Vec::new(),
-                            reply: Vec::new(),
-                            created: Vec::new(),
-                        },
-                    ));
-                    &mut sets.last_mut().expect("just pushed").1
+                    sets.push((window, Self::default()));
+                    sets.len() - 1
                 }
             };
+            let set = &mut sets[i].1;
             set.tenant.push(row.tenant_id);
             set.key.push(row.idem_key);
             set.context.push(row.context_id);
