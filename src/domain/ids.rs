@@ -7,6 +7,7 @@
 //! and names folders and metric labels, so it is a short run of safe characters.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -64,25 +65,35 @@ fn check_tenant(raw: &str) -> Result<(), IdError> {
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident, $check:path) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
+        ///
+        /// Shared, not copied: a clone is a reference count, since an id travels with every
+        /// message, task, event and row of a request.
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+        #[serde(try_from = "String")]
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// Accepts an id from outside if it has its kind's shape (the module header).
             pub fn parse(raw: impl Into<String>) -> Result<Self, IdError> {
                 let raw = raw.into();
                 $check(&raw)?;
-                Ok(Self(raw))
+                Ok(Self(raw.into()))
             }
 
             /// A fresh server-generated id (UUID v7: unique and roughly time-ordered).
             pub fn generate() -> Self {
-                Self(uuid::Uuid::now_v7().to_string())
+                let mut buf = uuid::Uuid::encode_buffer();
+                Self(Arc::from(&*uuid::Uuid::now_v7().hyphenated().encode_lower(&mut buf)))
             }
 
             pub fn as_str(&self) -> &str {
                 &self.0
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0)
             }
         }
 
@@ -108,7 +119,7 @@ macro_rules! id_type {
 
         impl From<$name> for String {
             fn from(id: $name) -> String {
-                id.0
+                id.0.as_ref().to_owned()
             }
         }
     };
@@ -138,7 +149,7 @@ id_type!(
 impl TenantId {
     /// The tenant of requests when authentication is off.
     pub fn default_tenant() -> Self {
-        Self("default".to_owned())
+        Self(Arc::from("default"))
     }
 
     /// A tenant id read back from a stored row. Rows written before tenant ids had their
@@ -148,7 +159,7 @@ impl TenantId {
     pub fn from_store(raw: impl Into<String>) -> Result<Self, IdError> {
         let raw = raw.into();
         check(&raw)?;
-        Ok(Self(raw))
+        Ok(Self(raw.into()))
     }
 }
 
