@@ -284,6 +284,25 @@ impl Task {
         }
     }
 
+    /// The task as its row stores it: everything but the history, which the store keeps
+    /// as references to the thread's messages. A write carries this rather than a copy
+    /// of every message the task has seen.
+    pub fn row(&self) -> Self {
+        Self {
+            id: self.id.clone(),
+            context_id: self.context_id.clone(),
+            tenant: self.tenant.clone(),
+            status: self.status.clone(),
+            artifacts: self.artifacts.clone(),
+            history: Vec::new(),
+            metadata: self.metadata.clone(),
+            transitions: self.transitions.clone(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            generation: self.generation,
+        }
+    }
+
     /// Moves to `status` (the caller checked legality), recording the transition and
     /// keeping the status message in the history.
     pub fn set_status(&mut self, status: TaskStatus) {

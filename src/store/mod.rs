@@ -124,7 +124,8 @@ pub enum WriteOp {
     /// Insert the thread, or update every column but `created_at`.
     UpsertThread(ThreadRecord),
     AppendMessage(MessageRecord),
-    /// Insert the task row, or update it; `task.history` is ignored (see `LinkTaskMessage`).
+    /// Insert the task row, or update it; `task.history` is ignored (see `LinkTaskMessage`):
+    /// writers send [`Task::row`], without it.
     UpsertTask(Task),
     /// Makes message `message_seq` of `thread_id` the `position`-th history entry of the task.
     LinkTaskMessage {
