@@ -227,10 +227,18 @@ pub fn init(settings: &LogSettings, telemetry: &TelemetrySettings, node_id: Opti
     });
 }
 
+/// The process-wide Prometheus handle, once [`metrics_handle`] installed the recorder.
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Whether [`metrics_handle`] has installed the process's recorder: a metric handle taken
+/// before would record nowhere, so callers that keep handles wait for this.
+pub fn recorder_installed() -> bool {
+    HANDLE.get().is_some()
+}
+
 /// The process-wide Prometheus recorder, installed on first use together with the
 /// dashboard's tap ([`stats::global`]).
 pub fn metrics_handle() -> PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
             let builder = PrometheusBuilder::new()

@@ -8,6 +8,9 @@
 //! and a request that failed before reaching a handler by `error`.
 //! Labels never hold a raw path, so ids in URLs cannot grow the label set.
 
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::time::Instant;
 
 use actix_web::HttpResponse;
@@ -19,7 +22,7 @@ use actix_web::middleware::Next;
 use crate::telemetry;
 
 /// Which binding served a request (a metrics label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Binding {
     JsonRpc,
     Rest,
@@ -62,19 +65,21 @@ pub async fn record(
     let (binding, method, status) = match &result {
         Ok(res) => {
             let (binding, method) = match res.response().extensions().get::<Observed>() {
-                Some(o) => (o.binding, o.method.to_owned()),
+                Some(o) => (o.binding, Cow::Borrowed(o.method)),
                 None => (
                     Binding::Other,
-                    res.request()
-                        .match_pattern()
-                        .unwrap_or_else(|| "error".to_owned()),
+                    Cow::Owned(
+                        res.request()
+                            .match_pattern()
+                            .unwrap_or_else(|| "error".to_owned()),
+                    ),
                 ),
             };
             (binding, method, res.status())
         }
         Err(e) => (
             Binding::Other,
-            "error".to_owned(),
+            Cow::Borrowed("error"),
             e.as_response_error().status_code(),
         ),
     };
@@ -82,14 +87,45 @@ pub async fn record(
     result
 }
 
-fn count(binding: Binding, method: String, status: StatusCode, elapsed_ms: f64) {
-    metrics::counter!(
+/// A series' handles: its request counter and its latency histogram.
+type Series = (metrics::Counter, metrics::Histogram);
+
+thread_local! {
+    /// Each worker's handles by (binding, method, status), so that a request finds its
+    /// series without building the labels and looking them up in the recorder. The label
+    /// set is bounded (see the module header), and so is this map.
+    static SERIES: RefCell<HashMap<(Binding, Cow<'static, str>, u16), Series>> =
+        RefCell::new(HashMap::new());
+}
+
+fn count(binding: Binding, method: Cow<'static, str>, status: StatusCode, elapsed_ms: f64) {
+    // Before the process's recorder is installed a handle would go nowhere for good.
+    if !telemetry::recorder_installed() {
+        let (counter, histogram) = series(binding, &method, status);
+        counter.increment(1);
+        histogram.record(elapsed_ms);
+        return;
+    }
+    SERIES.with_borrow_mut(|cache| {
+        let (counter, histogram) = cache
+            .entry((binding, method, status.as_u16()))
+            .or_insert_with_key(|(binding, method, _)| series(*binding, method, status));
+        counter.increment(1);
+        histogram.record(elapsed_ms);
+    });
+}
+
+fn series(binding: Binding, method: &str, status: StatusCode) -> Series {
+    let counter = metrics::counter!(
         telemetry::HTTP_REQUESTS,
         "binding" => binding.label(),
-        "method" => method.clone(),
+        "method" => method.to_owned(),
         "status" => status.as_str().to_owned()
-    )
-    .increment(1);
-    metrics::histogram!(telemetry::HTTP_LATENCY_MS, "binding" => binding.label(), "method" => method)
-        .record(elapsed_ms);
+    );
+    let histogram = metrics::histogram!(
+        telemetry::HTTP_LATENCY_MS,
+        "binding" => binding.label(),
+        "method" => method.to_owned()
+    );
+    (counter, histogram)
 }
