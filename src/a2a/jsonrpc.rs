@@ -27,7 +27,7 @@ pub struct RpcRequest {
 pub fn parse_request(body: &[u8]) -> Result<RpcRequest, (Value, Error)> {
     let doc: Value =
         serde_json::from_slice(body).map_err(|e| (Value::Null, Error::Parse(e.to_string())))?;
-    let obj = match doc {
+    let mut obj = match doc {
         Value::Object(obj) => obj,
         Value::Array(_) => return Err(refuse(Value::Null, "batch requests are not supported")),
         _ => return Err(refuse(Value::Null, "the request must be a JSON object")),
@@ -45,14 +45,15 @@ pub fn parse_request(body: &[u8]) -> Result<RpcRequest, (Value, Error)> {
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(refuse(id, "jsonrpc: must be \"2.0\""));
     }
-    let method = match obj.get("method") {
-        Some(Value::String(m)) => m.clone(),
+    // Taken out of the document rather than copied: the params are most of a request.
+    let method = match obj.remove("method") {
+        Some(Value::String(m)) => m,
         Some(_) => return Err(refuse(id, "method: must be a string")),
         None => return Err(refuse(id, "method: is required")),
     };
-    let params = match obj.get("params") {
+    let params = match obj.remove("params") {
         None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(params @ Value::Object(_)) => params.clone(),
+        Some(params @ Value::Object(_)) => params,
         Some(_) => return Err(refuse(id, "params: must be an object")),
     };
     Ok(RpcRequest { id, method, params })
@@ -60,6 +61,15 @@ pub fn parse_request(body: &[u8]) -> Result<RpcRequest, (Value, Error)> {
 
 fn refuse(id: Value, why: &str) -> (Value, Error) {
     (id, Error::InvalidRequest(why.to_owned()))
+}
+
+/// A success response, as serde writes it (the result stays whatever it is: a value or a
+/// view of the domain).
+#[derive(serde::Serialize)]
+pub struct Success<'a, T> {
+    pub jsonrpc: &'static str,
+    pub id: &'a Value,
+    pub result: &'a T,
 }
 
 /// A success response.

@@ -32,8 +32,8 @@ pub mod version;
 mod wire_tests;
 
 pub use encode::{
-    TRANSITIONS_KEY, encode_message, encode_send_outcome, encode_stream_event, encode_task,
-    encode_task_page,
+    EventWire, MessageWire, OutcomeWire, PageWire, TRANSITIONS_KEY, TaskWire, encode_message,
+    encode_send_outcome, encode_stream_event, encode_task, encode_task_page,
 };
 pub use params::{
     DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, TaskQuery, check_input_modes, decode_get_task,

@@ -14,96 +14,123 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use serde_json::{Map, Value, json};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::Value;
 
 use super::Dialect;
 use super::fields::{Fields, decode_base64, invalid};
 use crate::domain::{Part, PartContent};
 use crate::error::Error;
 
-/// The wire form of a part in `d`.
-pub(crate) fn encode_part(d: Dialect, part: &Part) -> Value {
-    let mut out = Map::new();
-    match d {
-        Dialect::V1 => {
-            let (key, value) = match &part.content {
-                PartContent::Text(t) => ("text", json!(t)),
-                PartContent::Raw(bytes) => ("raw", json!(STANDARD.encode(bytes))),
-                PartContent::Url(u) => ("url", json!(u)),
-                PartContent::Data(v) => ("data", v.clone()),
-            };
-            out.insert(key.into(), value);
-            if let Some(name) = &part.filename {
-                out.insert("filename".into(), json!(name));
-            }
-            if let Some(media) = &part.media_type {
-                out.insert("mediaType".into(), json!(media));
-            }
-        }
-        Dialect::V03Rpc | Dialect::V01 => {
-            let tag = if d == Dialect::V01 { "type" } else { "kind" };
-            match &part.content {
-                PartContent::Text(t) => {
-                    out.insert(tag.into(), json!("text"));
-                    out.insert("text".into(), json!(t));
+/// The wire form of a part in `d`, written straight from the domain by serde.
+pub(crate) struct PartWire<'a>(pub Dialect, pub &'a Part);
+
+impl Serialize for PartWire<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let PartWire(d, part) = *self;
+        let mut out = serializer.serialize_map(None)?;
+        match d {
+            Dialect::V1 => {
+                match &part.content {
+                    PartContent::Text(t) => out.serialize_entry("text", t)?,
+                    PartContent::Raw(bytes) => out.serialize_entry("raw", &STANDARD.encode(bytes))?,
+                    PartContent::Url(u) => out.serialize_entry("url", u)?,
+                    PartContent::Data(v) => out.serialize_entry("data", v)?,
                 }
-                PartContent::Raw(_) | PartContent::Url(_) => {
-                    out.insert(tag.into(), json!("file"));
-                    out.insert("file".into(), legacy_file(part, "bytes", "uri"));
+                if let Some(name) = &part.filename {
+                    out.serialize_entry("filename", name)?;
                 }
+                if let Some(media) = &part.media_type {
+                    out.serialize_entry("mediaType", media)?;
+                }
+            }
+            Dialect::V03Rpc | Dialect::V01 => {
+                let tag = if d == Dialect::V01 { "type" } else { "kind" };
+                match &part.content {
+                    PartContent::Text(t) => {
+                        out.serialize_entry(tag, "text")?;
+                        out.serialize_entry("text", t)?;
+                    }
+                    PartContent::Raw(_) | PartContent::Url(_) => {
+                        out.serialize_entry(tag, "file")?;
+                        out.serialize_entry("file", &LegacyFile(part, "bytes", "uri"))?;
+                    }
+                    PartContent::Data(v) => {
+                        out.serialize_entry(tag, "data")?;
+                        out.serialize_entry("data", &DataObject(v))?;
+                    }
+                }
+            }
+            Dialect::V03Rest => match &part.content {
+                PartContent::Text(t) => out.serialize_entry("text", t)?,
+                PartContent::Raw(_) | PartContent::Url(_) => out.serialize_entry(
+                    "file",
+                    &LegacyFile(part, "fileWithBytes", "fileWithUri"),
+                )?,
                 PartContent::Data(v) => {
-                    out.insert(tag.into(), json!("data"));
-                    out.insert("data".into(), data_object(v));
+                    out.serialize_entry("data", &Entries([("data", &DataObject(v))]))?
                 }
-            }
+            },
         }
-        Dialect::V03Rest => match &part.content {
-            PartContent::Text(t) => {
-                out.insert("text".into(), json!(t));
-            }
-            PartContent::Raw(_) | PartContent::Url(_) => {
-                out.insert(
-                    "file".into(),
-                    legacy_file(part, "fileWithBytes", "fileWithUri"),
-                );
-            }
-            PartContent::Data(v) => {
-                out.insert("data".into(), json!({ "data": data_object(v) }));
-            }
-        },
+        if let Some(metadata) = &part.metadata {
+            out.serialize_entry("metadata", metadata)?;
+        }
+        out.end()
     }
-    if let Some(metadata) = &part.metadata {
-        out.insert("metadata".into(), Value::Object(metadata.clone()));
-    }
-    Value::Object(out)
 }
 
-/// A 0.1/0.3 file object: content under `bytes_key` or `uri_key`, plus name and mimeType.
-fn legacy_file(part: &Part, bytes_key: &str, uri_key: &str) -> Value {
-    let mut file = Map::new();
-    match &part.content {
-        PartContent::Raw(bytes) => {
-            file.insert(bytes_key.into(), json!(STANDARD.encode(bytes)));
-        }
-        PartContent::Url(u) => {
-            file.insert(uri_key.into(), json!(u));
-        }
-        PartContent::Text(_) | PartContent::Data(_) => {}
-    }
-    if let Some(name) = &part.filename {
-        file.insert("name".into(), json!(name));
-    }
-    if let Some(media) = &part.media_type {
-        file.insert("mimeType".into(), json!(media));
-    }
-    Value::Object(file)
+/// The wire form of a part in `d`, as a JSON value.
+#[cfg(test)]
+pub(crate) fn encode_part(d: Dialect, part: &Part) -> Value {
+    serde_json::to_value(PartWire(d, part)).unwrap_or(Value::Null)
 }
 
-/// Data as the object older dialects require.
-fn data_object(value: &Value) -> Value {
-    match value {
-        Value::Object(_) => value.clone(),
-        other => json!({ "value": other }),
+/// A 0.1/0.3 file object: content under the bytes key or the uri key, plus name and
+/// mimeType.
+struct LegacyFile<'a>(&'a Part, &'static str, &'static str);
+
+impl Serialize for LegacyFile<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let LegacyFile(part, bytes_key, uri_key) = *self;
+        let mut file = serializer.serialize_map(None)?;
+        match &part.content {
+            PartContent::Raw(bytes) => file.serialize_entry(bytes_key, &STANDARD.encode(bytes))?,
+            PartContent::Url(u) => file.serialize_entry(uri_key, u)?,
+            PartContent::Text(_) | PartContent::Data(_) => {}
+        }
+        if let Some(name) = &part.filename {
+            file.serialize_entry("name", name)?;
+        }
+        if let Some(media) = &part.media_type {
+            file.serialize_entry("mimeType", media)?;
+        }
+        file.end()
+    }
+}
+
+/// Data as the object older dialects require: an object as it is, anything else as
+/// `{"value": <v>}`.
+struct DataObject<'a>(&'a Value);
+
+impl Serialize for DataObject<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(_) => self.0.serialize(serializer),
+            other => Entries([("value", other)]).serialize(serializer),
+        }
+    }
+}
+
+/// A JSON object of fixed entries.
+pub(crate) struct Entries<'a, T: ?Sized, const N: usize>(pub [(&'static str, &'a T); N]);
+
+impl<T: Serialize + ?Sized, const N: usize> Serialize for Entries<'_, T, N> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = serializer.serialize_map(Some(N))?;
+        for (key, value) in &self.0 {
+            out.serialize_entry(key, value)?;
+        }
+        out.end()
     }
 }
 
@@ -220,6 +247,8 @@ fn decode_legacy_file(file: &Fields<'_>, bytes_key: &str, uri_key: &str) -> Resu
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Map, json};
+
     use super::*;
 
     const DIALECTS: [Dialect; 4] = [Dialect::V1, Dialect::V03Rpc, Dialect::V03Rest, Dialect::V01];

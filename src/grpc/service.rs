@@ -173,7 +173,7 @@ impl A2a {
         let name = operation::name(op);
         let result = async {
             match self.execute::<J>(op, request).await? {
-                Reply::Json(value) => from_json::<RJ, R>(value),
+                Reply::Json(body) => from_json::<RJ, R>(body.into_value()),
                 Reply::Stream(_) => Err(Error::internal(format!("{name} answered with a stream"))),
             }
         }

@@ -4,6 +4,7 @@
 
 use actix_web::HttpResponse;
 use actix_web::http::StatusCode;
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::a2a::Dialect;
@@ -18,9 +19,19 @@ use crate::service::Service;
 /// The media type of 1.0 HTTP+JSON success bodies.
 pub const A2A_JSON: &str = "application/a2a+json";
 
-/// A JSON-RPC success envelope.
-pub fn jsonrpc_ok(id: &Value, result: Value) -> HttpResponse {
-    HttpResponse::Ok().json(crate::a2a::jsonrpc::success(id, result))
+/// A JSON-RPC success envelope around `result`, written in one pass.
+pub fn jsonrpc_ok(id: &Value, result: &impl Serialize) -> HttpResponse {
+    let envelope = crate::a2a::jsonrpc::Success {
+        jsonrpc: "2.0",
+        id,
+        result,
+    };
+    match serde_json::to_vec(&envelope) {
+        Ok(bytes) => HttpResponse::Ok()
+            .content_type(actix_web::http::header::ContentType::json())
+            .body(bytes),
+        Err(e) => unencodable(e),
+    }
 }
 
 /// A JSON-RPC error envelope, with the status `a2a::errors::jsonrpc_http_status` gives.
@@ -80,10 +91,18 @@ fn invalid_token_challenge(reason: TokenError) -> String {
 }
 
 /// A REST success body.
-pub fn rest_ok(body: Value, content_type: &'static str) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type(content_type)
-        .body(body.to_string())
+pub fn rest_ok(body: &impl Serialize, content_type: &'static str) -> HttpResponse {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => HttpResponse::Ok().content_type(content_type).body(bytes),
+        Err(e) => unencodable(e),
+    }
+}
+
+/// An answer serde could not write (never, for the views `a2a::encode` makes: they write
+/// strings, numbers, lists and objects with string keys only).
+fn unencodable(e: serde_json::Error) -> HttpResponse {
+    tracing::error!(error = %e, "could not encode an answer");
+    HttpResponse::InternalServerError().finish()
 }
 
 /// A REST error: `google.rpc.Status` JSON with the mapped HTTP status.

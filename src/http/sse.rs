@@ -14,7 +14,7 @@ use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 
 use crate::a2a::Dialect;
-use crate::a2a::encode_stream_event;
+use crate::a2a::{EventWire, encode_stream_event};
 use crate::a2a::errors::{jsonrpc_error_object, rest_error_body, rest_v03_error_body};
 use crate::error::Error;
 use crate::runtime::SeqEvent;
@@ -26,6 +26,20 @@ pub enum Framing {
     /// JSON-RPC envelope with the request's id.
     JsonRpc(Value),
     Rest,
+}
+
+/// An event's `data:` line: the payload, in the request's JSON-RPC envelope if it had one.
+fn frame(framing: &Framing, payload: &impl serde::Serialize) -> String {
+    let written = match framing {
+        Framing::JsonRpc(id) => serde_json::to_string(&crate::a2a::jsonrpc::Success {
+            jsonrpc: "2.0",
+            id,
+            result: payload,
+        }),
+        Framing::Rest => serde_json::to_string(payload),
+    };
+    // The views write only strings, numbers, lists and objects with string keys.
+    written.unwrap_or_default()
 }
 
 /// The SSE response for a stream of task events.
@@ -44,15 +58,15 @@ pub fn respond(
         let _keep = &guard;
         let event = match item {
             Ok((seq, event)) => {
-                let mut payload = encode_stream_event(dialect, &event);
-                if generations {
+                let data = if generations {
+                    // The extension's fields are added to the event's value.
+                    let mut payload = encode_stream_event(dialect, &event);
                     crate::a2a::generations::annotate_event(&mut payload, seq, &event);
-                }
-                let data = match &framing {
-                    Framing::JsonRpc(id) => crate::a2a::jsonrpc::success(id, payload),
-                    Framing::Rest => payload,
+                    frame(&framing, &payload)
+                } else {
+                    frame(&framing, &EventWire(dialect, &event))
                 };
-                let mut data = sse::Data::new(data.to_string());
+                let mut data = sse::Data::new(data);
                 if !matches!(event, crate::domain::StreamEvent::Message { .. }) {
                     data = data.id(seq.to_string());
                 }

@@ -43,8 +43,42 @@ const MAX_IDEMPOTENCY_KEY: usize = 256;
 
 /// What an operation produced.
 pub enum Reply {
-    Json(Value),
+    Json(Body),
     Stream(Pin<Box<dyn Stream<Item = Result<SeqEvent>> + Send>>),
+}
+
+/// A JSON answer: a value, or a task or send outcome that the HTTP bindings write
+/// straight from the domain (`a2a::encode`'s views) instead of through a `Value` tree.
+pub enum Body {
+    Value(Value),
+    Outcome(Dialect, Box<SendOutcome>),
+    Task(Dialect, Box<Task>),
+}
+
+impl Body {
+    /// The answer as a JSON value (the gRPC binding reads it as ProtoJSON).
+    pub fn into_value(self) -> Value {
+        match self {
+            Body::Value(value) => value,
+            Body::Outcome(d, outcome) => a2a::encode_send_outcome(d, &outcome),
+            Body::Task(d, task) => a2a::encode_task(d, &task),
+        }
+    }
+
+    /// Whether the operation had nothing to answer (a delete).
+    pub fn is_null(&self) -> bool {
+        matches!(self, Body::Value(Value::Null))
+    }
+}
+
+impl serde::Serialize for Body {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Body::Value(value) => value.serialize(serializer),
+            Body::Outcome(d, outcome) => a2a::OutcomeWire(*d, outcome).serialize(serializer),
+            Body::Task(d, task) => a2a::TaskWire(*d, task).serialize(serializer),
+        }
+    }
 }
 
 /// A stable name for logs and metrics labels.
@@ -121,11 +155,12 @@ async fn run(
             if let SendOutcome::Task(task) = &outcome {
                 touched(task);
             }
-            let mut encoded = a2a::encode_send_outcome(dialect, &outcome);
             if let (true, SendOutcome::Task(task)) = (generations, &outcome) {
+                let mut encoded = a2a::encode_send_outcome(dialect, &outcome);
                 generations::annotate_tasks(&mut encoded, &[task]);
+                return Ok(Reply::Json(Body::Value(encoded)));
             }
-            Ok(Reply::Json(encoded))
+            Ok(Reply::Json(Body::Outcome(dialect, Box::new(outcome))))
         }
         Operation::SendStreamingMessage => {
             let place = state.open_stream(request.binding())?;
@@ -144,11 +179,7 @@ async fn run(
                 None => rt.get_task(tenant, &query.id, query.history_length).await?,
             };
             touched(&task);
-            let mut encoded = a2a::encode_task(dialect, &task);
-            if generations {
-                generations::annotate_task(&mut encoded, &task);
-            }
-            Ok(Reply::Json(encoded))
+            Ok(Reply::Json(task_body(dialect, task, generations)))
         }
         Operation::ListTasks => {
             let query = a2a::decode_list_tasks(dialect, params)?;
@@ -158,16 +189,12 @@ async fn run(
                 let tasks: Vec<&Task> = page.tasks.iter().collect();
                 generations::annotate_tasks(&mut encoded, &tasks);
             }
-            Ok(Reply::Json(encoded))
+            Ok(Reply::Json(Body::Value(encoded)))
         }
         Operation::CancelTask => {
             let id = a2a::decode_task_id(dialect, params)?;
             let task = rt.cancel_task(tenant, &id).await?;
-            let mut encoded = a2a::encode_task(dialect, &task);
-            if generations {
-                generations::annotate_task(&mut encoded, &task);
-            }
-            Ok(Reply::Json(encoded))
+            Ok(Reply::Json(task_body(dialect, task, generations)))
         }
         Operation::SubscribeToTask => {
             let place = state.open_stream(request.binding())?;
@@ -183,7 +210,7 @@ async fn run(
             let (task_id, spec) = a2a::decode_create_push(dialect, params)?;
             policy.check_url(&spec.url)?;
             let config = rt.create_push_config(tenant, &task_id, spec).await?;
-            Ok(Reply::Json(a2a::encode_push_config(dialect, &config)))
+            Ok(Reply::Json(Body::Value(a2a::encode_push_config(dialect, &config))))
         }
         Operation::GetPushConfig => {
             state.push_policy()?;
@@ -200,14 +227,14 @@ async fn run(
                     None => format!("task {task_id} has no push notification config"),
                 })
             })?;
-            Ok(Reply::Json(a2a::encode_push_config(dialect, &config)))
+            Ok(Reply::Json(Body::Value(a2a::encode_push_config(dialect, &config))))
         }
         Operation::ListPushConfigs => {
             state.push_policy()?;
             let (task_id, page_size, page_token) = a2a::decode_list_push(dialect, params)?;
             let configs = rt.push_configs(tenant, &task_id).await?;
             let (page, next) = push_page(configs, page_size, page_token.as_deref())?;
-            Ok(Reply::Json(a2a::encode_push_list(dialect, &page, &next)))
+            Ok(Reply::Json(Body::Value(a2a::encode_push_list(dialect, &page, &next))))
         }
         Operation::DeletePushConfig => {
             state.push_policy()?;
@@ -215,12 +242,12 @@ async fn run(
             let id =
                 id.ok_or_else(|| Error::invalid_params("pushNotificationConfigId: is required"))?;
             rt.delete_push_config(tenant, &task_id, &id).await?;
-            Ok(Reply::Json(Value::Null))
+            Ok(Reply::Json(Body::Value(Value::Null)))
         }
         // The gate admitted an authenticated caller; with auth off there is nobody to
         // tell their terms, and the card says `extendedAgentCard: false`.
         Operation::GetExtendedAgentCard if state.gate.authenticates() => {
-            Ok(Reply::Json(state.extended_card(principal)))
+            Ok(Reply::Json(Body::Value(state.extended_card(principal))))
         }
         Operation::GetExtendedAgentCard => match dialect {
             Dialect::V03Rpc | Dialect::V03Rest => Err(Error::ExtendedAgentCardNotConfigured),
@@ -230,6 +257,17 @@ async fn run(
             )),
         },
     }
+}
+
+/// A task in `dialect`, annotated with its generation when the extension is active
+/// (which needs the value).
+fn task_body(dialect: Dialect, task: Task, generations: bool) -> Body {
+    if generations {
+        let mut encoded = a2a::encode_task(dialect, &task);
+        generations::annotate_task(&mut encoded, &task);
+        return Body::Value(encoded);
+    }
+    Body::Task(dialect, Box::new(task))
 }
 
 /// One page of a task's configs (in the order they were registered) and the token of

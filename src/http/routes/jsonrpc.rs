@@ -64,7 +64,7 @@ async fn dispatch(
     let generations = operation::generations_active(dialect, req);
     let mut response =
         match operation::execute(&state.service, &principal, op, dialect, &rpc.params, req).await {
-            Ok(Reply::Json(result)) => jsonrpc_ok(&rpc.id, result),
+            Ok(Reply::Json(result)) => jsonrpc_ok(&rpc.id, &result),
             Ok(Reply::Stream(events)) => sse::respond(
                 events,
                 dialect,

@@ -273,10 +273,10 @@ async fn run(
             let mut response =
                 match operation::execute(service, &principal, op, dialect, &params, req).await {
                     // An operation with nothing to answer (a delete) answers `{}`.
-                    Ok(Reply::Json(Value::Null)) => {
-                        rest_ok(Value::Object(Map::new()), response_type(req, dialect))
+                    Ok(Reply::Json(body)) if body.is_null() => {
+                        rest_ok(&Value::Object(Map::new()), response_type(req, dialect))
                     }
-                    Ok(Reply::Json(body)) => rest_ok(body, response_type(req, dialect)),
+                    Ok(Reply::Json(body)) => rest_ok(&body, response_type(req, dialect)),
                     Ok(Reply::Stream(events)) => {
                         sse::respond(events, dialect, Framing::Rest, state.keep_alive_secs, req)
                     }
