@@ -48,6 +48,32 @@ fn snake_case(camel: &str) -> String {
     out
 }
 
+/// Calls `f` with the snake_case spelling of `camel`, written on the stack when it is
+/// short (every field name of the protocol is): looking up an absent optional field is
+/// the common case and allocates nothing.
+fn with_snake_case<T>(camel: &str, f: impl FnOnce(&str) -> T) -> T {
+    let mut buf = [0u8; 64];
+    let mut len = 0;
+    for b in camel.bytes() {
+        let (upper, lower) = (b.is_ascii_uppercase(), b.to_ascii_lowercase());
+        let need = if upper { 2 } else { 1 };
+        if len + need > buf.len() {
+            return f(&snake_case(camel));
+        }
+        if upper {
+            buf[len] = b'_';
+            len += 1;
+        }
+        buf[len] = lower;
+        len += 1;
+    }
+    // Only ASCII bytes were changed, and only into ASCII: still UTF-8.
+    match std::str::from_utf8(&buf[..len]) {
+        Ok(snake) => f(snake),
+        Err(_) => f(&snake_case(camel)),
+    }
+}
+
 impl<'a> Fields<'a> {
     /// The top-level params or body. `null` (an empty REST body) counts as `{}`.
     pub(crate) fn root(value: &'a Value) -> Result<Self, Error> {
@@ -90,7 +116,9 @@ impl<'a> Fields<'a> {
         let map = self.map?;
         let found = match map.get(camel) {
             Some(v) => Some(v),
-            None => map.get(&snake_case(camel)),
+            // A name without capitals is its own snake_case: no second look.
+            None if !camel.bytes().any(|b| b.is_ascii_uppercase()) => None,
+            None => with_snake_case(camel, |snake| map.get(snake)),
         };
         found.filter(|v| !v.is_null())
     }
@@ -230,6 +258,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn snake_case_on_the_stack_matches_the_allocating_one() {
+        let long = "aB".repeat(40);
+        for camel in ["historyLength", "taskId", "x", "", "pushNotificationConfigId", &long, "ünïCödeX"] {
+            assert_eq!(with_snake_case(camel, str::to_owned), snake_case(camel), "{camel}");
+        }
+    }
 
     #[test]
     fn fields_are_found_under_camel_and_snake_case() {
