@@ -1,17 +1,80 @@
-//! Control of resident tasks inside a `ThreadActor`: cancel, subscribe, and the
-//! resolution of callers waiting for a turn's outcome.
+//! Control of resident tasks inside a `ThreadActor`: reading a task from memory,
+//! cancel, subscribe, and the resolution of callers waiting for a turn's outcome
+//! ([`Waiter`]).
 
 use actix::prelude::*;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, oneshot};
 
 use super::plan::{self, EmitApply, Planned};
-use super::{
-    ActorError, CancelTask, HubEvent, Subscribe, Subscription, TaskEntry, ThreadActor, Waiter,
-};
+use super::{ActorError, HubEvent, Subscription, TaskEntry, ThreadActor};
 use crate::domain::{
     Message, SendOutcome, StreamEvent, Task, TaskId, TaskState, TenantId, Timestamp,
 };
 use crate::error::Error;
+
+pub(in crate::runtime) enum Waiter {
+    Outcome {
+        tx: oneshot::Sender<Result<SendOutcome, Error>>,
+        history_length: Option<u32>,
+    },
+    Stream(oneshot::Sender<Result<Subscription, Error>>),
+}
+
+impl Waiter {
+    pub(in crate::runtime) fn fail(self, e: Error) {
+        match self {
+            Waiter::Outcome { tx, .. } => {
+                let _ = tx.send(Err(e));
+            }
+            Waiter::Stream(tx) => {
+                let _ = tx.send(Err(e));
+            }
+        }
+    }
+}
+
+/// A task from memory (`None` when it is not resident).
+#[derive(Message)]
+#[rtype(result = "Result<Option<Task>, ActorError>")]
+pub struct GetResident {
+    pub task_id: TaskId,
+}
+
+/// Cancel a task of this thread.
+#[derive(Message)]
+#[rtype(result = "Result<Task, ActorError>")]
+pub struct CancelTask {
+    pub task_id: TaskId,
+}
+
+/// Subscribe to a task's events (`last_event_id`: resume after that event).
+#[derive(Message)]
+#[rtype(result = "Result<Subscription, ActorError>")]
+pub struct Subscribe {
+    pub task_id: TaskId,
+    pub last_event_id: Option<i64>,
+}
+
+impl Handler<GetResident> for ThreadActor {
+    type Result = AtomicResponse<Self, Result<Option<Task>, ActorError>>;
+
+    fn handle(&mut self, msg: GetResident, ctx: &mut Context<Self>) -> Self::Result {
+        if let Err(e) = self.loaded() {
+            return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
+        }
+        AtomicResponse::new(Box::pin(self.synced(ctx).map(
+            move |synced, act: &mut Self, _ctx| {
+                synced?;
+                let loaded = act.loaded()?;
+                Ok(loaded
+                    .tasks
+                    .get(&msg.task_id)
+                    .filter(|e| e.materialized)
+                    .map(|e| e.task.clone()))
+            },
+        )))
+    }
+}
 
 type ResidentFuture = std::pin::Pin<Box<dyn ActorFuture<ThreadActor, Output = Result<(), Error>>>>;
 

@@ -12,11 +12,36 @@ use actix::prelude::*;
 
 use super::control::{resolve_outcomes, resolve_with_message, subscribe_entry};
 use super::plan::{self, EmitApply, Planned};
-use super::{
-    ActorError, Emit, HubEvent, TaskEntry, ThreadActor, TurnEmit, Waiter, count_transition,
-};
-use crate::domain::{Message, Part, StreamEvent, TaskId, TaskState, Timestamp};
+use super::{ActorError, HubEvent, TaskEntry, ThreadActor, Waiter, count_transition};
+use crate::domain::{Artifact, Message, Metadata, Part, StreamEvent, TaskId, TaskState, Timestamp};
 use crate::error::Error;
+
+/// One output of a running turn.
+#[derive(Message)]
+#[rtype(result = "Result<(), Error>")]
+pub struct TurnEmit {
+    pub task_id: TaskId,
+    pub turn: u64,
+    pub emit: Emit,
+}
+
+/// What an executor can report.
+#[derive(Debug, Clone)]
+pub enum Emit {
+    Status {
+        state: TaskState,
+        message: Option<Message>,
+        metadata: Option<Metadata>,
+    },
+    Artifact {
+        artifact: Artifact,
+        append: bool,
+        last_chunk: bool,
+    },
+    Reply(Message),
+    /// A complete agent-loop event, written through `session::append_event`.
+    Event(Box<crate::session::Event>),
+}
 
 impl ThreadActor {
     /// Plans an executor output (`plan::plan_emit`).

@@ -11,6 +11,10 @@
 //!
 //! **Architecture invariant:** memory never holds a change the store does not; a failed
 //! commit leaves the actor exactly as it was.
+//!
+//! This file holds the actor, its lifecycle and its commit discipline. Its state is in
+//! `state.rs`, the turn rules over that state in `plan.rs`, and each message sits with its
+//! handler: `turn.rs`, `emit.rs`, `control.rs`, `push.rs`, `rejoin.rs`, `maintenance.rs`.
 
 pub(super) mod control;
 mod emit;
@@ -20,9 +24,14 @@ mod plan;
 mod plan_tests;
 pub(super) mod push;
 pub(super) mod rejoin;
+mod state;
 mod turn;
 
-use std::collections::{HashMap, VecDeque};
+pub(super) use control::{CancelTask, GetResident, Subscribe, Waiter};
+pub(super) use emit::{Emit, TurnEmit};
+pub(super) use state::{Loaded, TaskEntry, message_record, session_record, targets_of};
+pub(super) use turn::{PendingTurn, RunningTurn, SendTurn, TurnClaim};
+
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,20 +39,16 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use dashmap::DashMap;
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::broadcast;
 use tracing::Instrument;
 
 use super::executor::AgentExecutor;
-use super::lifecycle::shutdown::{Activity, Busy};
+use super::lifecycle::shutdown::Activity;
 use super::persistence::PersistenceHandle;
 use crate::config::{StateSettings, StreamingSettings, ThreadSettings};
-use crate::domain::{
-    Artifact, ContextId, Message, Metadata, PushConfig, PushTarget, SendMessage, SendOutcome,
-    StreamEvent, Task, TaskId, TaskState, TenantId, Timestamp,
-};
+use crate::domain::{ContextId, StreamEvent, TaskId, TaskState, TenantId, Timestamp};
 use crate::error::Error;
-use crate::session::{History, StoredMessage, ThreadState, ToolCall};
-use crate::store::{MessageRecord, Store, ThreadRecord, ThreadStatus, WriteOp};
+use crate::store::{Store, WriteOp};
 use crate::telemetry;
 
 /// One published event of a task: its log sequence number and the event.
@@ -156,104 +161,6 @@ pub struct Subscription {
     /// `SubscribeToTask` follows the task to a terminal state (through follow-up turns);
     /// a stream opened by a message ends with its turn (terminal or interrupted).
     pub until_terminal: bool,
-}
-
-pub(super) enum Waiter {
-    Outcome {
-        tx: oneshot::Sender<Result<SendOutcome, Error>>,
-        history_length: Option<u32>,
-    },
-    Stream(oneshot::Sender<Result<Subscription, Error>>),
-}
-
-impl PendingTurn {
-    /// The turn will not run: its caller and every retry that joined it get `e`.
-    pub(super) fn fail(self, e: Error) {
-        for (_, waiter) in self.rejoined {
-            waiter.fail(e.clone());
-        }
-        self.waiter.fail(e);
-    }
-}
-
-impl Waiter {
-    pub(super) fn fail(self, e: Error) {
-        match self {
-            Waiter::Outcome { tx, .. } => {
-                let _ = tx.send(Err(e));
-            }
-            Waiter::Stream(tx) => {
-                let _ = tx.send(Err(e));
-            }
-        }
-    }
-}
-
-/// A task held in memory.
-pub(super) struct TaskEntry {
-    pub task: Task,
-    /// Persisted and visible to clients (a new task is not, until its first output).
-    pub materialized: bool,
-    pub last_seq: i64,
-    pub hub: Option<broadcast::Sender<HubEvent>>,
-    pub waiters: Vec<Waiter>,
-    pub finished_at: Option<Instant>,
-    /// `seq` of each history message in the thread (for history links).
-    pub history_seqs: Vec<i64>,
-    /// The task's push configs: each of its events is queued for each of them.
-    pub push: Vec<PushTarget>,
-    /// Configs of a task not materialized yet, written with it.
-    pub push_unwritten: Vec<PushConfig>,
-    /// The idempotency key the task's first message was accepted under.
-    pub claim_key: Option<String>,
-}
-
-pub(super) struct PendingTurn {
-    pub cmd: SendMessage,
-    pub mode: Mode,
-    pub waiter: Waiter,
-    pub claim: Option<TurnClaim>,
-    /// Retries of this turn's message that arrived while it waited: they get its outcome.
-    pub rejoined: Vec<(Mode, Waiter)>,
-    /// Counts the turn until it has run (or failed to start).
-    pub busy: Busy,
-    /// The request's span: the turn's parent.
-    pub span: tracing::Span,
-}
-
-pub(super) struct RunningTurn {
-    pub task_id: TaskId,
-    pub turn: u64,
-    pub abort: Option<tokio::task::AbortHandle>,
-    /// The turn answered with a message: the task will never exist.
-    pub replied: bool,
-    /// Counts the turn until it ends (dropped with this record).
-    pub _busy: Busy,
-    /// The turn's span (`Span::none()` without traces): its commits' parent.
-    pub span: tracing::Span,
-}
-
-pub(super) struct Loaded {
-    pub thread: ThreadRecord,
-    pub thread_persisted: bool,
-    /// The thread's recent messages (A2A messages and the agent loop's records), by `seq`.
-    pub history: History,
-    /// The thread's state map; its stored form is `thread.conversation_context`.
-    pub state: ThreadState,
-    pub next_seq: i64,
-    pub tasks: HashMap<TaskId, TaskEntry>,
-    pub running: Option<RunningTurn>,
-    pub queue: VecDeque<PendingTurn>,
-    pub last_activity: Instant,
-    /// Writes already applied to memory whose commit rides along with the actor's next
-    /// one: the start of a turn that opens a new task (thread row, user message), which
-    /// nothing outside this actor can see until the task's first output commits it.
-    /// Committed on their own after `persistence.start_grace_ms` by `flush`.
-    pub unsynced: Vec<WriteOp>,
-    /// The timer that commits `unsynced` on its own.
-    pub flush: Option<SpawnHandle>,
-    /// Events of `unsynced` writes, published once those are committed.
-    pub unpublished: Vec<(TaskId, HubEvent)>,
 }
 
 enum Phase {
@@ -586,242 +493,6 @@ impl ThreadActor {
     }
 }
 
-impl TaskEntry {
-    /// Adds a config (replacing one of the same id); a task not yet materialized writes
-    /// it when it is.
-    pub(super) fn add_push(&mut self, config: PushConfig) {
-        self.push.retain(|t| t.config_id != config.id);
-        self.push.push(config.target());
-        if !self.materialized {
-            self.push_unwritten.retain(|c| c.id != config.id);
-            self.push_unwritten.push(config);
-        }
-    }
-}
-
-/// The push targets of `task` among `configs`.
-pub(super) fn targets_of(configs: &[PushConfig], task: &TaskId) -> Vec<PushTarget> {
-    configs
-        .iter()
-        .filter(|c| &c.task_id == task)
-        .map(PushConfig::target)
-        .collect()
-}
-
-impl Loaded {
-    pub(super) fn new_thread(key: &ThreadKey, ttl_ms: i64, deps: &ThreadDeps) -> Self {
-        let now = Timestamp::now();
-        Self::with(
-            ThreadRecord {
-                tenant: key.tenant.clone(),
-                thread_id: key.context_id.clone(),
-                created_at: now,
-                updated_at: now,
-                expires_at: Timestamp(now.0.saturating_add(ttl_ms)),
-                status: ThreadStatus::Active,
-                conversation_context: serde_json::Value::Object(Default::default()),
-            },
-            false,
-            History::new(1, deps.threads.history_window),
-            ThreadState::new(&deps.state),
-            HashMap::new(),
-        )
-    }
-
-    /// A thread's state with no turn running or waiting and nothing unsynced.
-    pub(super) fn with(
-        thread: ThreadRecord,
-        thread_persisted: bool,
-        history: History,
-        state: ThreadState,
-        tasks: HashMap<TaskId, TaskEntry>,
-    ) -> Self {
-        Self {
-            thread,
-            thread_persisted,
-            next_seq: history.next_seq(),
-            history,
-            state,
-            tasks,
-            running: None,
-            queue: VecDeque::new(),
-            last_activity: Instant::now(),
-            unsynced: Vec::new(),
-            flush: None,
-            unpublished: Vec::new(),
-        }
-    }
-
-    /// Applies a planned turn start to memory: the touched thread, the message in the
-    /// history, the task (created provisional, or updated). Returns the task's id, the
-    /// start's status event (for the caller to publish) and the message.
-    pub(super) fn apply_start(
-        &mut self,
-        start: plan::StartTurn,
-    ) -> (TaskId, Option<(i64, StreamEvent)>, Message) {
-        self.thread = start.thread;
-        self.thread_persisted = true;
-        self.next_seq = start.seq + 1;
-        self.remember(&start.record);
-        let task_id = start.task.id.clone();
-        let entry = self
-            .tasks
-            .entry(task_id.clone())
-            .or_insert_with(|| TaskEntry {
-                task: start.task.clone(),
-                materialized: false,
-                last_seq: 0,
-                hub: None,
-                waiters: Vec::new(),
-                finished_at: None,
-                history_seqs: Vec::new(),
-                push: Vec::new(),
-                push_unwritten: Vec::new(),
-                claim_key: None,
-            });
-        entry.task = start.task;
-        entry.materialized = start.materialized;
-        if start.claim_key.is_some() {
-            entry.claim_key = start.claim_key;
-        }
-        if let Some(config) = start.push {
-            entry.add_push(config);
-        }
-        entry.history_seqs.push(start.seq);
-        if let Some((seq, _)) = &start.event {
-            entry.last_seq = *seq;
-        }
-        (task_id, start.event, start.message)
-    }
-
-    fn from_snapshot(
-        snapshot: crate::store::ThreadSnapshot,
-        push: Vec<PushConfig>,
-        deps: &ThreadDeps,
-    ) -> Self {
-        let crate::store::ThreadSnapshot {
-            thread,
-            recent,
-            next_seq,
-            open_tasks,
-        } = snapshot;
-        let now = Timestamp::now();
-        // A state that cannot be read is logged and started afresh rather than making the
-        // whole thread unusable; the next state write replaces it.
-        let state = ThreadState::from_json(&thread.conversation_context, &deps.state, now)
-            .unwrap_or_else(|e| {
-                tracing::warn!(context_id = %thread.thread_id, error = %e, "thread state unreadable");
-                ThreadState::new(&deps.state)
-            });
-        let records = recent.iter().map(stored_message).collect();
-        let tasks = open_tasks
-            .into_iter()
-            .map(|stored| {
-                let entry = TaskEntry {
-                    history_seqs: Vec::new(),
-                    push: targets_of(&push, &stored.task.id),
-                    task: stored.task,
-                    materialized: true,
-                    last_seq: stored.last_event_seq,
-                    hub: None,
-                    waiters: Vec::new(),
-                    finished_at: None,
-                    push_unwritten: Vec::new(),
-                    claim_key: None,
-                };
-                (entry.task.id.clone(), entry)
-            })
-            .collect();
-        Self::with(
-            thread,
-            true,
-            History::from_records(records, next_seq, deps.threads.history_window),
-            state,
-            tasks,
-        )
-    }
-
-    /// Adds a committed message record to the in-memory history (the window drops the
-    /// oldest beyond its capacity).
-    pub(super) fn remember(&mut self, record: &MessageRecord) {
-        if let Err(e) = self.history.push(stored_message(record)) {
-            // Every append takes `next_seq` under the actor, so this is a bug; the store
-            // holds the truth and the window heals on the next load.
-            tracing::error!(error = %e, "history window out of step with the store");
-        }
-    }
-}
-
-/// The stored form of a message of this thread.
-pub(super) fn message_record(
-    key: &ThreadKey,
-    seq: i64,
-    message: &Message,
-    task_id: Option<&TaskId>,
-    now: Timestamp,
-) -> MessageRecord {
-    MessageRecord {
-        tenant: key.tenant.clone(),
-        thread_id: key.context_id.clone(),
-        seq,
-        message_id: Some(message.message_id.clone()),
-        task_id: task_id.cloned(),
-        role: match message.role {
-            crate::domain::Role::User => "user".into(),
-            crate::domain::Role::Agent => "agent".into(),
-        },
-        author: None,
-        content: message.text(),
-        parts: message.parts.clone(),
-        tool_calls: serde_json::Value::Array(Vec::new()),
-        metadata: message.metadata.clone(),
-        created_at: now,
-    }
-}
-
-/// A stored message as the session layer reads it. Tool-call entries that do not parse
-/// (written by something else) are dropped with a warning rather than failing the thread.
-pub(super) fn stored_message(record: &MessageRecord) -> StoredMessage {
-    let tool_calls = match &record.tool_calls {
-        serde_json::Value::Null => Vec::new(),
-        value => serde_json::from_value::<Vec<ToolCall>>(value.clone()).unwrap_or_else(|e| {
-            tracing::warn!(seq = record.seq, error = %e, "unreadable tool calls in a stored message");
-            Vec::new()
-        }),
-    };
-    StoredMessage {
-        seq: record.seq,
-        role: record.role.clone(),
-        author: record.author.clone(),
-        content: record.content.clone(),
-        tool_calls,
-        created_at: record.created_at,
-    }
-}
-
-/// The stored form of a session record (no A2A parts: only the agent loop reads it).
-pub(super) fn session_record(
-    key: &ThreadKey,
-    record: &StoredMessage,
-    task_id: &TaskId,
-) -> MessageRecord {
-    MessageRecord {
-        tenant: key.tenant.clone(),
-        thread_id: key.context_id.clone(),
-        seq: record.seq,
-        message_id: None,
-        task_id: Some(task_id.clone()),
-        role: record.role.clone(),
-        author: record.author.clone(),
-        content: record.content.clone(),
-        parts: Vec::new(),
-        tool_calls: serde_json::to_value(&record.tool_calls)
-            .unwrap_or_else(|_| serde_json::Value::Array(Vec::new())),
-        metadata: None,
-        created_at: record.created_at,
-    }
-}
-
 impl Actor for ThreadActor {
     type Context = Context<Self>;
 
@@ -872,138 +543,6 @@ impl Supervised for ThreadActor {
         let _ = ctx;
         self.timer = None;
         self.phase = Phase::Loading;
-    }
-}
-
-// ---- messages -------------------------------------------------------------------------
-
-/// Start (or queue) a turn for a client message.
-#[derive(Message)]
-#[rtype(result = "Result<(), ActorError>")]
-pub struct SendTurn {
-    pub(super) cmd: SendMessage,
-    pub(super) mode: Mode,
-    pub(super) waiter: Waiter,
-    pub(super) busy: Busy,
-    pub(super) claim: Option<TurnClaim>,
-    /// The request's span (`Span::none()` without traces): the turn's parent.
-    pub(super) span: tracing::Span,
-}
-
-/// The idempotency claim a turn writes with its first writes.
-#[derive(Debug, Clone)]
-pub struct TurnClaim {
-    pub key: String,
-    pub digest: String,
-    /// The task the message starts (chosen before the turn, so that a concurrent retry
-    /// can be pointed at it) or continues.
-    pub task_id: TaskId,
-    pub at: Timestamp,
-    /// An older claim of the key is past the window and is taken over.
-    pub taken_over_before: Timestamp,
-}
-
-/// A task from memory (`None` when it is not resident).
-#[derive(Message)]
-#[rtype(result = "Result<Option<Task>, ActorError>")]
-pub struct GetResident {
-    pub task_id: TaskId,
-}
-
-/// Cancel a task of this thread.
-#[derive(Message)]
-#[rtype(result = "Result<Task, ActorError>")]
-pub struct CancelTask {
-    pub task_id: TaskId,
-}
-
-/// Subscribe to a task's events (`last_event_id`: resume after that event).
-#[derive(Message)]
-#[rtype(result = "Result<Subscription, ActorError>")]
-pub struct Subscribe {
-    pub task_id: TaskId,
-    pub last_event_id: Option<i64>,
-}
-
-/// One output of a running turn.
-#[derive(Message)]
-#[rtype(result = "Result<(), Error>")]
-pub struct TurnEmit {
-    pub task_id: TaskId,
-    pub turn: u64,
-    pub emit: Emit,
-}
-
-/// What an executor can report.
-#[derive(Debug, Clone)]
-pub enum Emit {
-    Status {
-        state: TaskState,
-        message: Option<Message>,
-        metadata: Option<Metadata>,
-    },
-    Artifact {
-        artifact: Artifact,
-        append: bool,
-        last_chunk: bool,
-    },
-    Reply(Message),
-    /// A complete agent-loop event, written through `session::append_event`.
-    Event(Box<crate::session::Event>),
-}
-
-impl Handler<SendTurn> for ThreadActor {
-    type Result = Result<(), ActorError>;
-
-    fn handle(&mut self, msg: SendTurn, ctx: &mut Context<Self>) -> Self::Result {
-        let cap = self.deps.threads.max_pending_turns;
-        let loaded = match self.loaded() {
-            Ok(l) => l,
-            Err(e) => {
-                return Err(e);
-            }
-        };
-        if loaded.queue.len() >= cap {
-            return Err(ActorError::Failed(Error::Unavailable {
-                detail: format!(
-                    "thread {} has {cap} messages waiting (threads.max_pending_turns)",
-                    self.key.context_id
-                ),
-                retry_after_secs: 1,
-            }));
-        }
-        loaded.queue.push_back(PendingTurn {
-            cmd: msg.cmd,
-            mode: msg.mode,
-            waiter: msg.waiter,
-            busy: msg.busy,
-            claim: msg.claim,
-            rejoined: Vec::new(),
-            span: msg.span,
-        });
-        self.pump(ctx);
-        Ok(())
-    }
-}
-
-impl Handler<GetResident> for ThreadActor {
-    type Result = AtomicResponse<Self, Result<Option<Task>, ActorError>>;
-
-    fn handle(&mut self, msg: GetResident, ctx: &mut Context<Self>) -> Self::Result {
-        if let Err(e) = self.loaded() {
-            return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
-        }
-        AtomicResponse::new(Box::pin(self.synced(ctx).map(
-            move |synced, act: &mut Self, _ctx| {
-                synced?;
-                let loaded = act.loaded()?;
-                Ok(loaded
-                    .tasks
-                    .get(&msg.task_id)
-                    .filter(|e| e.materialized)
-                    .map(|e| e.task.clone()))
-            },
-        )))
     }
 }
 

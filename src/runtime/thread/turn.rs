@@ -1,18 +1,113 @@
-//! Turn starts inside a `ThreadActor`: the queue of turns, the start's commit (or its
-//! deferral), and launching the executor. The rules are `plan::plan_start`.
+//! Turn starts inside a `ThreadActor`: [`SendTurn`] and the queue of turns
+//! ([`PendingTurn`]), the start's commit (or its deferral), and launching the executor
+//! ([`RunningTurn`]). The rules are `plan::plan_start`.
 
 use actix::prelude::*;
 use tracing::Instrument;
 
 use super::control::subscribe_entry;
 use super::plan::{self, Planned, StartTurn};
-use super::{
-    ActorError, HubEvent, Mode, PendingTurn, RunningTurn, ThreadActor, Waiter, count_transition,
-};
-use crate::domain::{SendOutcome, TaskState, Timestamp};
+use super::{ActorError, HubEvent, Mode, ThreadActor, Waiter, count_transition};
+use crate::domain::{SendMessage, SendOutcome, TaskId, TaskState, Timestamp};
 use crate::error::Error;
 use crate::runtime::executor::{Turn, TurnSink};
+use crate::runtime::lifecycle::shutdown::Busy;
 use crate::telemetry::trace;
+
+/// Start (or queue) a turn for a client message.
+#[derive(Message)]
+#[rtype(result = "Result<(), ActorError>")]
+pub struct SendTurn {
+    pub(in crate::runtime) cmd: SendMessage,
+    pub(in crate::runtime) mode: Mode,
+    pub(in crate::runtime) waiter: Waiter,
+    pub(in crate::runtime) busy: Busy,
+    pub(in crate::runtime) claim: Option<TurnClaim>,
+    /// The request's span (`Span::none()` without traces): the turn's parent.
+    pub(in crate::runtime) span: tracing::Span,
+}
+
+/// The idempotency claim a turn writes with its first writes.
+#[derive(Debug, Clone)]
+pub struct TurnClaim {
+    pub key: String,
+    pub digest: String,
+    /// The task the message starts (chosen before the turn, so that a concurrent retry
+    /// can be pointed at it) or continues.
+    pub task_id: TaskId,
+    pub at: Timestamp,
+    /// An older claim of the key is past the window and is taken over.
+    pub taken_over_before: Timestamp,
+}
+
+pub(in crate::runtime) struct PendingTurn {
+    pub cmd: SendMessage,
+    pub mode: Mode,
+    pub waiter: Waiter,
+    pub claim: Option<TurnClaim>,
+    /// Retries of this turn's message that arrived while it waited: they get its outcome.
+    pub rejoined: Vec<(Mode, Waiter)>,
+    /// Counts the turn until it has run (or failed to start).
+    pub busy: Busy,
+    /// The request's span: the turn's parent.
+    pub span: tracing::Span,
+}
+
+impl PendingTurn {
+    /// The turn will not run: its caller and every retry that joined it get `e`.
+    pub(in crate::runtime) fn fail(self, e: Error) {
+        for (_, waiter) in self.rejoined {
+            waiter.fail(e.clone());
+        }
+        self.waiter.fail(e);
+    }
+}
+
+pub(in crate::runtime) struct RunningTurn {
+    pub task_id: TaskId,
+    pub turn: u64,
+    pub abort: Option<tokio::task::AbortHandle>,
+    /// The turn answered with a message: the task will never exist.
+    pub replied: bool,
+    /// Counts the turn until it ends (dropped with this record).
+    pub _busy: Busy,
+    /// The turn's span (`Span::none()` without traces): its commits' parent.
+    pub span: tracing::Span,
+}
+
+impl Handler<SendTurn> for ThreadActor {
+    type Result = Result<(), ActorError>;
+
+    fn handle(&mut self, msg: SendTurn, ctx: &mut Context<Self>) -> Self::Result {
+        let cap = self.deps.threads.max_pending_turns;
+        let loaded = match self.loaded() {
+            Ok(l) => l,
+            Err(e) => {
+                return Err(e);
+            }
+        };
+        if loaded.queue.len() >= cap {
+            return Err(ActorError::Failed(Error::Unavailable {
+                detail: format!(
+                    "thread {} has {cap} messages waiting (threads.max_pending_turns)",
+                    self.key.context_id
+                ),
+                retry_after_secs: 1,
+            }));
+        }
+        loaded.queue.push_back(PendingTurn {
+            cmd: msg.cmd,
+            mode: msg.mode,
+            waiter: msg.waiter,
+            busy: msg.busy,
+            claim: msg.claim,
+            rejoined: Vec::new(),
+            span: msg.span,
+        });
+        self.pump(ctx);
+        Ok(())
+    }
+}
 
 impl ThreadActor {
     /// Starts the next queued turn when none is running.

@@ -1,0 +1,192 @@
+//! Where a request goes: the thread of its task or `contextId` ([`Runtime::route`],
+//! [`Runtime::task_thread`]) and, in cluster mode, the node that serves that thread
+//! ([`Runtime::locate`]) — called as the owner when it is another ([`Runtime::forward`]).
+
+use crate::domain::{ContextId, SendMessage, TaskId, TenantId};
+use crate::error::{Error, Result};
+
+use super::Runtime;
+use super::thread::{self, ThreadKey};
+
+/// Where a thread is served, as far as a request is concerned.
+pub(super) enum Located {
+    /// Here; in cluster mode, under this fencing token (when an actor must be created).
+    Here(Option<i64>),
+    /// On another node of the cluster.
+    Elsewhere(crate::store::cluster::Owner),
+}
+
+/// Who sent a request: a client, or another node of the cluster that forwarded it to
+/// this one as the thread's owner (which must not forward it again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    Client,
+    Peer,
+}
+
+impl Runtime {
+    /// Decides which thread a message goes to: its task's thread, its `contextId`, or a
+    /// new thread (then `fresh` is true). A `contextId` that disagrees with the task's is
+    /// invalid.
+    pub(super) async fn route(
+        &self,
+        tenant: &TenantId,
+        mut cmd: SendMessage,
+    ) -> Result<(ThreadKey, SendMessage, bool)> {
+        let named_context = cmd.message.context_id.clone();
+        let mut fresh = false;
+        let context_id = match cmd.message.task_id.clone() {
+            Some(task_id) => match self.task_thread(tenant, &task_id).await {
+                Ok(key) => {
+                    if let Some(given) = &named_context
+                        && *given != key.context_id
+                    {
+                        return Err(Error::invalid_params(format!(
+                            "message.contextId: {given} does not match the context of task {task_id}"
+                        )));
+                    }
+                    key.context_id
+                }
+                Err(Error::TaskNotFound(_)) if cmd.create_missing_task => named_context
+                    .unwrap_or_else(|| {
+                        fresh = true;
+                        ContextId::generate()
+                    }),
+                Err(e) => return Err(e),
+            },
+            None => named_context.unwrap_or_else(|| {
+                fresh = true;
+                ContextId::generate()
+            }),
+        };
+        cmd.message.context_id = Some(context_id.clone());
+        Ok((
+            ThreadKey {
+                tenant: tenant.clone(),
+                context_id,
+            },
+            cmd,
+            fresh,
+        ))
+    }
+
+    /// The thread of an existing task (`TaskNotFound` for unknown and foreign ids).
+    pub(super) async fn task_thread(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+    ) -> Result<ThreadKey> {
+        let context_id = match self.resident_context(tenant, task_id) {
+            Some(c) => c,
+            None => {
+                self.store
+                    .load_task(tenant, task_id)
+                    .await?
+                    .ok_or_else(|| Error::TaskNotFound(task_id.clone()))?
+                    .task
+                    .context_id
+            }
+        };
+        Ok(ThreadKey {
+            tenant: tenant.clone(),
+            context_id,
+        })
+    }
+
+    pub(super) fn resident_context(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+    ) -> Option<ContextId> {
+        self.shared
+            .tasks
+            .get(&(tenant.clone(), task_id.clone()))
+            .map(|c| c.clone())
+    }
+
+    /// Where the thread is served: here (with the token an actor created for it commits
+    /// under), or on the node that owns it.
+    pub(super) async fn locate(&self, key: &ThreadKey, fresh: bool) -> Result<Located> {
+        let Some(cluster) = &self.cluster else {
+            return Ok(Located::Here(None));
+        };
+        if fresh {
+            // A thread this node has just minted: nobody else knows it; its owner row
+            // rides with its first batch.
+            if !cluster.holds_lease() {
+                return Err(Error::Unavailable {
+                    detail: "this node is not holding its cluster lease (renewal pending)".into(),
+                    retry_after_secs: 1,
+                });
+            }
+            return Ok(Located::Here(Some(cluster.token())));
+        }
+        if self.is_resident(&key.tenant, &key.context_id) {
+            return Ok(Located::Here(None));
+        }
+        Ok(match cluster.place(&key.tenant, &key.context_id).await? {
+            crate::cluster::Placement::Local { token } => Located::Here(Some(token)),
+            crate::cluster::Placement::Remote(owner) => Located::Elsewhere(owner),
+        })
+    }
+
+    /// Sends a message built by `make` to the actor of the task's thread — or, when
+    /// another node serves the thread (cluster mode), the call built by `forwarded` to
+    /// that node as `call`.
+    pub(super) async fn on_task_thread<M, T, B, F>(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        origin: Origin,
+        call: &'static str,
+        forwarded: impl FnOnce() -> B,
+        make: F,
+    ) -> Result<T>
+    where
+        M: actix::Message<Result = Result<T, thread::ActorError>> + Send + 'static,
+        T: Send + serde::de::DeserializeOwned + 'static,
+        thread::ThreadActor: actix::Handler<M>,
+        <thread::ThreadActor as actix::Actor>::Context:
+            actix::dev::ToEnvelope<thread::ThreadActor, M>,
+        B: serde::Serialize,
+        F: FnMut() -> M,
+    {
+        let key = self.task_thread(tenant, task_id).await?;
+        let token = match self.locate(&key, false).await? {
+            Located::Here(token) => token,
+            Located::Elsewhere(owner) if origin == Origin::Client => {
+                return self.forward(&owner, call, &forwarded()).await;
+            }
+            Located::Elsewhere(owner) => return Err(not_the_owner(&owner)),
+        };
+        self.registry.call_new(&key, false, token, make).await
+    }
+
+    /// Calls the owner of a thread (cluster mode).
+    pub(super) async fn forward<B: serde::Serialize, T: serde::de::DeserializeOwned>(
+        &self,
+        owner: &crate::store::cluster::Owner,
+        call: &'static str,
+        body: &B,
+    ) -> Result<T> {
+        let cluster = self
+            .cluster
+            .as_ref()
+            .ok_or_else(|| Error::internal("forwarding without a cluster"))?;
+        metrics::counter!(crate::telemetry::CLUSTER_FORWARDED, "call" => call).increment(1);
+        cluster
+            .peer()
+            .call(&owner.url, cluster.node_id(), &format!("/{call}"), body)
+            .await
+    }
+}
+
+pub(super) fn not_the_owner(owner: &crate::store::cluster::Owner) -> Error {
+    Error::Unavailable {
+        detail: format!(
+            "a forwarded request reached a node that does not serve its thread (node {} does)",
+            owner.node_id
+        ),
+        retry_after_secs: 1,
+    }
+}
