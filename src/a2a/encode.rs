@@ -464,7 +464,10 @@ impl Serialize for UpdateWire<'_> {
     }
 }
 
-fn metadata_entry<M: SerializeMap>(out: &mut M, metadata: Option<&Metadata>) -> Result<(), M::Error> {
+fn metadata_entry<M: SerializeMap>(
+    out: &mut M,
+    metadata: Option<&Metadata>,
+) -> Result<(), M::Error> {
     match metadata {
         Some(metadata) => out.serialize_entry("metadata", metadata),
         None => Ok(()),

@@ -262,8 +262,20 @@ mod tests {
     #[test]
     fn snake_case_on_the_stack_matches_the_allocating_one() {
         let long = "aB".repeat(40);
-        for camel in ["historyLength", "taskId", "x", "", "pushNotificationConfigId", &long, "ünïCödeX"] {
-            assert_eq!(with_snake_case(camel, str::to_owned), snake_case(camel), "{camel}");
+        for camel in [
+            "historyLength",
+            "taskId",
+            "x",
+            "",
+            "pushNotificationConfigId",
+            &long,
+            "ünïCödeX",
+        ] {
+            assert_eq!(
+                with_snake_case(camel, str::to_owned),
+                snake_case(camel),
+                "{camel}"
+            );
         }
     }
 

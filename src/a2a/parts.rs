@@ -33,7 +33,9 @@ impl Serialize for PartWire<'_> {
             Dialect::V1 => {
                 match &part.content {
                     PartContent::Text(t) => out.serialize_entry("text", t)?,
-                    PartContent::Raw(bytes) => out.serialize_entry("raw", &STANDARD.encode(bytes))?,
+                    PartContent::Raw(bytes) => {
+                        out.serialize_entry("raw", &STANDARD.encode(bytes))?
+                    }
                     PartContent::Url(u) => out.serialize_entry("url", u)?,
                     PartContent::Data(v) => out.serialize_entry("data", v)?,
                 }
@@ -63,10 +65,9 @@ impl Serialize for PartWire<'_> {
             }
             Dialect::V03Rest => match &part.content {
                 PartContent::Text(t) => out.serialize_entry("text", t)?,
-                PartContent::Raw(_) | PartContent::Url(_) => out.serialize_entry(
-                    "file",
-                    &LegacyFile(part, "fileWithBytes", "fileWithUri"),
-                )?,
+                PartContent::Raw(_) | PartContent::Url(_) => {
+                    out.serialize_entry("file", &LegacyFile(part, "fileWithBytes", "fileWithUri"))?
+                }
                 PartContent::Data(v) => {
                     out.serialize_entry("data", &Entries([("data", &DataObject(v))]))?
                 }

@@ -14,8 +14,8 @@ use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 
 use crate::a2a::Dialect;
-use crate::a2a::{EventWire, encode_stream_event};
 use crate::a2a::errors::{jsonrpc_error_object, rest_error_body, rest_v03_error_body};
+use crate::a2a::{EventWire, encode_stream_event};
 use crate::error::Error;
 use crate::runtime::SeqEvent;
 use crate::telemetry;

@@ -72,7 +72,10 @@ impl Body {
 }
 
 impl serde::Serialize for Body {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
         match self {
             Body::Value(value) => value.serialize(serializer),
             Body::Outcome(d, outcome) => a2a::OutcomeWire(*d, outcome).serialize(serializer),
@@ -210,7 +213,9 @@ async fn run(
             let (task_id, spec) = a2a::decode_create_push(dialect, params)?;
             policy.check_url(&spec.url)?;
             let config = rt.create_push_config(tenant, &task_id, spec).await?;
-            Ok(Reply::Json(Body::Value(a2a::encode_push_config(dialect, &config))))
+            Ok(Reply::Json(Body::Value(a2a::encode_push_config(
+                dialect, &config,
+            ))))
         }
         Operation::GetPushConfig => {
             state.push_policy()?;
@@ -227,14 +232,18 @@ async fn run(
                     None => format!("task {task_id} has no push notification config"),
                 })
             })?;
-            Ok(Reply::Json(Body::Value(a2a::encode_push_config(dialect, &config))))
+            Ok(Reply::Json(Body::Value(a2a::encode_push_config(
+                dialect, &config,
+            ))))
         }
         Operation::ListPushConfigs => {
             state.push_policy()?;
             let (task_id, page_size, page_token) = a2a::decode_list_push(dialect, params)?;
             let configs = rt.push_configs(tenant, &task_id).await?;
             let (page, next) = push_page(configs, page_size, page_token.as_deref())?;
-            Ok(Reply::Json(Body::Value(a2a::encode_push_list(dialect, &page, &next))))
+            Ok(Reply::Json(Body::Value(a2a::encode_push_list(
+                dialect, &page, &next,
+            ))))
         }
         Operation::DeletePushConfig => {
             state.push_policy()?;

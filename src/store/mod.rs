@@ -127,7 +127,10 @@ pub enum WriteOp {
     /// Insert the task row, or update it; `task.history` is ignored (see `LinkTaskMessage`):
     /// writers send [`Task::row`], without it.
     UpsertTask(Task),
-    /// Makes message `message_seq` of `thread_id` the `position`-th history entry of the task.
+    /// Makes message `message_seq` of `thread_id` (the task's thread) the `position`-th
+    /// history entry of the task: the next after those stored. The entry is kept in the
+    /// task's row, written with the batch's `UpsertTask` of the task (or, without one,
+    /// appended to the row on its own).
     LinkTaskMessage {
         tenant: TenantId,
         task_id: TaskId,
@@ -685,6 +688,19 @@ pub fn migrate(cfg: &StoreConfig) -> Result<Vec<String>, StoreError> {
     match cfg.location()? {
         Location::Postgres(url) => postgres::migrate(&url),
         Location::Sqlite(path) => sqlite::migrate(&path),
+    }
+}
+
+/// Tests: reverts the newest migration (its `down.sql`) and runs `sql` on the database,
+/// as an older release would have left it; sync.
+#[cfg(test)]
+pub(crate) fn revert_last_migration_then(
+    cfg: &StoreConfig,
+    sql: &str,
+) -> Result<String, StoreError> {
+    match cfg.location()? {
+        Location::Postgres(url) => postgres::revert_last_then(&url, sql),
+        Location::Sqlite(path) => sqlite::revert_last_then(&path, sql),
     }
 }
 

@@ -4,7 +4,7 @@
 //! Every statement has one text whatever the batch holds — a table's rows go as one array
 //! per column through `unnest`, so ten messages are the same statement as one — and each
 //! writer connection prepares the whole set once ([`Prepared`]); a commit only binds and
-//! executes. The six tables every turn writes are one statement ([`sql::WRITE`]); a
+//! executes. The five tables every turn writes are one statement ([`sql::WRITE`]); a
 //! commit of nothing else is that statement alone, a transaction in itself. A commit with
 //! more sends `BEGIN`, the statements and `COMMIT` together (tokio-postgres pipelines
 //! requests issued before their answers are read). Either way the server plans nothing
@@ -82,19 +82,23 @@ const OWNED_ELSEWHERE: &str = "A2F02";
 const CLAIMED: &str = "A2D01";
 
 mod sql {
+    use super::super::writes::appended_history;
+
     /// Run first in every commit of a node in cluster mode: passes while the node's
     /// token is still `$2`. The KEY SHARE lock keeps a takeover (which locks the row FOR
     /// UPDATE) waiting until this commit is over.
     pub const FENCE: &str = "SELECT a2a_require(EXISTS (SELECT 1 FROM cluster_nodes \
         WHERE node_id = $1 AND token = $2 FOR KEY SHARE), 'A2F01', 'fenced')";
 
-    /// A commit's rows of the six tables every turn writes — claims (of one window),
-    /// threads, messages, tasks, history links, events — as one statement: each table's
+    /// A commit's rows of the five tables every turn writes — claims (of one window),
+    /// threads, messages, tasks (each with the history entries it appends), events — as
+    /// one statement: each table's
     /// insert a data-modifying `WITH` query (all run, whether read or not; none sees the
     /// others' rows, and none needs to). Alone, it is a whole transaction in itself. It
     /// fails with `A2D01` and the first key not claimed when a key is claimed within its
     /// window (`$8`), and with `A2F02` when a thread another node owns was left alone.
-    pub const WRITE: &str = "WITH claimed AS (INSERT INTO idempotency_keys (tenant_id, \
+    pub const WRITE: &str = concat!(
+        "WITH claimed AS (INSERT INTO idempotency_keys (tenant_id, \
         idem_key, context_id, task_id, digest, reply, created_at) \
         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
         $6::text[], $7::int8[]) \
@@ -119,25 +123,35 @@ mod sql {
         $22::text[], $23::text[], $24::text[], $25::text[], $26::text[], $27::text[], \
         $28::int8[])), \
         t AS (INSERT INTO tasks (tenant_id, task_id, context_id, state, status_message, \
-        status_timestamp, artifacts, transitions, metadata, created_at, updated_at) \
+        status_timestamp, artifacts, transitions, metadata, created_at, updated_at, history) \
         SELECT * FROM unnest($29::text[], $30::text[], $31::text[], $32::text[], $33::text[], \
-        $34::int8[], $35::text[], $36::text[], $37::text[], $38::int8[], $39::int8[]) \
+        $34::int8[], $35::text[], $36::text[], $37::text[], $38::int8[], $39::int8[], \
+        $40::text[]) \
         ON CONFLICT (tenant_id, task_id) DO UPDATE SET context_id = excluded.context_id, \
         state = excluded.state, status_message = excluded.status_message, \
         status_timestamp = excluded.status_timestamp, artifacts = excluded.artifacts, \
         transitions = excluded.transitions, metadata = excluded.metadata, \
-        updated_at = excluded.updated_at), \
-        l AS (INSERT INTO task_history (tenant_id, task_id, position, thread_id, message_seq) \
-        SELECT * FROM unnest($40::text[], $41::text[], $42::int8[], $43::text[], $44::int8[])), \
-        e AS (INSERT INTO task_events (tenant_id, task_id, seq, kind, payload, created_at) \
-        SELECT * FROM unnest($45::text[], $46::text[], $47::int8[], $48::text[], $49::text[], \
-        $50::int8[])) \
+        updated_at = excluded.updated_at, history = ",
+        appended_history!("tasks.history", "excluded.history"),
+        "), e AS (INSERT INTO task_events (tenant_id, task_id, seq, kind, payload, created_at) \
+        SELECT * FROM unnest($41::text[], $42::text[], $43::int8[], $44::text[], $45::text[], \
+        $46::int8[])) \
         SELECT CASE WHEN (SELECT count(*) FROM claimed) <> cardinality($1::text[]) \
         THEN a2a_require(false, 'A2D01', (SELECT u.k FROM unnest($1::text[], $2::text[]) \
         WITH ORDINALITY AS u(t, k, n) WHERE NOT EXISTS (SELECT 1 FROM claimed c \
         WHERE c.tenant_id = u.t AND c.idem_key = u.k) ORDER BY u.n LIMIT 1)) \
         WHEN (SELECT count(*) FROM written) <> cardinality($9::text[]) \
-        THEN a2a_require(false, 'A2F02', 'a thread is owned by another node') END";
+        THEN a2a_require(false, 'A2F02', 'a thread is owned by another node') END"
+    );
+
+    /// History entries appended to the rows of tasks a commit does not upsert (rare: a
+    /// turn links a message to its task together with the task's row).
+    pub const APPEND_HISTORY: &str = concat!(
+        "UPDATE tasks SET history = ",
+        appended_history!("tasks.history", "u.seqs"),
+        " FROM unnest($1::text[], $2::text[], $3::text[]) AS u(tenant_id, task_id, seqs) \
+        WHERE tasks.tenant_id = u.tenant_id AND tasks.task_id = u.task_id"
+    );
 
     /// Claims of a window other than those of [`WRITE`]'s (never, in practice: a process
     /// has one window), as [`WRITE`] claims them.
@@ -215,6 +229,7 @@ prepared! {
     fence = sql::FENCE,
     write = sql::WRITE,
     claim = sql::CLAIM,
+    append_history = sql::APPEND_HISTORY,
     settle = sql::SETTLE,
     forget = sql::FORGET,
     expire = sql::EXPIRE,
@@ -251,7 +266,7 @@ pub(super) async fn commit(
     let threads = ThreadColumns::of(rows);
     let messages = MessageColumns::of(rows);
     let tasks = TaskColumns::of(rows);
-    let links = LinkColumns::of(rows);
+    let appends = AppendColumns::of(rows);
     let events = EventColumns::of(rows);
     let claims = ClaimColumns::of(rows);
     let notifications = match fence {
@@ -281,15 +296,14 @@ pub(super) async fn commit(
     written.extend(threads.params());
     written.extend(messages.params());
     written.extend(tasks.params());
-    written.extend(links.params());
     written.extend(events.params());
     let has_rows = !(rows.claims.is_empty()
         && rows.threads.is_empty()
         && rows.messages.is_empty()
         && rows.tasks.is_empty()
-        && rows.links.is_empty()
         && rows.events.is_empty());
     let alone = rows.fences.is_empty()
+        && rows.appends.is_empty()
         && other_claims.is_empty()
         && rows.settled.is_empty()
         && rows.forget_before.is_empty()
@@ -320,6 +334,12 @@ pub(super) async fn commit(
     }
     if has_rows {
         steps.push((Step::Write, run(client, &s.write, written)));
+    }
+    if !rows.appends.is_empty() {
+        steps.push((
+            Step::Write,
+            run(client, &s.append_history, appends.params()),
+        ));
     }
     for (window, claims) in other_claims {
         steps.push((Step::Write, run(client, &s.claim, claims.params(window))));
@@ -608,14 +628,13 @@ columns!(TaskColumns<'a>, tasks, {
     metadata: Option<&'a str> = |r| r.metadata.as_deref(),
     created: i64 = |r| r.created_at,
     updated: i64 = |r| r.updated_at,
+    history: &'a str = |r| r.history.as_str(),
 });
 
-columns!(LinkColumns<'a>, links, {
+columns!(AppendColumns<'a>, appends, {
     tenant: &'a str = |r| r.tenant_id,
     task: &'a str = |r| r.task_id,
-    position: i64 = |r| r.position,
-    thread: &'a str = |r| r.thread_id,
-    message_seq: i64 = |r| r.message_seq,
+    seqs: &'a str = |r| r.seqs.as_str(),
 });
 
 columns!(EventColumns<'a>, events, {

@@ -14,7 +14,7 @@ macro_rules! read_queries {
 
             use diesel::dsl::max;
             use diesel::{
-                BoolExpressionMethods, ExpressionMethods, JoinOnDsl, OptionalExtension, QueryDsl,
+                BoolExpressionMethods, ExpressionMethods, OptionalExtension, QueryDsl,
                 SelectableHelper,
             };
             use diesel_async::RunQueryDsl;
@@ -25,7 +25,7 @@ macro_rules! read_queries {
             };
             use $crate::store::page_token::Cursor;
             use $crate::store::rows::{MessageRow, TaskRow, ThreadRow, decode_event};
-            use $crate::store::schema::{messages, task_events, task_history, tasks, threads};
+            use $crate::store::schema::{messages, task_events, tasks, threads};
             use $crate::store::{StoreError, StoredTask, ThreadSnapshot};
 
             type Conn = super::StoreConn;
@@ -140,7 +140,7 @@ macro_rules! read_queries {
                 }
                 let ids: Vec<&str> = rows.iter().map(|r| r.task_id.as_str()).collect();
                 let last_seqs = last_event_seqs(conn, tenant, &ids).await?;
-                let mut histories = histories(conn, tenant, &ids).await?;
+                let mut histories = histories(conn, tenant, &rows).await?;
                 rows.into_iter()
                     .map(|row| {
                         let last_event_seq =
@@ -176,31 +176,59 @@ macro_rules! read_queries {
                     .collect())
             }
 
-            /// The full histories of the given tasks, each in position order.
+            /// The full histories of the given tasks, each oldest first: the messages
+            /// their rows refer to, read together (one query per few thousand of them).
             async fn histories(
                 conn: &mut Conn,
                 tenant: &TenantId,
-                task_ids: &[&str],
+                rows: &[TaskRow],
             ) -> Result<HashMap<String, Vec<Message>>, StoreError> {
-                let linked: Vec<(String, MessageRow)> = task_history::table
-                    .inner_join(
-                        messages::table.on(messages::tenant_id
-                            .eq(task_history::tenant_id)
-                            .and(messages::thread_id.eq(task_history::thread_id))
-                            .and(messages::seq.eq(task_history::message_seq))),
-                    )
-                    .filter(task_history::tenant_id.eq(tenant.as_str()))
-                    .filter(task_history::task_id.eq_any(task_ids))
-                    .order((task_history::task_id.asc(), task_history::position.asc()))
-                    .select((task_history::task_id, MessageRow::as_select()))
-                    .load(conn)
-                    .await?;
+                /// `seq`s per query: well under SQLite's 32 766 bound parameters.
+                const SEQS_PER_QUERY: usize = 4096;
+                let mut wanted = Vec::with_capacity(rows.len());
+                let mut threads: Vec<&str> = Vec::new();
+                let mut seqs: Vec<i64> = Vec::new();
+                for row in rows {
+                    let list = row.history_seqs()?;
+                    if list.is_empty() {
+                        continue;
+                    }
+                    if !threads.contains(&row.context_id()) {
+                        threads.push(row.context_id());
+                    }
+                    seqs.extend_from_slice(&list);
+                    wanted.push((row, list));
+                }
+                if wanted.is_empty() {
+                    return Ok(HashMap::new());
+                }
+                seqs.sort_unstable();
+                seqs.dedup();
+                let mut found: HashMap<(String, i64), MessageRow> = HashMap::new();
+                for chunk in seqs.chunks(SEQS_PER_QUERY) {
+                    let rows: Vec<MessageRow> = messages::table
+                        .filter(messages::tenant_id.eq(tenant.as_str()))
+                        .filter(messages::thread_id.eq_any(&threads))
+                        .filter(messages::seq.eq_any(chunk))
+                        .select(MessageRow::as_select())
+                        .load(conn)
+                        .await?;
+                    found.extend(rows.into_iter().map(|m| ((m.thread_id.clone(), m.seq), m)));
+                }
                 let mut by_task: HashMap<String, Vec<Message>> = HashMap::new();
-                for (task_id, row) in linked {
-                    let parsed = TaskId::parse(task_id.as_str())
+                for (row, list) in wanted {
+                    let task_id = TaskId::parse(row.task_id.as_str())
                         .map_err(|e| StoreError::Corrupt(format!("history task id: {e}")))?;
-                    let message = row.into_history_message(&parsed)?;
-                    by_task.entry(task_id).or_default().push(message);
+                    let mut history = Vec::with_capacity(list.len());
+                    for seq in list {
+                        let key = (row.context_id().to_owned(), seq);
+                        // A message the row names but the thread lacks is left out, as a
+                        // join would leave it.
+                        if let Some(message) = found.get(&key) {
+                            history.push(message.clone().into_history_message(&task_id)?);
+                        }
+                    }
+                    by_task.insert(row.task_id.clone(), history);
                 }
                 Ok(by_task)
             }
@@ -277,7 +305,7 @@ macro_rules! read_queries {
                 let mut histories = if query.history_length == Some(0) || rows.is_empty() {
                     HashMap::new()
                 } else {
-                    histories(conn, tenant, &ids).await?
+                    histories(conn, tenant, &rows).await?
                 };
                 let last_seqs = last_event_seqs(conn, tenant, &ids).await?;
                 let tasks = rows

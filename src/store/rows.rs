@@ -10,8 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::schema::{
-    idempotency_keys, messages, push_configs, push_outbox, task_events, task_history, tasks,
-    threads,
+    idempotency_keys, messages, push_configs, push_outbox, task_events, tasks, threads,
 };
 use super::{Claim, Delivery, MessageRecord, OutboxKey, StoreError, ThreadRecord, ThreadStatus};
 use crate::domain::{
@@ -154,12 +153,12 @@ impl<'a> NewMessage<'a> {
     }
 }
 
-#[derive(Queryable, Selectable)]
+#[derive(Clone, Queryable, Selectable)]
 #[diesel(table_name = messages)]
 #[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
 pub(super) struct MessageRow {
     tenant_id: String,
-    thread_id: String,
+    pub(super) thread_id: String,
     pub(super) seq: i64,
     message_id: Option<String>,
     task_id: Option<String>,
@@ -234,6 +233,9 @@ pub(super) struct NewTask<'a> {
     pub(super) metadata: Option<String>,
     pub(super) created_at: i64,
     pub(super) updated_at: i64,
+    /// The history entries this write appends (`seq`s, comma-separated; `''` for none):
+    /// an upsert adds them to the stored list ([`super::writes`]).
+    pub(super) history: String,
 }
 
 impl<'a> NewTask<'a> {
@@ -259,8 +261,32 @@ impl<'a> NewTask<'a> {
                 .transpose()?,
             created_at: t.created_at.millis(),
             updated_at: t.updated_at.millis(),
+            history: String::new(),
         })
     }
+}
+
+/// Adds `seq` to a comma-separated history list.
+pub(super) fn append_seq(list: &mut String, seq: i64) {
+    use std::fmt::Write;
+    if !list.is_empty() {
+        list.push(',');
+    }
+    // Writing into a String cannot fail.
+    let _ = write!(list, "{seq}");
+}
+
+/// The `seq`s of a stored history list, oldest first.
+pub(super) fn history_seqs(raw: &str) -> Result<Vec<i64>, StoreError> {
+    if raw.is_empty() {
+        return Ok(Vec::new());
+    }
+    raw.split(',')
+        .map(|n| {
+            n.parse::<i64>()
+                .map_err(|_| StoreError::Corrupt(format!("task history {raw:?}")))
+        })
+        .collect()
 }
 
 #[derive(Queryable, Selectable)]
@@ -278,9 +304,20 @@ pub(super) struct TaskRow {
     metadata: Option<String>,
     created_at: i64,
     updated_at: i64,
+    history: String,
 }
 
 impl TaskRow {
+    /// The thread the task's history refers to.
+    pub(super) fn context_id(&self) -> &str {
+        &self.context_id
+    }
+
+    /// The `seq`s of the task's history in its thread, oldest first.
+    pub(super) fn history_seqs(&self) -> Result<Vec<i64>, StoreError> {
+        history_seqs(&self.history)
+    }
+
     /// The task with the given history; with `include_artifacts` false the artifacts
     /// column is not even decoded.
     pub(super) fn into_task(
@@ -313,16 +350,6 @@ impl TaskRow {
             generation: 1,
         })
     }
-}
-
-#[derive(Insertable)]
-#[diesel(table_name = task_history, treat_none_as_default_value = false)]
-pub(super) struct NewHistoryLink<'a> {
-    pub(super) tenant_id: &'a str,
-    pub(super) task_id: &'a str,
-    pub(super) position: i64,
-    pub(super) thread_id: &'a str,
-    pub(super) message_seq: i64,
 }
 
 #[derive(Insertable)]

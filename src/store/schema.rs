@@ -45,7 +45,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    /// Tasks without their history (see `task_history`).
+    /// Tasks; their history is a list of references to their thread's messages.
     tasks (tenant_id, task_id) {
         tenant_id -> Text,
         task_id -> Text,
@@ -63,17 +63,9 @@ diesel::table! {
         metadata -> Nullable<Text>,
         created_at -> BigInt,
         updated_at -> BigInt,
-    }
-}
-
-diesel::table! {
-    /// A task's history: each entry points at a message of a thread.
-    task_history (tenant_id, task_id, position) {
-        tenant_id -> Text,
-        task_id -> Text,
-        position -> BigInt,
-        thread_id -> Text,
-        message_seq -> BigInt,
+        /// The `seq`s of the task's history in its thread (`messages`), oldest first,
+        /// comma-separated; `''` when empty.
+        history -> Text,
     }
 }
 
@@ -137,5 +129,4 @@ diesel::table! {
     }
 }
 
-diesel::allow_tables_to_appear_in_same_query!(messages, task_history);
 diesel::allow_tables_to_appear_in_same_query!(push_outbox, push_configs);

@@ -352,20 +352,15 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
                 r.transitions,
                 r.metadata,
                 r.created_at,
-                r.updated_at
+                r.updated_at,
+                r.history
             ])?;
         }
     }
-    if !rows.links.is_empty() {
-        let mut stmt = tx.prepare_cached(sql::INSERT_LINK)?;
-        for r in &rows.links {
-            stmt.execute(params![
-                r.tenant_id,
-                r.task_id,
-                r.position,
-                r.thread_id,
-                r.message_seq
-            ])?;
+    if !rows.appends.is_empty() {
+        let mut stmt = tx.prepare_cached(sql::APPEND_HISTORY)?;
+        for r in &rows.appends {
+            stmt.execute(params![r.tenant_id, r.task_id, r.seqs])?;
         }
     }
     if !rows.events.is_empty() {
@@ -496,6 +491,20 @@ fn path_str(path: &Path) -> Result<&str, StoreError> {
     path.to_str().ok_or_else(|| {
         StoreError::Config(format!("the SQLite path {} is not UTF-8", path.display()))
     })
+}
+
+/// Tests: reverts the newest migration of the file at `path` (its `down.sql`), then runs
+/// `sql` on it.
+#[cfg(test)]
+pub(super) fn revert_last_then(path: &Path, sql: &str) -> Result<String, StoreError> {
+    use diesel_migrations::MigrationHarness;
+    let mut conn = SqliteConnection::establish(path_str(path)?)
+        .map_err(|e| StoreError::Unavailable(format!("sqlite {}: {e}", path.display())))?;
+    let reverted = conn
+        .revert_last_migration(MIGRATIONS)
+        .map_err(|e| StoreError::Query(format!("revert: {e}")))?;
+    conn.batch_execute(sql)?;
+    Ok(reverted.to_string())
 }
 
 /// Creates the file (and its directory) if needed and applies pending migrations, under

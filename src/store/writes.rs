@@ -24,8 +24,8 @@
 use std::collections::HashMap;
 
 use super::rows::{
-    NewClaim, NewHistoryLink, NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent,
-    NewThread, encode_reply,
+    NewClaim, NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent, NewThread,
+    append_seq, encode_reply,
 };
 use super::{OutboxKey, StoreError, ThreadStatus, WriteOp};
 
@@ -46,8 +46,10 @@ pub(super) struct Rows<'a> {
     pub threads: Vec<NewThread<'a>>,
     pub expirations: Vec<Expiration<'a>>,
     pub messages: Vec<NewMessage<'a>>,
+    /// Each with the history entries the batch appends to it ([`WriteOp::LinkTaskMessage`]).
     pub tasks: Vec<NewTask<'a>>,
-    pub links: Vec<NewHistoryLink<'a>>,
+    /// History entries of tasks the batch does not upsert: appended to their rows.
+    pub appends: Vec<HistoryAppend<'a>>,
     pub events: Vec<NewTaskEvent<'a>>,
     /// Idempotency claims, each with the instant before which an older claim of its key
     /// is taken over; applied first, so a duplicate refuses the batch before anything
@@ -63,6 +65,37 @@ pub(super) struct Rows<'a> {
     /// Cluster mode: the fencing tokens the batch was written under (distinct).
     pub fences: Vec<i64>,
 }
+
+/// History entries appended to a task's row without rewriting it: (tenant, task, the
+/// `seq`s comma-separated).
+pub(super) struct HistoryAppend<'a> {
+    pub tenant_id: &'a str,
+    pub task_id: &'a str,
+    pub seqs: String,
+}
+
+/// The SQL both backends append history entries with: `old` and `new` are lists of
+/// `seq`s, comma-separated, `''` for none.
+macro_rules! appended_history {
+    ($old:literal, $new:literal) => {
+        concat!(
+            "CASE WHEN ",
+            $old,
+            " = '' THEN ",
+            $new,
+            " WHEN ",
+            $new,
+            " = '' THEN ",
+            $old,
+            " ELSE ",
+            $old,
+            " || ',' || ",
+            $new,
+            " END"
+        )
+    };
+}
+pub(super) use appended_history;
 
 /// A write to the push tables.
 pub(super) enum PushRow<'a> {
@@ -88,6 +121,8 @@ impl<'a> Rows<'a> {
         let mut rows = Rows::default();
         let mut thread_at = HashMap::new();
         let mut task_at = HashMap::new();
+        // History entries by task, in the order the batch links them.
+        let mut linked: Vec<((&str, &str), Vec<(i64, i64)>)> = Vec::new();
         for op in ops {
             match op {
                 WriteOp::UpsertThread(thread) => {
@@ -108,15 +143,15 @@ impl<'a> Rows<'a> {
                     tenant,
                     task_id,
                     position,
-                    thread_id,
                     message_seq,
-                } => rows.links.push(NewHistoryLink {
-                    tenant_id: tenant.as_str(),
-                    task_id: task_id.as_str(),
-                    position: *position,
-                    thread_id: thread_id.as_str(),
-                    message_seq: *message_seq,
-                }),
+                    ..
+                } => {
+                    let key = (tenant.as_str(), task_id.as_str());
+                    match linked.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, entries)) => entries.push((*position, *message_seq)),
+                        None => linked.push((key, vec![(*position, *message_seq)])),
+                    }
+                }
                 WriteOp::AppendTaskEvent {
                     tenant,
                     task_id,
@@ -191,6 +226,23 @@ impl<'a> Rows<'a> {
                 }
             }
         }
+        // A task's entries ride with its upsert in the batch (every turn writes both);
+        // those of a task the batch does not upsert are appended to its row on their own.
+        for (key, mut entries) in linked {
+            entries.sort_by_key(|(position, _)| *position);
+            let mut seqs = String::new();
+            for (_, seq) in entries {
+                append_seq(&mut seqs, seq);
+            }
+            match task_at.get(&key) {
+                Some(&i) => rows.tasks[i].history = seqs,
+                None => rows.appends.push(HistoryAppend {
+                    tenant_id: key.0,
+                    task_id: key.1,
+                    seqs,
+                }),
+            }
+        }
         Ok(rows)
     }
 
@@ -199,7 +251,7 @@ impl<'a> Rows<'a> {
             && self.expirations.is_empty()
             && self.messages.is_empty()
             && self.tasks.is_empty()
-            && self.links.is_empty()
+            && self.appends.is_empty()
             && self.events.is_empty()
             && self.push.is_empty()
             && self.claims.is_empty()
@@ -251,17 +303,25 @@ pub(super) mod sqlite {
         task_id, role, author, content, parts, tool_calls, metadata, created_at) \
         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
 
-    pub const UPSERT_TASK: &str = "INSERT INTO tasks (tenant_id, task_id, context_id, state, \
+    /// `?12`: the history entries the batch appends.
+    pub const UPSERT_TASK: &str = concat!(
+        "INSERT INTO tasks (tenant_id, task_id, context_id, state, \
         status_message, status_timestamp, artifacts, transitions, metadata, created_at, \
-        updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
+        updated_at, history) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
         ON CONFLICT (tenant_id, task_id) DO UPDATE SET context_id = excluded.context_id, \
         state = excluded.state, status_message = excluded.status_message, \
         status_timestamp = excluded.status_timestamp, artifacts = excluded.artifacts, \
         transitions = excluded.transitions, metadata = excluded.metadata, \
-        updated_at = excluded.updated_at";
+        updated_at = excluded.updated_at, history = ",
+        super::appended_history!("tasks.history", "excluded.history")
+    );
 
-    pub const INSERT_LINK: &str = "INSERT INTO task_history (tenant_id, task_id, position, \
-        thread_id, message_seq) VALUES (?1, ?2, ?3, ?4, ?5)";
+    /// `?3`: history entries appended to the row of a task the batch does not upsert.
+    pub const APPEND_HISTORY: &str = concat!(
+        "UPDATE tasks SET history = ",
+        super::appended_history!("history", "?3"),
+        " WHERE tenant_id = ?1 AND task_id = ?2"
+    );
 
     pub const INSERT_EVENT: &str = "INSERT INTO task_events (tenant_id, task_id, seq, kind, \
         payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";

@@ -299,7 +299,7 @@ async fn connections_ended_by_the_database_mid_statement_are_retryable_not_inter
     actix_web::rt::spawn(connection);
     locker
         .batch_execute(
-            "BEGIN; LOCK TABLE threads, messages, tasks, task_history, task_events \
+            "BEGIN; LOCK TABLE threads, messages, tasks, task_events \
              IN ACCESS EXCLUSIVE MODE",
         )
         .await

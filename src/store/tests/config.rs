@@ -9,7 +9,7 @@ use crate::store::{
 };
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 8] = [
+const ALL_MIGRATIONS: [&str; 9] = [
     "2026-11-22-000000_init",
     "2026-11-22-000100_memories",
     "2026-11-23-000000_thread_recovery",
@@ -18,6 +18,7 @@ const ALL_MIGRATIONS: [&str; 8] = [
     "2026-11-25-000000_cluster",
     "2026-11-25-000100_write_checks",
     "2026-11-25-000200_one_thread_time_index",
+    "2026-11-25-000300_history_in_task_row",
 ];
 
 fn postgres_migrations() -> Vec<String> {
@@ -226,4 +227,141 @@ fn the_settings_in_the_stores_terms() {
     assert_eq!((cfg.pool_size, cfg.acquire_timeout_ms), (3, 70));
     assert_eq!(cfg.sqlite_synchronous, SqliteSynchronous::Normal);
     assert_eq!(cfg.commits_in_flight, 9);
+}
+
+/// A database an older release wrote — task histories as `task_history` rows — is
+/// carried over by `…_history_in_task_row`: each task's history is the same messages in
+/// the same order, and the next turn appends to it.
+async fn histories_move_into_the_task_rows(cfg: StoreConfig) {
+    use crate::domain::{MessageId, Part, TaskId, TenantId};
+    let migrate_all = |cfg: StoreConfig| tokio::task::spawn_blocking(move || migrate(&cfg));
+    migrate_all(cfg.clone()).await.unwrap().unwrap();
+    // The schema of the release before, holding a thread of four messages and two tasks:
+    // one whose history is three of them (linked out of order), one with none.
+    let parts = serde_json::to_string(&vec![Part::text("hi")]).unwrap();
+    let message = |seq: i64, task: &str| {
+        format!(
+            "INSERT INTO messages (tenant_id, thread_id, seq, message_id, task_id, role, \
+             author, content, parts, tool_calls, metadata, created_at) VALUES ('acme', 'ctx', \
+             {seq}, 'm{seq}', '{task}', 'user', NULL, 'hi', '{parts}', '[]', NULL, {seq});"
+        )
+    };
+    let task = |id: &str| {
+        format!(
+            "INSERT INTO tasks (tenant_id, task_id, context_id, state, status_message, \
+             status_timestamp, artifacts, transitions, metadata, created_at, updated_at) \
+             VALUES ('acme', '{id}', 'ctx', 'working', NULL, 5, '[]', '[]', NULL, 1, 5);"
+        )
+    };
+    let link = |position: i64, seq: i64| {
+        format!(
+            "INSERT INTO task_history (tenant_id, task_id, position, thread_id, message_seq) \
+             VALUES ('acme', 't1', {position}, 'ctx', {seq});"
+        )
+    };
+    let old_rows = [
+        "INSERT INTO threads (tenant_id, thread_id, created_at, updated_at, expires_at, \
+         status, conversation_context) VALUES ('acme', 'ctx', 1, 5, 99999999999999, 'active', \
+         '{}');"
+            .to_owned(),
+        message(1, "t1"),
+        message(2, "t1"),
+        message(3, "t1"),
+        message(4, "t2"),
+        task("t1"),
+        task("t2"),
+        link(2, 2),
+        link(0, 1),
+        link(1, 3),
+    ]
+    .concat();
+    let reverted = tokio::task::spawn_blocking({
+        let cfg = cfg.clone();
+        move || crate::store::revert_last_migration_then(&cfg, &old_rows)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(reverted, "20261125000300", "the version reverted");
+    assert_eq!(
+        migrate_all(cfg.clone()).await.unwrap().unwrap(),
+        vec!["2026-11-25-000300_history_in_task_row"]
+    );
+
+    let store = open(&cfg).await.unwrap();
+    let acme = TenantId::parse("acme").unwrap();
+    let ids = |task: &crate::domain::Task| -> Vec<String> {
+        task.history
+            .iter()
+            .map(|m| m.message_id.as_str().to_owned())
+            .collect()
+    };
+    let t1 = TaskId::parse("t1").unwrap();
+    let loaded = store.load_task(&acme, &t1).await.unwrap().unwrap();
+    assert_eq!(ids(&loaded.task), ["m1", "m3", "m2"], "in position order");
+    let t2 = TaskId::parse("t2").unwrap();
+    let empty = store.load_task(&acme, &t2).await.unwrap().unwrap();
+    assert!(empty.task.history.is_empty());
+
+    // The next turn appends to the carried-over list.
+    let mut next = crate::store::MessageRecord {
+        tenant: acme.clone(),
+        thread_id: loaded.task.context_id.clone(),
+        seq: 5,
+        message_id: Some(MessageId::parse("m5").unwrap()),
+        task_id: Some(t1.clone()),
+        role: "agent".into(),
+        author: None,
+        content: "bye".into(),
+        parts: vec![Part::text("bye")],
+        tool_calls: serde_json::json!([]),
+        metadata: None,
+        created_at: crate::domain::Timestamp(6),
+    };
+    store
+        .commit(&[
+            WriteOp::AppendMessage(next.clone()),
+            WriteOp::LinkTaskMessage {
+                tenant: acme.clone(),
+                task_id: t1.clone(),
+                position: 3,
+                thread_id: next.thread_id.clone(),
+                message_seq: 5,
+            },
+            WriteOp::UpsertTask(loaded.task.row()),
+        ])
+        .await
+        .unwrap();
+    // And a link without the task's row in its batch is appended on its own.
+    next.seq = 6;
+    next.message_id = Some(MessageId::parse("m6").unwrap());
+    store
+        .commit(&[
+            WriteOp::AppendMessage(next.clone()),
+            WriteOp::LinkTaskMessage {
+                tenant: acme.clone(),
+                task_id: t1.clone(),
+                position: 4,
+                thread_id: next.thread_id.clone(),
+                message_seq: 6,
+            },
+        ])
+        .await
+        .unwrap();
+    let after = store.load_task(&acme, &t1).await.unwrap().unwrap();
+    assert_eq!(ids(&after.task), ["m1", "m3", "m2", "m5", "m6"]);
+}
+
+#[tokio::test]
+async fn sqlite_histories_move_into_the_task_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    histories_move_into_the_task_rows(test_config(None, dir.path().to_path_buf())).await;
+}
+
+#[tokio::test]
+async fn postgres_histories_move_into_the_task_rows() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    histories_move_into_the_task_rows(db.config.clone()).await;
 }
