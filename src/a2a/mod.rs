@@ -20,6 +20,7 @@ mod client_message;
 mod encode;
 mod enums;
 pub mod errors;
+mod fast_send;
 mod fields;
 pub mod generations;
 pub mod jsonrpc;
@@ -35,6 +36,7 @@ pub use encode::{
     EventWire, MessageWire, OutcomeWire, PageWire, TRANSITIONS_KEY, TaskWire, encode_message,
     encode_send_outcome, encode_stream_event, encode_task, encode_task_page,
 };
+pub use fast_send::{FastSend, fast_send};
 pub use params::{
     DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, TaskQuery, check_input_modes, decode_get_task,
     decode_list_tasks, decode_send, decode_task_id,

@@ -112,6 +112,43 @@ pub async fn execute(
     params: &Value,
     request: &impl Request,
 ) -> Result<Reply> {
+    execute_input(state, principal, op, dialect, Input::Json(params), request).await
+}
+
+/// Executes a send its binding already read into the domain (`a2a::fast_send`): the same
+/// operation as [`execute`] on its JSON, without the generic decoding. Not for a request
+/// that activates the task-generations extension, whose condition is read from the JSON.
+pub async fn execute_send(
+    state: &Service,
+    principal: &Principal,
+    op: Operation,
+    dialect: Dialect,
+    send: SendMessage,
+    request: &impl Request,
+) -> Result<Reply> {
+    if generations_active(dialect, request) {
+        return Err(Error::internal(
+            "a decoded send of a request activating the generations extension",
+        ));
+    }
+    let input = Input::Send(Box::new(send));
+    execute_input(state, principal, op, dialect, input, request).await
+}
+
+/// An operation's parameters: as JSON, or a send already decoded.
+enum Input<'a> {
+    Json(&'a Value),
+    Send(Box<SendMessage>),
+}
+
+async fn execute_input(
+    state: &Service,
+    principal: &Principal,
+    op: Operation,
+    dialect: Dialect,
+    params: Input<'_>,
+    request: &impl Request,
+) -> Result<Reply> {
     if !trace::on() {
         return run(state, principal, op, dialect, params, request).await;
     }
@@ -145,31 +182,26 @@ async fn run(
     principal: &Principal,
     op: Operation,
     dialect: Dialect,
-    params: &Value,
+    input: Input<'_>,
     request: &impl Request,
 ) -> Result<Reply> {
     let tenant = &principal.tenant;
     let rt = &state.runtime;
     let generations = generations_active(dialect, request);
-    match op {
-        Operation::SendMessage => {
-            let cmd = decode_send(state, principal, dialect, params, request)?;
-            let outcome = rt.send(tenant, cmd).await?;
-            if let SendOutcome::Task(task) = &outcome {
-                touched(task);
-            }
-            if let (true, SendOutcome::Task(task)) = (generations, &outcome) {
-                let mut encoded = a2a::encode_send_outcome(dialect, &outcome);
-                generations::annotate_tasks(&mut encoded, &[task]);
-                return Ok(Reply::Json(Body::Value(encoded)));
-            }
-            Ok(Reply::Json(Body::Outcome(dialect, Box::new(outcome))))
+    let params = match input {
+        Input::Json(params) => params,
+        Input::Send(decoded) => {
+            // A stream past the node's bound is refused before anything else, as below.
+            let place = stream_place(state, op, request)?;
+            let cmd = prepare_send(state, principal, *decoded, None, request)?;
+            return send(state, tenant, op, dialect, cmd, place, false).await;
         }
-        Operation::SendStreamingMessage => {
-            let place = state.open_stream(request.binding())?;
+    };
+    match op {
+        Operation::SendMessage | Operation::SendStreamingMessage => {
+            let place = stream_place(state, op, request)?;
             let cmd = decode_send(state, principal, dialect, params, request)?;
-            let sub = rt.send_streaming(tenant, cmd).await?;
-            Ok(Reply::Stream(Box::pin(holding(rt.events(sub), place))))
+            send(state, tenant, op, dialect, cmd, place, generations).await
         }
         Operation::GetTask => {
             let query = a2a::decode_get_task(dialect, params)?;
@@ -279,6 +311,47 @@ fn task_body(dialect: Dialect, task: Task, generations: bool) -> Body {
     Body::Task(dialect, Box::new(task))
 }
 
+/// A streaming send's place among the node's open streams (none for a blocking send).
+fn stream_place(
+    state: &Service,
+    op: Operation,
+    request: &impl Request,
+) -> Result<Option<tokio::sync::OwnedSemaphorePermit>> {
+    match op {
+        Operation::SendStreamingMessage => Ok(Some(state.open_stream(request.binding())?)),
+        _ => Ok(None),
+    }
+}
+
+/// Runs a decoded send: its outcome (`SendMessage`), or its events holding the stream's
+/// `place` (`SendStreamingMessage`).
+async fn send(
+    state: &Service,
+    tenant: &crate::domain::TenantId,
+    op: Operation,
+    dialect: Dialect,
+    cmd: SendMessage,
+    place: Option<tokio::sync::OwnedSemaphorePermit>,
+    generations: bool,
+) -> Result<Reply> {
+    let rt = &state.runtime;
+    if let Some(place) = place {
+        let sub = rt.send_streaming(tenant, cmd).await?;
+        return Ok(Reply::Stream(Box::pin(holding(rt.events(sub), place))));
+    }
+    debug_assert_eq!(op, Operation::SendMessage);
+    let outcome = rt.send(tenant, cmd).await?;
+    if let SendOutcome::Task(task) = &outcome {
+        touched(task);
+    }
+    if let (true, SendOutcome::Task(task)) = (generations, &outcome) {
+        let mut encoded = a2a::encode_send_outcome(dialect, &outcome);
+        generations::annotate_tasks(&mut encoded, &[task]);
+        return Ok(Reply::Json(Body::Value(encoded)));
+    }
+    Ok(Reply::Json(Body::Outcome(dialect, Box::new(outcome))))
+}
+
 /// One page of a task's configs (in the order they were registered) and the token of
 /// the next (`""` on the last). The token is the position of the page's last config:
 /// its registration time and id, so deleting configs between pages skips nothing.
@@ -372,10 +445,22 @@ fn decode_send(
     params: &Value,
     request: &impl Request,
 ) -> Result<SendMessage> {
-    let mut cmd = a2a::decode_send(dialect, params)?;
-    cmd.idempotency_key = idempotency_key(request)?;
-    cmd.config.if_generation_match =
+    let cmd = a2a::decode_send(dialect, params)?;
+    let if_generation_match =
         generations::decode_if_generation_match(params, generations_active(dialect, request))?;
+    prepare_send(state, principal, cmd, if_generation_match, request)
+}
+
+/// The rest of [`decode_send`] once the message is read, whichever way it was.
+fn prepare_send(
+    state: &Service,
+    principal: &Principal,
+    mut cmd: SendMessage,
+    if_generation_match: Option<i64>,
+    request: &impl Request,
+) -> Result<SendMessage> {
+    cmd.idempotency_key = idempotency_key(request)?;
+    cmd.config.if_generation_match = if_generation_match;
     a2a::check_input_modes(&cmd.message, &state.input_modes)?;
     // A config this server cannot honour is refused, never silently dropped.
     if let Some(push) = &cmd.config.push {

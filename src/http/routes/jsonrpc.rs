@@ -3,7 +3,7 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::Value;
 
-use crate::a2a::{self, jsonrpc::parse_request};
+use crate::a2a::{self, Dialect, jsonrpc::parse_request};
 use crate::error::Error;
 use crate::http::AppState;
 use crate::http::body::{check_json_content_type, dialect, read_limited};
@@ -43,37 +43,61 @@ async fn dispatch(
             .unwrap_or(Value::Null);
         return (jsonrpc_err(&id, &e, unknown, retry), unknown);
     }
-    let rpc = match parse_request(&body) {
-        Ok(rpc) => rpc,
-        Err((id, e)) => return (jsonrpc_err(&id, &e, unknown, retry), unknown),
+    // The common 1.0 send is read straight into the domain; anything else, the general way.
+    let rpc = match a2a::fast_send(&body) {
+        Some(fast) => Parsed::Fast(fast),
+        None => match parse_request(&body) {
+            Ok(rpc) => Parsed::General(rpc),
+            Err((id, e)) => return (jsonrpc_err(&id, &e, unknown, retry), unknown),
+        },
     };
     // Before the method is even looked up: nothing about the server answers a stranger.
     let principal = match state.service.gate.admit(req).await {
         Ok(principal) => principal,
-        Err(e) => return (jsonrpc_err(&rpc.id, &e, unknown, retry), unknown),
+        Err(e) => return (jsonrpc_err(rpc.id(), &e, unknown, retry), unknown),
     };
-    let Some((op, shape)) = a2a::method(&rpc.method) else {
-        let e = Error::MethodNotFound(rpc.method.clone());
-        return (jsonrpc_err(&rpc.id, &e, unknown, retry), unknown);
+    let Some((op, shape)) = a2a::method(rpc.method()) else {
+        let e = Error::MethodNotFound(rpc.method().to_owned());
+        return (jsonrpc_err(rpc.id(), &e, unknown, retry), unknown);
     };
     let name = operation::name(op);
     let dialect = match dialect(req, shape) {
         Ok(d) => d,
-        Err(e) => return (jsonrpc_err(&rpc.id, &e, name, retry), name),
+        Err(e) => return (jsonrpc_err(rpc.id(), &e, name, retry), name),
     };
     let generations = operation::generations_active(dialect, req);
-    let mut response =
-        match operation::execute(&state.service, &principal, op, dialect, &rpc.params, req).await {
-            Ok(Reply::Json(result)) => jsonrpc_ok(&rpc.id, &result),
-            Ok(Reply::Stream(events)) => sse::respond(
-                events,
-                dialect,
-                Framing::JsonRpc(rpc.id.clone()),
-                state.keep_alive_secs,
-                req,
-            ),
-            Err(e) => jsonrpc_err(&rpc.id, &e, name, retry),
-        };
+    let rpc = match rpc {
+        // Read as 1.0 without the extension: otherwise the general reader decides.
+        Parsed::Fast(_) if dialect != Dialect::V1 || generations => match parse_request(&body) {
+            Ok(rpc) => Parsed::General(rpc),
+            Err((id, e)) => return (jsonrpc_err(&id, &e, name, retry), name),
+        },
+        rpc => rpc,
+    };
+    let (id, executed) = match rpc {
+        Parsed::Fast(fast) => {
+            let executed =
+                operation::execute_send(&state.service, &principal, op, dialect, fast.send, req)
+                    .await;
+            (fast.id, executed)
+        }
+        Parsed::General(rpc) => {
+            let executed =
+                operation::execute(&state.service, &principal, op, dialect, &rpc.params, req).await;
+            (rpc.id, executed)
+        }
+    };
+    let mut response = match executed {
+        Ok(Reply::Json(result)) => jsonrpc_ok(&id, &result),
+        Ok(Reply::Stream(events)) => sse::respond(
+            events,
+            dialect,
+            Framing::JsonRpc(id.clone()),
+            state.keep_alive_secs,
+            req,
+        ),
+        Err(e) => jsonrpc_err(&id, &e, name, retry),
+    };
     if generations {
         crate::http::respond::echo_extension(
             &mut response,
@@ -81,4 +105,26 @@ async fn dispatch(
         );
     }
     (response, name)
+}
+
+/// A request as read: the common send by the fast road, anything else in general.
+enum Parsed {
+    Fast(a2a::FastSend),
+    General(a2a::jsonrpc::RpcRequest),
+}
+
+impl Parsed {
+    fn id(&self) -> &Value {
+        match self {
+            Parsed::Fast(fast) => &fast.id,
+            Parsed::General(rpc) => &rpc.id,
+        }
+    }
+
+    fn method(&self) -> &str {
+        match self {
+            Parsed::Fast(fast) => fast.method,
+            Parsed::General(rpc) => &rpc.method,
+        }
+    }
 }
