@@ -90,11 +90,14 @@ pub async fn record(
 /// A series' handles: its request counter and its latency histogram.
 type Series = (metrics::Counter, metrics::Histogram);
 
+/// A series' labels: binding, method, status code.
+type SeriesKey = (Binding, Cow<'static, str>, u16);
+
 thread_local! {
     /// Each worker's handles by (binding, method, status), so that a request finds its
     /// series without building the labels and looking them up in the recorder. The label
     /// set is bounded (see the module header), and so is this map.
-    static SERIES: RefCell<HashMap<(Binding, Cow<'static, str>, u16), Series>> =
+    static SERIES: RefCell<HashMap<SeriesKey, Series>> =
         RefCell::new(HashMap::new());
 }
 

@@ -121,8 +121,8 @@ impl<'a> Rows<'a> {
         let mut rows = Rows::default();
         let mut thread_at = HashMap::new();
         let mut task_at = HashMap::new();
-        // History entries by task, in the order the batch links them.
-        let mut linked: Vec<((&str, &str), Vec<(i64, i64)>)> = Vec::new();
+        // History entries (position, seq) by task, in the order the batch links them.
+        let mut linked: Vec<(TaskKey, Vec<(i64, i64)>)> = Vec::new();
         for op in ops {
             match op {
                 WriteOp::UpsertThread(thread) => {
@@ -259,6 +259,9 @@ impl<'a> Rows<'a> {
             && self.forget_before.is_empty()
     }
 }
+
+/// A task's key in a batch: (tenant, task id).
+type TaskKey<'a> = (&'a str, &'a str);
 
 /// Replaces the row of `key` if the batch wrote it before, else appends it.
 fn upsert<'a, R>(

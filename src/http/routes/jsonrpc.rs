@@ -45,7 +45,7 @@ async fn dispatch(
     }
     // The common 1.0 send is read straight into the domain; anything else, the general way.
     let rpc = match a2a::fast_send(&body) {
-        Some(fast) => Parsed::Fast(fast),
+        Some(fast) => Parsed::Fast(Box::new(fast)),
         None => match parse_request(&body) {
             Ok(rpc) => Parsed::General(rpc),
             Err((id, e)) => return (jsonrpc_err(&id, &e, unknown, retry), unknown),
@@ -76,10 +76,10 @@ async fn dispatch(
     };
     let (id, executed) = match rpc {
         Parsed::Fast(fast) => {
+            let a2a::FastSend { id, send, .. } = *fast;
             let executed =
-                operation::execute_send(&state.service, &principal, op, dialect, fast.send, req)
-                    .await;
-            (fast.id, executed)
+                operation::execute_send(&state.service, &principal, op, dialect, send, req).await;
+            (id, executed)
         }
         Parsed::General(rpc) => {
             let executed =
@@ -109,7 +109,7 @@ async fn dispatch(
 
 /// A request as read: the common send by the fast road, anything else in general.
 enum Parsed {
-    Fast(a2a::FastSend),
+    Fast(Box<a2a::FastSend>),
     General(a2a::jsonrpc::RpcRequest),
 }
 
