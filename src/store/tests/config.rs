@@ -365,3 +365,33 @@ async fn postgres_histories_move_into_the_task_rows() {
     };
     histories_move_into_the_task_rows(db.config.clone()).await;
 }
+
+/// A statement that binds its `LIMIT` (as diesel's `.limit()` and `.first()` do) runs again
+/// with another value without being compiled again: the bundled SQLite keeps plans
+/// independent of bound values (`LIBSQLITE3_FLAGS` in `.cargo/config.toml`).
+#[test]
+fn sqlite_statements_binding_a_limit_are_not_compiled_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = rusqlite::Connection::open(dir.path().join("plans.db")).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE t (k TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (k, n)); \
+         INSERT INTO t VALUES ('a', 1), ('a', 2), ('a', 3);",
+    )
+    .unwrap();
+    let mut stmt = conn
+        .prepare("SELECT n FROM t WHERE k = ?1 ORDER BY n DESC LIMIT ?2")
+        .unwrap();
+    for limit in [1, 2, 3, 1] {
+        let rows: Vec<i64> = stmt
+            .query_map(rusqlite::params!["a", limit], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(rows.len(), limit as usize);
+    }
+    assert_eq!(
+        stmt.get_status(rusqlite::StatementStatus::RePrepare),
+        0,
+        "compiled again for a new LIMIT"
+    );
+}
