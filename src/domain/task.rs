@@ -32,12 +32,17 @@ impl TaskState {
         TaskState::Rejected,
     ];
 
+    /// The terminal states, those a task never leaves.
+    pub const TERMINAL: [TaskState; 4] = [
+        TaskState::Completed,
+        TaskState::Canceled,
+        TaskState::Failed,
+        TaskState::Rejected,
+    ];
+
     /// A terminal task never changes again; follow-ups need a new task.
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            TaskState::Completed | TaskState::Canceled | TaskState::Failed | TaskState::Rejected
-        )
+        Self::TERMINAL.contains(&self)
     }
 
     /// The agent waits for the client: the turn is over but the task goes on.

@@ -30,13 +30,26 @@ macro_rules! read_queries {
 
             type Conn = super::StoreConn;
 
-            /// The names of the states a task never leaves, as the domain defines them.
-            fn terminal_states() -> Vec<&'static str> {
-                TaskState::ALL
-                    .into_iter()
-                    .filter(|s| s.is_terminal())
-                    .map(TaskState::as_str)
-                    .collect()
+            /// Whether a task row is in a state it can still leave: not one of
+            /// `TaskState::TERMINAL`, spelled out one by one rather than bound as a list
+            /// (`NOT IN (…)` has a shape diesel does not keep prepared on SQLite, so every
+            /// reload of a thread would compile the query again).
+            fn is_open() -> diesel::dsl::And<
+                diesel::dsl::And<
+                    diesel::dsl::And<
+                        diesel::dsl::NotEq<tasks::state, &'static str>,
+                        diesel::dsl::NotEq<tasks::state, &'static str>,
+                    >,
+                    diesel::dsl::NotEq<tasks::state, &'static str>,
+                >,
+                diesel::dsl::NotEq<tasks::state, &'static str>,
+            > {
+                let [a, b, c, d] = TaskState::TERMINAL.map(TaskState::as_str);
+                tasks::state
+                    .ne(a)
+                    .and(tasks::state.ne(b))
+                    .and(tasks::state.ne(c))
+                    .and(tasks::state.ne(d))
             }
 
             /// `usize` limits as SQL `LIMIT`s (saturating: nobody asks for 2^63 rows).
@@ -96,7 +109,7 @@ macro_rules! read_queries {
                 let open: Vec<TaskRow> = tasks::table
                     .filter(tasks::tenant_id.eq(tenant.as_str()))
                     .filter(tasks::context_id.eq(thread_id.as_str()))
-                    .filter(tasks::state.ne_all(terminal_states()))
+                    .filter(is_open())
                     .order((tasks::created_at.asc(), tasks::task_id.asc()))
                     .select(TaskRow::as_select())
                     .load(conn)
