@@ -126,6 +126,9 @@ pub async fn execute_send(
     send: SendMessage,
     request: &impl Request,
 ) -> Result<Reply> {
+    if !matches!(op, Operation::SendMessage | Operation::SendStreamingMessage) {
+        return Err(Error::internal(format!("a decoded send for {}", name(op))));
+    }
     if generations_active(dialect, request) {
         return Err(Error::internal(
             "a decoded send of a request activating the generations extension",
