@@ -66,8 +66,8 @@ fn protocol(c: &mut Criterion) {
     let id = serde_json::json!(42);
     c.bench_function("jsonrpc_encode_completed_task", |b| {
         b.iter(|| {
-            let result = a2a::encode_send_outcome(Dialect::V1, black_box(&outcome));
-            serde_json::to_vec(&jsonrpc::success(&id, result)).expect("serializable")
+            let result = a2a::OutcomeWire(Dialect::V1, black_box(&outcome));
+            serde_json::to_vec(&jsonrpc::Success::of(&id, &result)).expect("serializable")
         })
     });
     let task = completed_task();
@@ -79,8 +79,9 @@ fn protocol(c: &mut Criterion) {
     };
     c.bench_function("jsonrpc_encode_status_update_sse_frame", |b| {
         b.iter(|| {
-            let payload = a2a::encode_stream_event(Dialect::V1, black_box(&update));
-            format!("id: 7\ndata: {}\n\n", jsonrpc::success(&id, payload))
+            let payload = a2a::EventWire(Dialect::V1, black_box(&update));
+            let data = serde_json::to_string(&jsonrpc::Success::of(&id, &payload));
+            format!("id: 7\ndata: {}\n\n", data.expect("serializable"))
         })
     });
 }

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use actix_web::rt::System;
-use agent_a2a::a2a::{Dialect, encode_stream_event, jsonrpc};
+use agent_a2a::a2a::{Dialect, EventWire, jsonrpc};
 use agent_a2a::config::Settings;
 use agent_a2a::domain::{
     Artifact, ContextId, Message, MessageId, Part, Role, SendConfig, SendMessage, SendOutcome,
@@ -340,7 +340,9 @@ impl Fanout {
 
 /// The SSE frame of one event in the JSON-RPC binding (as `http::sse` writes it).
 fn sse_frame(request_id: &serde_json::Value, seq: i64, event: &StreamEvent) -> String {
-    let data = jsonrpc::success(request_id, encode_stream_event(Dialect::V1, event));
+    let payload = EventWire(Dialect::V1, event);
+    let data =
+        serde_json::to_string(&jsonrpc::Success::of(request_id, &payload)).expect("serializable");
     format!("id: {seq}\ndata: {data}\n\n")
 }
 

@@ -63,23 +63,24 @@ fn refuse(id: Value, why: &str) -> (Value, Error) {
     (id, Error::InvalidRequest(why.to_owned()))
 }
 
-/// A success response, as serde writes it (the result stays whatever it is: a value or a
-/// view of the domain).
+/// A success response, as serde writes it: the result is borrowed as it is (a value or a
+/// view of the domain, `a2a::encode`), never copied into the envelope.
 #[derive(serde::Serialize)]
 pub struct Success<'a, T> {
-    pub jsonrpc: &'static str,
-    pub id: &'a Value,
-    pub result: &'a T,
+    jsonrpc: &'static str,
+    id: &'a Value,
+    result: &'a T,
 }
 
-/// A success response.
-pub fn success(id: &Value, result: Value) -> Value {
-    // Built by hand: `json!` would serialize `result` into a copy of itself.
-    let mut envelope = serde_json::Map::new();
-    envelope.insert("jsonrpc".into(), Value::from("2.0"));
-    envelope.insert("id".into(), id.clone());
-    envelope.insert("result".into(), result);
-    Value::Object(envelope)
+impl<'a, T> Success<'a, T> {
+    /// The response answering request `id` with `result`.
+    pub fn of(id: &'a Value, result: &'a T) -> Self {
+        Self {
+            jsonrpc: "2.0",
+            id,
+            result,
+        }
+    }
 }
 
 /// An error response (`error` = [`jsonrpc_error_object`]).
@@ -168,7 +169,7 @@ mod tests {
     #[test]
     fn responses_echo_the_id() {
         assert_eq!(
-            success(&json!("x"), json!({"ok": true})),
+            serde_json::to_value(Success::of(&json!("x"), &json!({"ok": true}))).unwrap(),
             json!({"jsonrpc": "2.0", "id": "x", "result": {"ok": true}})
         );
         let err = error_response(&json!(9), &Error::MethodNotFound("Nope".into()));

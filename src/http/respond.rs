@@ -21,11 +21,7 @@ pub const A2A_JSON: &str = "application/a2a+json";
 
 /// A JSON-RPC success envelope around `result`, written in one pass.
 pub fn jsonrpc_ok(id: &Value, result: &impl Serialize) -> HttpResponse {
-    let envelope = crate::a2a::jsonrpc::Success {
-        jsonrpc: "2.0",
-        id,
-        result,
-    };
+    let envelope = crate::a2a::jsonrpc::Success::of(id, result);
     match serde_json::to_vec(&envelope) {
         Ok(bytes) => HttpResponse::Ok()
             .content_type(actix_web::http::header::ContentType::json())

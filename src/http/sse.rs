@@ -31,15 +31,17 @@ pub enum Framing {
 /// An event's `data:` line: the payload, in the request's JSON-RPC envelope if it had one.
 fn frame(framing: &Framing, payload: &impl serde::Serialize) -> String {
     let written = match framing {
-        Framing::JsonRpc(id) => serde_json::to_string(&crate::a2a::jsonrpc::Success {
-            jsonrpc: "2.0",
-            id,
-            result: payload,
-        }),
+        Framing::JsonRpc(id) => {
+            serde_json::to_string(&crate::a2a::jsonrpc::Success::of(id, payload))
+        }
         Framing::Rest => serde_json::to_string(payload),
     };
-    // The views write only strings, numbers, lists and objects with string keys.
-    written.unwrap_or_default()
+    // Never fails for the views of `a2a::encode`: they write only strings, numbers, lists
+    // and objects with string keys.
+    written.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "could not encode a stream event");
+        String::new()
+    })
 }
 
 /// The SSE response for a stream of task events.
