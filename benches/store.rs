@@ -102,7 +102,6 @@ fn completion_batch(now: Timestamp) -> Vec<WriteOp> {
             tenant: tenant.clone(),
             task_id: task_id.clone(),
             position: 1,
-            thread_id: context.clone(),
             message_seq: 2,
         },
         WriteOp::UpsertTask(task),

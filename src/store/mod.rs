@@ -127,15 +127,14 @@ pub enum WriteOp {
     /// Insert the task row, or update it; `task.history` is ignored (see `LinkTaskMessage`):
     /// writers send [`Task::row`], without it.
     UpsertTask(Task),
-    /// Makes message `message_seq` of `thread_id` (the task's thread) the `position`-th
-    /// history entry of the task: the next after those stored. The entry is kept in the
-    /// task's row, written with the batch's `UpsertTask` of the task (or, without one,
-    /// appended to the row on its own).
+    /// Makes message `message_seq` of the task's thread the `position`-th history entry of
+    /// the task: the next after those stored. The entry is kept in the task's row, written
+    /// with the batch's `UpsertTask` of the task (or, without one, appended to the row on
+    /// its own).
     LinkTaskMessage {
         tenant: TenantId,
         task_id: TaskId,
         position: i64,
-        thread_id: ContextId,
         message_seq: i64,
     },
     /// Appends to the task's durable event log. `seq` starts at 1 and has no gaps.

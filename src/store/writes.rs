@@ -144,7 +144,6 @@ impl<'a> Rows<'a> {
                     task_id,
                     position,
                     message_seq,
-                    ..
                 } => {
                     let key = (tenant.as_str(), task_id.as_str());
                     match linked.iter_mut().find(|(k, _)| *k == key) {

@@ -625,7 +625,6 @@ pub(in crate::runtime) fn link(
         tenant: key.tenant.clone(),
         task_id: task_id.clone(),
         position,
-        thread_id: key.context_id.clone(),
         message_seq: seq,
     }
 }

@@ -325,7 +325,6 @@ async fn histories_move_into_the_task_rows(cfg: StoreConfig) {
                 tenant: acme.clone(),
                 task_id: t1.clone(),
                 position: 3,
-                thread_id: next.thread_id.clone(),
                 message_seq: 5,
             },
             WriteOp::UpsertTask(loaded.task.row()),
@@ -342,7 +341,6 @@ async fn histories_move_into_the_task_rows(cfg: StoreConfig) {
                 tenant: acme.clone(),
                 task_id: t1.clone(),
                 position: 4,
-                thread_id: next.thread_id.clone(),
                 message_seq: 6,
             },
         ])

@@ -154,7 +154,6 @@ fn history_ops(
             tenant: tenant.clone(),
             task_id: task.id.clone(),
             position: i as i64,
-            thread_id: task.context_id.clone(),
             message_seq: seq,
         });
     }

@@ -162,7 +162,6 @@ async fn history_messages_without_an_id_get_one(store: Arc<dyn Store>) {
                 tenant: t.clone(),
                 task_id: task.id.clone(),
                 position: 0,
-                thread_id: ctx.clone(),
                 message_seq: 1,
             },
         ])
