@@ -217,7 +217,8 @@ macro_rules! read_queries {
                 }
                 seqs.sort_unstable();
                 seqs.dedup();
-                let mut found: HashMap<(String, i64), MessageRow> = HashMap::new();
+                // By (the thread's place in `threads`, seq).
+                let mut found: HashMap<(usize, i64), MessageRow> = HashMap::new();
                 for chunk in seqs.chunks(SEQS_PER_QUERY) {
                     let rows: Vec<MessageRow> = messages::table
                         .filter(messages::tenant_id.eq(tenant.as_str()))
@@ -226,18 +227,22 @@ macro_rules! read_queries {
                         .select(MessageRow::as_select())
                         .load(conn)
                         .await?;
-                    found.extend(rows.into_iter().map(|m| ((m.thread_id.clone(), m.seq), m)));
+                    for m in rows {
+                        if let Some(t) = threads.iter().position(|t| *t == m.thread_id) {
+                            found.insert((t, m.seq), m);
+                        }
+                    }
                 }
                 let mut by_task: HashMap<String, Vec<Message>> = HashMap::new();
                 for (row, list) in wanted {
                     let task_id = TaskId::parse(row.task_id.as_str())
                         .map_err(|e| StoreError::Corrupt(format!("history task id: {e}")))?;
+                    let thread = threads.iter().position(|t| *t == row.context_id());
                     let mut history = Vec::with_capacity(list.len());
                     for seq in list {
-                        let key = (row.context_id().to_owned(), seq);
                         // A message the row names but the thread lacks is left out, as a
                         // join would leave it.
-                        if let Some(message) = found.get(&key) {
+                        if let Some(message) = thread.and_then(|t| found.get(&(t, seq))) {
                             history.push(message.clone().into_history_message(&task_id)?);
                         }
                     }
