@@ -19,6 +19,8 @@
 //!   forwarded to it, `forward.rs`); a thread of a dead node is taken over.
 //! - **Streams across nodes** (`notify.rs`): commits notify the task and sequence of the
 //!   events they log; a subscriber on another node reads them from the log.
+//! - **Idempotency keys across nodes** (`notify.rs`): commits notify the keys they claim,
+//!   which every other node's claim filter adds, so a new key reads nothing on any node.
 //! - **Work done once for the cluster** (the janitor, push deliveries) runs on the
 //!   *leader*: the live node with the smallest id, as every node reads it at each
 //!   renewal.
@@ -42,7 +44,7 @@ use crate::domain::{ContextId, TenantId};
 use crate::error::{Error, Result};
 use crate::store::StoreError;
 use crate::store::cluster::{
-    self as sql, EVENTS_CHANNEL, Fence, Joined, Owner, Ownership, Taken, Unswept,
+    self as sql, CLAIMS_CHANNEL, EVENTS_CHANNEL, Fence, Joined, Owner, Ownership, Taken, Unswept,
 };
 
 pub use forward::Peer;
@@ -106,9 +108,10 @@ impl Cluster {
         fence: Arc<Fence>,
     ) -> Result<Arc<Cluster>, JoinError> {
         let arbiter = Arbiter::new();
-        let hub = notify::Hub::new();
-        let session = Conn::new(database_url, &arbiter, Some(hub.clone()));
-        let claims = Conn::new(database_url, &arbiter, None);
+        let hub = notify::Hub::new(fence.node_id());
+        let name = |role: &str| format!("agent-a2a {} {role}", fence.node_id());
+        let session = Conn::new(database_url, &name("session"), &arbiter, Some(hub.clone()));
+        let claims = Conn::new(database_url, &name("placement"), &arbiter, None);
         let ttl_ms = i64::try_from(settings.lease_ttl_ms).unwrap_or(i64::MAX);
         let cluster = Arc::new(Cluster {
             node_id: fence.node_id().to_owned(),
@@ -407,26 +410,42 @@ impl Cluster {
         }
     }
 
-    /// LISTENs while a subscriber of this node follows a task of another node, and
-    /// UNLISTENs when none does; after it starts listening (again, or on a new
-    /// connection) every watcher reads its task's log once.
+    /// LISTENs for events while a subscriber of this node follows a task of another
+    /// node, and UNLISTENs when none does; after it starts listening (again, or on a new
+    /// connection) every watcher reads its task's log once. LISTENs for claims once the
+    /// runtime's claim filter hears them, and tells it each time it starts again.
     async fn listen_loop(self: Arc<Self>) {
-        loop {
-            let want = self.hub.watched() > 0;
-            let listening = self.session.listening.load(Ordering::SeqCst);
-            if want != listening {
+        'listen: loop {
+            let channels = [
+                (
+                    EVENTS_CHANNEL,
+                    self.hub.watched() > 0,
+                    &self.session.listening,
+                ),
+                (
+                    CLAIMS_CHANNEL,
+                    self.hub.wants_claims(),
+                    &self.session.hearing_claims,
+                ),
+            ];
+            for (channel, want, listening) in channels {
+                if want == listening.load(Ordering::SeqCst) {
+                    continue;
+                }
                 let sql = match want {
-                    true => format!("LISTEN {EVENTS_CHANNEL}"),
-                    false => format!("UNLISTEN {EVENTS_CHANNEL}"),
+                    true => format!("LISTEN {channel}"),
+                    false => format!("UNLISTEN {channel}"),
                 };
                 match self.session.get().await {
                     Ok(client) => match client.batch_execute(&sql).await {
                         Ok(()) => {
-                            self.session.listening.store(want, Ordering::SeqCst);
-                            if want {
-                                self.hub.wake_all();
+                            listening.store(want, Ordering::SeqCst);
+                            match (channel, want) {
+                                (EVENTS_CHANNEL, true) => self.hub.wake_all(),
+                                (CLAIMS_CHANNEL, true) => self.hub.began_hearing_claims(),
+                                _ => {}
                             }
-                            continue;
+                            continue 'listen;
                         }
                         Err(e) => tracing::warn!(error = %e, "cluster: {sql} failed"),
                     },
@@ -479,21 +498,27 @@ impl Drop for Cluster {
 /// reconnects.
 struct Conn {
     url: String,
+    /// Its `application_name` (unless the URL names one), to tell it in `pg_stat_activity`.
+    name: String,
     arbiter: actix::ArbiterHandle,
     listen: Option<Arc<notify::Hub>>,
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
-    /// The current connection LISTENs (a new connection does not).
+    /// The current connection LISTENs for events (a new connection does not).
     listening: AtomicBool,
+    /// The current connection LISTENs for claims.
+    hearing_claims: AtomicBool,
 }
 
 impl Conn {
-    fn new(url: &str, arbiter: &Arbiter, listen: Option<Arc<notify::Hub>>) -> Self {
+    fn new(url: &str, name: &str, arbiter: &Arbiter, listen: Option<Arc<notify::Hub>>) -> Self {
         Self {
             url: url.to_owned(),
+            name: name.to_owned(),
             arbiter: arbiter.handle(),
             listen,
             client: tokio::sync::Mutex::new(None),
             listening: AtomicBool::new(false),
+            hearing_claims: AtomicBool::new(false),
         }
     }
 
@@ -506,9 +531,11 @@ impl Conn {
         }
         let client = Arc::new(self.connect().await?);
         // A new connection listens to nothing yet: the listen loop LISTENs again if a
-        // subscriber needs it, and its watchers then read what they missed.
+        // subscriber (or the claim filter) needs it, and they then read what they missed.
         self.listening.store(false, Ordering::SeqCst);
+        self.hearing_claims.store(false, Ordering::SeqCst);
         if let Some(hub) = &self.listen {
+            hub.deaf();
             hub.wake_all();
             hub.nudge();
         }
@@ -519,10 +546,16 @@ impl Conn {
     /// Connects on the cluster's arbiter, where the connection's I/O then runs.
     async fn connect(&self) -> Result<Client, StoreError> {
         let (tx, rx) = oneshot::channel();
-        let url = self.url.clone();
+        let mut config: tokio_postgres::Config = self
+            .url
+            .parse()
+            .map_err(|e| StoreError::Config(format!("cluster: database URL: {e}")))?;
+        if config.get_application_name().is_none() {
+            config.application_name(&self.name);
+        }
         let listen = self.listen.clone();
         let spawned = self.arbiter.spawn(async move {
-            let (client, mut connection) = match tokio_postgres::connect(&url, NoTls).await {
+            let (client, mut connection) = match config.connect(NoTls).await {
                 Ok(pair) => pair,
                 Err(e) => {
                     let _ = tx.send(Err(StoreError::Unavailable(format!("cluster: {e}"))));
@@ -535,7 +568,7 @@ impl Conn {
                 match message {
                     Ok(AsyncMessage::Notification(n)) => {
                         if let Some(hub) = &listen {
-                            hub.dispatch(n.payload());
+                            hub.notified(n.channel(), n.payload());
                         }
                     }
                     Ok(_) => {}
@@ -544,6 +577,10 @@ impl Conn {
                         break;
                     }
                 }
+            }
+            // Whatever is notified from now on goes unheard until a new connection listens.
+            if let Some(hub) = &listen {
+                hub.deaf();
             }
         });
         if !spawned {

@@ -8,11 +8,21 @@
 //! store. Claims count within `idempotency.window_secs`, so the filter is kept in time
 //! slices that are dropped once their newest claim has left the window.
 //!
+//! In a cluster, the other nodes claim keys too: each commit notifies the keys it claimed
+//! (`store::cluster::CLAIMS_CHANNEL`), and the filter of every other node adds them
+//! ([`ClaimListener`]). It is certain only while it hears them: when the listening
+//! connection drops it becomes [unsure](ClaimFilter::unsure) — every send reads — until
+//! a load of what was claimed meanwhile, begun after the node listens again, finishes
+//! (`lifecycle/claims.rs`). A key claimed on another node is heard once that node's
+//! commit is done, so a retry that reaches this node before (within the notification's
+//! delivery, or a claim the catch-up load is too late for) finds no claim and runs its
+//! turn; the store then refuses the turn's claim (its unique key), the turn leaves
+//! nothing behind, and the retry gets the first send's outcome — as two racing sends do.
+//!
 //! It is bounded by `idempotency.filter_keys`. More claims within the window than that
 //! makes the filter drop its oldest slice early; until the claims of that slice have
 //! left the window, a miss may be a claim the filter forgot, so every send reads the
-//! store again (as it does with the filter off, before start-up's load has finished,
-//! and in cluster mode, where other nodes claim keys too).
+//! store again (as it does with the filter off, and before the load has finished).
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::RwLock;
@@ -20,7 +30,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 
 use fastbloom::AtomicBloomFilter;
 
-use crate::domain::TenantId;
+use crate::cluster::notify::ClaimListener;
+use crate::domain::{TenantId, Timestamp};
 
 /// Slices the window is cut into: a slice is retired a window after its newest claim.
 const SLICES_PER_WINDOW: i64 = 8;
@@ -39,7 +50,8 @@ pub(super) struct ClaimFilter {
     max_slices: usize,
     seed: u128,
     live: RwLock<Slices>,
-    /// Start-up's load of the stored claims has finished: a miss is certain.
+    /// The load of the stored claims has finished (and, in a cluster, the node has heard
+    /// every claim since): a miss is certain.
     loaded: AtomicBool,
 }
 
@@ -48,6 +60,12 @@ struct Slices {
     list: Vec<Slice>,
     /// Until this time (ms) a miss may be a claim the filter had to forget.
     blind_until_ms: i64,
+    /// Counts the times the filter stopped hearing of other nodes' claims
+    /// ([`ClaimFilter::unsure`]): a load begun before the last of them does not make
+    /// misses certain.
+    epoch: u64,
+    /// When it last stopped hearing them while certain (ms), if it did.
+    unsure_since_ms: Option<i64>,
 }
 
 struct Slice {
@@ -61,6 +79,7 @@ struct Slice {
 pub(super) struct Loading<'a> {
     filter: &'a ClaimFilter,
     slices: Slices,
+    epoch: u64,
 }
 
 impl ClaimFilter {
@@ -84,6 +103,8 @@ impl ClaimFilter {
             live: RwLock::new(Slices {
                 list: Vec::new(),
                 blind_until_ms: 0,
+                epoch: 0,
+                unsure_since_ms: None,
             }),
             loaded: AtomicBool::new(false),
         }
@@ -112,7 +133,11 @@ impl ClaimFilter {
     /// Remembers that `tenant` claims `key` at `at_ms` (before the claim is written:
     /// the filter holds at least what the store holds).
     pub(super) fn insert(&self, tenant: &TenantId, key: &str, at_ms: i64) {
-        let item = (tenant.as_str(), key);
+        self.insert_str(tenant.as_str(), key, at_ms);
+    }
+
+    fn insert_str(&self, tenant: &str, key: &str, at_ms: i64) {
+        let item = (tenant, key);
         {
             let live = self.live.read().unwrap_or_else(|e| e.into_inner());
             if let Some(slice) = live.list.last().filter(|s| self.takes(s, at_ms)) {
@@ -126,18 +151,41 @@ impl ClaimFilter {
 
     /// Starts loading the store's claims (see [`Loading`]).
     pub(super) fn loading(&self) -> Loading<'_> {
+        let epoch = self.live.read().unwrap_or_else(|e| e.into_inner()).epoch;
         Loading {
             filter: self,
             slices: Slices {
                 list: Vec::new(),
                 blind_until_ms: 0,
+                epoch,
+                unsure_since_ms: None,
             },
+            epoch,
         }
     }
 
-    /// Whether misses are certain now: loaded, and no slice forgotten within the window.
-    #[cfg(test)]
-    fn certain(&self, now_ms: i64) -> bool {
+    /// Misses are no longer certain: in a cluster, the node stopped hearing of the other
+    /// nodes' claims (its listening connection dropped). Every send reads the store again
+    /// until a load begun after this finishes.
+    pub(super) fn unsure(&self, now_ms: i64) {
+        let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
+        live.epoch += 1;
+        if self.loaded.swap(false, Ordering::AcqRel) {
+            live.unsure_since_ms = Some(now_ms);
+        }
+    }
+
+    /// Since when (ms) claims may have gone unheard: `None` if the filter never was
+    /// certain, so the whole window must be loaded.
+    pub(super) fn unsure_since(&self) -> Option<i64> {
+        self.live
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .unsure_since_ms
+    }
+
+    /// Whether misses are certain (loaded, and nothing forgotten within the window).
+    pub(super) fn is_certain(&self, now_ms: i64) -> bool {
         self.loaded.load(Ordering::Acquire)
             && now_ms
                 >= self
@@ -199,6 +247,17 @@ impl ClaimFilter {
     }
 }
 
+/// In a cluster, the filter hears the keys the other nodes claim.
+impl ClaimListener for ClaimFilter {
+    fn claimed(&self, tenant: &str, key: &str) {
+        self.insert_str(tenant, key, Timestamp::now().millis());
+    }
+
+    fn deaf(&self) {
+        self.unsure(Timestamp::now().millis());
+    }
+}
+
 impl Slice {
     fn add(&self, item: &(&str, &str), at_ms: i64) {
         self.bloom.insert(item);
@@ -215,8 +274,10 @@ impl Loading<'_> {
     }
 
     /// The stored claims are all in: they join the claims made meanwhile, and misses
-    /// become certain (unless more claims are in the window than the filter holds).
-    pub(super) fn finish(self, now_ms: i64) {
+    /// become certain (unless more claims are in the window than the filter holds) —
+    /// unless the filter became [unsure](ClaimFilter::unsure) since the load began, which
+    /// `false` tells: a claim may then have been missed, and a load must begin again.
+    pub(super) fn finish(self, now_ms: i64) -> bool {
         let filter = self.filter;
         let mut live = filter.live.write().unwrap_or_else(|e| e.into_inner());
         let mut list = self.slices.list;
@@ -224,7 +285,11 @@ impl Loading<'_> {
         live.list = list;
         live.blind_until_ms = live.blind_until_ms.max(self.slices.blind_until_ms);
         filter.retire(&mut live, now_ms);
-        filter.loaded.store(true, Ordering::Release);
+        let current = live.epoch == self.epoch;
+        if current {
+            filter.loaded.store(true, Ordering::Release);
+        }
+        current
     }
 }
 
@@ -246,10 +311,10 @@ mod tests {
     fn before_the_store_is_loaded_every_key_may_be_claimed() {
         let filter = ClaimFilter::new(1_000, 1_000);
         assert!(filter.may_be_claimed(&tenant(), "new", 0));
-        assert!(!filter.certain(0));
+        assert!(!filter.is_certain(0));
         filter.loading().finish(0);
         assert!(!filter.may_be_claimed(&tenant(), "new", 0));
-        assert!(filter.certain(0));
+        assert!(filter.is_certain(0));
     }
 
     #[test]
@@ -283,7 +348,7 @@ mod tests {
         }
         assert!(!filter.may_be_claimed(&tenant(), "old", 1_000));
         assert!(filter.may_be_claimed(&tenant(), "k-1000", 1_000));
-        assert!(filter.certain(1_000));
+        assert!(filter.is_certain(1_000));
     }
 
     #[test]
@@ -293,18 +358,41 @@ mod tests {
         for i in 0..16 {
             filter.insert(&tenant(), &format!("k-{i}"), 1_000 + i);
         }
-        assert!(filter.certain(2_000));
+        assert!(filter.is_certain(2_000));
         filter.insert(&tenant(), "k-16", 2_000);
         filter.insert(&tenant(), "k-17", 2_000);
         assert!(filter.may_be_claimed(&tenant(), "k-17", 2_000));
         assert!(
-            !filter.certain(2_000),
+            !filter.is_certain(2_000),
             "the first slice was dropped while its claims were in the window"
         );
         assert!(filter.may_be_claimed(&tenant(), "never", 2_000));
         // A window after the dropped slice's newest claim, misses are certain again.
-        assert!(filter.certain(1_001 + 80_000));
+        assert!(filter.is_certain(1_001 + 80_000));
         assert!(!filter.may_be_claimed(&tenant(), "never", 1_001 + 80_000));
+    }
+
+    #[test]
+    fn a_filter_that_stopped_hearing_claims_is_certain_only_after_a_load_begun_since() {
+        let filter = ready(60_000, 1_000);
+        filter.insert(&tenant(), "heard", 1_000);
+        assert!(filter.is_certain(1_000));
+        let early = filter.loading();
+        filter.unsure(1_500);
+        assert!(filter.may_be_claimed(&tenant(), "never", 2_000));
+        assert!(
+            !early.finish(2_000),
+            "a load begun before the loss may lack what was claimed meanwhile"
+        );
+        assert!(!filter.is_certain(2_000));
+        assert!(filter.may_be_claimed(&tenant(), "never", 2_000));
+        let mut again = filter.loading();
+        again.add(&tenant(), "missed", 1_500);
+        assert!(again.finish(2_000));
+        for key in ["heard", "missed"] {
+            assert!(filter.may_be_claimed(&tenant(), key, 2_000), "{key}");
+        }
+        assert!(!filter.may_be_claimed(&tenant(), "never", 2_000));
     }
 
     #[test]

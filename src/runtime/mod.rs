@@ -177,6 +177,17 @@ impl Runtime {
         };
         let shared = Arc::new(Shared::new());
         let push = Arc::new(push::PushHub::new(&settings.push));
+        let claim_filter = (settings.idempotency.enabled && settings.idempotency.filter_keys > 0)
+            .then(|| {
+                Arc::new(claim_filter::ClaimFilter::new(
+                    window_ms(settings.idempotency.window_secs),
+                    settings.idempotency.filter_keys,
+                ))
+            });
+        // In a cluster the filter must hear every other node's claims too.
+        if let (Some(cluster), Some(filter)) = (&cluster, &claim_filter) {
+            cluster.hub().hear_claims(filter.clone());
+        }
         let deps = Arc::new(ThreadDeps {
             store: store.clone(),
             persistence: persistence.clone(),
@@ -203,15 +214,7 @@ impl Runtime {
             persistence_arbiter: Mutex::new(Some(persistence_arbiter)),
             replay_batch: settings.streaming.replay_batch,
             claims: DashMap::new(),
-            claim_filter: (settings.idempotency.enabled
-                && settings.idempotency.filter_keys > 0
-                && cluster.is_none())
-            .then(|| {
-                Arc::new(claim_filter::ClaimFilter::new(
-                    window_ms(settings.idempotency.window_secs),
-                    settings.idempotency.filter_keys,
-                ))
-            }),
+            claim_filter,
             settings: RuntimeSettings {
                 threads: settings.threads.clone(),
                 idempotency: settings.idempotency.enabled,
@@ -227,6 +230,23 @@ impl Runtime {
     /// Cluster mode: this node's membership.
     pub fn cluster(&self) -> Option<&Arc<Cluster>> {
         self.cluster.as_ref()
+    }
+
+    /// Whether a send under a key never claimed skips the store read for an earlier
+    /// claim now: the claim filter is loaded (in a cluster: and hears the other nodes'
+    /// claims) and remembers every claim of the window.
+    pub fn claim_filter_certain(&self) -> bool {
+        self.claim_filter
+            .as_ref()
+            .is_some_and(|f| f.is_certain(crate::domain::Timestamp::now().millis()))
+    }
+
+    /// Whether a send of `key` by `tenant` would look for an earlier claim of it in the
+    /// store: it may have been claimed (or the filter is not certain, or off).
+    pub fn may_have_claimed(&self, tenant: &TenantId, key: &str) -> bool {
+        self.claim_filter
+            .as_ref()
+            .is_none_or(|f| f.may_be_claimed(tenant, key, crate::domain::Timestamp::now().millis()))
     }
 
     /// Starts the runtime's background work on the current arbiter: start-up recovery

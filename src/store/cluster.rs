@@ -27,6 +27,10 @@ const NOW_MS: &str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGIN
 /// The channel commits notify with the task events they logged (cluster mode).
 pub const EVENTS_CHANNEL: &str = "a2a_events";
 
+/// The channel commits notify with the idempotency keys they claimed (cluster mode), so
+/// that every node's claim filter knows the keys claimed anywhere (`runtime/claim_filter.rs`).
+pub const CLAIMS_CHANNEL: &str = "a2a_claims";
+
 /// Longest payload of one notification (Postgres allows just under 8 000 bytes).
 pub const MAX_PAYLOAD: usize = 7_000;
 
@@ -390,6 +394,57 @@ pub fn parse_payload(payload: &str) -> impl Iterator<Item = (&str, &str, i64)> {
     })
 }
 
+/// The notification payloads for the keys a commit of `node` claims: JSON,
+/// `{"node":…,"claims":[[tenant,key],…]}`, split into payloads of at most [`MAX_PAYLOAD`]
+/// bytes (a key is at most 256 characters, so every claim fits one).
+pub fn claim_payloads<'a>(
+    node: &str,
+    claims: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Vec<String> {
+    let head = format!("{}\"claims\":[", claims_prefix(node));
+    let mut payloads = Vec::new();
+    let mut current = String::new();
+    for claim in claims {
+        let Ok(entry) = serde_json::to_string(&claim) else {
+            continue;
+        };
+        if !current.is_empty() && current.len() + 1 + entry.len() + 2 > MAX_PAYLOAD {
+            current.push_str("]}");
+            payloads.push(std::mem::take(&mut current));
+        }
+        if current.is_empty() {
+            current.push_str(&head);
+        } else {
+            current.push(',');
+        }
+        current.push_str(&entry);
+    }
+    if !current.is_empty() {
+        current.push_str("]}");
+        payloads.push(current);
+    }
+    payloads
+}
+
+/// How every payload of [`claim_payloads`] from `node` begins.
+pub fn claims_prefix(node: &str) -> String {
+    format!("{{\"node\":{},", serde_json::Value::from(node))
+}
+
+/// A payload of [`claim_payloads`]: the claiming node and its claims (tenant, key).
+#[derive(Debug, serde::Deserialize)]
+pub struct ClaimsPayload<'a> {
+    #[serde(borrow)]
+    pub node: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    pub claims: Vec<(std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)>,
+}
+
+/// Reads a payload of [`claim_payloads`]; `None` if it is not one.
+pub fn parse_claims(payload: &str) -> Option<ClaimsPayload<'_>> {
+    serde_json::from_str(payload).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,6 +463,36 @@ mod tests {
         assert!(payloads.iter().all(|p| p.len() <= MAX_PAYLOAD));
         let back: Vec<(&str, &str, i64)> = payloads.iter().flat_map(|p| parse_payload(p)).collect();
         assert_eq!(back, events);
+    }
+
+    #[test]
+    fn claim_payloads_split_under_the_limit_and_parse_back() {
+        let keys: Vec<String> = (0..200)
+            .map(|i| format!("{i}-{}\t\"\n\u{1}é", "k".repeat(i)))
+            .collect();
+        let claims: Vec<(&str, &str)> = keys.iter().map(|k| ("acme", k.as_str())).collect();
+        let payloads = claim_payloads("node \"a\"", claims.iter().copied());
+        assert!(payloads.len() > 1, "200 long keys do not fit one payload");
+        assert!(payloads.iter().all(|p| p.len() <= MAX_PAYLOAD));
+        let mut back = Vec::new();
+        for payload in &payloads {
+            let parsed = parse_claims(payload).expect(payload);
+            assert_eq!(parsed.node, "node \"a\"");
+            assert!(payload.starts_with(&claims_prefix("node \"a\"")));
+            back.extend(
+                parsed
+                    .claims
+                    .into_iter()
+                    .map(|(t, k)| (t.into_owned(), k.into_owned())),
+            );
+        }
+        let sent: Vec<(String, String)> = claims
+            .iter()
+            .map(|(t, k)| ((*t).to_owned(), (*k).to_owned()))
+            .collect();
+        assert_eq!(back, sent);
+        assert!(claim_payloads("n", std::iter::empty()).is_empty());
+        assert!(parse_claims("acme\tt-1\t3").is_none());
     }
 
     #[test]

@@ -269,9 +269,20 @@ pub(super) async fn commit(
     let appends = AppendColumns::of(rows);
     let events = EventColumns::of(rows);
     let claims = ClaimColumns::of(rows);
-    let notifications = match fence {
-        Some(_) => {
-            cluster::event_payloads(rows.events.iter().map(|e| (e.tenant_id, e.task_id, e.seq)))
+    // In a cluster, the events logged (for subscribers on other nodes) and the keys
+    // claimed (for the other nodes' claim filters).
+    let notifications: Vec<(&str, String)> = match fence {
+        Some(fence) => {
+            let events = cluster::event_payloads(
+                rows.events.iter().map(|e| (e.tenant_id, e.task_id, e.seq)),
+            );
+            let claims = cluster::claim_payloads(
+                fence.node_id(),
+                rows.claims.iter().map(|(c, _)| (c.tenant_id, c.idem_key)),
+            );
+            (events.into_iter().map(|p| (cluster::EVENTS_CHANNEL, p)))
+                .chain(claims.into_iter().map(|p| (cluster::CLAIMS_CHANNEL, p)))
+                .collect()
         }
         None => Vec::new(),
     };
@@ -358,8 +369,8 @@ pub(super) async fn commit(
         steps.push((Step::Write, run(client, &s.expire, params)));
     }
     // Delivered to the listening nodes only if the transaction commits.
-    for payload in &notifications {
-        let params: Vec<&(dyn ToSql + Sync)> = vec![&cluster::EVENTS_CHANNEL, payload];
+    for (channel, payload) in &notifications {
+        let params: Vec<&(dyn ToSql + Sync)> = vec![channel, payload];
         steps.push((Step::Write, run(client, &s.notify, params)));
     }
     for (row, [tenant, task, config]) in rows.push.iter().zip(&push_keys) {

@@ -277,6 +277,82 @@ async fn a_node_whose_lease_was_taken_writes_nothing_and_rejoins() {
     );
 }
 
+#[actix_web::test]
+async fn a_key_claimed_on_one_node_is_known_to_the_others_without_a_read() {
+    let Some((db, a, b)) = two_nodes().await else {
+        return;
+    };
+    let certain = |app: &TestApp| {
+        let runtime = app.runtime.clone();
+        move || {
+            let runtime = runtime.clone();
+            async move { runtime.claim_filter_certain() }
+        }
+    };
+    eventually(Duration::from_secs(10), "A hears the claims", certain(&a)).await;
+    eventually(Duration::from_secs(10), "B hears the claims", certain(&b)).await;
+    for key in ["never-1", "never-2", "never-3"] {
+        assert!(!b.runtime.may_have_claimed(&tenant(), key), "{key}");
+    }
+
+    // A claims a key: B hears it once A's commit is done, and a retry on B gets A's task.
+    let mut message = user_message("complete");
+    message["messageId"] = json!("claimed-on-a");
+    let first = a.rpc("SendMessage", json!({"message": message})).await;
+    let task_id = first["result"]["task"]["id"].clone();
+    assert!(task_id.is_string(), "{first}");
+    let heard = |app: &TestApp, key: &'static str| {
+        let runtime = app.runtime.clone();
+        move || {
+            let runtime = runtime.clone();
+            async move { runtime.may_have_claimed(&tenant(), key) }
+        }
+    };
+    eventually(
+        Duration::from_secs(5),
+        "B hears A's claim",
+        heard(&b, "claimed-on-a"),
+    )
+    .await;
+    let again = b.rpc("SendMessage", json!({"message": message})).await;
+    assert_eq!(again["result"]["task"]["id"], task_id, "{again}");
+    let tasks = b.rpc("ListTasks", json!({})).await;
+    assert_eq!(
+        tasks["result"]["totalSize"], 1,
+        "the agent ran once: {tasks}"
+    );
+
+    // B's listening connection drops: until it hears claims again and has read what it
+    // may have missed, it is not certain; then it knows what A claimed meanwhile.
+    let ended = query_one(
+        &db.url,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE application_name = 'agent-a2a node-b session' AND datname = current_database()",
+    )
+    .await;
+    assert_eq!(ended.as_deref(), Some(&["1".to_owned()][..]));
+    let mut message = user_message("complete");
+    message["messageId"] = json!("claimed-while-b-reconnects");
+    let r = a.rpc("SendMessage", json!({"message": message})).await;
+    assert!(r["result"]["task"].is_object(), "{r}");
+    // (Sent while B is deaf — its connection is back at its next renewal — the claim
+    // reaches B only by the load that follows.)
+    let runtime = b.runtime.clone();
+    eventually(
+        Duration::from_secs(10),
+        "B hears the claims again and knows the one it missed",
+        move || {
+            let runtime = runtime.clone();
+            async move {
+                runtime.claim_filter_certain()
+                    && runtime.may_have_claimed(&tenant(), "claimed-while-b-reconnects")
+            }
+        },
+    )
+    .await;
+    assert!(!b.runtime.may_have_claimed(&tenant(), "never-4"));
+}
+
 fn tenant() -> agent_a2a::domain::TenantId {
     agent_a2a::domain::TenantId::default_tenant()
 }
