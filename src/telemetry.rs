@@ -81,6 +81,8 @@ pub const PERSIST_COMMIT_MS: &str = "agent_a2a_persistence_commit_duration_ms";
 pub const PERSIST_QUEUE: &str = "agent_a2a_persistence_queue_depth";
 /// Failed commits.
 pub const PERSIST_FAILURES: &str = "agent_a2a_persistence_failures_total";
+/// SQLite: how long a checkpoint of the WAL took, in milliseconds (beside the writer).
+pub const SQLITE_CHECKPOINT_MS: &str = "agent_a2a_sqlite_checkpoint_duration_ms";
 
 // Push notifications (recorded by the delivery in `push`).
 
@@ -360,6 +362,10 @@ fn describe() {
     describe_counter!(TASK_TRANSITIONS, "Task state changes by the state entered.");
     describe_histogram!(PERSIST_BATCH, "Write batches committed per transaction.");
     describe_histogram!(PERSIST_COMMIT_MS, "Commit latency in milliseconds.");
+    describe_histogram!(
+        SQLITE_CHECKPOINT_MS,
+        "SQLite: WAL checkpoints run beside the writer, in milliseconds."
+    );
     describe_gauge!(
         PERSIST_QUEUE,
         "Write batches waiting for the persistence actor."

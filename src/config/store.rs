@@ -10,6 +10,9 @@ use super::{ConfigError, positive};
 /// The longest `store.lock_wait_ms`: a start-up that waits longer is stuck, not waiting.
 const MAX_LOCK_WAIT_MS: u64 = 600_000;
 
+/// The largest `store.sqlite_checkpoint_pages` (a 4 GiB WAL of 4 KiB pages).
+pub const MAX_SQLITE_CHECKPOINT_PAGES: u32 = 1 << 20;
+
 /// Where the data lives (`[store]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -27,6 +30,10 @@ pub struct StoreSettings {
     /// connections, +0.2 ms p50 at one) or `normal` (a commit survives a crash of the
     /// process; a power loss can roll back the last ones).
     pub sqlite_synchronous: SqliteSynchronous,
+    /// SQLite: the WAL's size in pages past which a thread of its own checkpoints it
+    /// (copies its pages into the database file) beside the writer, which never stops for
+    /// a checkpoint. At most 1 048 576.
+    pub sqlite_checkpoint_pages: u32,
     /// Postgres: how long a starting server waits for a hold on the database it cannot
     /// share to go away (a server without cluster mode holds its database alone, cluster
     /// nodes share theirs), in ms — long enough for the session of a process killed a
@@ -42,6 +49,7 @@ impl Default for StoreSettings {
             pool_size: 16,
             acquire_timeout_ms: 2000,
             sqlite_synchronous: SqliteSynchronous::default(),
+            sqlite_checkpoint_pages: 1000,
             lock_wait_ms: 3000,
         }
     }
@@ -122,6 +130,12 @@ impl StoreSettings {
         }
         positive("store.pool_size", self.pool_size as u64)?;
         positive("store.acquire_timeout_ms", self.acquire_timeout_ms)?;
+        if !(1..=MAX_SQLITE_CHECKPOINT_PAGES).contains(&self.sqlite_checkpoint_pages) {
+            return Err(ConfigError::Key {
+                key: "store.sqlite_checkpoint_pages",
+                problem: format!("must be from 1 to {MAX_SQLITE_CHECKPOINT_PAGES}"),
+            });
+        }
         if self.lock_wait_ms > MAX_LOCK_WAIT_MS {
             return Err(ConfigError::Key {
                 key: "store.lock_wait_ms",

@@ -243,6 +243,16 @@ fn persistence_bounds_and_sqlite_synchronous_are_checked() {
         e.contains("`store.lock_wait_ms` must be at most 600000"),
         "{e}"
     );
+    for pages in [0, 1_048_577] {
+        let (_d, o) = with_file(&format!(
+            "auth.enabled = false\n[store]\nsqlite_checkpoint_pages = {pages}\n"
+        ));
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(
+            e.contains("`store.sqlite_checkpoint_pages` must be from 1 to 1048576"),
+            "{e}"
+        );
+    }
     let (_d, o) = with_file("auth.enabled = false\n[idempotency]\nfilter_keys = 268435457\n");
     let e = load(&[], o).unwrap_err().to_string();
     assert!(

@@ -557,6 +557,8 @@ pub struct StoreConfig {
     pub acquire_timeout_ms: u64,
     /// SQLite only: `PRAGMA synchronous`.
     pub sqlite_synchronous: SqliteSynchronous,
+    /// SQLite only: the WAL's pages past which the checkpoint thread checkpoints it.
+    pub sqlite_checkpoint_pages: u32,
     /// Postgres only: connections for commits, one per group commit in flight.
     pub commits_in_flight: usize,
     /// Cluster mode (Postgres only): this node's lease, checked by every commit, and the
@@ -593,6 +595,7 @@ impl StoreConfig {
             pool_size: store.pool_size,
             acquire_timeout_ms: store.acquire_timeout_ms,
             sqlite_synchronous: store.sqlite_synchronous.into(),
+            sqlite_checkpoint_pages: store.sqlite_checkpoint_pages,
             commits_in_flight: settings.persistence.commits_in_flight,
             fence: None,
             hold: None,
@@ -675,6 +678,7 @@ pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
             cfg.pool_size,
             cfg.acquire_timeout(),
             cfg.sqlite_synchronous,
+            cfg.sqlite_checkpoint_pages,
         )?),
     };
     tracing::info!(backend = store.backend(), migrations_applied = ?applied, "store open");

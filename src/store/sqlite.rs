@@ -18,7 +18,8 @@
 //! ([`SqliteSynchronous`], `store.sqlite_synchronous`, FULL by default): FULL syncs the
 //! WAL at every commit — one fsync per group of batches — so not even a power loss or OS
 //! crash takes back an acknowledged write; in WAL mode NORMAL survives a crash of the
-//! process, but a power loss can roll back the last commits.
+//! process, but a power loss can roll back the last commits. The writer never
+//! checkpoints the WAL itself: a thread of its own does ([`Checkpointer`]).
 //!
 //! **One process per file.** The writer and the migrations hold an exclusive lock on
 //! `<database>.lock` ([`SqliteLock`]): a second process on the same file is refused at
@@ -82,10 +83,11 @@ impl SqliteStore {
         pool_size: usize,
         acquire_timeout: Duration,
         synchronous: SqliteSynchronous,
+        checkpoint_pages: u32,
     ) -> Result<Self, StoreError> {
         Ok(Self {
             pool: pool(path, pool_size, "sqlite pool", synchronous)?,
-            writer: Arc::new(SqliteWriter::open(path, synchronous)?),
+            writer: Arc::new(SqliteWriter::open(path, synchronous, checkpoint_pages)?),
             inline: InlineReader::new(path),
             acquire_timeout,
         })
@@ -211,6 +213,8 @@ impl InlineReader {
 /// diesel), with its prepared statements cached.
 pub struct SqliteWriter {
     conn: Mutex<rusqlite::Connection>,
+    /// Checkpoints the WAL beside the writer.
+    checkpointer: Checkpointer,
     /// This process's hold on the file, for as long as the store or the persistence
     /// thread can write (dropped after the connection: fields drop in order).
     _lock: SqliteLock,
@@ -221,17 +225,30 @@ pub struct SqliteWriter {
 const CACHED_STATEMENTS: usize = 24;
 
 impl SqliteWriter {
-    fn open(path: &Path, synchronous: SqliteSynchronous) -> Result<Self, StoreError> {
+    pub(super) fn open(
+        path: &Path,
+        synchronous: SqliteSynchronous,
+        checkpoint_pages: u32,
+    ) -> Result<Self, StoreError> {
         let lock = SqliteLock::acquire(path)?;
         let conn = rusqlite::Connection::open(path)
             .map_err(|e| StoreError::Unavailable(format!("sqlite {}: {e}", path.display())))?;
         conn.execute_batch(&pragmas(synchronous))
             .map_err(store_error)?;
         conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
+        // The hook replaces SQLite's own checkpoints at commit (wal_autocheckpoint).
+        conn.wal_hook(Some(note_wal_pages));
         Ok(Self {
             conn: Mutex::new(conn),
+            checkpointer: Checkpointer::start(path, synchronous, checkpoint_pages)?,
             _lock: lock,
         })
+    }
+
+    /// The checkpoints the checkpoint thread has run.
+    #[cfg(test)]
+    pub(super) fn checkpoints(&self) -> &Checkpoints {
+        &self.checkpointer.done
     }
 }
 
@@ -251,7 +268,140 @@ impl BlockingCommit for SqliteWriter {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(store_error)?;
         write_rows(&tx, &rows)?;
-        tx.commit().map_err(store_error)
+        tx.commit().map_err(store_error)?;
+        self.checkpointer.after_commit();
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// The WAL's size in pages after the last commit on this thread (from the writer's
+    /// WAL hook, which SQLite calls on the committing thread).
+    static WAL_PAGES: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
+}
+
+/// The writer's WAL hook: notes the WAL's size for [`Checkpointer::after_commit`].
+fn note_wal_pages(_: &rusqlite::hooks::Wal, pages: std::ffi::c_int) -> rusqlite::Result<()> {
+    WAL_PAGES.set(pages);
+    Ok(())
+}
+
+/// Checkpoints the WAL on a thread and connection of its own, so that the writer never
+/// stops for one: SQLite's own checkpoint runs inside the commit that grew the WAL past
+/// its threshold — copying up to a thousand pages and syncing the database file — and
+/// every request of that group commit waited for it (measured: ~9 ms per checkpoint,
+/// every few hundred sends). The writer wakes the thread after a commit that left the
+/// WAL at `store.sqlite_checkpoint_pages` or more; the thread runs a PASSIVE checkpoint
+/// (it never waits for the writer or the readers, and copies what no reader still
+/// needs), and the next commit after a complete one starts the WAL over. Wake-ups during
+/// a checkpoint fold into one.
+struct Checkpointer {
+    wake: std::sync::mpsc::SyncSender<()>,
+    pages: i32,
+    /// The WAL's size when the thread was last woken (the writer's commits, which call
+    /// [`Checkpointer::after_commit`], hold the connection's lock).
+    woken_at: std::sync::atomic::AtomicI32,
+    /// For tests, which wait for checkpoints.
+    #[cfg(test)]
+    done: Arc<Checkpoints>,
+}
+
+/// Counts the checkpoints run, for whoever waits for one.
+#[derive(Default)]
+pub(super) struct Checkpoints {
+    count: Mutex<u64>,
+    changed: std::sync::Condvar,
+}
+
+impl Checkpoints {
+    fn ran(&self) {
+        *self.count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.changed.notify_all();
+    }
+
+    /// Waits up to `timeout` for more than `seen` checkpoints: how many there were.
+    #[cfg(test)]
+    pub(super) fn wait_past(&self, seen: u64, timeout: Duration) -> u64 {
+        let count = self.count.lock().unwrap_or_else(|p| p.into_inner());
+        let (count, _) = self
+            .changed
+            .wait_timeout_while(count, timeout, |n| *n <= seen)
+            .unwrap_or_else(|p| p.into_inner());
+        *count
+    }
+}
+
+impl Checkpointer {
+    fn start(path: &Path, synchronous: SqliteSynchronous, pages: u32) -> Result<Self, StoreError> {
+        let conn = rusqlite::Connection::open(path)
+            .map_err(|e| StoreError::Unavailable(format!("sqlite {}: {e}", path.display())))?;
+        conn.execute_batch(&pragmas(synchronous))
+            .map_err(store_error)?;
+        let (wake, woken) = std::sync::mpsc::sync_channel(1);
+        let done = Arc::new(Checkpoints::default());
+        let counted = done.clone();
+        std::thread::Builder::new()
+            .name("a2a-checkpoint".into())
+            .spawn(move || checkpoint_loop(&conn, &woken, &counted))
+            .map_err(|e| StoreError::Unavailable(format!("the sqlite checkpoint thread: {e}")))?;
+        Ok(Self {
+            wake,
+            pages: i32::try_from(pages).unwrap_or(i32::MAX),
+            woken_at: std::sync::atomic::AtomicI32::new(0),
+            #[cfg(test)]
+            done,
+        })
+    }
+
+    /// After a commit on this thread: wakes the checkpoint thread once the WAL has grown
+    /// by the threshold since it was last woken. (Not merely when the WAL is that large:
+    /// a WAL that cannot start over — a reader still on its older pages — would wake it
+    /// at every commit, each wake-up a checkpoint with little to copy and two syncs.)
+    fn after_commit(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let pages = WAL_PAGES.replace(0);
+        let mut woken_at = self.woken_at.load(Relaxed);
+        if pages < woken_at {
+            // The WAL started over.
+            woken_at = 0;
+            self.woken_at.store(0, Relaxed);
+        }
+        if pages - woken_at >= self.pages {
+            self.woken_at.store(pages, Relaxed);
+            // Full: a checkpoint is already asked for.
+            let _ = self.wake.try_send(());
+        }
+    }
+}
+
+/// The checkpoint thread: a PASSIVE checkpoint per wake-up, until the writer is gone.
+fn checkpoint_loop(
+    conn: &rusqlite::Connection,
+    woken: &std::sync::mpsc::Receiver<()>,
+    done: &Checkpoints,
+) {
+    while woken.recv().is_ok() {
+        let started = std::time::Instant::now();
+        let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+            Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+        });
+        match result {
+            Ok((wal, copied)) => {
+                metrics::histogram!(crate::telemetry::SQLITE_CHECKPOINT_MS)
+                    .record(started.elapsed().as_secs_f64() * 1000.0);
+                if copied < wal {
+                    tracing::debug!(
+                        wal,
+                        copied,
+                        "sqlite checkpoint: readers still use part of the WAL"
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "sqlite checkpoint failed (tried again after the next commit)")
+            }
+        }
+        done.ran();
     }
 }
 

@@ -364,6 +364,37 @@ async fn postgres_histories_move_into_the_task_rows() {
     histories_move_into_the_task_rows(db.config.clone()).await;
 }
 
+/// SQLite's checkpoints run on a thread of their own once the WAL holds
+/// `store.sqlite_checkpoint_pages`, never inside the writer's commits.
+#[test]
+fn sqlite_checkpoints_run_beside_the_writer_once_the_wal_is_due() {
+    use super::{context, tenant, thread};
+    use crate::store::BlockingCommit;
+    use crate::store::sqlite;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent-a2a.db");
+    sqlite::migrate(&path).unwrap();
+    let writer = sqlite::SqliteWriter::open(&path, SqliteSynchronous::Full, 16).unwrap();
+    let db_size = || std::fs::metadata(&path).unwrap().len();
+    let before = db_size();
+    let t = tenant("acme");
+    for i in 0..200 {
+        let ctx = context(&format!("c-{i:04}"));
+        let op = WriteOp::UpsertThread(thread(&t, &ctx, 100 + i));
+        writer
+            .commit_blocking(&[std::slice::from_ref(&op)])
+            .unwrap();
+    }
+    assert!(
+        writer.checkpoints().wait_past(0, Duration::from_secs(10)) >= 1,
+        "no checkpoint ran"
+    );
+    assert!(
+        db_size() > before,
+        "the checkpoint copied the WAL's new pages into the database file"
+    );
+}
+
 /// A statement that binds its `LIMIT` (as diesel's `.limit()` and `.first()` do) runs again
 /// with another value without being compiled again: the bundled SQLite keeps plans
 /// independent of bound values (`LIBSQLITE3_FLAGS` in `.cargo/config.toml`).
