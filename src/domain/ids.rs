@@ -177,10 +177,15 @@ impl Timestamp {
         self.0
     }
 
+    /// The instant in UTC; one outside chrono's range (some 262,000 years either way)
+    /// reads as the epoch.
+    pub fn to_datetime(self) -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::from_timestamp_millis(self.0).unwrap_or_default()
+    }
+
     /// RFC 3339, UTC, millisecond precision: `2026-11-22T06:44:55.123Z`.
     pub fn to_rfc3339(self) -> String {
-        chrono::DateTime::from_timestamp_millis(self.0)
-            .unwrap_or_default()
+        self.to_datetime()
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
     }
 
