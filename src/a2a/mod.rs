@@ -32,10 +32,12 @@ pub mod version;
 #[cfg(test)]
 mod wire_tests;
 
+pub(crate) use client_message::without_reserved_keys;
 pub use encode::{
     EventWire, MessageWire, OutcomeWire, PageWire, TRANSITIONS_KEY, TaskWire, encode_message,
     encode_send_outcome, encode_stream_event, encode_task, encode_task_page,
 };
+pub(crate) use enums::{role_name, state_name};
 pub use fast_send::{FastSend, fast_send};
 pub use params::{
     DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, TaskQuery, check_input_modes, decode_get_task,

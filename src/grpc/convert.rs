@@ -7,13 +7,24 @@
 //! result's JSON is read into the twin and re-encoded as the response's protobuf. The
 //! two type sets share the wire format, so the hop between them is a protobuf encode and
 //! decode. Whatever the JSON decoders refuse is refused here alike, with the same error.
+//!
+//! The answers the hot methods give most — a send's outcome, a task, a stream event —
+//! are written by `direct` instead wherever it carries them exactly (the functions below
+//! choose), and through the twin otherwise.
 
+use a2a_pb::{proto, protojson};
 use prost::Message;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use super::direct;
+use super::service::EVENT_ID_KEY;
+use crate::a2a::{Dialect, encode_stream_event};
+use crate::domain::StreamEvent;
 use crate::error::Error;
+use crate::runtime::SeqEvent;
+use crate::service::operation::Body;
 
 /// The ProtoJSON of a request message, through its twin type `J`.
 pub fn to_json<J>(message: &impl Message) -> Result<Value, Error>
@@ -38,11 +49,75 @@ where
         .map_err(|e| Error::internal(format!("gRPC response transcoding: {e}")))
 }
 
+/// A send's answer: its outcome straight from the domain where [`direct`] carries it,
+/// anything else through ProtoJSON.
+pub(super) fn send_answer(body: Body) -> Result<proto::SendMessageResponse, Error> {
+    if let Body::Outcome(Dialect::V1, outcome) = &body
+        && let Some(response) = direct::send_response(outcome)
+    {
+        return Ok(response);
+    }
+    from_json::<protojson::SendMessageResponse, _>(body.into_value())
+}
+
+/// A task answer: straight from the domain where [`direct`] carries it, anything else
+/// through ProtoJSON.
+pub(super) fn task_answer(body: Body) -> Result<proto::Task, Error> {
+    if let Body::Task(Dialect::V1, task) = &body
+        && let Some(task) = direct::task(task)
+    {
+        return Ok(task);
+    }
+    from_json::<protojson::Task, _>(body.into_value())
+}
+
+/// An answer through its ProtoJSON twin `RJ`.
+pub(super) fn by_twin<RJ, R>(body: Body) -> Result<R, Error>
+where
+    RJ: Message + DeserializeOwned,
+    R: Message + Default,
+{
+    from_json::<RJ, R>(body.into_value())
+}
+
+/// One event as a `StreamResponse`, named by its id where SSE names it: straight from
+/// the domain where [`direct`] carries it, else through ProtoJSON.
+pub(super) fn frame((seq, event): SeqEvent) -> Result<proto::StreamResponse, Error> {
+    match direct::stream_response(seq, &event) {
+        Some(response) => Ok(response),
+        None => frame_by_protojson(seq, &event),
+    }
+}
+
+/// [`frame`] through the event's ProtoJSON.
+pub(super) fn frame_by_protojson(
+    seq: i64,
+    event: &StreamEvent,
+) -> Result<proto::StreamResponse, Error> {
+    let mut value = encode_stream_event(Dialect::V1, event);
+    if !matches!(event, StreamEvent::Message { .. }) {
+        name_event(&mut value, seq);
+    }
+    from_json::<protojson::StreamResponse, _>(value)
+}
+
+/// Writes `seq` into the metadata of the event's payload (`task`, `statusUpdate` or
+/// `artifactUpdate`).
+fn name_event(value: &mut Value, seq: i64) {
+    let Some(payload) = value.as_object_mut().and_then(|o| o.values_mut().next()) else {
+        return;
+    };
+    let Some(payload) = payload.as_object_mut() else {
+        return;
+    };
+    let metadata = payload.entry("metadata").or_insert_with(|| json!({}));
+    if let Some(metadata) = metadata.as_object_mut() {
+        metadata.insert(EVENT_ID_KEY.into(), Value::String(seq.to_string()));
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use a2a_pb::{proto, protojson};
-    use serde_json::json;
-
     use super::*;
 
     #[test]
@@ -92,5 +167,16 @@ mod tests {
         let e = from_json::<protojson::Task, proto::Task>(json!({"status": {"state": "NOPE"}}))
             .unwrap_err();
         assert!(matches!(e, Error::Internal(_)), "{e}");
+    }
+
+    #[test]
+    fn events_are_named_in_their_payload_metadata() {
+        let mut status = json!({"statusUpdate": {"taskId": "t", "metadata": {"k": "v"}}});
+        name_event(&mut status, 7);
+        assert_eq!(status["statusUpdate"]["metadata"][EVENT_ID_KEY], "7");
+        assert_eq!(status["statusUpdate"]["metadata"]["k"], "v");
+        let mut task = json!({"task": {"id": "t"}});
+        name_event(&mut task, 3);
+        assert_eq!(task["task"]["metadata"][EVENT_ID_KEY], "3");
     }
 }

@@ -20,6 +20,7 @@
 
 mod codec;
 mod convert;
+mod direct;
 mod health;
 mod router;
 mod service;

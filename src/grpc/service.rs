@@ -6,6 +6,8 @@
 //! or `x-api-key` metadata, then the tenant's rate limit), the request's message (one
 //! whose bytes did not decode is refused here, see `codec`) and its ProtoJSON
 //! (`convert`), the `a2a-version` metadata, the operation, and the result's protobuf.
+//! The common send, its outcome, tasks and stream events skip the ProtoJSON (`direct`),
+//! which leaves everything it does not carry exactly to it.
 //! Errors become statuses with `ErrorInfo` (`status`). Streams carry the events of the
 //! SSE streams in the same order; each event but a lone message names its place in the
 //! task's durable log in its `metadata` under [`EVENT_ID_KEY`], which a
@@ -21,22 +23,21 @@ use a2a_pb::protojson;
 use futures_util::{Stream, StreamExt};
 use prost::Message;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tonic::metadata::{KeyAndValueRef, MetadataMap};
 use tonic::{Code, Request, Response, Status};
 use tracing::Instrument;
 
-use super::convert::{from_json, to_json};
+use super::convert::{by_twin, frame, send_answer, task_answer, to_json};
+use super::direct;
 use super::status::{code_name, status};
 use crate::a2a::version::{is_newer_than_supported, negotiate};
-use crate::a2a::{Dialect, Operation, encode_stream_event};
-use crate::domain::StreamEvent;
+use crate::a2a::{Dialect, Operation};
+use crate::domain::SendMessage;
 use crate::error::Error;
-use crate::runtime::SeqEvent;
 use crate::service::Service;
 use crate::service::auth::{Credentials, Principal};
-use crate::service::operation::{self, Reply};
+use crate::service::operation::{self, Body, Reply};
 use crate::telemetry;
 
 /// The `metadata` key of a streamed event's id (its place in the task's durable log).
@@ -134,14 +135,17 @@ impl A2a {
         status
     }
 
-    /// Admits the caller and executes `op` with the request's ProtoJSON.
-    async fn execute<J>(
+    /// Admits the caller and executes `op` with the request as `read` takes it into the
+    /// domain, or else with its ProtoJSON.
+    async fn execute<J, M>(
         &self,
         op: Operation,
-        request: Request<impl Message>,
+        request: Request<M>,
+        read: Read<M>,
     ) -> Result<Reply, Error>
     where
         J: Message + Default + Serialize,
+        M: Message,
     {
         let peer = request.remote_addr().map(|addr| addr.ip());
         let proxied = proxied_client(&request);
@@ -153,27 +157,46 @@ impl A2a {
         };
         // Credentials first: a stranger learns nothing, not even whether its request is valid.
         let principal = self.admit(&caller).await?;
-        let params = to_json::<J>(&message)?;
+        let params = match read(&message) {
+            Some(send) => Params::Send(Box::new(send)),
+            None => Params::Json(to_json::<J>(&message)?),
+        };
         let dialect = version(&metadata)?;
+        let params = match params {
+            // Read as 1.0 without the generations extension: otherwise the general reader
+            // decides.
+            Params::Send(send)
+                if dialect == Dialect::V1 && !operation::generations_active(dialect, &caller) =>
+            {
+                let service = &self.service;
+                return operation::execute_send(service, &principal, op, dialect, *send, &caller)
+                    .await;
+            }
+            Params::Send(_) => to_json::<J>(&message)?,
+            Params::Json(params) => params,
+        };
         operation::execute(&self.service, &principal, op, dialect, &params, &caller).await
     }
 
-    /// A unary RPC: the request read through its twin `J`, the result through `RJ`.
-    async fn unary<J, RJ, R>(
+    /// A unary RPC: the request as `read` takes it or through its twin `J`, the result
+    /// by `answer`.
+    async fn unary<J, M, R>(
         &self,
         op: Operation,
-        request: Request<impl Message>,
+        request: Request<M>,
+        read: Read<M>,
+        answer: fn(Body) -> Result<R, Error>,
     ) -> Result<Response<R>, Status>
     where
         J: Message + Default + Serialize,
-        RJ: Message + DeserializeOwned,
+        M: Message,
         R: Message + Default,
     {
         let started = Instant::now();
         let name = operation::name(op);
         let result = async {
-            match self.execute::<J>(op, request).await? {
-                Reply::Json(body) => from_json::<RJ, R>(body.into_value()),
+            match self.execute::<J, M>(op, request, read).await? {
+                Reply::Json(body) => answer(body),
                 Reply::Stream(_) => Err(Error::internal(format!("{name} answered with a stream"))),
             }
         }
@@ -186,19 +209,21 @@ impl A2a {
         result
     }
 
-    /// A server-streaming RPC: the request read through its twin `J`.
-    async fn streaming<J>(
+    /// A server-streaming RPC: the request as `read` takes it or through its twin `J`.
+    async fn streaming<J, M>(
         &self,
         op: Operation,
-        request: Request<impl Message>,
+        request: Request<M>,
+        read: Read<M>,
     ) -> Result<Response<EventStream>, Status>
     where
         J: Message + Default + Serialize,
+        M: Message,
     {
         let started = Instant::now();
         let name = operation::name(op);
         let result = self
-            .execute::<J>(op, request)
+            .execute::<J, M>(op, request, read)
             .instrument(tracing::debug_span!("grpc", method = name))
             .await
             .and_then(|reply| match reply {
@@ -221,6 +246,21 @@ impl A2a {
         observe(name, result.as_ref().err(), started);
         result
     }
+}
+
+/// How a method's request may skip its ProtoJSON: a reader into the domain's send, or
+/// [`by_protojson`].
+type Read<M> = fn(&M) -> Option<SendMessage>;
+
+/// A request as read: a send in the domain, or the ProtoJSON of any request.
+enum Params {
+    Send(Box<SendMessage>),
+    Json(Value),
+}
+
+/// The [`Read`] of a method whose request always goes through its ProtoJSON.
+fn by_protojson<M>(_: &M) -> Option<SendMessage> {
+    None
 }
 
 /// Refuses metadata whose value is not printable ASCII (gRPC's `ASCII-Value`, `%x20-%x7E`),
@@ -255,30 +295,6 @@ fn version(metadata: &MetadataMap) -> Result<Dialect, Error> {
     negotiate(requested, Dialect::V1)
 }
 
-/// One event as a `StreamResponse`, named by its id where SSE names it.
-fn frame((seq, event): SeqEvent) -> Result<proto::StreamResponse, Error> {
-    let mut value = encode_stream_event(Dialect::V1, &event);
-    if !matches!(event, StreamEvent::Message { .. }) {
-        name_event(&mut value, seq);
-    }
-    from_json::<protojson::StreamResponse, _>(value)
-}
-
-/// Writes `seq` into the metadata of the event's payload (`task`, `statusUpdate` or
-/// `artifactUpdate`).
-fn name_event(value: &mut Value, seq: i64) {
-    let Some(payload) = value.as_object_mut().and_then(|o| o.values_mut().next()) else {
-        return;
-    };
-    let Some(payload) = payload.as_object_mut() else {
-        return;
-    };
-    let metadata = payload.entry("metadata").or_insert_with(|| json!({}));
-    if let Some(metadata) = metadata.as_object_mut() {
-        metadata.insert(EVENT_ID_KEY.into(), Value::String(seq.to_string()));
-    }
-}
-
 /// Counts a call by method and status code, and times it until its answer (a stream's
 /// head): the HTTP bindings' metrics with `binding="grpc"`.
 fn observe(method: &'static str, error: Option<&Status>, started: Instant) {
@@ -300,9 +316,12 @@ impl A2aService for A2a {
         &self,
         request: Request<proto::SendMessageRequest>,
     ) -> Result<Response<proto::SendMessageResponse>, Status> {
-        self.unary::<protojson::SendMessageRequest, protojson::SendMessageResponse, _>(
-            Operation::SendMessage,
+        let op = Operation::SendMessage;
+        self.unary::<protojson::SendMessageRequest, _, _>(
+            op,
             request,
+            direct::read_send,
+            send_answer,
         )
         .await
     }
@@ -313,7 +332,8 @@ impl A2aService for A2a {
         &self,
         request: Request<proto::SendMessageRequest>,
     ) -> Result<Response<EventStream>, Status> {
-        self.streaming::<protojson::SendMessageRequest>(Operation::SendStreamingMessage, request)
+        let op = Operation::SendStreamingMessage;
+        self.streaming::<protojson::SendMessageRequest, _>(op, request, direct::read_send)
             .await
     }
 
@@ -321,7 +341,8 @@ impl A2aService for A2a {
         &self,
         request: Request<proto::GetTaskRequest>,
     ) -> Result<Response<proto::Task>, Status> {
-        self.unary::<protojson::GetTaskRequest, protojson::Task, _>(Operation::GetTask, request)
+        let op = Operation::GetTask;
+        self.unary::<protojson::GetTaskRequest, _, _>(op, request, by_protojson, task_answer)
             .await
     }
 
@@ -329,9 +350,11 @@ impl A2aService for A2a {
         &self,
         request: Request<proto::ListTasksRequest>,
     ) -> Result<Response<proto::ListTasksResponse>, Status> {
-        self.unary::<protojson::ListTasksRequest, protojson::ListTasksResponse, _>(
+        self.unary::<protojson::ListTasksRequest, _, _>(
             Operation::ListTasks,
             request,
+            by_protojson,
+            by_twin::<protojson::ListTasksResponse, _>,
         )
         .await
     }
@@ -340,11 +363,9 @@ impl A2aService for A2a {
         &self,
         request: Request<proto::CancelTaskRequest>,
     ) -> Result<Response<proto::Task>, Status> {
-        self.unary::<protojson::CancelTaskRequest, protojson::Task, _>(
-            Operation::CancelTask,
-            request,
-        )
-        .await
+        let op = Operation::CancelTask;
+        self.unary::<protojson::CancelTaskRequest, _, _>(op, request, by_protojson, task_answer)
+            .await
     }
 
     type SubscribeToTaskStream = EventStream;
@@ -353,7 +374,8 @@ impl A2aService for A2a {
         &self,
         request: Request<proto::SubscribeToTaskRequest>,
     ) -> Result<Response<EventStream>, Status> {
-        self.streaming::<protojson::SubscribeToTaskRequest>(Operation::SubscribeToTask, request)
+        let op = Operation::SubscribeToTask;
+        self.streaming::<protojson::SubscribeToTaskRequest, _>(op, request, by_protojson)
             .await
     }
 
@@ -361,9 +383,11 @@ impl A2aService for A2a {
         &self,
         request: Request<proto::TaskPushNotificationConfig>,
     ) -> Result<Response<proto::TaskPushNotificationConfig>, Status> {
-        self.unary::<protojson::TaskPushNotificationConfig, protojson::TaskPushNotificationConfig, _>(
+        self.unary::<protojson::TaskPushNotificationConfig, _, _>(
             Operation::CreatePushConfig,
             request,
+            by_protojson,
+            by_twin::<protojson::TaskPushNotificationConfig, _>,
         )
         .await
     }
@@ -372,11 +396,12 @@ impl A2aService for A2a {
         &self,
         request: Request<proto::GetTaskPushNotificationConfigRequest>,
     ) -> Result<Response<proto::TaskPushNotificationConfig>, Status> {
-        self.unary::<
-            protojson::GetTaskPushNotificationConfigRequest,
-            protojson::TaskPushNotificationConfig,
-            _,
-        >(Operation::GetPushConfig, request)
+        self.unary::<protojson::GetTaskPushNotificationConfigRequest, _, _>(
+            Operation::GetPushConfig,
+            request,
+            by_protojson,
+            by_twin::<protojson::TaskPushNotificationConfig, _>,
+        )
         .await
     }
 
@@ -384,11 +409,12 @@ impl A2aService for A2a {
         &self,
         request: Request<proto::ListTaskPushNotificationConfigsRequest>,
     ) -> Result<Response<proto::ListTaskPushNotificationConfigsResponse>, Status> {
-        self.unary::<
-            protojson::ListTaskPushNotificationConfigsRequest,
-            protojson::ListTaskPushNotificationConfigsResponse,
-            _,
-        >(Operation::ListPushConfigs, request)
+        self.unary::<protojson::ListTaskPushNotificationConfigsRequest, _, _>(
+            Operation::ListPushConfigs,
+            request,
+            by_protojson,
+            by_twin::<protojson::ListTaskPushNotificationConfigsResponse, _>,
+        )
         .await
     }
 
@@ -396,9 +422,11 @@ impl A2aService for A2a {
         &self,
         request: Request<proto::GetExtendedAgentCardRequest>,
     ) -> Result<Response<proto::AgentCard>, Status> {
-        self.unary::<protojson::GetExtendedAgentCardRequest, protojson::AgentCard, _>(
+        self.unary::<protojson::GetExtendedAgentCardRequest, _, _>(
             Operation::GetExtendedAgentCard,
             request,
+            by_protojson,
+            by_twin::<protojson::AgentCard, _>,
         )
         .await
     }
@@ -407,9 +435,11 @@ impl A2aService for A2a {
         &self,
         request: Request<proto::DeleteTaskPushNotificationConfigRequest>,
     ) -> Result<Response<()>, Status> {
-        self.unary::<protojson::DeleteTaskPushNotificationConfigRequest, (), ()>(
+        self.unary::<protojson::DeleteTaskPushNotificationConfigRequest, _, _>(
             Operation::DeletePushConfig,
             request,
+            by_protojson,
+            by_twin::<(), ()>,
         )
         .await
     }
@@ -447,16 +477,5 @@ mod tests {
             assert!(text.starts_with("metadata x-api-key: "), "{text}");
             assert!(!text.contains("acm"), "the value is not echoed: {text}");
         }
-    }
-
-    #[test]
-    fn events_are_named_in_their_payload_metadata() {
-        let mut status = json!({"statusUpdate": {"taskId": "t", "metadata": {"k": "v"}}});
-        name_event(&mut status, 7);
-        assert_eq!(status["statusUpdate"]["metadata"][EVENT_ID_KEY], "7");
-        assert_eq!(status["statusUpdate"]["metadata"]["k"], "v");
-        let mut task = json!({"task": {"id": "t"}});
-        name_event(&mut task, 3);
-        assert_eq!(task["task"]["metadata"][EVENT_ID_KEY], "3");
     }
 }
