@@ -13,6 +13,8 @@
 //! task's durable log in its `metadata` under [`EVENT_ID_KEY`], which a
 //! `SubscribeToTask` can name in its `last-event-id` metadata to resume after it.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -295,19 +297,47 @@ fn version(metadata: &MetadataMap) -> Result<Dialect, Error> {
     negotiate(requested, Dialect::V1)
 }
 
+/// A series' handles: its call counter and its latency histogram.
+type Series = (metrics::Counter, metrics::Histogram);
+
+thread_local! {
+    /// Each worker's handles by (method, status code), as the HTTP bindings keep theirs
+    /// (`http::observe`): a call finds its series without building the labels and looking
+    /// them up in the recorder. Methods and codes are bounded, and so is this map.
+    static SERIES: RefCell<HashMap<(&'static str, i32), Series>> = RefCell::new(HashMap::new());
+}
+
 /// Counts a call by method and status code, and times it until its answer (a stream's
 /// head): the HTTP bindings' metrics with `binding="grpc"`.
 fn observe(method: &'static str, error: Option<&Status>, started: Instant) {
     let code = error.map_or(Code::Ok, Status::code);
-    metrics::counter!(
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    // Before the process's recorder is installed a handle would go nowhere for good.
+    if !telemetry::recorder_installed() {
+        let (counter, histogram) = series(method, code);
+        counter.increment(1);
+        histogram.record(elapsed_ms);
+        return;
+    }
+    SERIES.with_borrow_mut(|cache| {
+        let (counter, histogram) = cache
+            .entry((method, code as i32))
+            .or_insert_with(|| series(method, code));
+        counter.increment(1);
+        histogram.record(elapsed_ms);
+    });
+}
+
+fn series(method: &'static str, code: Code) -> Series {
+    let counter = metrics::counter!(
         telemetry::HTTP_REQUESTS,
         "binding" => "grpc",
         "method" => method,
         "status" => code_name(code)
-    )
-    .increment(1);
-    metrics::histogram!(telemetry::HTTP_LATENCY_MS, "binding" => "grpc", "method" => method)
-        .record(started.elapsed().as_secs_f64() * 1000.0);
+    );
+    let histogram =
+        metrics::histogram!(telemetry::HTTP_LATENCY_MS, "binding" => "grpc", "method" => method);
+    (counter, histogram)
 }
 
 #[tonic::async_trait]
