@@ -30,9 +30,11 @@ pub struct StoreSettings {
     /// connections, +0.2 ms p50 at one) or `normal` (a commit survives a crash of the
     /// process; a power loss can roll back the last ones).
     pub sqlite_synchronous: SqliteSynchronous,
-    /// SQLite: the WAL's size in pages past which a thread of its own checkpoints it
+    /// SQLite: the WAL's growth in pages after which a thread of its own checkpoints it
     /// (copies its pages into the database file) beside the writer, which never stops for
-    /// a checkpoint. At most 1 048 576.
+    /// a checkpoint. At most 1 048 576. 4 000 (16 MiB of WAL): at 64 connections, against
+    /// SQLite's own 1 000, +15 % sends per second and p99 14–17 → 9–10 ms, since a page
+    /// written by many commits is copied once per checkpoint; 16 000 measured the same.
     pub sqlite_checkpoint_pages: u32,
     /// Postgres: how long a starting server waits for a hold on the database it cannot
     /// share to go away (a server without cluster mode holds its database alone, cluster
@@ -49,7 +51,7 @@ impl Default for StoreSettings {
             pool_size: 16,
             acquire_timeout_ms: 2000,
             sqlite_synchronous: SqliteSynchronous::default(),
-            sqlite_checkpoint_pages: 1000,
+            sqlite_checkpoint_pages: 4000,
             lock_wait_ms: 3000,
         }
     }
