@@ -18,8 +18,8 @@
 //! ([`SqliteSynchronous`], `store.sqlite_synchronous`, FULL by default): FULL syncs the
 //! WAL at every commit — one fsync per group of batches — so not even a power loss or OS
 //! crash takes back an acknowledged write; in WAL mode NORMAL survives a crash of the
-//! process, but a power loss can roll back the last commits. The writer never
-//! checkpoints the WAL itself: a thread of its own does ([`Checkpointer`]).
+//! process, but a power loss can roll back the last commits. The WAL is checkpointed by
+//! a thread of its own, the writer copying only the last pages ([`Checkpointer`]).
 //!
 //! **One process per file.** The writer and the migrations hold an exclusive lock on
 //! `<database>.lock` ([`SqliteLock`]): a second process on the same file is refused at
@@ -269,7 +269,7 @@ impl BlockingCommit for SqliteWriter {
             .map_err(store_error)?;
         write_rows(&tx, &rows)?;
         tx.commit().map_err(store_error)?;
-        self.checkpointer.after_commit();
+        self.checkpointer.after_commit(&conn);
         Ok(())
     }
 }
@@ -290,17 +290,22 @@ fn note_wal_pages(_: &rusqlite::hooks::Wal, pages: std::ffi::c_int) -> rusqlite:
 /// stops for one: SQLite's own checkpoint runs inside the commit that grew the WAL past
 /// its threshold — copying up to a thousand pages and syncing the database file — and
 /// every request of that group commit waited for it (measured: ~9 ms per checkpoint,
-/// every few hundred sends). The writer wakes the thread after a commit that left the
-/// WAL at `store.sqlite_checkpoint_pages` or more; the thread runs a PASSIVE checkpoint
-/// (it never waits for the writer or the readers, and copies what no reader still
-/// needs), and the next commit after a complete one starts the WAL over. Wake-ups during
-/// a checkpoint fold into one.
+/// every few hundred sends). The writer wakes the thread each time the WAL has grown by
+/// `store.sqlite_checkpoint_pages`; the thread runs a PASSIVE checkpoint (it never waits
+/// for the writer or the readers): it copies the pages and syncs the database file.
+/// A checkpoint beside a writer never catches up with it — the commits made meanwhile
+/// are still to copy — and a WAL not copied to its end never starts over, so it would
+/// grow without end: after each of the thread's checkpoints the writer's next commit
+/// copies that remainder itself (a few pages, one short sync), and the commit after it
+/// starts the WAL over. Wake-ups during a checkpoint fold into one.
 struct Checkpointer {
     wake: std::sync::mpsc::SyncSender<()>,
     pages: i32,
     /// The WAL's size when the thread was last woken (the writer's commits, which call
     /// [`Checkpointer::after_commit`], hold the connection's lock).
     woken_at: std::sync::atomic::AtomicI32,
+    /// Set by the thread after a checkpoint: the writer copies the rest.
+    caught_up: Arc<std::sync::atomic::AtomicBool>,
     /// For tests, which wait for checkpoints.
     #[cfg(test)]
     done: Arc<Checkpoints>,
@@ -340,14 +345,17 @@ impl Checkpointer {
         let (wake, woken) = std::sync::mpsc::sync_channel(1);
         let done = Arc::new(Checkpoints::default());
         let counted = done.clone();
+        let caught_up = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let told = caught_up.clone();
         std::thread::Builder::new()
             .name("a2a-checkpoint".into())
-            .spawn(move || checkpoint_loop(&conn, &woken, &counted))
+            .spawn(move || checkpoint_loop(&conn, &woken, &told, &counted))
             .map_err(|e| StoreError::Unavailable(format!("the sqlite checkpoint thread: {e}")))?;
         Ok(Self {
             wake,
             pages: i32::try_from(pages).unwrap_or(i32::MAX),
             woken_at: std::sync::atomic::AtomicI32::new(0),
+            caught_up,
             #[cfg(test)]
             done,
         })
@@ -357,9 +365,24 @@ impl Checkpointer {
     /// by the threshold since it was last woken. (Not merely when the WAL is that large:
     /// a WAL that cannot start over — a reader still on its older pages — would wake it
     /// at every commit, each wake-up a checkpoint with little to copy and two syncs.)
-    fn after_commit(&self) {
-        use std::sync::atomic::Ordering::Relaxed;
+    ///
+    /// After a checkpoint of the thread's, copies what it left (see [`Checkpointer`]) on
+    /// the writer's `conn`, between two transactions.
+    fn after_commit(&self, conn: &rusqlite::Connection) {
+        use std::sync::atomic::Ordering::{AcqRel, Relaxed};
         let pages = WAL_PAGES.replace(0);
+        if self.caught_up.swap(false, AcqRel) {
+            let started = std::time::Instant::now();
+            match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                Ok(()) => {
+                    metrics::histogram!(crate::telemetry::SQLITE_CHECKPOINT_MS, "by" => "writer")
+                        .record(started.elapsed().as_secs_f64() * 1000.0)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "sqlite checkpoint failed (tried again after the next one)")
+                }
+            }
+        }
         let mut woken_at = self.woken_at.load(Relaxed);
         if pages < woken_at {
             // The WAL started over.
@@ -374,31 +397,45 @@ impl Checkpointer {
     }
 }
 
-/// The checkpoint thread: a PASSIVE checkpoint per wake-up, until the writer is gone.
+/// Passes of the checkpoint thread per wake-up at most: each copies what the writer
+/// committed during the one before, so the remainder left to the writer shrinks.
+const CHECKPOINT_PASSES: usize = 4;
+
+/// A pass that copied fewer pages than this leaves the rest to the writer.
+const CHECKPOINT_TAIL_PAGES: i64 = 64;
+
+/// The checkpoint thread: PASSIVE checkpoints per wake-up, until the writer is gone.
 fn checkpoint_loop(
     conn: &rusqlite::Connection,
     woken: &std::sync::mpsc::Receiver<()>,
+    caught_up: &std::sync::atomic::AtomicBool,
     done: &Checkpoints,
 ) {
     while woken.recv().is_ok() {
-        let started = std::time::Instant::now();
-        let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-            Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
-        });
-        match result {
-            Ok((wal, copied)) => {
-                metrics::histogram!(crate::telemetry::SQLITE_CHECKPOINT_MS)
-                    .record(started.elapsed().as_secs_f64() * 1000.0);
-                if copied < wal {
-                    tracing::debug!(
-                        wal,
-                        copied,
-                        "sqlite checkpoint: readers still use part of the WAL"
-                    );
+        let mut copied_before = 0;
+        for _ in 0..CHECKPOINT_PASSES {
+            let started = std::time::Instant::now();
+            let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+                Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+            });
+            match result {
+                Ok((wal, copied)) => {
+                    metrics::histogram!(crate::telemetry::SQLITE_CHECKPOINT_MS, "by" => "thread")
+                        .record(started.elapsed().as_secs_f64() * 1000.0);
+                    caught_up.store(true, std::sync::atomic::Ordering::Release);
+                    if copied < wal {
+                        tracing::debug!(wal, copied, "sqlite checkpoint: part of the WAL is left");
+                    }
+                    let progress = copied - copied_before;
+                    copied_before = copied;
+                    if progress < CHECKPOINT_TAIL_PAGES {
+                        break;
+                    }
                 }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "sqlite checkpoint failed (tried again after the next commit)")
+                Err(e) => {
+                    tracing::warn!(error = %e, "sqlite checkpoint failed (tried again after the next commit)");
+                    break;
+                }
             }
         }
         done.ran();
