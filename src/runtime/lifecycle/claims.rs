@@ -78,10 +78,7 @@ async fn follow(
             Ok(Some((_, false))) => {}
             Ok(None) => return,
             Err(e) => {
-                tracing::warn!(
-                    error = %e,
-                    "idempotency claims could not be loaded; sends read the store for their key until they are (retrying)"
-                );
+                load_failed(&e);
                 drop(rt);
                 tokio::select! {
                     _ = stop.changed() => return,
@@ -109,10 +106,7 @@ async fn load_until_done(runtime: Weak<Runtime>, mut stop: watch::Receiver<bool>
                 return;
             }
             Ok(None) => return,
-            Err(e) => tracing::warn!(
-                error = %e,
-                "idempotency claims could not be loaded; sends read the store for their key until they are (retrying)"
-            ),
+            Err(e) => load_failed(&e),
         }
         drop(rt);
         tokio::select! {
@@ -120,6 +114,13 @@ async fn load_until_done(runtime: Weak<Runtime>, mut stop: watch::Receiver<bool>
             () = tokio::time::sleep(RETRY) => {}
         }
     }
+}
+
+fn load_failed(e: &StoreError) {
+    tracing::warn!(
+        error = %e,
+        "idempotency claims could not be loaded; sends read the store for their key until they are (retrying)"
+    );
 }
 
 impl Runtime {
