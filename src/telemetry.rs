@@ -81,8 +81,11 @@ pub const PERSIST_COMMIT_MS: &str = "agent_a2a_persistence_commit_duration_ms";
 pub const PERSIST_QUEUE: &str = "agent_a2a_persistence_queue_depth";
 /// Failed commits.
 pub const PERSIST_FAILURES: &str = "agent_a2a_persistence_failures_total";
-/// SQLite: how long a checkpoint of the WAL took, in milliseconds (beside the writer).
+/// SQLite: how long a checkpoint of the WAL took, in milliseconds, by who ran it (`by`:
+/// the checkpoint `thread`, or the `writer` copying what the thread left).
 pub const SQLITE_CHECKPOINT_MS: &str = "agent_a2a_sqlite_checkpoint_duration_ms";
+/// SQLite: pages in the WAL after the last commit (it starts over once checkpointed).
+pub const SQLITE_WAL_PAGES: &str = "agent_a2a_sqlite_wal_pages";
 
 // Push notifications (recorded by the delivery in `push`).
 
@@ -364,7 +367,11 @@ fn describe() {
     describe_histogram!(PERSIST_COMMIT_MS, "Commit latency in milliseconds.");
     describe_histogram!(
         SQLITE_CHECKPOINT_MS,
-        "SQLite: WAL checkpoints run beside the writer, in milliseconds."
+        "SQLite: WAL checkpoints, in milliseconds, by who ran them (the thread, or the writer copying what it left)."
+    );
+    describe_gauge!(
+        SQLITE_WAL_PAGES,
+        "SQLite: pages in the WAL after the last commit."
     );
     describe_gauge!(
         PERSIST_QUEUE,
