@@ -165,11 +165,7 @@ impl A2a {
         };
         let dialect = version(&metadata)?;
         let params = match params {
-            // Read as 1.0 without the generations extension: otherwise the general reader
-            // decides.
-            Params::Send(send)
-                if dialect == Dialect::V1 && !operation::generations_active(dialect, &caller) =>
-            {
+            Params::Send(send) if operation::takes_decoded_send(dialect, &caller) => {
                 let service = &self.service;
                 return operation::execute_send(service, &principal, op, dialect, *send, &caller)
                     .await;

@@ -129,9 +129,9 @@ pub async fn execute_send(
     if !matches!(op, Operation::SendMessage | Operation::SendStreamingMessage) {
         return Err(Error::internal(format!("a decoded send for {}", name(op))));
     }
-    if generations_active(dialect, request) {
+    if !takes_decoded_send(dialect, request) {
         return Err(Error::internal(
-            "a decoded send of a request activating the generations extension",
+            "a decoded send outside 1.0, or of a request activating the generations extension",
         ));
     }
     let input = Input::Send(Box::new(send));
@@ -396,6 +396,14 @@ fn push_page(
     let last = &rest[size - 1];
     let next = format!("{}.{}", last.created_at.millis(), last.id);
     Ok((rest, next))
+}
+
+/// Whether a send a binding read into the domain itself (the 1.0 readers: JSON-RPC's
+/// `a2a::fast_send`, gRPC's `direct`) may run as read ([`execute_send`]): in the 1.0
+/// dialect, without the task-generations extension, whose condition only the general
+/// reader takes from the request's JSON. Otherwise the general reader decides.
+pub fn takes_decoded_send(dialect: Dialect, request: &impl Request) -> bool {
+    dialect == Dialect::V1 && !generations_active(dialect, request)
 }
 
 /// Whether the request activates the task-generations extension: a 1.0 request naming

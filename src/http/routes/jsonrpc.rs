@@ -3,7 +3,7 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::Value;
 
-use crate::a2a::{self, Dialect, jsonrpc::parse_request};
+use crate::a2a::{self, jsonrpc::parse_request};
 use crate::error::Error;
 use crate::http::AppState;
 use crate::http::body::{check_json_content_type, dialect, read_limited};
@@ -67,11 +67,12 @@ async fn dispatch(
     };
     let generations = operation::generations_active(dialect, req);
     let rpc = match rpc {
-        // Read as 1.0 without the extension: otherwise the general reader decides.
-        Parsed::Fast(_) if dialect != Dialect::V1 || generations => match parse_request(&body) {
-            Ok(rpc) => Parsed::General(rpc),
-            Err((id, e)) => return (jsonrpc_err(&id, &e, name, retry), name),
-        },
+        Parsed::Fast(_) if !operation::takes_decoded_send(dialect, req) => {
+            match parse_request(&body) {
+                Ok(rpc) => Parsed::General(rpc),
+                Err((id, e)) => return (jsonrpc_err(&id, &e, name, retry), name),
+            }
+        }
         rpc => rpc,
     };
     let (id, executed) = match rpc {
