@@ -150,6 +150,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::a2a::strategies::{taken, text};
     use crate::a2a::{Dialect, decode_send, jsonrpc::parse_request};
 
     /// What the general reader makes of `body`: the request's id, method and command.
@@ -204,18 +205,6 @@ mod tests {
         }
     }
 
-    /// Strings among which the readers' rules differ: empty, control characters, too
-    /// long, escapes, non-ASCII.
-    fn text() -> impl Strategy<Value = String> {
-        prop_oneof![
-            1 => Just(String::new()),
-            1 => Just("\u{7}".to_owned()),
-            1 => Just("x".repeat(300)),
-            12 => "[a-z0-9\\-]{1,12}",
-            3 => "\\PC{0,8}",
-        ]
-    }
-
     fn maybe(value: impl Strategy<Value = Value>) -> impl Strategy<Value = Option<Value>> {
         prop::option::of(value)
     }
@@ -223,14 +212,7 @@ mod tests {
     /// The generator reaches the fast road often, not only its refusals.
     #[test]
     fn the_generated_bodies_often_take_the_fast_road() {
-        use proptest::strategy::ValueTree;
-        let mut runner = proptest::test_runner::TestRunner::deterministic();
-        let taken = (0..1000)
-            .filter(|_| {
-                let body = body().new_tree(&mut runner).unwrap().current();
-                fast_send(body.as_bytes()).is_some()
-            })
-            .count();
+        let taken = taken(body(), 1000, |body| fast_send(body.as_bytes()).is_some());
         assert!(taken >= 40, "only {taken} of 1000 took the fast road");
     }
 

@@ -30,6 +30,8 @@ mod push;
 pub mod version;
 
 #[cfg(test)]
+pub(crate) mod strategies;
+#[cfg(test)]
 mod wire_tests;
 
 pub(crate) use client_message::without_reserved_keys;

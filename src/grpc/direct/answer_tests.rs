@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::a2a::strategies::taken;
 use crate::a2a::{encode_send_outcome, encode_task};
 use crate::domain::{ContextId, MessageId, Role, TaskId, TaskState, TenantId, Transition};
 use crate::grpc::convert::frame_by_protojson;
@@ -237,14 +238,7 @@ fn event() -> impl Strategy<Value = StreamEvent> {
 /// The generators reach the direct road often, not only its refusals.
 #[test]
 fn the_generated_answers_often_take_the_direct_road() {
-    use proptest::strategy::ValueTree;
-    let mut runner = proptest::test_runner::TestRunner::deterministic();
-    let taken = (0..500)
-        .filter(|_| {
-            let event = event().new_tree(&mut runner).unwrap().current();
-            stream_response(1, &event).is_some()
-        })
-        .count();
+    let taken = taken(event(), 500, |event| stream_response(1, event).is_some());
     assert!(taken >= 100, "only {taken} of 500 took the direct road");
 }
 

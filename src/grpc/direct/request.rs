@@ -120,6 +120,7 @@ mod tests {
     use prost_types::value::Kind;
 
     use super::*;
+    use crate::a2a::strategies::{taken, text};
     use crate::a2a::{Dialect, decode_send};
     use crate::grpc::convert::to_json;
 
@@ -208,18 +209,6 @@ mod tests {
         for request in declined {
             assert!(read_send(&request).is_none(), "{request:?}");
         }
-    }
-
-    /// Strings among which the readers' rules differ: empty, control characters, too
-    /// long, non-ASCII.
-    fn text() -> impl Strategy<Value = String> {
-        prop_oneof![
-            1 => Just(String::new()),
-            1 => Just("\u{7}".to_owned()),
-            1 => Just("x".repeat(300)),
-            12 => "[a-z0-9\\-]{1,12}",
-            3 => "\\PC{0,8}",
-        ]
     }
 
     fn number() -> impl Strategy<Value = f64> {
@@ -350,14 +339,7 @@ mod tests {
     /// The generator reaches the direct road often, not only its refusals.
     #[test]
     fn the_generated_requests_often_take_the_direct_road() {
-        use proptest::strategy::ValueTree;
-        let mut runner = proptest::test_runner::TestRunner::deterministic();
-        let taken = (0..1000)
-            .filter(|_| {
-                let request = request().new_tree(&mut runner).unwrap().current();
-                read_send(&request).is_some()
-            })
-            .count();
+        let taken = taken(request(), 1000, |request| read_send(request).is_some());
         assert!(taken >= 100, "only {taken} of 1000 took the direct road");
     }
 

@@ -378,13 +378,17 @@ fn sqlite_checkpoints_run_beside_the_writer_once_the_wal_is_due() {
     let db_size = || std::fs::metadata(&path).unwrap().len();
     let before = db_size();
     let t = tenant("acme");
-    for i in 0..200 {
-        let ctx = context(&format!("c-{i:04}"));
-        let op = WriteOp::UpsertThread(thread(&t, &ctx, 100 + i));
-        writer
-            .commit_blocking(&[std::slice::from_ref(&op)])
-            .unwrap();
-    }
+    // One commit per new thread.
+    let commit_threads = |ids: std::ops::Range<i64>| {
+        for i in ids {
+            let ctx = context(&format!("c-{i:04}"));
+            let op = WriteOp::UpsertThread(thread(&t, &ctx, 100 + i));
+            writer
+                .commit_blocking(&[std::slice::from_ref(&op)])
+                .unwrap();
+        }
+    };
+    commit_threads(0..200);
     assert!(
         writer.checkpoints().wait_past(0, Duration::from_secs(10)) >= 1,
         "no checkpoint ran"
@@ -396,13 +400,7 @@ fn sqlite_checkpoints_run_beside_the_writer_once_the_wal_is_due() {
 
     // The WAL starts over once checkpointed to its end: it stays a few thresholds long
     // however much is written (1 000 commits of two pages or more would be 8 MB).
-    for i in 200..1200 {
-        let ctx = context(&format!("c-{i:04}"));
-        let op = WriteOp::UpsertThread(thread(&t, &ctx, 100 + i));
-        writer
-            .commit_blocking(&[std::slice::from_ref(&op)])
-            .unwrap();
-    }
+    commit_threads(200..1200);
     let wal = std::fs::metadata(dir.path().join("agent-a2a.db-wal"))
         .unwrap()
         .len();
