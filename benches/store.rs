@@ -95,6 +95,8 @@ fn completion_batch(now: Timestamp) -> Vec<WriteOp> {
         tool_calls: serde_json::Value::Array(Vec::new()),
         metadata: None,
         created_at: now,
+        extensions: Vec::new(),
+        reference_task_ids: Vec::new(),
     };
     vec![
         WriteOp::AppendMessage(record),
@@ -104,7 +106,7 @@ fn completion_batch(now: Timestamp) -> Vec<WriteOp> {
             position: 1,
             message_seq: 2,
         },
-        WriteOp::UpsertTask(task),
+        WriteOp::UpsertTask(task.into()),
         WriteOp::AppendTaskEvent {
             tenant,
             task_id: task_id.clone(),

@@ -95,6 +95,16 @@ pub enum Role {
     Agent,
 }
 
+impl Role {
+    /// The name the store keeps (the serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Agent => "agent",
+        }
+    }
+}
+
 /// The payload of a part: exactly one kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -143,6 +153,15 @@ impl Part {
             _ => None,
         }
     }
+
+    /// The text parts of `parts` joined by newlines (a message's [`Message::text`]).
+    pub fn text_of(parts: &[Part]) -> String {
+        parts
+            .iter()
+            .filter_map(Part::as_text)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
 }
 
 /// A message in a conversation.
@@ -180,11 +199,7 @@ impl Message {
 
     /// All text parts joined by newlines.
     pub fn text(&self) -> String {
-        self.parts
-            .iter()
-            .filter_map(Part::as_text)
-            .collect::<Vec<_>>()
-            .join("\n")
+        Part::text_of(&self.parts)
     }
 }
 
@@ -286,25 +301,6 @@ impl Task {
             created_at: now,
             updated_at: now,
             generation: 1,
-        }
-    }
-
-    /// The task as its row stores it: everything but the history, which the store keeps
-    /// as references to the thread's messages. A write carries this rather than a copy
-    /// of every message the task has seen.
-    pub fn row(&self) -> Self {
-        Self {
-            id: self.id.clone(),
-            context_id: self.context_id.clone(),
-            tenant: self.tenant.clone(),
-            status: self.status.clone(),
-            artifacts: self.artifacts.clone(),
-            history: Vec::new(),
-            metadata: self.metadata.clone(),
-            transitions: self.transitions.clone(),
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            generation: self.generation,
         }
     }
 

@@ -97,6 +97,64 @@ pub struct MessageRecord {
     pub tool_calls: Value,
     pub metadata: Option<Metadata>,
     pub created_at: Timestamp,
+    /// The A2A message's extension URIs.
+    pub extensions: Vec<String>,
+    /// The tasks the A2A message refers to.
+    pub reference_task_ids: Vec<TaskId>,
+}
+
+/// A task as its row stores it ([`WriteOp::UpsertTask`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    /// The task without its history, which the store keeps as references to the
+    /// thread's messages (written by [`WriteOp::LinkTaskMessage`]), and without its status
+    /// message when `status_entry` names it.
+    pub task: Task,
+    /// Which entry of the task's history (from 0) is its status message: stored as that
+    /// reference rather than as a copy of the message.
+    pub status_entry: Option<i64>,
+}
+
+impl TaskRecord {
+    /// The row of `task`. Its status message is an entry of its history
+    /// ([`Task::set_status`] keeps it there): the newest entry equal to it. A status
+    /// message that is not one (none is, in practice) is stored as a copy.
+    pub fn of(task: &Task) -> Self {
+        let status_entry = task
+            .status
+            .message
+            .as_ref()
+            .and_then(|m| task.history.iter().rposition(|h| h == m));
+        Self {
+            task: Task {
+                id: task.id.clone(),
+                context_id: task.context_id.clone(),
+                tenant: task.tenant.clone(),
+                status: crate::domain::TaskStatus {
+                    state: task.status.state,
+                    message: match status_entry {
+                        Some(_) => None,
+                        None => task.status.message.clone(),
+                    },
+                    timestamp: task.status.timestamp,
+                },
+                artifacts: task.artifacts.clone(),
+                history: Vec::new(),
+                metadata: task.metadata.clone(),
+                transitions: task.transitions.clone(),
+                created_at: task.created_at,
+                updated_at: task.updated_at,
+                generation: task.generation,
+            },
+            status_entry: status_entry.map(|i| i as i64),
+        }
+    }
+}
+
+impl From<Task> for TaskRecord {
+    fn from(task: Task) -> Self {
+        Self::of(&task)
+    }
 }
 
 /// A task as loaded from the store, with the sequence number of its last logged event.
@@ -124,9 +182,8 @@ pub enum WriteOp {
     /// Insert the thread, or update every column but `created_at`.
     UpsertThread(ThreadRecord),
     AppendMessage(MessageRecord),
-    /// Insert the task row, or update it; `task.history` is ignored (see `LinkTaskMessage`):
-    /// writers send [`Task::row`], without it.
-    UpsertTask(Task),
+    /// Insert the task row, or update it (its history is written by `LinkTaskMessage`).
+    UpsertTask(TaskRecord),
     /// Makes message `message_seq` of the task's thread the `position`-th history entry of
     /// the task: the next after those stored. The entry is kept in the task's row, written
     /// with the batch's `UpsertTask` of the task (or, without one, appended to the row on
@@ -138,7 +195,9 @@ pub enum WriteOp {
         message_seq: i64,
     },
     /// Appends to the task's durable event log. `seq` starts at 1 and has no gaps.
-    /// Only `StatusUpdate`, `ArtifactUpdate` and `Message` events are logged.
+    /// Only `StatusUpdate`, `ArtifactUpdate` and `Message` events are logged. A status
+    /// update whose message the same batch appends to the thread (`AppendMessage`, as
+    /// every turn does) refers to that row instead of copying the message.
     AppendTaskEvent {
         tenant: TenantId,
         task_id: TaskId,
@@ -694,16 +753,51 @@ pub fn migrate(cfg: &StoreConfig) -> Result<Vec<String>, StoreError> {
     }
 }
 
-/// Tests: reverts the newest migration (its `down.sql`) and runs `sql` on the database,
-/// as an older release would have left it; sync.
+/// Tests: reverts the migrations from the newest back to `version` (e.g.
+/// `20261125000300`) included, each by its `down.sql`, and runs `sql` on the database, as
+/// an older release would have left it; returns the versions reverted; sync.
 #[cfg(test)]
-pub(crate) fn revert_last_migration_then(
+pub(crate) fn revert_through_then(
     cfg: &StoreConfig,
+    version: &str,
     sql: &str,
-) -> Result<String, StoreError> {
+) -> Result<Vec<String>, StoreError> {
     match cfg.location()? {
-        Location::Postgres(url) => postgres::revert_last_then(&url, sql),
-        Location::Sqlite(path) => sqlite::revert_last_then(&path, sql),
+        Location::Postgres(url) => postgres::revert_through_then(&url, version, sql),
+        Location::Sqlite(path) => sqlite::revert_through_then(&path, version, sql),
+    }
+}
+
+/// Reverts `source`'s applied migrations, newest first, through `version`.
+#[cfg(test)]
+fn revert_through<DB, C>(
+    conn: &mut C,
+    source: fn() -> EmbeddedMigrations,
+    version: &str,
+) -> Result<Vec<String>, StoreError>
+where
+    DB: diesel::backend::Backend,
+    C: MigrationHarness<DB>,
+{
+    let failed =
+        |e: Box<dyn std::error::Error + Send + Sync>| StoreError::Query(format!("revert: {e}"));
+    let mut reverted = Vec::new();
+    loop {
+        let applied = conn.applied_migrations().map_err(failed)?;
+        if !applied.iter().any(|v| v.to_string() == version) {
+            return Err(StoreError::Query(format!(
+                "migration {version} is not applied"
+            )));
+        }
+        let last = conn
+            .revert_last_migration(source())
+            .map_err(failed)?
+            .to_string();
+        let done = last == version;
+        reverted.push(last);
+        if done {
+            return Ok(reverted);
+        }
     }
 }
 

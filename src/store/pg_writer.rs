@@ -118,24 +118,28 @@ mod sql {
         OR threads.owner_node = excluded.owner_node \
         RETURNING 1), \
         m AS (INSERT INTO messages (tenant_id, thread_id, seq, message_id, task_id, role, \
-        author, content, parts, tool_calls, metadata, created_at) \
+        author, content, parts, tool_calls, metadata, created_at, extensions, \
+        reference_task_ids) \
         SELECT * FROM unnest($17::text[], $18::text[], $19::int8[], $20::text[], $21::text[], \
         $22::text[], $23::text[], $24::text[], $25::text[], $26::text[], $27::text[], \
-        $28::int8[])), \
+        $28::int8[], $29::text[], $30::text[])), \
         t AS (INSERT INTO tasks (tenant_id, task_id, context_id, state, status_message, \
-        status_timestamp, artifacts, transitions, metadata, created_at, updated_at, history) \
-        SELECT * FROM unnest($29::text[], $30::text[], $31::text[], $32::text[], $33::text[], \
-        $34::int8[], $35::text[], $36::text[], $37::text[], $38::int8[], $39::int8[], \
-        $40::text[]) \
+        status_timestamp, artifacts, transitions, metadata, created_at, updated_at, history, \
+        status_entry) \
+        SELECT * FROM unnest($31::text[], $32::text[], $33::text[], $34::text[], $35::text[], \
+        $36::int8[], $37::text[], $38::text[], $39::text[], $40::int8[], $41::int8[], \
+        $42::text[], $43::int8[]) \
         ON CONFLICT (tenant_id, task_id) DO UPDATE SET context_id = excluded.context_id, \
         state = excluded.state, status_message = excluded.status_message, \
+        status_entry = excluded.status_entry, \
         status_timestamp = excluded.status_timestamp, artifacts = excluded.artifacts, \
         transitions = excluded.transitions, metadata = excluded.metadata, \
         updated_at = excluded.updated_at, history = ",
         appended_history!("tasks.history", "excluded.history"),
-        "), e AS (INSERT INTO task_events (tenant_id, task_id, seq, kind, payload, created_at) \
-        SELECT * FROM unnest($41::text[], $42::text[], $43::int8[], $44::text[], $45::text[], \
-        $46::int8[])) \
+        "), e AS (INSERT INTO task_events (tenant_id, task_id, seq, kind, payload, created_at, \
+        message_seq) \
+        SELECT * FROM unnest($44::text[], $45::text[], $46::int8[], $47::text[], $48::text[], \
+        $49::int8[], $50::int8[])) \
         SELECT CASE WHEN (SELECT count(*) FROM claimed) <> cardinality($1::text[]) \
         THEN a2a_require(false, 'A2D01', (SELECT u.k FROM unnest($1::text[], $2::text[]) \
         WITH ORDINALITY AS u(t, k, n) WHERE NOT EXISTS (SELECT 1 FROM claimed c \
@@ -625,6 +629,8 @@ columns!(MessageColumns<'a>, messages, {
     tool_calls: &'a str = |r| r.tool_calls.as_str(),
     metadata: Option<&'a str> = |r| r.metadata.as_deref(),
     created: i64 = |r| r.created_at,
+    extensions: Option<&'a str> = |r| r.extensions.as_deref(),
+    reference_task_ids: Option<&'a str> = |r| r.reference_task_ids.as_deref(),
 });
 
 columns!(TaskColumns<'a>, tasks, {
@@ -640,6 +646,7 @@ columns!(TaskColumns<'a>, tasks, {
     created: i64 = |r| r.created_at,
     updated: i64 = |r| r.updated_at,
     history: &'a str = |r| r.history.as_str(),
+    status_entry: Option<i64> = |r| r.status_entry,
 });
 
 columns!(AppendColumns<'a>, appends, {
@@ -655,6 +662,7 @@ columns!(EventColumns<'a>, events, {
     kind: &'a str = |r| r.kind,
     payload: &'a str = |r| r.payload.as_str(),
     created: i64 = |r| r.created_at,
+    message_seq: Option<i64> = |r| r.message_seq,
 });
 
 /// The statements `writer`'s session has prepared, by text, with how often each ran.

@@ -201,18 +201,19 @@ fn with_idle_transaction_timeout(url: &str, lease: Duration) -> String {
 /// Tests: reverts the newest migration of the database at `url` (its `down.sql`), then
 /// runs `sql` on it; blocks until done.
 #[cfg(test)]
-pub(super) fn revert_last_then(url: &str, sql: &str) -> Result<String, StoreError> {
-    use diesel_migrations::MigrationHarness;
-    let (url, sql) = (url.to_owned(), sql.to_owned());
+pub(super) fn revert_through_then(
+    url: &str,
+    version: &str,
+    sql: &str,
+) -> Result<Vec<String>, StoreError> {
+    let (url, version, sql) = (url.to_owned(), version.to_owned(), sql.to_owned());
     std::thread::spawn(move || {
         let mut conn =
             <AsyncConnectionWrapper<AsyncPgConnection> as diesel::Connection>::establish(&url)
                 .map_err(|e| StoreError::Unavailable(format!("postgres: {e}")))?;
-        let reverted = conn
-            .revert_last_migration(MIGRATIONS)
-            .map_err(|e| StoreError::Query(format!("revert: {e}")))?;
+        let reverted = super::revert_through(&mut conn, || MIGRATIONS, &version)?;
         conn.batch_execute(&sql)?;
-        Ok(reverted.to_string())
+        Ok(reverted)
     })
     .join()
     .map_err(|_| StoreError::Query("the revert thread panicked".into()))?

@@ -24,7 +24,7 @@ macro_rules! read_queries {
                 TenantId,
             };
             use $crate::store::page_token::Cursor;
-            use $crate::store::rows::{MessageRow, TaskRow, ThreadRow, decode_event};
+            use $crate::store::rows::{EventRow, MessageRow, TaskRow, ThreadRow, decode_event};
             use $crate::store::schema::{messages, task_events, tasks, threads};
             use $crate::store::{StoreError, StoredTask, ThreadSnapshot};
 
@@ -153,13 +153,14 @@ macro_rules! read_queries {
                 }
                 let ids: Vec<&str> = rows.iter().map(|r| r.task_id.as_str()).collect();
                 let last_seqs = last_event_seqs(conn, tenant, &ids).await?;
-                let mut histories = histories(conn, tenant, &rows).await?;
+                let mut histories = histories(conn, tenant, &rows, None).await?;
                 rows.into_iter()
                     .map(|row| {
                         let last_event_seq =
                             last_seqs.get(&row.task_id).copied().flatten().unwrap_or(0);
-                        let history = histories.remove(&row.task_id).unwrap_or_default();
-                        let mut task = row.into_task(history, true)?;
+                        let (history, status) =
+                            histories.remove(&row.task_id).unwrap_or_default();
+                        let mut task = row.into_task(history, status, true)?;
                         task.generation = last_event_seq + 1;
                         Ok(StoredTask {
                             task,
@@ -189,13 +190,16 @@ macro_rules! read_queries {
                     .collect())
             }
 
-            /// The full histories of the given tasks, each oldest first: the messages
-            /// their rows refer to, read together (one query per few thousand of them).
+            /// The histories of the given tasks, each oldest first and cut to its newest
+            /// `keep` entries (all without), and the entry each row names as its status
+            /// message: the messages their rows refer to, read together (one query per
+            /// few thousand of them).
             async fn histories(
                 conn: &mut Conn,
                 tenant: &TenantId,
                 rows: &[TaskRow],
-            ) -> Result<HashMap<String, Vec<Message>>, StoreError> {
+                keep: Option<usize>,
+            ) -> Result<HashMap<String, (Vec<Message>, Option<Message>)>, StoreError> {
                 /// `seq`s per query: well under SQLite's 32 766 bound parameters.
                 const SEQS_PER_QUERY: usize = 4096;
                 let mut wanted = Vec::with_capacity(rows.len());
@@ -203,14 +207,17 @@ macro_rules! read_queries {
                 let mut seqs: Vec<i64> = Vec::new();
                 for row in rows {
                     let list = row.history_seqs()?;
-                    if list.is_empty() {
+                    let first_kept = keep.map_or(0, |k| list.len().saturating_sub(k));
+                    let status = row.status_entry().filter(|e| *e < list.len());
+                    if first_kept == list.len() && status.is_none() {
                         continue;
                     }
                     if !threads.contains(&row.context_id()) {
                         threads.push(row.context_id());
                     }
-                    seqs.extend_from_slice(&list);
-                    wanted.push((row, list));
+                    seqs.extend_from_slice(&list[first_kept..]);
+                    seqs.extend(status.map(|e| list[e]));
+                    wanted.push((row, list, first_kept, status));
                 }
                 if wanted.is_empty() {
                     return Ok(HashMap::new());
@@ -233,20 +240,33 @@ macro_rules! read_queries {
                         }
                     }
                 }
-                let mut by_task: HashMap<String, Vec<Message>> = HashMap::new();
-                for (row, list) in wanted {
+                let mut by_task = HashMap::new();
+                for (row, list, first_kept, status_entry) in wanted {
                     let task_id = TaskId::parse(row.task_id.as_str())
                         .map_err(|e| StoreError::Corrupt(format!("history task id: {e}")))?;
                     let thread = threads.iter().position(|t| *t == row.context_id());
-                    let mut history = Vec::with_capacity(list.len());
-                    for seq in list {
+                    let mut history = Vec::with_capacity(list.len() - first_kept);
+                    let mut status = None;
+                    for (entry, seq) in list.into_iter().enumerate() {
+                        let is_status = status_entry == Some(entry);
+                        if entry < first_kept && !is_status {
+                            continue;
+                        }
                         // A message the row names but the thread lacks is left out, as a
                         // join would leave it.
                         if let Some(message) = thread.and_then(|t| found.get(&(t, seq))) {
-                            history.push(message.clone().into_history_message(&task_id)?);
+                            let message = message.to_history_message(&task_id)?;
+                            match (entry >= first_kept, is_status) {
+                                (true, true) => {
+                                    status = Some(message.clone());
+                                    history.push(message);
+                                }
+                                (true, false) => history.push(message),
+                                (false, _) => status = Some(message),
+                            }
                         }
                     }
-                    by_task.insert(row.task_id.clone(), history);
+                    by_task.insert(row.task_id.clone(), (history, status));
                 }
                 Ok(by_task)
             }
@@ -320,25 +340,17 @@ macro_rules! read_queries {
                 };
 
                 let ids: Vec<&str> = rows.iter().map(|r| r.task_id.as_str()).collect();
-                let mut histories = if query.history_length == Some(0) || rows.is_empty() {
-                    HashMap::new()
-                } else {
-                    histories(conn, tenant, &rows).await?
-                };
+                let keep = query.history_length.map(|n| n as usize);
+                let mut histories = histories(conn, tenant, &rows, keep).await?;
                 let last_seqs = last_event_seqs(conn, tenant, &ids).await?;
                 let tasks = rows
                     .into_iter()
                     .map(|row| {
-                        let mut history = histories.remove(&row.task_id).unwrap_or_default();
-                        if let Some(n) = query.history_length {
-                            let keep = n as usize;
-                            if history.len() > keep {
-                                history.drain(..history.len() - keep);
-                            }
-                        }
+                        let (history, status) =
+                            histories.remove(&row.task_id).unwrap_or_default();
                         let last_seq =
                             last_seqs.get(&row.task_id).copied().flatten().unwrap_or(0);
-                        let mut task = row.into_task(history, query.include_artifacts)?;
+                        let mut task = row.into_task(history, status, query.include_artifacts)?;
                         task.generation = last_seq + 1;
                         Ok(task)
                     })
@@ -359,18 +371,58 @@ macro_rules! read_queries {
                 after_seq: i64,
                 max_events: usize,
             ) -> Result<Vec<(i64, StreamEvent)>, StoreError> {
-                let rows: Vec<(i64, String)> = task_events::table
+                let rows: Vec<EventRow> = task_events::table
                     .filter(task_events::tenant_id.eq(tenant.as_str()))
                     .filter(task_events::task_id.eq(task_id.as_str()))
                     .filter(task_events::seq.gt(after_seq))
                     .order(task_events::seq.asc())
                     .limit(limit(max_events))
-                    .select((task_events::seq, task_events::payload))
+                    .select(EventRow::as_select())
                     .load(conn)
                     .await?;
-                rows.into_iter()
-                    .map(|(seq, payload)| Ok((seq, decode_event(&payload)?)))
-                    .collect()
+                let mut events = rows
+                    .into_iter()
+                    .map(|row| Ok((row.seq, decode_event(&row.payload)?, row.message_seq)))
+                    .collect::<Result<Vec<_>, StoreError>>()?;
+                // Status updates whose message is a row of the task's thread: read together.
+                let mut wanted: Vec<i64> = events.iter().filter_map(|e| e.2).collect();
+                let thread = events.iter().find_map(|(_, event, seq)| match event {
+                    StreamEvent::StatusUpdate { context_id, .. } if seq.is_some() => {
+                        Some(context_id.clone())
+                    }
+                    _ => None,
+                });
+                if let Some(thread) = thread {
+                    wanted.sort_unstable();
+                    wanted.dedup();
+                    let found: HashMap<i64, MessageRow> = messages::table
+                        .filter(messages::tenant_id.eq(tenant.as_str()))
+                        .filter(messages::thread_id.eq(thread.as_str()))
+                        .filter(messages::seq.eq_any(&wanted))
+                        .select(MessageRow::as_select())
+                        .load::<MessageRow>(conn)
+                        .await?
+                        .into_iter()
+                        .map(|m| (m.seq, m))
+                        .collect();
+                    for (_, event, message_seq) in &mut events {
+                        if let (StreamEvent::StatusUpdate { status, .. }, Some(seq)) =
+                            (event, *message_seq)
+                        {
+                            let row = found.get(&seq).ok_or_else(|| {
+                                StoreError::Corrupt(format!(
+                                    "task {task_id}: an event names message {seq}, which its \
+                                     thread lacks"
+                                ))
+                            })?;
+                            status.message = Some(row.to_history_message(task_id)?);
+                        }
+                    }
+                }
+                Ok(events
+                    .into_iter()
+                    .map(|(seq, event, _)| (seq, event))
+                    .collect())
             }
 
             pub(super) async fn ping(conn: &mut Conn) -> Result<(), StoreError> {

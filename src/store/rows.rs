@@ -12,10 +12,12 @@ use serde::de::DeserializeOwned;
 use super::schema::{
     idempotency_keys, messages, push_configs, push_outbox, task_events, tasks, threads,
 };
-use super::{Claim, Delivery, MessageRecord, OutboxKey, StoreError, ThreadRecord, ThreadStatus};
+use super::{
+    Claim, Delivery, MessageRecord, OutboxKey, StoreError, TaskRecord, ThreadRecord, ThreadStatus,
+};
 use crate::domain::{
-    ContextId, Message, MessageId, Metadata, PushAuth, PushConfig, PushDialect, PushPayload, Role,
-    StreamEvent, Task, TaskId, TaskState, TaskStatus, TenantId, Timestamp,
+    ContextId, Message, MessageId, Metadata, Part, PushAuth, PushConfig, PushDialect, PushPayload,
+    Role, StreamEvent, Task, TaskId, TaskState, TaskStatus, TenantId, Timestamp,
 };
 
 fn encode<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<String, StoreError> {
@@ -123,11 +125,14 @@ pub(super) struct NewMessage<'a> {
     pub(super) task_id: Option<&'a str>,
     pub(super) role: &'a str,
     pub(super) author: Option<&'a str>,
+    /// `''` when the content is the text of the parts ([`stored_content`]).
     pub(super) content: &'a str,
     pub(super) parts: String,
     pub(super) tool_calls: String,
     pub(super) metadata: Option<String>,
     pub(super) created_at: i64,
+    pub(super) extensions: Option<String>,
+    pub(super) reference_task_ids: Option<String>,
 }
 
 impl<'a> NewMessage<'a> {
@@ -140,7 +145,7 @@ impl<'a> NewMessage<'a> {
             task_id: r.task_id.as_ref().map(TaskId::as_str),
             role: &r.role,
             author: r.author.as_deref(),
-            content: &r.content,
+            content: stored_content(&r.content, &r.parts),
             parts: encode("message parts", &r.parts)?,
             tool_calls: encode("tool calls", &r.tool_calls)?,
             metadata: r
@@ -149,8 +154,49 @@ impl<'a> NewMessage<'a> {
                 .map(|m| encode("message metadata", m))
                 .transpose()?,
             created_at: r.created_at.millis(),
+            extensions: non_empty(&r.extensions)
+                .map(|e| encode("message extensions", e))
+                .transpose()?,
+            reference_task_ids: non_empty(&r.reference_task_ids)
+                .map(|ids| encode("referenced tasks", ids))
+                .transpose()?,
         })
     }
+}
+
+fn non_empty<T>(list: &[T]) -> Option<&[T]> {
+    (!list.is_empty()).then_some(list)
+}
+
+/// What the `content` column keeps of a message's text: nothing when it is the text of
+/// its parts ([`Part::text_of`]), so an A2A message's text is stored once, in `parts`.
+pub(super) fn stored_content<'a>(content: &'a str, parts: &[Part]) -> &'a str {
+    if is_text_of(content, parts) {
+        ""
+    } else {
+        content
+    }
+}
+
+/// `content == Part::text_of(parts)`, without rendering the parts' text; false for an
+/// empty `content` (nothing to save).
+fn is_text_of(content: &str, parts: &[Part]) -> bool {
+    let mut rest = content;
+    let mut texts = parts.iter().filter_map(Part::as_text);
+    let Some(first) = texts.next() else {
+        return false;
+    };
+    let Some(after) = rest.strip_prefix(first) else {
+        return false;
+    };
+    rest = after;
+    for text in texts {
+        match rest.strip_prefix('\n').and_then(|r| r.strip_prefix(text)) {
+            Some(after) => rest = after,
+            None => return false,
+        }
+    }
+    rest.is_empty() && !content.is_empty()
 }
 
 #[derive(Clone, Queryable, Selectable)]
@@ -169,10 +215,13 @@ pub(super) struct MessageRow {
     tool_calls: String,
     metadata: Option<String>,
     created_at: i64,
+    extensions: Option<String>,
+    reference_task_ids: Option<String>,
 }
 
 impl MessageRow {
     pub(super) fn into_record(self) -> Result<MessageRecord, StoreError> {
+        let parts: Vec<Part> = decode("message parts", &self.parts)?;
         Ok(MessageRecord {
             tenant: id("message tenant", self.tenant_id, TenantId::from_store)?,
             thread_id: id("message thread id", self.thread_id, ContextId::parse)?,
@@ -187,24 +236,36 @@ impl MessageRow {
                 .transpose()?,
             role: self.role,
             author: self.author,
-            content: self.content,
-            parts: decode("message parts", &self.parts)?,
+            content: if self.content.is_empty() {
+                Part::text_of(&parts)
+            } else {
+                self.content
+            },
+            parts,
             tool_calls: decode("tool calls", &self.tool_calls)?,
             metadata: decode_opt("message metadata", self.metadata.as_deref())?,
             created_at: Timestamp(self.created_at),
+            extensions: decode_opt("message extensions", self.extensions.as_deref())?
+                .unwrap_or_default(),
+            reference_task_ids: decode_opt("referenced tasks", self.reference_task_ids.as_deref())?
+                .unwrap_or_default(),
         })
     }
 
     /// The A2A message this row records, as an entry of `task`'s history. Messages the
     /// session layer stored without an A2A id get a fresh one: A2A requires an id, and
     /// nothing refers to such a message by it.
-    pub(super) fn into_history_message(self, task: &TaskId) -> Result<Message, StoreError> {
+    pub(super) fn to_history_message(&self, task: &TaskId) -> Result<Message, StoreError> {
         Ok(Message {
-            message_id: match self.message_id {
-                Some(m) => id("message id", m, MessageId::parse)?,
+            message_id: match &self.message_id {
+                Some(m) => id("message id", m.clone(), MessageId::parse)?,
                 None => MessageId::generate(),
             },
-            context_id: Some(id("message thread id", self.thread_id, ContextId::parse)?),
+            context_id: Some(id(
+                "message thread id",
+                self.thread_id.clone(),
+                ContextId::parse,
+            )?),
             task_id: Some(task.clone()),
             role: if self.role == "user" {
                 Role::User
@@ -213,8 +274,10 @@ impl MessageRow {
             },
             parts: decode("message parts", &self.parts)?,
             metadata: decode_opt("message metadata", self.metadata.as_deref())?,
-            extensions: Vec::new(),
-            reference_task_ids: Vec::new(),
+            extensions: decode_opt("message extensions", self.extensions.as_deref())?
+                .unwrap_or_default(),
+            reference_task_ids: decode_opt("referenced tasks", self.reference_task_ids.as_deref())?
+                .unwrap_or_default(),
         })
     }
 }
@@ -236,10 +299,12 @@ pub(super) struct NewTask<'a> {
     /// The history entries this write appends (`seq`s, comma-separated; `''` for none):
     /// an upsert adds them to the stored list ([`super::writes`]).
     pub(super) history: String,
+    pub(super) status_entry: Option<i64>,
 }
 
 impl<'a> NewTask<'a> {
-    pub(super) fn new(t: &'a Task) -> Result<Self, StoreError> {
+    pub(super) fn new(r: &'a TaskRecord) -> Result<Self, StoreError> {
+        let t = &r.task;
         Ok(Self {
             tenant_id: t.tenant.as_str(),
             task_id: t.id.as_str(),
@@ -262,6 +327,7 @@ impl<'a> NewTask<'a> {
             created_at: t.created_at.millis(),
             updated_at: t.updated_at.millis(),
             history: String::new(),
+            status_entry: r.status_entry,
         })
     }
 }
@@ -305,6 +371,7 @@ pub(super) struct TaskRow {
     created_at: i64,
     updated_at: i64,
     history: String,
+    status_entry: Option<i64>,
 }
 
 impl TaskRow {
@@ -318,11 +385,18 @@ impl TaskRow {
         history_seqs(&self.history)
     }
 
-    /// The task with the given history; with `include_artifacts` false the artifacts
-    /// column is not even decoded.
+    /// Which entry of the history list is the status message, if one is.
+    pub(super) fn status_entry(&self) -> Option<usize> {
+        self.status_entry.and_then(|e| usize::try_from(e).ok())
+    }
+
+    /// The task with the given history and, when the row names it by its history entry
+    /// ([`Self::status_entry`]), status message; with `include_artifacts` false the
+    /// artifacts column is not even decoded.
     pub(super) fn into_task(
         self,
         history: Vec<Message>,
+        status_entry: Option<Message>,
         include_artifacts: bool,
     ) -> Result<Task, StoreError> {
         let state = TaskState::from_str_opt(&self.state)
@@ -333,7 +407,10 @@ impl TaskRow {
             tenant: id("task tenant", self.tenant_id, TenantId::from_store)?,
             status: TaskStatus {
                 state,
-                message: decode_opt("status message", self.status_message.as_deref())?,
+                message: match status_entry {
+                    Some(message) => Some(message),
+                    None => decode_opt("status message", self.status_message.as_deref())?,
+                },
                 timestamp: Timestamp(self.status_timestamp),
             },
             artifacts: if include_artifacts {
@@ -361,16 +438,20 @@ pub(super) struct NewTaskEvent<'a> {
     pub(super) kind: &'static str,
     pub(super) payload: String,
     pub(super) created_at: i64,
+    pub(super) message_seq: Option<i64>,
 }
 
 impl<'a> NewTaskEvent<'a> {
-    /// Refuses `Task` snapshots: they are derived state, never part of the log.
+    /// Refuses `Task` snapshots: they are derived state, never part of the log. With
+    /// `message_seq` (the thread's row of a status update's message) the payload leaves
+    /// the message out.
     pub(super) fn new(
         tenant: &'a TenantId,
         task_id: &'a TaskId,
         seq: i64,
         event: &StreamEvent,
         created_at: Timestamp,
+        message_seq: Option<i64>,
     ) -> Result<Self, StoreError> {
         let kind = match event {
             StreamEvent::Task { .. } => {
@@ -382,20 +463,72 @@ impl<'a> NewTaskEvent<'a> {
             StreamEvent::StatusUpdate { .. } => "status_update",
             StreamEvent::ArtifactUpdate { .. } => "artifact_update",
         };
+        let payload = match (event, message_seq) {
+            (
+                StreamEvent::StatusUpdate {
+                    task_id,
+                    context_id,
+                    status,
+                    metadata,
+                },
+                Some(_),
+            ) => encode(
+                "task event",
+                &StatusUpdateWithoutMessage {
+                    task_id,
+                    context_id,
+                    status: StatusWithoutMessage {
+                        state: status.state,
+                        timestamp: status.timestamp,
+                    },
+                    metadata,
+                },
+            )?,
+            _ => encode("task event", event)?,
+        };
         Ok(Self {
             tenant_id: tenant.as_str(),
             task_id: task_id.as_str(),
             seq,
             kind,
-            payload: encode("task event", event)?,
+            payload,
             created_at: created_at.millis(),
+            message_seq: message_seq.filter(|_| kind == "status_update"),
         })
     }
+}
+
+/// `StreamEvent::StatusUpdate`'s serde encoding without `status.message` (which
+/// [`NewTaskEvent::message_seq`] names instead), written without copying the event.
+#[derive(Serialize)]
+#[serde(tag = "kind", rename = "status_update")]
+struct StatusUpdateWithoutMessage<'a> {
+    task_id: &'a TaskId,
+    context_id: &'a ContextId,
+    status: StatusWithoutMessage,
+    metadata: &'a Option<Metadata>,
+}
+
+#[derive(Serialize)]
+struct StatusWithoutMessage {
+    state: TaskState,
+    timestamp: Timestamp,
 }
 
 /// Decodes a logged event's payload.
 pub(super) fn decode_event(payload: &str) -> Result<StreamEvent, StoreError> {
     decode("task event", payload)
+}
+
+/// A logged event as read back: its payload, and the thread's row of its status
+/// message when the payload leaves that out.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = task_events)]
+#[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+pub(super) struct EventRow {
+    pub(super) seq: i64,
+    pub(super) payload: String,
+    pub(super) message_seq: Option<i64>,
 }
 
 #[derive(Insertable)]

@@ -33,6 +33,8 @@ diesel::table! {
         task_id -> Nullable<Text>,
         role -> Text,
         author -> Nullable<Text>,
+        /// The message's text, or `''` when that is the text of its parts (every A2A
+        /// message): stored once, in `parts`.
         content -> Text,
         /// JSON array of `domain::Part`.
         parts -> Text,
@@ -41,6 +43,10 @@ diesel::table! {
         /// JSON object, or NULL.
         metadata -> Nullable<Text>,
         created_at -> BigInt,
+        /// JSON array of the A2A message's extension URIs, or NULL for none.
+        extensions -> Nullable<Text>,
+        /// JSON array of the task ids the A2A message refers to, or NULL for none.
+        reference_task_ids -> Nullable<Text>,
     }
 }
 
@@ -52,7 +58,8 @@ diesel::table! {
         context_id -> Text,
         /// `TaskState::as_str`.
         state -> Text,
-        /// JSON `domain::Message`, or NULL.
+        /// JSON `domain::Message` of a status message that is not an entry of the task's
+        /// history (`status_entry`); NULL otherwise.
         status_message -> Nullable<Text>,
         status_timestamp -> BigInt,
         /// JSON array of `domain::Artifact`.
@@ -66,6 +73,8 @@ diesel::table! {
         /// The `seq`s of the task's history in its thread (`messages`), oldest first,
         /// comma-separated; `''` when empty.
         history -> Text,
+        /// Which entry of `history` (from 0) is the task's status message, if one is.
+        status_entry -> Nullable<BigInt>,
     }
 }
 
@@ -77,9 +86,12 @@ diesel::table! {
         seq -> BigInt,
         /// The serde tag of the event (`status_update`, `artifact_update`, `message`).
         kind -> Text,
-        /// JSON `domain::StreamEvent`.
+        /// JSON `domain::StreamEvent`; without its status message when `message_seq`
+        /// names it.
         payload -> Text,
         created_at -> BigInt,
+        /// The status update's message, as message `seq` of the task's thread, or NULL.
+        message_seq -> Nullable<BigInt>,
     }
 }
 

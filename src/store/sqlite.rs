@@ -522,7 +522,9 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
                 r.parts,
                 r.tool_calls,
                 r.metadata,
-                r.created_at
+                r.created_at,
+                r.extensions,
+                r.reference_task_ids
             ])?;
         }
     }
@@ -541,7 +543,8 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
                 r.metadata,
                 r.created_at,
                 r.updated_at,
-                r.history
+                r.history,
+                r.status_entry
             ])?;
         }
     }
@@ -560,7 +563,8 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
                 r.seq,
                 r.kind,
                 r.payload,
-                r.created_at
+                r.created_at,
+                r.message_seq
             ])?;
         }
     }
@@ -684,15 +688,16 @@ fn path_str(path: &Path) -> Result<&str, StoreError> {
 /// Tests: reverts the newest migration of the file at `path` (its `down.sql`), then runs
 /// `sql` on it.
 #[cfg(test)]
-pub(super) fn revert_last_then(path: &Path, sql: &str) -> Result<String, StoreError> {
-    use diesel_migrations::MigrationHarness;
+pub(super) fn revert_through_then(
+    path: &Path,
+    version: &str,
+    sql: &str,
+) -> Result<Vec<String>, StoreError> {
     let mut conn = SqliteConnection::establish(path_str(path)?)
         .map_err(|e| StoreError::Unavailable(format!("sqlite {}: {e}", path.display())))?;
-    let reverted = conn
-        .revert_last_migration(MIGRATIONS)
-        .map_err(|e| StoreError::Query(format!("revert: {e}")))?;
+    let reverted = super::revert_through(&mut conn, || MIGRATIONS, version)?;
     conn.batch_execute(sql)?;
-    Ok(reverted.to_string())
+    Ok(reverted)
 }
 
 /// Creates the file (and its directory) if needed and applies pending migrations, under

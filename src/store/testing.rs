@@ -181,3 +181,61 @@ mod tests {
         );
     }
 }
+
+/// Runs `sql` on the store's database and returns every row, each column as text (NULL:
+/// `None`): a look at how the store lays its rows out, beside what it reads back.
+pub(crate) async fn query_text(config: &StoreConfig, sql: &str) -> Vec<Vec<Option<String>>> {
+    match config.location().expect("a store location") {
+        super::Location::Postgres(url) => {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .expect("connect to the test database");
+            let driver = tokio::spawn(connection);
+            let rows = client
+                .simple_query(sql)
+                .await
+                .expect("query the test database")
+                .into_iter()
+                .filter_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => Some(
+                        (0..row.len())
+                            .map(|i| row.get(i).map(str::to_owned))
+                            .collect(),
+                    ),
+                    _ => None,
+                })
+                .collect();
+            drop(client);
+            let _ = driver.await;
+            rows
+        }
+        super::Location::Sqlite(path) => {
+            let sql = sql.to_owned();
+            tokio::task::spawn_blocking(move || {
+                use rusqlite::types::ValueRef;
+                let conn = rusqlite::Connection::open(path).expect("open the test database");
+                let mut stmt = conn.prepare(&sql).expect("prepare");
+                let n = stmt.column_count();
+                stmt.query_map([], |row| {
+                    (0..n)
+                        .map(|i| {
+                            Ok(match row.get_ref(i)? {
+                                ValueRef::Null => None,
+                                ValueRef::Integer(v) => Some(v.to_string()),
+                                ValueRef::Real(v) => Some(v.to_string()),
+                                ValueRef::Text(t) | ValueRef::Blob(t) => {
+                                    Some(String::from_utf8_lossy(t).into_owned())
+                                }
+                            })
+                        })
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .expect("query the test database")
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .expect("read the rows")
+            })
+            .await
+            .expect("the query thread")
+        }
+    }
+}

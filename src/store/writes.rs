@@ -27,7 +27,8 @@ use super::rows::{
     NewClaim, NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent, NewThread,
     append_seq, encode_reply,
 };
-use super::{OutboxKey, StoreError, ThreadStatus, WriteOp};
+use super::{MessageRecord, OutboxKey, StoreError, ThreadStatus, WriteOp};
+use crate::domain::{StreamEvent, TaskId, TenantId};
 
 /// Rows per multi-row statement: far below Postgres' 65535 bind parameters and SQLite's
 /// 32766 for the widest table (12 columns).
@@ -123,6 +124,9 @@ impl<'a> Rows<'a> {
         let mut task_at = HashMap::new();
         // History entries (position, seq) by task, in the order the batch links them.
         let mut linked: Vec<(TaskKey, Vec<(i64, i64)>)> = Vec::new();
+        // Logged events, written once the batch's messages are known.
+        let mut events = Vec::new();
+        let mut appended = Vec::new();
         for op in ops {
             match op {
                 WriteOp::UpsertThread(thread) => {
@@ -135,10 +139,13 @@ impl<'a> Rows<'a> {
                     );
                 }
                 WriteOp::UpsertTask(task) => {
-                    let key = (task.tenant.as_str(), task.id.as_str());
+                    let key = (task.task.tenant.as_str(), task.task.id.as_str());
                     upsert(&mut rows.tasks, &mut task_at, key, NewTask::new(task)?);
                 }
-                WriteOp::AppendMessage(message) => rows.messages.push(NewMessage::new(message)?),
+                WriteOp::AppendMessage(message) => {
+                    rows.messages.push(NewMessage::new(message)?);
+                    appended.push(message);
+                }
                 WriteOp::LinkTaskMessage {
                     tenant,
                     task_id,
@@ -157,13 +164,7 @@ impl<'a> Rows<'a> {
                     seq,
                     event,
                     created_at,
-                } => rows.events.push(NewTaskEvent::new(
-                    tenant,
-                    task_id,
-                    *seq,
-                    event,
-                    *created_at,
-                )?),
+                } => events.push((tenant, task_id, *seq, event, *created_at)),
                 WriteOp::ExpireThreads {
                     tenant,
                     thread_ids,
@@ -225,6 +226,17 @@ impl<'a> Rows<'a> {
                 }
             }
         }
+        for (tenant, task_id, seq, event, created_at) in events {
+            let message_seq = appended_status_message(&appended, tenant, task_id, event);
+            rows.events.push(NewTaskEvent::new(
+                tenant,
+                task_id,
+                seq,
+                event,
+                created_at,
+                message_seq,
+            )?);
+        }
         // A task's entries ride with its upsert in the batch (every turn writes both);
         // those of a task the batch does not upsert are appended to its row on their own.
         for (key, mut entries) in linked {
@@ -261,6 +273,43 @@ impl<'a> Rows<'a> {
 
 /// A task's key in a batch: (tenant, task id).
 type TaskKey<'a> = (&'a str, &'a str);
+
+/// The `seq` of the message a batch appends (`appended`) that is the message of a status
+/// update of `task_id`, as the thread's row reads it back: the row the logged event
+/// refers to instead of copying the message.
+fn appended_status_message(
+    appended: &[&MessageRecord],
+    tenant: &TenantId,
+    task_id: &TaskId,
+    event: &StreamEvent,
+) -> Option<i64> {
+    let StreamEvent::StatusUpdate {
+        context_id, status, ..
+    } = event
+    else {
+        return None;
+    };
+    let message = status.message.as_ref()?;
+    if message.context_id.as_ref() != Some(context_id) || message.task_id.as_ref() != Some(task_id)
+    {
+        return None;
+    }
+    appended
+        .iter()
+        .rev()
+        .find(|r| {
+            r.message_id.as_ref() == Some(&message.message_id)
+                && r.task_id.as_ref() == Some(task_id)
+                && r.thread_id == *context_id
+                && r.tenant == *tenant
+                && r.role == message.role.as_str()
+                && r.parts == message.parts
+                && r.metadata == message.metadata
+                && r.extensions == message.extensions
+                && r.reference_task_ids == message.reference_task_ids
+        })
+        .map(|r| r.seq)
+}
 
 /// Replaces the row of `key` if the batch wrote it before, else appends it.
 fn upsert<'a, R>(
@@ -302,16 +351,18 @@ pub(super) mod sqlite {
     }
 
     pub const INSERT_MESSAGE: &str = "INSERT INTO messages (tenant_id, thread_id, seq, message_id, \
-        task_id, role, author, content, parts, tool_calls, metadata, created_at) \
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+        task_id, role, author, content, parts, tool_calls, metadata, created_at, extensions, \
+        reference_task_ids) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 
     /// `?12`: the history entries the batch appends.
     pub const UPSERT_TASK: &str = concat!(
         "INSERT INTO tasks (tenant_id, task_id, context_id, state, \
         status_message, status_timestamp, artifacts, transitions, metadata, created_at, \
-        updated_at, history) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+        updated_at, history, status_entry) \
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
         ON CONFLICT (tenant_id, task_id) DO UPDATE SET context_id = excluded.context_id, \
         state = excluded.state, status_message = excluded.status_message, \
+        status_entry = excluded.status_entry, \
         status_timestamp = excluded.status_timestamp, artifacts = excluded.artifacts, \
         transitions = excluded.transitions, metadata = excluded.metadata, \
         updated_at = excluded.updated_at, history = ",
@@ -326,7 +377,7 @@ pub(super) mod sqlite {
     );
 
     pub const INSERT_EVENT: &str = "INSERT INTO task_events (tenant_id, task_id, seq, kind, \
-        payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+        payload, created_at, message_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
     /// `?8`: claims made before it are taken over.
     pub const CLAIM_KEY: &str = "INSERT INTO idempotency_keys (tenant_id, idem_key, context_id, \

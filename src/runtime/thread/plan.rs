@@ -18,7 +18,7 @@ use crate::domain::{
 };
 use crate::error::Error;
 use crate::session::{Appended, Event, IdSource, ThreadState, append_event};
-use crate::store::{Claim, MessageRecord, ThreadRecord, ThreadStatus, WriteOp};
+use crate::store::{Claim, MessageRecord, TaskRecord, ThreadRecord, ThreadStatus, WriteOp};
 
 /// Ops, plus what to apply to memory once they are committed.
 pub(in crate::runtime) struct Planned<A> {
@@ -217,7 +217,7 @@ pub(in crate::runtime) fn plan_start(
             enqueue(&mut ops, key, &task, ev_seq, &ev, targets, now);
             event = Some((ev_seq, ev));
         }
-        ops.push(WriteOp::UpsertTask(task.row()));
+        ops.push(WriteOp::UpsertTask(TaskRecord::of(&task)));
         task
     } else {
         let task = Task::submitted(
@@ -228,7 +228,7 @@ pub(in crate::runtime) fn plan_start(
             now,
         );
         if materialize_now {
-            ops.push(WriteOp::UpsertTask(task.row()));
+            ops.push(WriteOp::UpsertTask(TaskRecord::of(&task)));
             ops.push(link(key, &task_id, 0, seq));
         }
         task
@@ -546,7 +546,7 @@ fn plan_status(
     };
     let seq = entry.last_seq + 1;
     task.generation = seq + 1;
-    ops.push(WriteOp::UpsertTask(task.row()));
+    ops.push(WriteOp::UpsertTask(TaskRecord::of(&task)));
     ops.push(event_op(key, &task.id, seq, &event, now));
     enqueue(&mut ops, key, &task, seq, &event, entry.push.iter(), now);
     Ok(Planned {

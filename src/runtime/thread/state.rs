@@ -235,16 +235,15 @@ pub(in crate::runtime) fn message_record(
         seq,
         message_id: Some(message.message_id.clone()),
         task_id: task_id.cloned(),
-        role: match message.role {
-            crate::domain::Role::User => "user".into(),
-            crate::domain::Role::Agent => "agent".into(),
-        },
+        role: message.role.as_str().into(),
         author: None,
         content: message.text(),
         parts: message.parts.clone(),
         tool_calls: serde_json::Value::Array(Vec::new()),
         metadata: message.metadata.clone(),
         created_at: now,
+        extensions: message.extensions.clone(),
+        reference_task_ids: message.reference_task_ids.clone(),
     }
 }
 
@@ -288,5 +287,7 @@ pub(in crate::runtime) fn session_record(
             .unwrap_or_else(|_| serde_json::Value::Array(Vec::new())),
         metadata: None,
         created_at: record.created_at,
+        extensions: Vec::new(),
+        reference_task_ids: Vec::new(),
     }
 }

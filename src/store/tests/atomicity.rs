@@ -20,7 +20,7 @@ async fn a_failing_batch_leaves_nothing_behind(store: Arc<dyn Store>) {
     let duplicate = message(&ctx, Some(&task.id), Role::Agent, "same seq");
     let mut ops = vec![
         WriteOp::UpsertThread(thread(&t, &ctx, 100)),
-        WriteOp::UpsertTask(task.clone()),
+        WriteOp::UpsertTask(task.clone().into()),
     ];
     ops.extend(history_ops(&t, &task, 1, std::slice::from_ref(&first)));
     ops.push(event_op(
@@ -95,9 +95,9 @@ async fn repeated_upserts_in_one_batch_leave_the_last_state(store: Arc<dyn Store
     store
         .commit(&[
             WriteOp::UpsertThread(thread(&t, &ctx, 100)),
-            WriteOp::UpsertTask(working.clone()),
+            WriteOp::UpsertTask(working.clone().into()),
             WriteOp::UpsertThread(later_thread.clone()),
-            WriteOp::UpsertTask(done.clone()),
+            WriteOp::UpsertTask(done.clone().into()),
             event_op(&working, 1, status_event(&working, TaskState::Working, 200)),
             event_op(&done, 2, status_event(&done, TaskState::Completed, 300)),
         ])

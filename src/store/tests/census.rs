@@ -26,10 +26,10 @@ async fn census_counts_across_tenants(store: Arc<dyn Store>) {
         WriteOp::UpsertThread(expired),
         WriteOp::UpsertThread(overdue),
         WriteOp::UpsertThread(other_live),
-        WriteOp::UpsertTask(task(&a, &ctx, "t1", TaskState::Working, 10)),
-        WriteOp::UpsertTask(task(&a, &ctx, "t2", TaskState::Completed, 11)),
-        WriteOp::UpsertTask(task(&a, &ctx, "t3", TaskState::Completed, 12)),
-        WriteOp::UpsertTask(task(&b, &context("b-live"), "t1", TaskState::Working, 13)),
+        WriteOp::UpsertTask(task(&a, &ctx, "t1", TaskState::Working, 10).into()),
+        WriteOp::UpsertTask(task(&a, &ctx, "t2", TaskState::Completed, 11).into()),
+        WriteOp::UpsertTask(task(&a, &ctx, "t3", TaskState::Completed, 12).into()),
+        WriteOp::UpsertTask(task(&b, &context("b-live"), "t1", TaskState::Working, 13).into()),
     ];
     store.commit(&ops).await.unwrap();
 

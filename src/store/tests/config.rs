@@ -9,7 +9,7 @@ use crate::store::{
 };
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 9] = [
+const ALL_MIGRATIONS: [&str; 10] = [
     "2026-11-22-000000_init",
     "2026-11-22-000100_memories",
     "2026-11-23-000000_thread_recovery",
@@ -19,6 +19,7 @@ const ALL_MIGRATIONS: [&str; 9] = [
     "2026-11-25-000100_write_checks",
     "2026-11-25-000200_one_thread_time_index",
     "2026-11-25-000300_history_in_task_row",
+    "2026-11-25-000400_each_fact_once",
 ];
 
 fn postgres_migrations() -> Vec<String> {
@@ -277,15 +278,15 @@ async fn histories_move_into_the_task_rows(cfg: StoreConfig) {
     .concat();
     let reverted = tokio::task::spawn_blocking({
         let cfg = cfg.clone();
-        move || crate::store::revert_last_migration_then(&cfg, &old_rows)
+        move || crate::store::revert_through_then(&cfg, "20261125000300", &old_rows)
     })
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(reverted, "20261125000300", "the version reverted");
+    assert_eq!(reverted, ["20261125000400", "20261125000300"]);
     assert_eq!(
         migrate_all(cfg.clone()).await.unwrap().unwrap(),
-        vec!["2026-11-25-000300_history_in_task_row"]
+        ALL_MIGRATIONS[8..]
     );
 
     let store = open(&cfg).await.unwrap();
@@ -317,6 +318,8 @@ async fn histories_move_into_the_task_rows(cfg: StoreConfig) {
         tool_calls: serde_json::json!([]),
         metadata: None,
         created_at: crate::domain::Timestamp(6),
+        extensions: Vec::new(),
+        reference_task_ids: Vec::new(),
     };
     store
         .commit(&[
@@ -327,7 +330,7 @@ async fn histories_move_into_the_task_rows(cfg: StoreConfig) {
                 position: 3,
                 message_seq: 5,
             },
-            WriteOp::UpsertTask(loaded.task.row()),
+            WriteOp::UpsertTask(crate::store::TaskRecord::of(&loaded.task)),
         ])
         .await
         .unwrap();
@@ -362,6 +365,168 @@ async fn postgres_histories_move_into_the_task_rows() {
         return;
     };
     histories_move_into_the_task_rows(db.config.clone()).await;
+}
+
+/// A database the release before wrote — every status message copied into its task's
+/// row and into its logged status update, every message's text into `content` — is
+/// carried over by `…_each_fact_once`: the copies become references to the messages'
+/// rows wherever those say the same, and every task and event reads back as before.
+async fn copies_of_messages_become_references(cfg: StoreConfig) {
+    use crate::domain::{
+        ContextId, Message, MessageId, Part, Role, StreamEvent, TaskId, TaskState, TaskStatus,
+        TenantId, Timestamp,
+    };
+    use crate::store::testing::query_text;
+    let migrate_all = |cfg: StoreConfig| tokio::task::spawn_blocking(move || migrate(&cfg));
+    migrate_all(cfg.clone()).await.unwrap().unwrap();
+    let ctx = ContextId::parse("ctx").unwrap();
+    let msg = |id: &str, task: &str, role: Role, text: &str| Message {
+        message_id: MessageId::parse(id).unwrap(),
+        context_id: Some(ctx.clone()),
+        task_id: Some(TaskId::parse(task).unwrap()),
+        role,
+        parts: vec![Part::text(text)],
+        metadata: None,
+        extensions: Vec::new(),
+        reference_task_ids: Vec::new(),
+    };
+    let asked = msg("m1", "t1", Role::User, "hello");
+    let answer = msg("m2", "t1", Role::Agent, "echo: hello");
+    let asked_again = msg("m3", "t2", Role::User, "more");
+    // A status message with an extension: the release before stored none in the
+    // message's row, so only the copy has it.
+    let mut waiting = msg("m4", "t2", Role::Agent, "which one?");
+    waiting.extensions = vec!["https://example.com/ext".into()];
+    let status = |state, message: &Message, at| TaskStatus {
+        state,
+        message: Some(message.clone()),
+        timestamp: Timestamp(at),
+    };
+    let event = |task: &str, status: TaskStatus| StreamEvent::StatusUpdate {
+        task_id: TaskId::parse(task).unwrap(),
+        context_id: ctx.clone(),
+        status,
+        metadata: None,
+    };
+    let done = status(TaskState::Completed, &answer, 20);
+    let asking = status(TaskState::InputRequired, &waiting, 40);
+    let done_event = event("t1", done.clone());
+    let asking_event = event("t2", asking.clone());
+
+    fn json<T: serde::Serialize>(value: &T) -> String {
+        serde_json::to_string(value).unwrap()
+    }
+    let message_row = |seq: i64, m: &Message| {
+        format!(
+            "INSERT INTO messages (tenant_id, thread_id, seq, message_id, task_id, role, \
+             author, content, parts, tool_calls, metadata, created_at) VALUES ('acme', 'ctx', \
+             {seq}, '{}', '{}', '{}', NULL, '{}', '{}', '[]', NULL, {seq});",
+            m.message_id,
+            m.task_id.as_ref().unwrap(),
+            m.role.as_str(),
+            m.text(),
+            json(&m.parts),
+        )
+    };
+    let task_row = |id: &str, status: &TaskStatus, history: &str| {
+        format!(
+            "INSERT INTO tasks (tenant_id, task_id, context_id, state, status_message, \
+             status_timestamp, artifacts, transitions, metadata, created_at, updated_at, \
+             history) VALUES ('acme', '{id}', 'ctx', '{}', '{}', {}, '[]', '[]', NULL, 1, 5, \
+             '{history}');",
+            status.state.as_str(),
+            json(status.message.as_ref().unwrap()),
+            status.timestamp.millis(),
+        )
+    };
+    let event_row = |task: &str, event: &StreamEvent| {
+        format!(
+            "INSERT INTO task_events (tenant_id, task_id, seq, kind, payload, created_at) \
+             VALUES ('acme', '{task}', 1, 'status_update', '{}', 7);",
+            json(event)
+        )
+    };
+    let old_rows = [
+        "INSERT INTO threads (tenant_id, thread_id, created_at, updated_at, expires_at, \
+         status, conversation_context) VALUES ('acme', 'ctx', 1, 5, 99999999999999, 'active', \
+         '{}');"
+            .to_owned(),
+        message_row(1, &asked),
+        message_row(2, &answer),
+        message_row(3, &asked_again),
+        message_row(4, &waiting),
+        task_row("t1", &done, "1,2"),
+        task_row("t2", &asking, "3,4"),
+        event_row("t1", &done_event),
+        event_row("t2", &asking_event),
+    ]
+    .concat();
+    let reverted = tokio::task::spawn_blocking({
+        let cfg = cfg.clone();
+        move || crate::store::revert_through_then(&cfg, "20261125000400", &old_rows)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(reverted, ["20261125000400"]);
+    assert_eq!(
+        migrate_all(cfg.clone()).await.unwrap().unwrap(),
+        ALL_MIGRATIONS[9..]
+    );
+
+    // The answer is a reference now; the message with an extension stays a copy.
+    let text = |v: &str| Some(v.to_owned());
+    assert_eq!(
+        query_text(
+            &cfg,
+            "SELECT task_id, CASE WHEN status_message IS NULL THEN 'none' ELSE 'copy' END, \
+             status_entry FROM tasks ORDER BY task_id"
+        )
+        .await,
+        [
+            vec![text("t1"), text("none"), text("1")],
+            vec![text("t2"), text("copy"), None],
+        ]
+    );
+    let events = query_text(
+        &cfg,
+        "SELECT task_id, payload, message_seq FROM task_events ORDER BY task_id",
+    )
+    .await;
+    assert_eq!(events[0][2].as_deref(), Some("2"));
+    assert!(!events[0][1].as_deref().unwrap().contains("echo: hello"));
+    assert_eq!(events[1][2], None);
+
+    // Read back as the release before wrote them.
+    let store = open(&cfg).await.unwrap();
+    let acme = TenantId::parse("acme").unwrap();
+    for (task, status, history, event) in [
+        ("t1", &done, vec![asked, answer], done_event),
+        ("t2", &asking, vec![asked_again, waiting], asking_event),
+    ] {
+        let id = TaskId::parse(task).unwrap();
+        let loaded = store.load_task(&acme, &id).await.unwrap().unwrap().task;
+        assert_eq!(&loaded.status, status, "{task}");
+        if task == "t1" {
+            assert_eq!(loaded.history, history, "{task}");
+        }
+        let logged = store.task_events(&acme, &id, 0, 10).await.unwrap();
+        assert_eq!(logged, vec![(1, event)], "{task}");
+    }
+}
+
+#[tokio::test]
+async fn sqlite_copies_of_messages_become_references() {
+    let dir = tempfile::tempdir().unwrap();
+    copies_of_messages_become_references(test_config(None, dir.path().to_path_buf())).await;
+}
+
+#[tokio::test]
+async fn postgres_copies_of_messages_become_references() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    copies_of_messages_become_references(db.config.clone()).await;
 }
 
 /// SQLite's checkpoints run on a thread of their own once the WAL holds

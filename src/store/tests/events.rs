@@ -34,7 +34,7 @@ async fn events_replay_after_a_seq_up_to_a_limit(store: Arc<dyn Store>) {
     ];
     let mut ops = vec![
         WriteOp::UpsertThread(thread(&t, &ctx, 100)),
-        WriteOp::UpsertTask(task.clone()),
+        WriteOp::UpsertTask(task.clone().into()),
     ];
     // Logged in two commits, as the persistence actor would.
     ops.extend(
@@ -90,7 +90,7 @@ async fn task_snapshots_are_refused_and_roll_back_the_batch(store: Arc<dyn Store
     let result = store
         .commit(&[
             WriteOp::UpsertThread(thread(&t, &ctx, 100)),
-            WriteOp::UpsertTask(task.clone()),
+            WriteOp::UpsertTask(task.clone().into()),
             event_op(&task, 1, StreamEvent::Task { task: task.clone() }),
         ])
         .await;

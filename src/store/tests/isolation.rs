@@ -16,7 +16,7 @@ async fn tenants_see_nothing_of_each_other(store: Arc<dyn Store>) {
     let history = [message(&ctx, Some(&task_a.id), Role::User, "secret of A")];
     let mut ops = vec![
         WriteOp::UpsertThread(thread(&a, &ctx, 100)),
-        WriteOp::UpsertTask(task_a.clone()),
+        WriteOp::UpsertTask(task_a.clone().into()),
     ];
     ops.extend(history_ops(&a, &task_a, 1, &history));
     ops.push(event_op(
@@ -47,7 +47,7 @@ async fn tenants_see_nothing_of_each_other(store: Arc<dyn Store>) {
     let task_b = task(&b, &ctx, "shared-task-id", TaskState::Completed, 900);
     let mut ops = vec![
         WriteOp::UpsertThread(thread(&b, &ctx, 500)),
-        WriteOp::UpsertTask(task_b.clone()),
+        WriteOp::UpsertTask(task_b.clone().into()),
     ];
     ops.extend(history_ops(
         &b,

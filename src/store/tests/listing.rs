@@ -60,7 +60,7 @@ async fn seed(store: &dyn Store) -> TenantId {
             })
             .collect();
         let seq = next_seq.entry(ctx.clone()).or_insert(1);
-        ops.push(WriteOp::UpsertTask(task.clone()));
+        ops.push(WriteOp::UpsertTask(task.clone().into()));
         ops.extend(history_ops(&t, &task, *seq, &history));
         *seq += 3;
     }
@@ -94,7 +94,7 @@ async fn ties_follow_the_byte_order_of_ids_whatever_the_locale(store: Arc<dyn St
     // A linguistic collation would sort these case- and punctuation-insensitively.
     let ops: Vec<_> = ["B-2", "a-1", "_x", "b-0"]
         .into_iter()
-        .map(|id| WriteOp::UpsertTask(task(&t, &ctx, id, TaskState::Working, 100)))
+        .map(|id| WriteOp::UpsertTask(task(&t, &ctx, id, TaskState::Working, 100).into()))
         .collect();
     store.commit(&ops).await.unwrap();
     let mut q = query(2);

@@ -48,6 +48,7 @@ mod cluster;
 mod config;
 mod events;
 mod expiry;
+mod facts;
 mod isolation;
 mod listing;
 mod node_lock;
@@ -103,16 +104,15 @@ fn record(tenant: &TenantId, seq: i64, message: &Message) -> MessageRecord {
         seq,
         message_id: Some(message.message_id.clone()),
         task_id: message.task_id.clone(),
-        role: match message.role {
-            Role::User => "user".into(),
-            Role::Agent => "agent".into(),
-        },
+        role: message.role.as_str().into(),
         author: None,
         content: message.text(),
         parts: message.parts.clone(),
         tool_calls: json!([]),
         metadata: message.metadata.clone(),
         created_at: Timestamp(1_000 + seq),
+        extensions: message.extensions.clone(),
+        reference_task_ids: message.reference_task_ids.clone(),
     }
 }
 

@@ -41,7 +41,7 @@ async fn a_thousand_commits_of_any_size_reuse_the_writers_prepared_statements() 
                         1,
                         &message(&ctx, Some(&task_id(&id)), Role::User, "hi"),
                     )),
-                    WriteOp::UpsertTask(done.clone()),
+                    WriteOp::UpsertTask(done.clone().into()),
                     event_op(&done, 1, status_event(&done, TaskState::Completed, 1)),
                 ]
             })

@@ -74,7 +74,7 @@ async fn tasks_round_trip_with_history_artifacts_and_status(store: Arc<dyn Store
         WriteOp::UpsertThread(thread(&t, &ctx, 100)),
         // A message of the thread that is not in the task's history.
         WriteOp::AppendMessage(record(&t, 1, &message(&ctx, None, Role::User, "chit-chat"))),
-        WriteOp::UpsertTask(task.clone()),
+        WriteOp::UpsertTask(task.clone().into()),
     ];
     ops.extend(history_ops(
         &t,
@@ -114,7 +114,7 @@ async fn upserting_a_task_updates_it_in_place(store: Arc<dyn Store>) {
     store
         .commit(&[
             WriteOp::UpsertThread(thread(&t, &ctx, 100)),
-            WriteOp::UpsertTask(task.clone()),
+            WriteOp::UpsertTask(task.clone().into()),
         ])
         .await
         .unwrap();
@@ -132,7 +132,7 @@ async fn upserting_a_task_updates_it_in_place(store: Arc<dyn Store>) {
         Timestamp(500),
     );
     store
-        .commit(&[WriteOp::UpsertTask(task.clone())])
+        .commit(&[WriteOp::UpsertTask(task.clone().into())])
         .await
         .unwrap();
 
@@ -156,7 +156,7 @@ async fn history_messages_without_an_id_get_one(store: Arc<dyn Store>) {
     store
         .commit(&[
             WriteOp::UpsertThread(thread(&t, &ctx, 100)),
-            WriteOp::UpsertTask(task.clone()),
+            WriteOp::UpsertTask(task.clone().into()),
             WriteOp::AppendMessage(anonymous),
             WriteOp::LinkTaskMessage {
                 tenant: t.clone(),

@@ -138,24 +138,23 @@ async fn open_tasks_exclude_terminal_ones(store: Arc<dyn Store>) {
     .into_iter()
     .enumerate()
     {
-        ops.push(WriteOp::UpsertTask(task(
-            &t,
-            &ctx,
-            &format!("task-done-{i}"),
-            state,
-            400,
-        )));
+        ops.push(WriteOp::UpsertTask(
+            task(&t, &ctx, &format!("task-done-{i}"), state, 400).into(),
+        ));
     }
     // A non-terminal task of another thread is not this thread's.
-    ops.push(WriteOp::UpsertTask(task(
-        &t,
-        &context("other"),
-        "task-elsewhere",
-        TaskState::Working,
-        1,
-    )));
-    ops.push(WriteOp::UpsertTask(working.clone()));
-    ops.push(WriteOp::UpsertTask(waiting.clone()));
+    ops.push(WriteOp::UpsertTask(
+        task(
+            &t,
+            &context("other"),
+            "task-elsewhere",
+            TaskState::Working,
+            1,
+        )
+        .into(),
+    ));
+    ops.push(WriteOp::UpsertTask(working.clone().into()));
+    ops.push(WriteOp::UpsertTask(waiting.clone().into()));
     let history = [
         message(&ctx, Some(&working.id), Role::User, "do it"),
         message(&ctx, Some(&working.id), Role::Agent, "on it"),
