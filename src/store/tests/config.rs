@@ -9,7 +9,7 @@ use crate::store::{
 };
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 10] = [
+const ALL_MIGRATIONS: [&str; 11] = [
     "2026-11-22-000000_init",
     "2026-11-22-000100_memories",
     "2026-11-23-000000_thread_recovery",
@@ -20,10 +20,42 @@ const ALL_MIGRATIONS: [&str; 10] = [
     "2026-11-25-000200_one_thread_time_index",
     "2026-11-25-000300_history_in_task_row",
     "2026-11-25-000400_each_fact_once",
+    "2026-11-25-000500_rows_in_their_keys",
 ];
 
 fn postgres_migrations() -> Vec<String> {
-    ALL_MIGRATIONS.map(str::to_owned).to_vec()
+    migrations_of(&test_config(Some("postgres://a@b/c".into()), "/".into()))
+}
+
+/// The migrations of `cfg`'s backend, in the order they apply: SQLite has no
+/// `a2a_require` (its commits read their answers before they commit), Postgres no rowid
+/// tables to rebuild.
+fn migrations_of(cfg: &StoreConfig) -> Vec<String> {
+    let skipped = match cfg.database_url {
+        None => "_write_checks",
+        Some(_) => "_rows_in_their_keys",
+    };
+    ALL_MIGRATIONS
+        .iter()
+        .filter(|m| !m.ends_with(skipped))
+        .map(|m| m.to_string())
+        .collect()
+}
+
+/// The migrations of `cfg`'s backend from `first` on.
+fn migrations_from(cfg: &StoreConfig, first: &str) -> Vec<String> {
+    let all = migrations_of(cfg);
+    let at = all.iter().position(|m| m == first).unwrap();
+    all[at..].to_vec()
+}
+
+/// What reverting the migrations from `first` on reverts: their versions, newest first.
+fn reverted_from(cfg: &StoreConfig, first: &str) -> Vec<String> {
+    migrations_from(cfg, first)
+        .iter()
+        .rev()
+        .map(|m| m[..17].replace('-', ""))
+        .collect()
 }
 
 fn location(url: Option<&str>) -> Result<Location, StoreError> {
@@ -88,13 +120,7 @@ async fn sqlite_migrations_apply_once_and_create_the_data_dir() {
     })
     .await
     .unwrap();
-    // SQLite has no `a2a_require`: its commits read their answers before they commit.
-    let sqlite: Vec<String> = ALL_MIGRATIONS
-        .iter()
-        .filter(|m| !m.ends_with("_write_checks"))
-        .map(|m| m.to_string())
-        .collect();
-    assert_eq!(first, Ok(sqlite));
+    assert_eq!(first, Ok(migrations_of(&cfg)));
     assert!(cfg.data_dir.join(SQLITE_FILE).is_file());
     let again = tokio::task::spawn_blocking({
         let cfg = cfg.clone();
@@ -283,10 +309,11 @@ async fn histories_move_into_the_task_rows(cfg: StoreConfig) {
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(reverted, ["20261125000400", "20261125000300"]);
+    let first = "2026-11-25-000300_history_in_task_row";
+    assert_eq!(reverted, reverted_from(&cfg, first));
     assert_eq!(
         migrate_all(cfg.clone()).await.unwrap().unwrap(),
-        ALL_MIGRATIONS[8..]
+        migrations_from(&cfg, first)
     );
 
     let store = open(&cfg).await.unwrap();
@@ -468,10 +495,11 @@ async fn copies_of_messages_become_references(cfg: StoreConfig) {
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(reverted, ["20261125000400"]);
+    let first = "2026-11-25-000400_each_fact_once";
+    assert_eq!(reverted, reverted_from(&cfg, first));
     assert_eq!(
         migrate_all(cfg.clone()).await.unwrap().unwrap(),
-        ALL_MIGRATIONS[9..]
+        migrations_from(&cfg, first)
     );
 
     // The answer is a reference now; the message with an extension stays a copy.
@@ -529,6 +557,33 @@ async fn postgres_copies_of_messages_become_references() {
     copies_of_messages_become_references(db.config.clone()).await;
 }
 
+/// The SQLite tables a send writes keep their rows in their primary keys' b-trees: no
+/// rowid b-tree beside the key's (`…_rows_in_their_keys`).
+#[tokio::test]
+async fn sqlite_send_tables_keep_their_rows_in_their_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = test_config(None, dir.path().to_path_buf());
+    open(&cfg).await.unwrap();
+    let tables = crate::store::testing::query_text(
+        &cfg,
+        "SELECT name, wr FROM pragma_table_list WHERE name IN ('threads', 'messages', \
+         'tasks', 'task_events', 'idempotency_keys') ORDER BY name",
+    )
+    .await;
+    let text = |v: &str| Some(v.to_owned());
+    assert_eq!(
+        tables,
+        [
+            "idempotency_keys",
+            "messages",
+            "task_events",
+            "tasks",
+            "threads"
+        ]
+        .map(|t| vec![text(t), text("1")])
+    );
+}
+
 /// SQLite's checkpoints run on a thread of their own once the WAL holds
 /// `store.sqlite_checkpoint_pages`, never inside the writer's commits.
 #[test]
@@ -539,6 +594,11 @@ fn sqlite_checkpoints_run_beside_the_writer_once_the_wal_is_due() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("agent-a2a.db");
     sqlite::migrate(&path).unwrap();
+    // No free pages (the migrations' rebuilt tables left some) for new ones to reuse.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("VACUUM")
+        .unwrap();
     let writer = sqlite::SqliteWriter::open(&path, SqliteSynchronous::Full, 16).unwrap();
     let db_size = || std::fs::metadata(&path).unwrap().len();
     let before = db_size();
