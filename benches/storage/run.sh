@@ -7,7 +7,8 @@
 #   benches/storage/run.sh --bin BEFORE --bin AFTER --sends 20000 --stores sqlite
 #
 # Each build gets a fresh data directory or database, takes --sends `SendMessage`s (a new
-# thread and task each, as the comparison's `send` scenario does), and is stopped. Then:
+# thread and task each, as the comparison's `send` scenario does; the bytes written to
+# storage meanwhile are reported per send), and is stopped. Then:
 # SQLite — `dbstat` after a full checkpoint: the pages of each table and index, and the
 # bytes of their cells; Postgres — `pg_total_relation_size` after `VACUUM`, and the bytes
 # of the rows (`pg_column_size`). The Postgres runs need a server at --pg-url (a role that
@@ -23,6 +24,7 @@ BINS=()
 LOAD=""
 STORES="sqlite postgres"
 SENDS=10000
+CONNECTIONS=16
 PORT=${STORAGE_BENCH_PORT:-9453}
 PG_URL=${STORAGE_PG_URL:-postgres://postgres@127.0.0.1:5432}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -35,6 +37,7 @@ Options:
   --bin PATH        a release build of --example compare_echo (once or twice)
   --stores LIST     of: sqlite, postgres (default: both)
   --sends N         sends per build (default $SENDS)
+  --connections N   load generator connections (default $CONNECTIONS)
   --load PATH       a built load generator (default: build benches/load here)
   --pg-url URL      Postgres server without a database (default $PG_URL)
 USAGE
@@ -45,6 +48,7 @@ while (($#)); do
         --bin) BINS+=("$2"); shift 2 ;;
         --stores) STORES="${2//,/ }"; shift 2 ;;
         --sends) SENDS="$2"; shift 2 ;;
+        --connections) CONNECTIONS="$2"; shift 2 ;;
         --load) LOAD="$2"; shift 2 ;;
         --pg-url) PG_URL="$2"; shift 2 ;;
         -h | --help) usage; exit 0 ;;
@@ -77,6 +81,12 @@ cleanup() {
 }
 trap cleanup EXIT
 printf '[auth]\nenabled = false\n' >"$WORK/bench.toml"
+
+# Bytes process $1 has caused to be written to storage.
+written() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
+
+# The Postgres server's WAL position, in bytes.
+wal_position() { psql -qAtX "$PG_URL/postgres" -c "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"; }
 
 TABLES="threads messages tasks task_events idempotency_keys push_configs push_outbox"
 
@@ -142,12 +152,28 @@ run_one() { # binary store index
         --data-dir "$WORK/data" >"$WORK/server.log" 2>&1 &
     PIDS=("$!")
     wait_ready "$url"
-    "$LOAD" --url "$url/" --scenario send --connections 16 --requests "$SENDS" \
+    local w0 wal0=0 w wal=0
+    if [[ "$store" == postgres ]]; then
+        # Every run starts just after a checkpoint: the pages each first touches after
+        # one are logged whole, whenever it came.
+        psql -q -X "$PG_URL/postgres" -c "CHECKPOINT" >/dev/null
+        wal0=$(wal_position)
+    fi
+    w0=$(written "${PIDS[0]}")
+    "$LOAD" --url "$url/" --scenario send --connections "$CONNECTIONS" --requests "$SENDS" \
         --quiet --json "$WORK/report.json" >/dev/null
+    w=$(($(written "${PIDS[0]}") - w0))
+    [[ "$store" == postgres ]] && wal=$(wal_position)
     kill -TERM "${PIDS[0]}" 2>/dev/null || true
     wait "${PIDS[0]}" 2>/dev/null || true
     PIDS=()
     echo "$store: $bin"
+    if [[ "$store" == postgres ]]; then
+        echo "  written during the sends: $(((${wal%.*} - ${wal0%.*}) / SENDS)) B of WAL per send" \
+            "(the server's WAL position before and after)"
+    else
+        echo "  written during the sends: $((w / SENDS)) B per send (the server's write_bytes: WAL and checkpoints)"
+    fi
     if [[ "$store" == postgres ]]; then
         tasks=$(psql -qAtX "$PG_URL/$db" -c "SELECT count(*) FROM tasks")
         echo "  $tasks tasks"
