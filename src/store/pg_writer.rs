@@ -104,7 +104,7 @@ mod sql {
         $6::text[], $7::int8[]) \
         ON CONFLICT (tenant_id, idem_key) DO UPDATE SET context_id = excluded.context_id, \
         task_id = excluded.task_id, digest = excluded.digest, reply = excluded.reply, \
-        created_at = excluded.created_at \
+        reply_seq = NULL, created_at = excluded.created_at \
         WHERE idempotency_keys.created_at < excluded.created_at - $8::int8 \
         RETURNING tenant_id, idem_key), \
         written AS (INSERT INTO threads (tenant_id, thread_id, created_at, updated_at, \
@@ -165,7 +165,7 @@ mod sql {
         $6::text[], $7::int8[]) \
         ON CONFLICT (tenant_id, idem_key) DO UPDATE SET context_id = excluded.context_id, \
         task_id = excluded.task_id, digest = excluded.digest, reply = excluded.reply, \
-        created_at = excluded.created_at \
+        reply_seq = NULL, created_at = excluded.created_at \
         WHERE idempotency_keys.created_at < excluded.created_at - $8::int8 \
         RETURNING tenant_id, idem_key) \
         SELECT CASE WHEN (SELECT count(*) FROM claimed) = cardinality($1::text[]) THEN NULL \
@@ -173,8 +173,8 @@ mod sql {
         WITH ORDINALITY AS u(t, k, n) WHERE NOT EXISTS (SELECT 1 FROM claimed c \
         WHERE c.tenant_id = u.t AND c.idem_key = u.k) ORDER BY u.n LIMIT 1)) END";
 
-    pub const SETTLE: &str =
-        "UPDATE idempotency_keys SET reply = $3 WHERE tenant_id = $1 AND idem_key = $2";
+    pub const SETTLE: &str = "UPDATE idempotency_keys SET reply = $3, reply_seq = $4 \
+        WHERE tenant_id = $1 AND idem_key = $2";
 
     pub const FORGET: &str = "DELETE FROM idempotency_keys WHERE created_at < $1";
 
@@ -359,10 +359,19 @@ pub(super) async fn commit(
     for (window, claims) in other_claims {
         steps.push((Step::Write, run(client, &s.claim, claims.params(window))));
     }
-    for (tenant, key, reply) in &rows.settled {
+    for settled in &rows.settled {
         steps.push((
             Step::Write,
-            run(client, &s.settle, vec![tenant, key, reply]),
+            run(
+                client,
+                &s.settle,
+                vec![
+                    &settled.tenant_id,
+                    &settled.key,
+                    &settled.reply,
+                    &settled.reply_seq,
+                ],
+            ),
         ));
     }
     for before in &rows.forget_before {

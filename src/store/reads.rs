@@ -596,15 +596,41 @@ macro_rules! read_queries {
             ) -> Result<Option<$crate::store::Claim>, StoreError> {
                 use $crate::store::rows::ClaimRow;
                 use $crate::store::schema::idempotency_keys;
-                idempotency_keys::table
+                let Some(row) = idempotency_keys::table
                     .filter(idempotency_keys::tenant_id.eq(tenant.as_str()))
                     .filter(idempotency_keys::idem_key.eq(key))
                     .select(ClaimRow::as_select())
                     .first(conn)
                     .await
                     .optional()?
-                    .map(ClaimRow::into_claim)
-                    .transpose()
+                else {
+                    return Ok(None);
+                };
+                // A reply that is a row of the claim's thread is read from there.
+                let reply = match row.reply_seq {
+                    Some(seq) => {
+                        let message: Option<MessageRow> = messages::table
+                            .filter(messages::tenant_id.eq(tenant.as_str()))
+                            .filter(messages::thread_id.eq(row.context_id.as_str()))
+                            .filter(messages::seq.eq(seq))
+                            .select(MessageRow::as_select())
+                            .first(conn)
+                            .await
+                            .optional()?;
+                        let message = message.ok_or_else(|| {
+                            StoreError::Corrupt(format!(
+                                "claim {key:?} names message {seq}, which its thread lacks"
+                            ))
+                        })?;
+                        Some(message.to_message(None)?)
+                    }
+                    None => None,
+                };
+                let mut claim = row.into_claim()?;
+                if reply.is_some() {
+                    claim.reply = reply;
+                }
+                Ok(Some(claim))
             }
 
             pub(super) async fn claim_keys(

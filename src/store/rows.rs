@@ -203,20 +203,20 @@ fn is_text_of(content: &str, parts: &[Part]) -> bool {
 #[diesel(table_name = messages)]
 #[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
 pub(super) struct MessageRow {
-    tenant_id: String,
+    pub(super) tenant_id: String,
     pub(super) thread_id: String,
     pub(super) seq: i64,
-    message_id: Option<String>,
-    task_id: Option<String>,
-    role: String,
-    author: Option<String>,
-    content: String,
-    parts: String,
-    tool_calls: String,
-    metadata: Option<String>,
-    created_at: i64,
-    extensions: Option<String>,
-    reference_task_ids: Option<String>,
+    pub(super) message_id: Option<String>,
+    pub(super) task_id: Option<String>,
+    pub(super) role: String,
+    pub(super) author: Option<String>,
+    pub(super) content: String,
+    pub(super) parts: String,
+    pub(super) tool_calls: String,
+    pub(super) metadata: Option<String>,
+    pub(super) created_at: i64,
+    pub(super) extensions: Option<String>,
+    pub(super) reference_task_ids: Option<String>,
 }
 
 impl MessageRow {
@@ -256,6 +256,11 @@ impl MessageRow {
     /// session layer stored without an A2A id get a fresh one: A2A requires an id, and
     /// nothing refers to such a message by it.
     pub(super) fn to_history_message(&self, task: &TaskId) -> Result<Message, StoreError> {
+        self.to_message(Some(task))
+    }
+
+    /// The A2A message this row records, of `task` or of none (a reply without a task).
+    pub(super) fn to_message(&self, task: Option<&TaskId>) -> Result<Message, StoreError> {
         Ok(Message {
             message_id: match &self.message_id {
                 Some(m) => id("message id", m.clone(), MessageId::parse)?,
@@ -266,7 +271,7 @@ impl MessageRow {
                 self.thread_id.clone(),
                 ContextId::parse,
             )?),
-            task_id: Some(task.clone()),
+            task_id: task.cloned(),
             role: if self.role == "user" {
                 Role::User
             } else {
@@ -706,6 +711,8 @@ pub(super) struct ClaimRow {
     pub(super) digest: String,
     pub(super) reply: Option<String>,
     pub(super) created_at: i64,
+    /// The reply as a row of the claim's thread: the reader fills `Claim::reply` from it.
+    pub(super) reply_seq: Option<i64>,
 }
 
 impl ClaimRow {

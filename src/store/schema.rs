@@ -135,9 +135,13 @@ diesel::table! {
         task_id -> Text,
         /// SHA-256 (hex) of the message as sent and the request metadata.
         digest -> Text,
-        /// JSON `domain::Message`, when the turn answered without a task.
+        /// JSON `domain::Message`, when the turn answered without a task and the reply
+        /// is no row of its thread (`reply_seq`).
         reply -> Nullable<Text>,
         created_at -> BigInt,
+        /// The reply, when the turn answered without a task, as message `seq` of the
+        /// claim's thread (`context_id`).
+        reply_seq -> Nullable<BigInt>,
     }
 }
 

@@ -40,7 +40,7 @@ use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
-use super::rows::ClaimRow;
+use super::rows::{ClaimRow, MessageRow};
 use super::sqlite_lock::SqliteLock;
 use super::writes::{CHUNK, PushRow, Rows, sqlite as sql};
 use super::{BlockingCommit, Claim, SqliteSynchronous, StoreError, WriteOp};
@@ -129,35 +129,88 @@ impl SqliteStore {
         Some(self.claim_here(tenant, key))
     }
 
-    /// The claim of `key`, read on the calling thread.
+    /// The claim of `key`, read on the calling thread, with its reply.
     pub(super) fn claim_here(
         &self,
         tenant: &TenantId,
         key: &str,
     ) -> Result<Option<Claim>, StoreError> {
-        self.inline
-            .with(|conn| {
-                let mut stmt = conn.prepare_cached(
-                    "SELECT tenant_id, idem_key, context_id, task_id, digest, reply, created_at \
-                 FROM idempotency_keys WHERE tenant_id = ?1 AND idem_key = ?2",
-                )?;
-                let mut rows = stmt.query(rusqlite::params![tenant.as_str(), key])?;
-                let Some(row) = rows.next()? else {
-                    return Ok(None);
-                };
-                Ok(Some(ClaimRow {
-                    tenant_id: row.get(0)?,
-                    idem_key: row.get(1)?,
-                    context_id: row.get(2)?,
-                    task_id: row.get(3)?,
-                    digest: row.get(4)?,
-                    reply: row.get(5)?,
-                    created_at: row.get(6)?,
-                }))
-            })?
-            .map(ClaimRow::into_claim)
-            .transpose()
+        let read = self.inline.with(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT tenant_id, idem_key, context_id, task_id, digest, reply, created_at, \
+                 reply_seq FROM idempotency_keys WHERE tenant_id = ?1 AND idem_key = ?2",
+            )?;
+            let mut rows = stmt.query(rusqlite::params![tenant.as_str(), key])?;
+            let Some(row) = rows.next()? else {
+                return Ok(None);
+            };
+            let claim = ClaimRow {
+                tenant_id: row.get(0)?,
+                idem_key: row.get(1)?,
+                context_id: row.get(2)?,
+                task_id: row.get(3)?,
+                digest: row.get(4)?,
+                reply: row.get(5)?,
+                created_at: row.get(6)?,
+                reply_seq: row.get(7)?,
+            };
+            let reply = match claim.reply_seq {
+                Some(seq) => message_here(conn, tenant.as_str(), &claim.context_id, seq)?,
+                None => None,
+            };
+            Ok(Some((claim, reply)))
+        })?;
+        let Some((claim, reply)) = read else {
+            return Ok(None);
+        };
+        let reply = match (claim.reply_seq, reply) {
+            (Some(seq), None) => {
+                return Err(StoreError::Corrupt(format!(
+                    "claim {key:?} names message {seq}, which its thread lacks"
+                )));
+            }
+            (_, reply) => reply.map(|m| m.to_message(None)).transpose()?,
+        };
+        let mut claim = claim.into_claim()?;
+        if reply.is_some() {
+            claim.reply = reply;
+        }
+        Ok(Some(claim))
     }
+}
+
+/// Message `seq` of a thread, read on `conn`.
+fn message_here(
+    conn: &rusqlite::Connection,
+    tenant: &str,
+    thread: &str,
+    seq: i64,
+) -> rusqlite::Result<Option<MessageRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT tenant_id, thread_id, seq, message_id, task_id, role, author, content, parts, \
+         tool_calls, metadata, created_at, extensions, reference_task_ids FROM messages \
+         WHERE tenant_id = ?1 AND thread_id = ?2 AND seq = ?3",
+    )?;
+    let mut rows = stmt.query(rusqlite::params![tenant, thread, seq])?;
+    let Some(row) = rows.next()? else {
+        return Ok(None);
+    };
+    Ok(Some(MessageRow {
+        tenant_id: row.get(0)?,
+        thread_id: row.get(1)?,
+        seq: row.get(2)?,
+        message_id: row.get(3)?,
+        task_id: row.get(4)?,
+        role: row.get(5)?,
+        author: row.get(6)?,
+        content: row.get(7)?,
+        parts: row.get(8)?,
+        tool_calls: row.get(9)?,
+        metadata: row.get(10)?,
+        created_at: row.get(11)?,
+        extensions: row.get(12)?,
+        reference_task_ids: row.get(13)?,
+    }))
 }
 
 /// Point reads on the thread that asks: one read-only connection per thread and store,
@@ -477,9 +530,13 @@ fn write_claims(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> Result<(), S
 
 fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Result<()> {
     use rusqlite::params;
-    for (tenant, key, reply) in &rows.settled {
-        tx.prepare_cached(sql::SETTLE_CLAIM)?
-            .execute(params![tenant, key, reply])?;
+    for settled in &rows.settled {
+        tx.prepare_cached(sql::SETTLE_CLAIM)?.execute(params![
+            settled.tenant_id,
+            settled.key,
+            settled.reply,
+            settled.reply_seq
+        ])?;
     }
     for before in &rows.forget_before {
         tx.prepare_cached(sql::FORGET_CLAIMS)?

@@ -28,7 +28,7 @@ use super::rows::{
     append_seq, encode_reply,
 };
 use super::{MessageRecord, OutboxKey, StoreError, ThreadStatus, WriteOp};
-use crate::domain::{StreamEvent, TaskId, TenantId};
+use crate::domain::{ContextId, Message, StreamEvent, TaskId, TenantId};
 
 /// Rows per multi-row statement: far below Postgres' 65535 bind parameters and SQLite's
 /// 32766 for the widest table (12 columns).
@@ -56,8 +56,8 @@ pub(super) struct Rows<'a> {
     /// is taken over; applied first, so a duplicate refuses the batch before anything
     /// else is written.
     pub claims: Vec<(NewClaim<'a>, i64)>,
-    /// Replies of claimed turns: (tenant, key, the reply's JSON).
-    pub settled: Vec<(&'a str, &'a str, String)>,
+    /// Replies of claimed turns.
+    pub settled: Vec<Settled<'a>>,
     /// Claims made before these instants are forgotten.
     pub forget_before: Vec<i64>,
     /// Push configs and outbox rows, in batch order (a config deleted and registered
@@ -65,6 +65,16 @@ pub(super) struct Rows<'a> {
     pub push: Vec<PushRow<'a>>,
     /// Cluster mode: the fencing tokens the batch was written under (distinct).
     pub fences: Vec<i64>,
+}
+
+/// The reply of a claimed turn ([`WriteOp::SettleClaim`]): the row of the claim's thread
+/// that the batch appends for it, or (none is, as the runtime writes) a copy.
+pub(super) struct Settled<'a> {
+    pub tenant_id: &'a str,
+    pub key: &'a str,
+    /// The reply's JSON, when it is no row of the batch.
+    pub reply: Option<String>,
+    pub reply_seq: Option<i64>,
 }
 
 /// History entries appended to a task's row without rewriting it: (tenant, task, the
@@ -126,6 +136,7 @@ impl<'a> Rows<'a> {
         let mut linked: Vec<(TaskKey, Vec<(i64, i64)>)> = Vec::new();
         // Logged events, written once the batch's messages are known.
         let mut events = Vec::new();
+        let mut settles = Vec::new();
         let mut appended = Vec::new();
         for op in ops {
             match op {
@@ -204,10 +215,7 @@ impl<'a> Rows<'a> {
                 WriteOp::ClaimKey(claim) => rows
                     .claims
                     .push((NewClaim::new(claim)?, claim.taken_over_before.millis())),
-                WriteOp::SettleClaim { tenant, key, reply } => {
-                    rows.settled
-                        .push((tenant.as_str(), key.as_str(), encode_reply(reply)?))
-                }
+                WriteOp::SettleClaim { tenant, key, reply } => settles.push((tenant, key, reply)),
                 WriteOp::ForgetClaims { before } => rows.forget_before.push(before.millis()),
                 WriteOp::PushDone(key) => rows.push.push(PushRow::Done(key)),
                 WriteOp::PushRetry {
@@ -225,6 +233,23 @@ impl<'a> Rows<'a> {
                     }
                 }
             }
+        }
+        for (tenant, key, reply) in settles {
+            // A reply is a message without a task of the claim's thread.
+            let reply_seq = reply
+                .context_id
+                .as_ref()
+                .filter(|_| reply.task_id.is_none())
+                .and_then(|thread| appended_row(&appended, tenant, thread, None, reply));
+            rows.settled.push(Settled {
+                tenant_id: tenant.as_str(),
+                key: key.as_str(),
+                reply: match reply_seq {
+                    Some(_) => None,
+                    None => Some(encode_reply(reply)?),
+                },
+                reply_seq,
+            });
         }
         for (tenant, task_id, seq, event, created_at) in events {
             let message_seq = appended_status_message(&appended, tenant, task_id, event);
@@ -294,13 +319,25 @@ fn appended_status_message(
     {
         return None;
     }
+    appended_row(appended, tenant, context_id, Some(task_id), message)
+}
+
+/// The `seq` of the message a batch appends (`appended`) to `thread`, of `task`, that
+/// reads back as `message`.
+fn appended_row(
+    appended: &[&MessageRecord],
+    tenant: &TenantId,
+    thread: &ContextId,
+    task: Option<&TaskId>,
+    message: &Message,
+) -> Option<i64> {
     appended
         .iter()
         .rev()
         .find(|r| {
             r.message_id.as_ref() == Some(&message.message_id)
-                && r.task_id.as_ref() == Some(task_id)
-                && r.thread_id == *context_id
+                && r.task_id.as_ref() == task
+                && r.thread_id == *thread
                 && r.tenant == *tenant
                 && r.role == message.role.as_str()
                 && r.parts == message.parts
@@ -384,10 +421,11 @@ pub(super) mod sqlite {
         task_id, digest, reply, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
         ON CONFLICT (tenant_id, idem_key) DO UPDATE SET context_id = excluded.context_id, \
         task_id = excluded.task_id, digest = excluded.digest, reply = excluded.reply, \
-        created_at = excluded.created_at WHERE idempotency_keys.created_at < ?8";
+        reply_seq = NULL, created_at = excluded.created_at \
+        WHERE idempotency_keys.created_at < ?8";
 
-    pub const SETTLE_CLAIM: &str =
-        "UPDATE idempotency_keys SET reply = ?3 WHERE tenant_id = ?1 AND idem_key = ?2";
+    pub const SETTLE_CLAIM: &str = "UPDATE idempotency_keys SET reply = ?3, reply_seq = ?4 \
+        WHERE tenant_id = ?1 AND idem_key = ?2";
 
     pub const FORGET_CLAIMS: &str = "DELETE FROM idempotency_keys WHERE created_at < ?1";
 

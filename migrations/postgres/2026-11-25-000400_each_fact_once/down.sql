@@ -26,6 +26,14 @@ WHERE task_events.message_seq IS NOT NULL
     AND m.thread_id = task_events.payload::jsonb ->> 'context_id'
     AND m.seq = task_events.message_seq;
 
+UPDATE idempotency_keys
+SET reply = (pg_temp.a2a_message(m, NULL) - 'task_id')::text
+FROM messages AS m
+WHERE idempotency_keys.reply_seq IS NOT NULL
+    AND m.tenant_id = idempotency_keys.tenant_id
+    AND m.thread_id = idempotency_keys.context_id
+    AND m.seq = idempotency_keys.reply_seq;
+
 UPDATE messages SET content = coalesce((
     SELECT string_agg(p.v #>> '{content,text}', E'\n' ORDER BY p.n)
     FROM jsonb_array_elements(messages.parts::jsonb) WITH ORDINALITY AS p(v, n)
@@ -33,6 +41,7 @@ UPDATE messages SET content = coalesce((
 ), '')
 WHERE content = '' AND parts <> '[]';
 
+ALTER TABLE idempotency_keys DROP COLUMN reply_seq;
 ALTER TABLE task_events DROP COLUMN message_seq;
 ALTER TABLE tasks DROP COLUMN status_entry;
 ALTER TABLE messages DROP COLUMN extensions, DROP COLUMN reference_task_ids;

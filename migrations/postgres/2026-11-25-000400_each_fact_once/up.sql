@@ -3,10 +3,12 @@
 -- the text of the message's parts (every A2A message) instead of a second copy of it.
 -- A task's status message is an entry of its history, so the task row names the entry
 -- (`status_entry`) instead of copying the message; a logged status update names its
--- message in the thread (`message_seq`) and its payload leaves the message out.
+-- message in the thread (`message_seq`) and its payload leaves the message out; so does
+-- an idempotency claim the reply of its turn (`reply_seq`).
 ALTER TABLE messages ADD COLUMN extensions TEXT, ADD COLUMN reference_task_ids TEXT;
 ALTER TABLE tasks ADD COLUMN status_entry BIGINT;
 ALTER TABLE task_events ADD COLUMN message_seq BIGINT;
+ALTER TABLE idempotency_keys ADD COLUMN reply_seq BIGINT;
 
 -- The copies already stored become references wherever the message row says the same:
 -- rows written before this release kept no extensions nor referenced tasks, so a status
@@ -34,3 +36,12 @@ WHERE task_events.kind = 'status_update'
     AND m.thread_id = task_events.payload::jsonb ->> 'context_id'
     AND m.message_id = task_events.payload::jsonb #>> '{status,message,message_id}'
     AND NOT (task_events.payload::jsonb #> '{status,message}') ?| ARRAY['extensions', 'reference_task_ids'];
+
+UPDATE idempotency_keys SET reply_seq = m.seq, reply = NULL
+FROM messages AS m
+WHERE idempotency_keys.reply IS NOT NULL
+    AND m.tenant_id = idempotency_keys.tenant_id
+    AND m.thread_id = idempotency_keys.context_id
+    AND m.task_id IS NULL
+    AND m.message_id = idempotency_keys.reply::jsonb ->> 'message_id'
+    AND NOT idempotency_keys.reply::jsonb ?| ARRAY['extensions', 'reference_task_ids'];

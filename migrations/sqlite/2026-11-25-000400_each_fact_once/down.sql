@@ -25,6 +25,18 @@ UPDATE task_events SET payload = (
 )
 WHERE message_seq IS NOT NULL;
 
+UPDATE idempotency_keys SET reply = (
+    SELECT json_patch(json_object('message_id', m.message_id, 'context_id', m.thread_id,
+            'role', m.role, 'parts', json(m.parts)),
+        json_object('metadata', json(m.metadata), 'extensions', json(m.extensions),
+            'reference_task_ids', json(m.reference_task_ids)))
+    FROM messages AS m
+    WHERE m.tenant_id = idempotency_keys.tenant_id
+        AND m.thread_id = idempotency_keys.context_id
+        AND m.seq = idempotency_keys.reply_seq
+)
+WHERE reply_seq IS NOT NULL;
+
 UPDATE messages SET content = coalesce((
     SELECT group_concat(json_extract(p.value, '$.content.text'), char(10) ORDER BY p.key)
     FROM json_each(messages.parts) AS p
@@ -32,6 +44,7 @@ UPDATE messages SET content = coalesce((
 ), '')
 WHERE content = '' AND parts <> '[]';
 
+ALTER TABLE idempotency_keys DROP COLUMN reply_seq;
 ALTER TABLE task_events DROP COLUMN message_seq;
 ALTER TABLE tasks DROP COLUMN status_entry;
 ALTER TABLE messages DROP COLUMN reference_task_ids;

@@ -3,11 +3,13 @@
 -- the text of the message's parts (every A2A message) instead of a second copy of it.
 -- A task's status message is an entry of its history, so the task row names the entry
 -- (`status_entry`) instead of copying the message; a logged status update names its
--- message in the thread (`message_seq`) and its payload leaves the message out.
+-- message in the thread (`message_seq`) and its payload leaves the message out; so does
+-- an idempotency claim the reply of its turn (`reply_seq`).
 ALTER TABLE messages ADD COLUMN extensions TEXT;
 ALTER TABLE messages ADD COLUMN reference_task_ids TEXT;
 ALTER TABLE tasks ADD COLUMN status_entry INTEGER;
 ALTER TABLE task_events ADD COLUMN message_seq INTEGER;
+ALTER TABLE idempotency_keys ADD COLUMN reply_seq INTEGER;
 
 -- The copies already stored become references wherever the message row says the same:
 -- rows written before this release kept no extensions nor referenced tasks, so a status
@@ -37,3 +39,15 @@ WHERE kind = 'status_update'
     AND json_type(payload, '$.status.message.reference_task_ids') IS NULL;
 UPDATE task_events SET payload = json_remove(payload, '$.status.message')
 WHERE message_seq IS NOT NULL;
+
+UPDATE idempotency_keys SET reply_seq = (
+    SELECT m.seq FROM messages AS m
+    WHERE m.tenant_id = idempotency_keys.tenant_id
+        AND m.thread_id = idempotency_keys.context_id
+        AND m.task_id IS NULL
+        AND m.message_id = json_extract(idempotency_keys.reply, '$.message_id')
+)
+WHERE reply IS NOT NULL
+    AND json_type(reply, '$.extensions') IS NULL
+    AND json_type(reply, '$.reference_task_ids') IS NULL;
+UPDATE idempotency_keys SET reply = NULL WHERE reply_seq IS NOT NULL;

@@ -437,6 +437,9 @@ async fn copies_of_messages_become_references(cfg: StoreConfig) {
     };
     let done = status(TaskState::Completed, &answer, 20);
     let asking = status(TaskState::InputRequired, &waiting, 40);
+    // A turn answered without a task: its reply, and the claim of its message.
+    let mut replied = msg("m5", "t3", Role::Agent, "just a reply");
+    replied.task_id = None;
     let done_event = event("t1", done.clone());
     let asking_event = event("t2", asking.clone());
 
@@ -447,9 +450,11 @@ async fn copies_of_messages_become_references(cfg: StoreConfig) {
         format!(
             "INSERT INTO messages (tenant_id, thread_id, seq, message_id, task_id, role, \
              author, content, parts, tool_calls, metadata, created_at) VALUES ('acme', 'ctx', \
-             {seq}, '{}', '{}', '{}', NULL, '{}', '{}', '[]', NULL, {seq});",
+             {seq}, '{}', {}, '{}', NULL, '{}', '{}', '[]', NULL, {seq});",
             m.message_id,
-            m.task_id.as_ref().unwrap(),
+            m.task_id
+                .as_ref()
+                .map_or("NULL".to_owned(), |t| format!("'{t}'")),
             m.role.as_str(),
             m.text(),
             json(&m.parts),
@@ -486,6 +491,12 @@ async fn copies_of_messages_become_references(cfg: StoreConfig) {
         task_row("t2", &asking, "3,4"),
         event_row("t1", &done_event),
         event_row("t2", &asking_event),
+        message_row(5, &replied),
+        format!(
+            "INSERT INTO idempotency_keys (tenant_id, idem_key, context_id, task_id, digest, \
+             reply, created_at) VALUES ('acme', 'k5', 'ctx', 't3', 'd', '{}', 9);",
+            json(&replied)
+        ),
     ]
     .concat();
     let reverted = tokio::task::spawn_blocking({
@@ -525,9 +536,16 @@ async fn copies_of_messages_become_references(cfg: StoreConfig) {
     assert!(!events[0][1].as_deref().unwrap().contains("echo: hello"));
     assert_eq!(events[1][2], None);
 
+    assert_eq!(
+        query_text(&cfg, "SELECT reply, reply_seq FROM idempotency_keys").await,
+        [vec![None, text("5")]]
+    );
+
     // Read back as the release before wrote them.
     let store = open(&cfg).await.unwrap();
     let acme = TenantId::parse("acme").unwrap();
+    let claim = store.claim(&acme, "k5").await.unwrap().unwrap();
+    assert_eq!(claim.reply, Some(replied));
     for (task, status, history, event) in [
         ("t1", &done, vec![asked, answer], done_event),
         ("t2", &asking, vec![asked_again, waiting], asking_event),

@@ -205,3 +205,81 @@ fn a_task_record_names_its_status_message_by_its_newest_equal_entry() {
     assert_eq!(record.status_entry, None);
     assert_eq!(record.task.status.message, task.status.message);
 }
+
+/// A turn that answers without a task: its reply is a row of the thread, which the
+/// idempotency claim names; a retry reads the reply back from there, and a claim that
+/// takes the key over later carries no reply of the one before.
+async fn a_reply_is_stored_once(cfg: StoreConfig) {
+    use crate::store::Claim;
+    let store = open(&cfg).await.unwrap();
+    let t = tenant("acme");
+    let ctx = context("thread-1");
+    let asked = message(&ctx, None, Role::User, "hello");
+    let reply = message(&ctx, None, Role::Agent, "echo: hello");
+    let claim = |at: i64| Claim {
+        tenant: t.clone(),
+        key: asked.message_id.as_str().to_owned(),
+        context_id: ctx.clone(),
+        task_id: task_id("task-1"),
+        digest: "d".into(),
+        reply: None,
+        created_at: Timestamp(at),
+        taken_over_before: Timestamp(at - 100),
+    };
+    let key = asked.message_id.as_str().to_owned();
+    store
+        .commit(&[
+            WriteOp::ClaimKey(claim(1_000)),
+            WriteOp::UpsertThread(thread(&t, &ctx, 1_000)),
+            WriteOp::AppendMessage(record(&t, 1, &asked)),
+        ])
+        .await
+        .unwrap();
+    store
+        .commit(&[
+            WriteOp::AppendMessage(record(&t, 2, &reply)),
+            WriteOp::SettleClaim {
+                tenant: t.clone(),
+                key: key.clone(),
+                reply: reply.clone(),
+            },
+        ])
+        .await
+        .unwrap();
+
+    let read = store.claim(&t, &key).await.unwrap().unwrap();
+    assert_eq!(read.reply.as_ref(), Some(&reply));
+    if let Some(inline) = store.claim_inline(&t, &key) {
+        assert_eq!(inline.unwrap().unwrap().reply.as_ref(), Some(&reply));
+    }
+    assert_eq!(
+        query_text(&cfg, "SELECT reply, reply_seq FROM idempotency_keys").await,
+        vec![vec![None, Some("2".into())]]
+    );
+
+    // Taken over past its window: the new claim has no reply yet.
+    store
+        .commit(&[WriteOp::ClaimKey(claim(5_000))])
+        .await
+        .unwrap();
+    let read = store.claim(&t, &key).await.unwrap().unwrap();
+    assert_eq!(read.reply, None);
+    assert_eq!(read.created_at, Timestamp(5_000));
+    if let Some(inline) = store.claim_inline(&t, &key) {
+        assert_eq!(inline.unwrap().unwrap().reply, None);
+    }
+}
+
+#[tokio::test]
+async fn sqlite_a_reply_is_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    a_reply_is_stored_once(test_config(None, dir.path().to_path_buf())).await;
+}
+
+#[tokio::test]
+async fn postgres_a_reply_is_stored_once() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    a_reply_is_stored_once(db.config.clone()).await;
+}
