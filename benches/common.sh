@@ -37,3 +37,23 @@ print(f"{setup:<9} {scenario:<11} round {rnd}: {r['succeeded_per_sec']:8.0f} ok/
       f"(includes warm-up)")
 PY
 }
+
+# build_load ROOT TARGET_DIR: builds the release load generator (benches/load) of the
+# checkout at ROOT into TARGET_DIR (a no-op when it is up to date) and prints its path.
+build_load() {
+    echo "building the load generator (release) in $2" >&2
+    (cd "$1" && CARGO_TARGET_DIR="$2" cargo bench --bench load --no-run --quiet) >&2
+    find "$2/release/deps" -maxdepth 1 -type f -executable -name 'load-*' -printf '%T@ %p\n' |
+        sort -n | tail -n 1 | cut -d' ' -f2
+}
+
+# The EXIT trap of the scripts that start servers: stops the processes in PIDS, drops the
+# databases named in DATABASES on the server at PG_URL, and removes WORK.
+stop_and_clean() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    for db in "${DATABASES[@]}"; do
+        psql -q -X "$PG_URL/postgres" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 || true
+    done
+    rm -rf "$WORK"
+}

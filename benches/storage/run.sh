@@ -61,25 +61,13 @@ for bin in "${BINS[@]}"; do
 done
 [[ "$SENDS" =~ ^[1-9][0-9]*$ ]] || { echo "--sends must be a positive integer" >&2; exit 2; }
 
-if [[ -z "$LOAD" ]]; then
-    echo "building the load generator (release) in $TARGET_DIR"
-    (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET_DIR" cargo bench --bench load --no-run --quiet)
-    LOAD="$(find "$TARGET_DIR/release/deps" -maxdepth 1 -type f -executable -name 'load-*' -printf '%T@ %p\n' | sort -n | tail -n 1 | cut -d' ' -f2)"
-fi
+[[ -n "$LOAD" ]] || LOAD="$(build_load "$ROOT" "$TARGET_DIR")"
 [[ -x "$LOAD" ]] || { echo "no load generator in $TARGET_DIR" >&2; exit 1; }
 
 WORK="$(mktemp -d)"
 PIDS=()
 DATABASES=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    for db in "${DATABASES[@]}"; do
-        psql -q -X "$PG_URL/postgres" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 || true
-    done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+trap stop_and_clean EXIT
 printf '[auth]\nenabled = false\n' >"$WORK/bench.toml"
 
 # Bytes process $1 has caused to be written to storage.

@@ -222,6 +222,7 @@ pub(super) struct MessageRow {
 impl MessageRow {
     pub(super) fn into_record(self) -> Result<MessageRecord, StoreError> {
         let parts: Vec<Part> = decode("message parts", &self.parts)?;
+        let (extensions, reference_task_ids) = (self.extensions()?, self.reference_task_ids()?);
         Ok(MessageRecord {
             tenant: id("message tenant", self.tenant_id, TenantId::from_store)?,
             thread_id: id("message thread id", self.thread_id, ContextId::parse)?,
@@ -245,11 +246,17 @@ impl MessageRow {
             tool_calls: decode("tool calls", &self.tool_calls)?,
             metadata: decode_opt("message metadata", self.metadata.as_deref())?,
             created_at: Timestamp(self.created_at),
-            extensions: decode_opt("message extensions", self.extensions.as_deref())?
-                .unwrap_or_default(),
-            reference_task_ids: decode_opt("referenced tasks", self.reference_task_ids.as_deref())?
-                .unwrap_or_default(),
+            extensions,
+            reference_task_ids,
         })
+    }
+
+    fn extensions(&self) -> Result<Vec<String>, StoreError> {
+        Ok(decode_opt("message extensions", self.extensions.as_deref())?.unwrap_or_default())
+    }
+
+    fn reference_task_ids(&self) -> Result<Vec<TaskId>, StoreError> {
+        Ok(decode_opt("referenced tasks", self.reference_task_ids.as_deref())?.unwrap_or_default())
     }
 
     /// The A2A message this row records, as an entry of `task`'s history. Messages the
@@ -279,10 +286,8 @@ impl MessageRow {
             },
             parts: decode("message parts", &self.parts)?,
             metadata: decode_opt("message metadata", self.metadata.as_deref())?,
-            extensions: decode_opt("message extensions", self.extensions.as_deref())?
-                .unwrap_or_default(),
-            reference_task_ids: decode_opt("referenced tasks", self.reference_task_ids.as_deref())?
-                .unwrap_or_default(),
+            extensions: self.extensions()?,
+            reference_task_ids: self.reference_task_ids()?,
         })
     }
 }
