@@ -44,36 +44,6 @@ FROM messages;
 DROP TABLE messages;
 ALTER TABLE messages_with_rowid RENAME TO messages;
 
-CREATE TABLE tasks_with_rowid (
-    tenant_id        TEXT    NOT NULL,
-    -- SQLite's default BINARY collation orders ids byte-wise, as Postgres' COLLATE "C"
-    -- does: ListTasks breaks timestamp ties by task id the same way on both backends.
-    task_id          TEXT    NOT NULL,
-    context_id       TEXT    NOT NULL,
-    state            TEXT    NOT NULL,
-    status_message   TEXT,
-    status_timestamp INTEGER NOT NULL,
-    artifacts        TEXT    NOT NULL,
-    transitions      TEXT    NOT NULL,
-    metadata         TEXT,
-    created_at       INTEGER NOT NULL,
-    updated_at       INTEGER NOT NULL,
-    history          TEXT    NOT NULL DEFAULT '',
-    status_entry     INTEGER,
-    PRIMARY KEY (tenant_id, task_id)
-);
-INSERT INTO tasks_with_rowid (tenant_id, task_id, context_id, state, status_message,
-    status_timestamp, artifacts, transitions, metadata, created_at, updated_at, history,
-    status_entry)
-SELECT tenant_id, task_id, context_id, state, status_message,
-    status_timestamp, artifacts, transitions, metadata, created_at, updated_at, history,
-    status_entry
-FROM tasks;
-DROP TABLE tasks;
-ALTER TABLE tasks_with_rowid RENAME TO tasks;
-CREATE INDEX tasks_by_status_time ON tasks (tenant_id, status_timestamp DESC, task_id DESC);
-CREATE INDEX tasks_by_context ON tasks (tenant_id, context_id);
-
 CREATE TABLE task_events_with_rowid (
     tenant_id   TEXT    NOT NULL,
     task_id     TEXT    NOT NULL,

@@ -1,7 +1,9 @@
 -- The tables a send writes keep their rows in their primary key's b-tree (WITHOUT ROWID),
 -- as idempotency_keys already does: a rowid table with a TEXT key is two b-trees, the
 -- rows by rowid and the key in an index beside them, so every insert wrote the key twice
--- and touched a b-tree more. A send now writes 9 b-trees instead of 13.
+-- and touched a b-tree more. A send now writes 10 b-trees instead of 13. `tasks` stays a
+-- rowid table: without one, SQLite's planner reads a thread's open tasks by scanning the
+-- tenant's primary-key range instead of through tasks_by_context.
 -- (SQLite cannot change this in place: each table is rebuilt and its indexes made anew.)
 CREATE TABLE threads_by_key (
     tenant_id            TEXT    NOT NULL,
@@ -47,36 +49,6 @@ SELECT tenant_id, thread_id, seq, message_id, task_id, role, author,
 FROM messages;
 DROP TABLE messages;
 ALTER TABLE messages_by_key RENAME TO messages;
-
-CREATE TABLE tasks_by_key (
-    tenant_id        TEXT    NOT NULL,
-    -- SQLite's default BINARY collation orders ids byte-wise, as Postgres' COLLATE "C"
-    -- does: ListTasks breaks timestamp ties by task id the same way on both backends.
-    task_id          TEXT    NOT NULL,
-    context_id       TEXT    NOT NULL,
-    state            TEXT    NOT NULL,
-    status_message   TEXT,
-    status_timestamp INTEGER NOT NULL,
-    artifacts        TEXT    NOT NULL,
-    transitions      TEXT    NOT NULL,
-    metadata         TEXT,
-    created_at       INTEGER NOT NULL,
-    updated_at       INTEGER NOT NULL,
-    history          TEXT    NOT NULL DEFAULT '',
-    status_entry     INTEGER,
-    PRIMARY KEY (tenant_id, task_id)
-) WITHOUT ROWID;
-INSERT INTO tasks_by_key (tenant_id, task_id, context_id, state, status_message,
-    status_timestamp, artifacts, transitions, metadata, created_at, updated_at, history,
-    status_entry)
-SELECT tenant_id, task_id, context_id, state, status_message,
-    status_timestamp, artifacts, transitions, metadata, created_at, updated_at, history,
-    status_entry
-FROM tasks;
-DROP TABLE tasks;
-ALTER TABLE tasks_by_key RENAME TO tasks;
-CREATE INDEX tasks_by_status_time ON tasks (tenant_id, status_timestamp DESC, task_id DESC);
-CREATE INDEX tasks_by_context ON tasks (tenant_id, context_id);
 
 CREATE TABLE task_events_by_key (
     tenant_id   TEXT    NOT NULL,

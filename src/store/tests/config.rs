@@ -576,7 +576,8 @@ async fn postgres_copies_of_messages_become_references() {
 }
 
 /// The SQLite tables a send writes keep their rows in their primary keys' b-trees: no
-/// rowid b-tree beside the key's (`…_rows_in_their_keys`).
+/// rowid b-tree beside the key's (`…_rows_in_their_keys`) — but `tasks`, whose open tasks
+/// of a thread the planner would otherwise find by scanning the tenant's key range.
 #[tokio::test]
 async fn sqlite_send_tables_keep_their_rows_in_their_keys() {
     let dir = tempfile::tempdir().unwrap();
@@ -592,13 +593,28 @@ async fn sqlite_send_tables_keep_their_rows_in_their_keys() {
     assert_eq!(
         tables,
         [
-            "idempotency_keys",
-            "messages",
-            "task_events",
-            "tasks",
-            "threads"
+            ("idempotency_keys", "1"),
+            ("messages", "1"),
+            ("task_events", "1"),
+            ("tasks", "0"),
+            ("threads", "1")
         ]
-        .map(|t| vec![text(t), text("1")])
+        .map(|(t, wr)| vec![text(t), text(wr)])
+    );
+    // A thread's reload finds its open tasks through tasks_by_context (`reads.rs`
+    // `load_thread`), never by a scan of all the tenant's tasks.
+    let plan = crate::store::testing::query_text(
+        &cfg,
+        "EXPLAIN QUERY PLAN SELECT * FROM tasks WHERE tenant_id = 'a' AND context_id = 'c' \
+         AND state <> 'completed' AND state <> 'canceled' AND state <> 'failed' \
+         AND state <> 'rejected' ORDER BY created_at, task_id",
+    )
+    .await;
+    let plan: Vec<String> = plan.into_iter().filter_map(|r| r[3].clone()).collect();
+    assert!(
+        plan.iter()
+            .any(|step| step.contains("INDEX tasks_by_context")),
+        "{plan:?}"
     );
 }
 
