@@ -453,8 +453,8 @@ pub(super) struct NewTaskEvent<'a> {
 
 impl<'a> NewTaskEvent<'a> {
     /// Refuses `Task` snapshots: they are derived state, never part of the log. With
-    /// `message_seq` (the thread's row of a status update's message) the payload leaves
-    /// the message out.
+    /// `message_seq` (the thread's row of a status update's message; `Rows::collect` finds
+    /// one for status updates only) the payload leaves the message out.
     pub(super) fn new(
         tenant: &'a TenantId,
         task_id: &'a TaskId,
@@ -503,7 +503,7 @@ impl<'a> NewTaskEvent<'a> {
             kind,
             payload,
             created_at: created_at.millis(),
-            message_seq: message_seq.filter(|_| kind == "status_update"),
+            message_seq,
         })
     }
 }
