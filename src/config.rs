@@ -194,6 +194,26 @@ impl Settings {
         self.agent.validate(&self.providers)?;
         self.cluster.validate(&self.server, &self.store)?;
         self.telemetry.validate()?;
+        self.validate_retention()
+    }
+
+    /// A retained thread outlives the idempotency claims of its messages: a retry within
+    /// the window must find the task its claim names.
+    fn validate_retention(&self) -> Result<(), ConfigError> {
+        let retention = self.store.retention_secs;
+        let kept = retention.saturating_add(self.threads.thread_ttl_secs);
+        if retention > 0 && self.idempotency.enabled && kept < self.idempotency.window_secs {
+            return Err(ConfigError::Key {
+                key: "store.retention_secs",
+                problem: format!(
+                    "with threads.thread_ttl_secs ({}) must cover idempotency.window_secs ({}): \
+                     at least {}, or 0 to keep every thread",
+                    self.threads.thread_ttl_secs,
+                    self.idempotency.window_secs,
+                    self.idempotency.window_secs - self.threads.thread_ttl_secs
+                ),
+            });
+        }
         Ok(())
     }
 

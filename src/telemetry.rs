@@ -154,6 +154,10 @@ pub const JANITOR_THREADS_EXPIRED: &str = "agent_a2a_janitor_threads_expired_tot
 pub const JANITOR_STATE_REMOVED: &str = "agent_a2a_janitor_state_entries_removed_total";
 /// Idle thread actors the janitor evicted.
 pub const JANITOR_ACTORS_EVICTED: &str = "agent_a2a_janitor_actors_evicted_total";
+/// Threads past `store.retention_secs` the janitor deleted, with everything in them.
+pub const JANITOR_THREADS_DELETED: &str = "agent_a2a_janitor_threads_deleted_total";
+/// Duration of one janitor pass's deletions (`store.retention_secs`) in milliseconds.
+pub const JANITOR_RETENTION_MS: &str = "agent_a2a_janitor_retention_duration_ms";
 
 // The process.
 
@@ -454,6 +458,14 @@ fn describe() {
     describe_counter!(
         JANITOR_ACTORS_EVICTED,
         "Idle thread actors the janitor evicted."
+    );
+    describe_counter!(
+        JANITOR_THREADS_DELETED,
+        "Threads past store.retention_secs the janitor deleted, with their messages, tasks, event logs and push rows."
+    );
+    describe_histogram!(
+        JANITOR_RETENTION_MS,
+        "Duration of one janitor pass's deletions (store.retention_secs) in milliseconds."
     );
     describe_gauge!(BUILD_INFO, "Build information; always 1.");
     describe_gauge!(

@@ -43,7 +43,21 @@ pub struct StoreSettings {
     /// nodes share theirs), in ms — long enough for the session of a process killed a
     /// moment ago to end. Then it exits naming `cluster.enabled`.
     pub lock_wait_ms: u64,
+    /// How long an expired thread is kept after its expiry, in seconds, before the
+    /// janitor deletes it with everything in it (messages, tasks, their event logs, push
+    /// configs and owed deliveries); 0 keeps every thread forever. A thread expires
+    /// `threads.thread_ttl_secs` after its last message, so a task stays readable at least
+    /// that long plus this. With idempotency on, the two together must cover
+    /// `idempotency.window_secs` (a retried message always finds its task).
+    pub retention_secs: u64,
+    /// Threads the janitor deletes in one commit (each with its messages, tasks and
+    /// logs), so that a request's commit never waits behind a large deletion. From 1 to
+    /// 10 000.
+    pub retention_batch: usize,
 }
+
+/// The largest `store.retention_batch`.
+pub const MAX_RETENTION_BATCH: usize = 10_000;
 
 impl Default for StoreSettings {
     fn default() -> Self {
@@ -55,6 +69,8 @@ impl Default for StoreSettings {
             sqlite_synchronous: SqliteSynchronous::default(),
             sqlite_checkpoint_pages: 16_000,
             lock_wait_ms: 3000,
+            retention_secs: 0,
+            retention_batch: 100,
         }
     }
 }
@@ -144,6 +160,12 @@ impl StoreSettings {
             return Err(ConfigError::Key {
                 key: "store.lock_wait_ms",
                 problem: format!("must be at most {MAX_LOCK_WAIT_MS} (10 minutes)"),
+            });
+        }
+        if !(1..=MAX_RETENTION_BATCH).contains(&self.retention_batch) {
+            return Err(ConfigError::Key {
+                key: "store.retention_batch",
+                problem: format!("must be from 1 to {MAX_RETENTION_BATCH}"),
             });
         }
         Ok(())

@@ -370,3 +370,38 @@ fn connection_and_stream_bounds_are_checked() {
         );
     }
 }
+
+#[test]
+fn retention_is_bounded_and_covers_the_idempotency_window() {
+    for batch in [0, 10_001] {
+        let (_d, o) = with_file(&format!(
+            "auth.enabled = false\n[store]\nretention_batch = {batch}\n"
+        ));
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(
+            e.contains("`store.retention_batch` must be from 1 to 10000"),
+            "{e}"
+        );
+    }
+    // A thread deleted before its claims' window ends would leave a retry without its
+    // task: the retention and the TTL together must cover the window.
+    let (_d, o) = with_file(
+        "auth.enabled = false\n[store]\nretention_secs = 60\n[threads]\nthread_ttl_secs = 3600\n[idempotency]\nwindow_secs = 7200\n",
+    );
+    let e = load(&[], o).unwrap_err().to_string();
+    assert!(
+        e.contains("`store.retention_secs` with threads.thread_ttl_secs (3600) must cover idempotency.window_secs (7200): at least 3600, or 0 to keep every thread"),
+        "{e}"
+    );
+    for ok in [
+        "[store]\nretention_secs = 3600\n[threads]\nthread_ttl_secs = 3600\n[idempotency]\nwindow_secs = 7200\n",
+        "[store]\nretention_secs = 60\n[idempotency]\nenabled = false\n",
+        "[store]\nretention_secs = 0\n[threads]\nthread_ttl_secs = 60\n",
+    ] {
+        let (_d, o) = with_file(&format!("auth.enabled = false\n{ok}"));
+        load(&[], o).unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+    let (_d, o) = with_file("auth.enabled = false\n");
+    let s = load(&[], o).unwrap();
+    assert_eq!((s.store.retention_secs, s.store.retention_batch), (0, 100));
+}

@@ -125,6 +125,10 @@ struct RuntimeSettings {
     idempotency: bool,
     /// `idempotency.window_secs`, in ms.
     idempotency_window_ms: i64,
+    /// `store.retention_secs`, in ms (0: threads are kept forever).
+    retention_ms: i64,
+    /// `store.retention_batch`.
+    retention_batch: usize,
     health_timeout: Duration,
 }
 
@@ -201,6 +205,7 @@ impl Runtime {
             start_grace: Duration::from_millis(settings.persistence.start_grace_ms),
             cluster: cluster.clone(),
             agent_name: settings.agent.name.as_str().into(),
+            retention_ms: window_ms(settings.store.retention_secs),
         });
         Ok(Runtime {
             registry: ThreadRegistry::new(deps, handles),
@@ -219,6 +224,8 @@ impl Runtime {
                 threads: settings.threads.clone(),
                 idempotency: settings.idempotency.enabled,
                 idempotency_window_ms: window_ms(settings.idempotency.window_secs),
+                retention_ms: window_ms(settings.store.retention_secs),
+                retention_batch: settings.store.retention_batch,
                 health_timeout: Duration::from_millis(settings.health.timeout_ms),
             },
             stop: watch::Sender::new(false),

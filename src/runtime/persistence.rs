@@ -363,6 +363,7 @@ mod tests {
         }
         async fn due_threads(
             &self,
+            _: crate::store::ThreadStatus,
             _: crate::domain::Timestamp,
             _: Option<&crate::store::DueThread>,
             _: usize,

@@ -144,11 +144,12 @@ impl Store for Handle {
     }
     async fn due_threads(
         &self,
+        status: crate::store::ThreadStatus,
         now: Timestamp,
         after: Option<&DueThread>,
         limit: usize,
     ) -> Result<Vec<DueThread>, StoreError> {
-        self.0.inner.due_threads(now, after, limit).await
+        self.0.inner.due_threads(status, now, after, limit).await
     }
     async fn recent_threads(
         &self,

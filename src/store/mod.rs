@@ -246,6 +246,17 @@ pub enum WriteOp {
     ForgetClaims {
         before: Timestamp,
     },
+    /// Deletes the tenant's threads among `thread_ids` that are marked `expired` with an
+    /// expiry at or before `before` (`store.retention_secs`), with everything in them:
+    /// their messages, their tasks and each task's event log, push configs and owed
+    /// deliveries. An expired thread is never continued, and an actor writes nothing to
+    /// a thread past its retention (`ThreadActor::commit`), so this races no writer.
+    /// Applied last in the batch.
+    RetireThreads {
+        tenant: TenantId,
+        thread_ids: Vec<ContextId>,
+        before: Timestamp,
+    },
     /// A delivery is done (acknowledged, or given up): its outbox row goes.
     PushDone(OutboxKey),
     /// A delivery failed and is tried again at `next_attempt_at`.
@@ -483,11 +494,14 @@ pub trait Store: Send + Sync + 'static {
     /// queries (tasks: a scan grouped by state), run every `metrics.census_interval_secs`.
     async fn census(&self, now: Timestamp) -> Result<Census, StoreError>;
 
-    /// Threads of every tenant still marked `active` whose expiry is at or before `now`,
-    /// ordered by `(expires_at, tenant, thread_id)`, strictly after `after`, at most
-    /// `limit`. Keys only: the janitor expires them with [`WriteOp::ExpireThreads`].
+    /// Threads of every tenant marked `status` whose expiry is at or before `now`, ordered
+    /// by `(expires_at, tenant, thread_id)`, strictly after `after`, at most `limit`. Keys
+    /// only: the janitor expires the `active` ones with [`WriteOp::ExpireThreads`] and
+    /// deletes the `expired` ones past `store.retention_secs` with
+    /// [`WriteOp::RetireThreads`].
     async fn due_threads(
         &self,
+        status: ThreadStatus,
         now: Timestamp,
         after: Option<&DueThread>,
         limit: usize,

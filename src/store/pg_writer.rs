@@ -181,6 +181,25 @@ mod sql {
     pub const EXPIRE: &str = "UPDATE threads SET status = 'expired' WHERE tenant_id = $1 \
         AND thread_id = ANY($2::text[]) AND status = 'active' AND expires_at <= $3";
 
+    /// [`WriteOp::RetireThreads`]: the tenant's threads among `$2` marked expired with an
+    /// expiry at or before `$3`, and everything in them (every sub-statement sees the
+    /// rows as they were before the statement, so each finds its rows through the
+    /// deleted threads and tasks).
+    pub const RETIRE: &str = "WITH gone AS (DELETE FROM threads WHERE tenant_id = $1 \
+        AND thread_id = ANY($2::text[]) AND status = 'expired' AND expires_at <= $3 \
+        RETURNING thread_id), \
+        tasks_gone AS (DELETE FROM tasks WHERE tenant_id = $1 \
+        AND context_id IN (SELECT thread_id FROM gone) RETURNING task_id), \
+        events_gone AS (DELETE FROM task_events WHERE tenant_id = $1 \
+        AND task_id IN (SELECT task_id FROM tasks_gone)), \
+        owed_gone AS (DELETE FROM push_outbox WHERE tenant_id = $1 \
+        AND task_id IN (SELECT task_id FROM tasks_gone)), \
+        configs_gone AS (DELETE FROM push_configs WHERE tenant_id = $1 \
+        AND task_id IN (SELECT task_id FROM tasks_gone)), \
+        messages_gone AS (DELETE FROM messages WHERE tenant_id = $1 \
+        AND thread_id IN (SELECT thread_id FROM gone)) \
+        SELECT thread_id FROM gone";
+
     pub const NOTIFY: &str = "SELECT pg_notify($1, $2)";
 
     pub const PUT_CONFIG: &str = "INSERT INTO push_configs (tenant_id, task_id, config_id, \
@@ -237,6 +256,7 @@ prepared! {
     settle = sql::SETTLE,
     forget = sql::FORGET,
     expire = sql::EXPIRE,
+    retire = sql::RETIRE,
     notify = sql::NOTIFY,
     put_config = sql::PUT_CONFIG,
     delete_config = sql::DELETE_CONFIG,
@@ -323,7 +343,8 @@ pub(super) async fn commit(
         && rows.settled.is_empty()
         && rows.forget_before.is_empty()
         && rows.expirations.is_empty()
-        && rows.push.is_empty();
+        && rows.push.is_empty()
+        && rows.retirements.is_empty();
     if alone {
         // The common commit (a turn's rows): one statement, its own transaction.
         if !has_rows {
@@ -441,6 +462,10 @@ pub(super) async fn commit(
                 steps.push((Step::Write, run(client, &s.retry, params)));
             }
         }
+    }
+    for r in &rows.retirements {
+        let params: Vec<&(dyn ToSql + Sync)> = vec![&r.tenant, &r.thread_ids, &r.at];
+        steps.push((Step::Write, run(client, &s.retire, params)));
     }
     steps.push((
         Step::Commit,

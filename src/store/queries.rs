@@ -144,12 +144,13 @@ macro_rules! store_impl {
 
             async fn due_threads(
                 &self,
+                status: $crate::store::ThreadStatus,
                 now: $crate::domain::Timestamp,
                 after: Option<&$crate::store::DueThread>,
                 limit: usize,
             ) -> Result<Vec<$crate::store::DueThread>, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
-                let result = reads::due_threads(&mut conn, now, after, limit).await;
+                let result = reads::due_threads(&mut conn, status, now, after, limit).await;
                 self.settle(&mut conn, result).await
             }
 

@@ -460,6 +460,7 @@ macro_rules! read_queries {
 
             pub(super) async fn due_threads(
                 conn: &mut Conn,
+                status: $crate::store::ThreadStatus,
                 now: $crate::domain::Timestamp,
                 after: Option<&$crate::store::DueThread>,
                 max: usize,
@@ -468,7 +469,7 @@ macro_rules! read_queries {
                     return Ok(Vec::new());
                 }
                 let mut due = threads::table
-                    .filter(threads::status.eq($crate::store::ThreadStatus::Active.as_str()))
+                    .filter(threads::status.eq(status.as_str()))
                     .filter(threads::expires_at.le(now.millis()))
                     .into_boxed::<super::StoreBackend>();
                 if let Some(c) = after {

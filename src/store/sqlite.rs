@@ -628,6 +628,21 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
     for row in &rows.push {
         write_push(tx, row)?;
     }
+    for retirement in &rows.retirements {
+        for thread_id in &retirement.thread_ids {
+            let gone = tx.prepare_cached(sql::RETIRE_THREAD)?.execute(params![
+                retirement.tenant,
+                thread_id,
+                retirement.at
+            ])?;
+            if gone == 1 {
+                for statement in sql::RETIRED_ROWS {
+                    tx.prepare_cached(statement)?
+                        .execute(params![retirement.tenant, thread_id])?;
+                }
+            }
+        }
+    }
     Ok(())
 }
 

@@ -34,8 +34,9 @@ use crate::domain::{ContextId, Message, StreamEvent, TaskId, TenantId};
 /// 32766 for the widest table (12 columns).
 pub(super) const CHUNK: usize = 500;
 
-/// A conditional expiry of some of a tenant's threads ([`WriteOp::ExpireThreads`]).
-pub(super) struct Expiration<'a> {
+/// Some of a tenant's threads and an instant: a conditional expiry
+/// ([`WriteOp::ExpireThreads`]) or deletion ([`WriteOp::RetireThreads`]).
+pub(super) struct ThreadsAt<'a> {
     pub tenant: &'a str,
     pub thread_ids: Vec<&'a str>,
     pub at: i64,
@@ -45,7 +46,7 @@ pub(super) struct Expiration<'a> {
 #[derive(Default)]
 pub(super) struct Rows<'a> {
     pub threads: Vec<NewThread<'a>>,
-    pub expirations: Vec<Expiration<'a>>,
+    pub expirations: Vec<ThreadsAt<'a>>,
     pub messages: Vec<NewMessage<'a>>,
     /// Each with the history entries the batch appends to it ([`WriteOp::LinkTaskMessage`]).
     pub tasks: Vec<NewTask<'a>>,
@@ -65,6 +66,8 @@ pub(super) struct Rows<'a> {
     pub push: Vec<PushRow<'a>>,
     /// Cluster mode: the fencing tokens the batch was written under (distinct).
     pub fences: Vec<i64>,
+    /// Threads past their retention, deleted with everything in them; applied last.
+    pub retirements: Vec<ThreadsAt<'a>>,
 }
 
 /// The reply of a claimed turn ([`WriteOp::SettleClaim`]): the row of the claim's thread
@@ -180,10 +183,19 @@ impl<'a> Rows<'a> {
                     tenant,
                     thread_ids,
                     at,
-                } => rows.expirations.push(Expiration {
+                } => rows.expirations.push(ThreadsAt {
                     tenant: tenant.as_str(),
                     thread_ids: thread_ids.iter().map(|id| id.as_str()).collect(),
                     at: at.millis(),
+                }),
+                WriteOp::RetireThreads {
+                    tenant,
+                    thread_ids,
+                    before,
+                } => rows.retirements.push(ThreadsAt {
+                    tenant: tenant.as_str(),
+                    thread_ids: thread_ids.iter().map(|id| id.as_str()).collect(),
+                    at: before.millis(),
                 }),
                 WriteOp::PutPushConfig(config) => rows
                     .push
@@ -293,6 +305,7 @@ impl<'a> Rows<'a> {
             && self.claims.is_empty()
             && self.settled.is_empty()
             && self.forget_before.is_empty()
+            && self.retirements.is_empty()
     }
 }
 
@@ -428,6 +441,24 @@ pub(super) mod sqlite {
         WHERE tenant_id = ?1 AND idem_key = ?2";
 
     pub const FORGET_CLAIMS: &str = "DELETE FROM idempotency_keys WHERE created_at < ?1";
+
+    /// [`WriteOp::RetireThreads`], one thread at a time: the thread row goes if it is past
+    /// its retention ([`RETIRE_THREAD`]), and only then what is in it ([`RETIRED_ROWS`],
+    /// in order: the tasks' rows last, since the others find the tasks through them).
+    pub const RETIRE_THREAD: &str = "DELETE FROM threads WHERE tenant_id = ?1 \
+        AND thread_id = ?2 AND status = 'expired' AND expires_at <= ?3";
+
+    /// What a retired thread held, each statement bound to (tenant, thread).
+    pub const RETIRED_ROWS: [&str; 5] = [
+        "DELETE FROM task_events WHERE tenant_id = ?1 AND task_id IN \
+         (SELECT task_id FROM tasks WHERE tenant_id = ?1 AND context_id = ?2)",
+        "DELETE FROM push_outbox WHERE tenant_id = ?1 AND task_id IN \
+         (SELECT task_id FROM tasks WHERE tenant_id = ?1 AND context_id = ?2)",
+        "DELETE FROM push_configs WHERE tenant_id = ?1 AND task_id IN \
+         (SELECT task_id FROM tasks WHERE tenant_id = ?1 AND context_id = ?2)",
+        "DELETE FROM tasks WHERE tenant_id = ?1 AND context_id = ?2",
+        "DELETE FROM messages WHERE tenant_id = ?1 AND thread_id = ?2",
+    ];
 
     pub const UPSERT_PUSH_CONFIG: &str = "INSERT INTO push_configs (tenant_id, task_id, \
         config_id, dialect, url, token, auth_scheme, auth_credentials, created_at) \

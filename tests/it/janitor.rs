@@ -12,7 +12,9 @@ use agent_a2a::runtime::JanitorReport;
 use agent_a2a::store::{ThreadRecord, ThreadStatus, WriteOp};
 use serde_json::{Value, json};
 
-use crate::support::{Backend, TestApp, spawn_app, spawn_app_with, user_message};
+use crate::support::{
+    Backend, TestApp, fresh_postgres, spawn_app, spawn_app_in, spawn_app_with, user_message,
+};
 
 const HOUR_MS: i64 = 3_600_000;
 
@@ -128,6 +130,7 @@ async fn the_janitor_expires_threads_that_are_not_in_memory_in_the_store() {
             threads_expired: 5,
             state_entries_removed: 0,
             threads_swept: 0,
+            threads_deleted: 0,
         },
         "five threads over three pages of two"
     );
@@ -199,5 +202,144 @@ async fn a_thread_loaded_after_its_state_expired_drops_the_dead_entries_at_once(
     assert_eq!(
         stored(&app, "back-from-disk").await.conversation_context,
         json!({"kept": entry("y", now + HOUR_MS)})
+    );
+}
+
+/// `store.retention_secs` in these tests: an hour.
+const RETENTION_MS: i64 = HOUR_MS;
+
+/// The janitor's grace after a thread's retention (`RETIREMENT_GRACE_MS`), and more.
+const GRACE_MS: i64 = 120_000;
+
+async fn get_task(app: &TestApp, id: &str) -> Value {
+    app.rpc("GetTask", json!({"id": id})).await
+}
+
+/// Retention (`store.retention_secs`): one janitor pass, its clock past the threads'
+/// expiry and the retention, expires them and deletes those no actor holds, with their
+/// tasks; a thread expired within the retention and a resident one stay.
+async fn retention_deletes_threads_expired_longer_ago_and_nothing_else(backend: Backend) {
+    let settings = |s: &mut agent_a2a::config::Settings| {
+        s.store.retention_secs = (RETENTION_MS / 1000) as u64;
+        s.threads.recover_eagerly = 0;
+    };
+    // Three finished tasks, each in a thread of its own, out of memory after a restart.
+    let app = spawn_app_in(
+        Some(tempfile::tempdir().unwrap()),
+        backend.clone(),
+        settings,
+    )
+    .await;
+    let mut old = Vec::new();
+    for _ in 0..3 {
+        old.push(app.task_with("complete").await.0);
+    }
+    let dir = app.stop().await;
+    let app = spawn_app_in(dir, backend, settings).await;
+    assert_eq!(app.runtime.resident_threads(), 0);
+    // One thread in memory, one that expires two hours after the others: by the
+    // janitor's clock below both are expired, the second within the retention.
+    let (resident, _) = app.task_with("complete").await;
+    let ttl_ms = 86_400_000;
+    put_thread(
+        &app,
+        "kept",
+        Timestamp::now().0 + ttl_ms + 2 * HOUR_MS,
+        json!({}),
+    )
+    .await;
+    let later = Timestamp(Timestamp::now().0 + ttl_ms + RETENTION_MS + GRACE_MS + HOUR_MS);
+
+    let report = app.runtime.run_janitor(later).await.unwrap();
+    // The resident thread is past its retention by this clock, so its actor writes
+    // nothing, not even its expiry: it goes in a pass after the actor left memory.
+    assert_eq!(report.threads_expired, 4, "{report:?}");
+    assert_eq!(report.threads_deleted, 3, "{report:?}");
+    for id in &old {
+        let r = get_task(&app, id).await;
+        assert_eq!(r["error"]["code"], -32001, "deleted with its thread: {r}");
+    }
+    let r = get_task(&app, &resident).await;
+    assert_eq!(
+        r["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    assert_eq!(stored(&app, "kept").await.status, ThreadStatus::Expired);
+    // Nothing is left to delete, and a pass by today's clock deletes nothing.
+    let again = app.runtime.run_janitor(later).await.unwrap();
+    assert_eq!(again.threads_deleted, 0, "{again:?}");
+    let today = app.runtime.run_janitor(Timestamp::now()).await.unwrap();
+    assert_eq!(today.threads_deleted, 0, "{today:?}");
+}
+
+#[actix_web::test]
+async fn retention_deletes_threads_expired_longer_ago_and_nothing_else_on_sqlite() {
+    retention_deletes_threads_expired_longer_ago_and_nothing_else(Backend::Sqlite).await;
+}
+
+#[actix_web::test]
+async fn retention_deletes_threads_expired_longer_ago_and_nothing_else_on_postgres() {
+    let Some(db) = fresh_postgres().await else {
+        return;
+    };
+    retention_deletes_threads_expired_longer_ago_and_nothing_else(Backend::Postgres(
+        db.url.clone(),
+    ))
+    .await;
+}
+
+#[actix_web::test]
+async fn without_retention_the_janitor_deletes_nothing() {
+    let app = spawn_app_with(Backend::Sqlite, |s| s.threads.recover_eagerly = 0).await;
+    let (id, _) = app.task_with("complete").await;
+    let dir = app.stop().await;
+    let app = spawn_app_in(dir, Backend::Sqlite, |s| s.threads.recover_eagerly = 0).await;
+    let much_later = Timestamp(Timestamp::now().0 + 1_000 * 24 * HOUR_MS);
+    let report = app.runtime.run_janitor(much_later).await.unwrap();
+    assert_eq!(report.threads_deleted, 0, "{report:?}");
+    let r = get_task(&app, &id).await;
+    assert_eq!(
+        r["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+}
+
+/// A thread past its retention is never written again, even by an actor still holding
+/// it: the janitor's deletion cannot race a write.
+#[actix_web::test]
+async fn an_actor_writes_nothing_to_a_thread_past_its_retention() {
+    let app = spawn_app_with(Backend::Sqlite, |s| {
+        s.threads.thread_ttl_secs = 1;
+        s.store.retention_secs = 1;
+        s.idempotency.window_secs = 2;
+    })
+    .await;
+    let mut m = user_message("input");
+    m["contextId"] = json!("retired");
+    let r = app.rpc("SendMessage", json!({"message": m})).await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{r}"
+    );
+    let id = r["result"]["task"]["id"].as_str().unwrap().to_owned();
+    assert!(
+        app.runtime
+            .is_resident(&TenantId::default_tenant(), &context("retired"))
+    );
+    // Wait (bounded) for the real clock to pass the expiry and the retention.
+    let past = stored(&app, "retired").await.expires_at.0 + 1_000;
+    for _ in 0..400 {
+        if Timestamp::now().0 > past {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(Timestamp::now().0 > past);
+    let r = app.rpc("CancelTask", json!({"id": id})).await;
+    assert_expired_error(&r, "retired");
+    let r = get_task(&app, &id).await;
+    assert_eq!(
+        r["result"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "nothing was written: {r}"
     );
 }

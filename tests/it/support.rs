@@ -237,6 +237,7 @@ pub fn user_message(text: &str) -> Value {
 }
 
 /// Where the app keeps its data.
+#[derive(Clone)]
 pub enum Backend {
     Sqlite,
     /// A fresh Postgres database with this URL.

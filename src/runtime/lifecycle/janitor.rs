@@ -35,10 +35,23 @@
 //! Each pass also forgets the idempotency keys claimed before `idempotency.window_secs`
 //! ago (one conditional delete).
 //!
+//! **Retention** (`store.retention_secs`, off at 0): last, the pass deletes the threads
+//! marked expired for longer than the retention, with everything in them, through the
+//! `PersistenceActor` in commits of `store.retention_batch` threads
+//! ([`WriteOp::RetireThreads`], conditional like the expiry), so a request's commit
+//! never waits behind more than one such batch. A thread past its retention is never
+//! written again: its actor refuses every write from that instant (`ThreadActor::commit`)
+//! and the janitor deletes it [`RETIREMENT_GRACE_MS`] later, so a deletion never races
+//! a commit in flight. A thread whose actor is still in memory is left to a later pass
+//! (its actor would still answer from memory). Claims need nothing here: configuration
+//! holds the retention and the thread's TTL to cover the claims' window, so a retired
+//! thread's claims were forgotten first.
+//!
 //! Metrics: `agent_a2a_janitor_runs_total`, `agent_a2a_janitor_run_duration_ms`,
 //! `agent_a2a_janitor_threads_expired_total` (bulk expiries here, actor sweeps in
-//! `maintenance.rs`), `agent_a2a_janitor_state_entries_removed_total` and
-//! `agent_a2a_janitor_actors_evicted_total`.
+//! `maintenance.rs`), `agent_a2a_janitor_state_entries_removed_total`,
+//! `agent_a2a_janitor_actors_evicted_total`, `agent_a2a_janitor_threads_deleted_total`
+//! and `agent_a2a_janitor_retention_duration_ms`.
 
 use std::collections::BTreeMap;
 use std::sync::Weak;
@@ -52,8 +65,8 @@ use crate::domain::{ContextId, TenantId, Timestamp};
 use crate::error::Result;
 use crate::runtime::Runtime;
 use crate::runtime::thread::maintenance::{Sweep, SweepReport};
-use crate::runtime::thread::{ActorError, ThreadActor, ThreadKey};
-use crate::store::{DueThread, WriteOp};
+use crate::runtime::thread::{ActorError, RETIREMENT_GRACE_MS, ThreadActor, ThreadKey};
+use crate::store::{DueThread, ThreadStatus, WriteOp};
 use crate::telemetry;
 
 /// What one janitor pass did.
@@ -67,6 +80,8 @@ pub struct JanitorReport {
     pub state_entries_removed: usize,
     /// Resident thread actors swept.
     pub threads_swept: usize,
+    /// Threads past `store.retention_secs` deleted with everything in them.
+    pub threads_deleted: usize,
 }
 
 impl JanitorReport {
@@ -135,7 +150,10 @@ impl Runtime {
         self.sweep_resident(now, batch, &mut report).await;
         let mut after: Option<DueThread> = None;
         loop {
-            let due = self.store.due_threads(now, after.as_ref(), batch).await?;
+            let due = self
+                .store
+                .due_threads(ThreadStatus::Active, now, after.as_ref(), batch)
+                .await?;
             let last_page = due.len() < batch;
             after = due.last().cloned();
             let mut by_tenant: BTreeMap<TenantId, Vec<ContextId>> = BTreeMap::new();
@@ -183,7 +201,67 @@ impl Runtime {
                 metrics::counter!(telemetry::JANITOR_THREADS_EXPIRED).increment(expired as u64);
             }
             if last_page {
-                return Ok(report);
+                break;
+            }
+        }
+        if self.settings.retention_ms > 0 {
+            let started = Instant::now();
+            report.threads_deleted = self.retire_threads(now).await?;
+            metrics::histogram!(telemetry::JANITOR_RETENTION_MS)
+                .record(started.elapsed().as_secs_f64() * 1000.0);
+        }
+        Ok(report)
+    }
+
+    /// Deletes the threads marked expired for longer than `store.retention_secs` (and
+    /// [`RETIREMENT_GRACE_MS`]) at `now` whose actor is not in memory, a commit of
+    /// `store.retention_batch` at a time; returns how many.
+    async fn retire_threads(&self, now: Timestamp) -> Result<usize> {
+        let before = Timestamp(
+            now.millis()
+                .saturating_sub(self.settings.retention_ms)
+                .saturating_sub(RETIREMENT_GRACE_MS),
+        );
+        let batch = self.settings.retention_batch;
+        let mut deleted = 0;
+        let mut after: Option<DueThread> = None;
+        loop {
+            let due = self
+                .store
+                .due_threads(ThreadStatus::Expired, before, after.as_ref(), batch)
+                .await?;
+            let last_page = due.len() < batch;
+            after = due.last().cloned();
+            let mut by_tenant: BTreeMap<TenantId, Vec<ContextId>> = BTreeMap::new();
+            for thread in due {
+                let key = ThreadKey {
+                    tenant: thread.tenant,
+                    context_id: thread.thread_id,
+                };
+                if self.shared.actors.contains_key(&key) {
+                    continue;
+                }
+                by_tenant
+                    .entry(key.tenant)
+                    .or_default()
+                    .push(key.context_id);
+            }
+            let retired: usize = by_tenant.values().map(Vec::len).sum();
+            if retired > 0 {
+                let ops = by_tenant
+                    .into_iter()
+                    .map(|(tenant, thread_ids)| WriteOp::RetireThreads {
+                        tenant,
+                        thread_ids,
+                        before,
+                    })
+                    .collect();
+                self.persistence.commit(ops).await?;
+                deleted += retired;
+                metrics::counter!(telemetry::JANITOR_THREADS_DELETED).increment(retired as u64);
+            }
+            if last_page {
+                return Ok(deleted);
             }
         }
     }
@@ -201,6 +279,7 @@ pub(in crate::runtime) async fn run_periodically(
         telemetry::JANITOR_THREADS_EXPIRED,
         telemetry::JANITOR_STATE_REMOVED,
         telemetry::JANITOR_ACTORS_EVICTED,
+        telemetry::JANITOR_THREADS_DELETED,
     ] {
         metrics::counter!(counter).increment(0);
     }

@@ -148,6 +148,7 @@ impl ThreadActor {
 
     /// Plans the sweep, commits it and applies it. Nothing to do commits nothing.
     pub(in crate::runtime) fn sweep(&mut self, now: Timestamp) -> SweepFuture {
+        let retention_ms = self.deps.retention_ms;
         let loaded = match self.loaded_quietly() {
             Ok(loaded) => loaded,
             Err(e) => return Box::pin(fut::ready(Err(e))),
@@ -155,6 +156,10 @@ impl ThreadActor {
         // A thread that only exists in memory (no turn committed yet) has nothing stored;
         // one whose turn has just started (writes not committed yet) is swept next time.
         if !loaded.thread_persisted || !loaded.unsynced.is_empty() {
+            return Box::pin(fut::ready(Ok(SweepReport::default())));
+        }
+        // Past its retention the thread is the janitor's to delete, and never written.
+        if super::past_retention(loaded.thread.expires_at, retention_ms, now) {
             return Box::pin(fut::ready(Ok(SweepReport::default())));
         }
         let mut state = loaded.state.clone();

@@ -122,7 +122,26 @@ pub struct ThreadDeps {
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// `agent.name`, as turn spans name the agent.
     pub agent_name: Arc<str>,
+    /// `store.retention_secs` in ms (0: threads are kept forever): how long after its
+    /// expiry a thread is deleted by the janitor, and from when its actor writes nothing.
+    pub retention_ms: i64,
 }
+
+/// Whether a stored thread expiring at `expires_at` is past `retention_ms` (0: never) at
+/// `now`: its actor writes nothing more, and the janitor deletes it
+/// [`RETIREMENT_GRACE_MS`] later.
+pub(in crate::runtime) fn past_retention(
+    expires_at: Timestamp,
+    retention_ms: i64,
+    now: Timestamp,
+) -> bool {
+    retention_ms > 0 && expires_at.millis().saturating_add(retention_ms) <= now.millis()
+}
+
+/// How long after a thread's actor stopped writing it (past its retention) the janitor
+/// deletes it: far longer than any commit is in flight, and than the clocks of a
+/// cluster's nodes differ.
+pub(in crate::runtime) const RETIREMENT_GRACE_MS: i64 = 60_000;
 
 /// How a `SendMessage` caller wants its answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -369,6 +388,18 @@ impl ThreadActor {
         mut ops: Vec<WriteOp>,
         ctx: &mut Context<Self>,
     ) -> impl ActorFuture<Self, Output = Result<(), Error>> + 'static {
+        // A thread past its retention is the janitor's to delete: nothing is written to
+        // it any more, so the deletion never races a write of this actor.
+        let retention_ms = self.deps.retention_ms;
+        if retention_ms > 0
+            && !ops.is_empty()
+            && let Ok(loaded) = self.loaded_quietly()
+            && loaded.thread_persisted
+            && past_retention(loaded.thread.expires_at, retention_ms, Timestamp::now())
+        {
+            let refused = Error::ThreadExpired(self.key.context_id.clone());
+            return futures_util::future::Either::Left(fut::ready(Err(refused)));
+        }
         let mut carried = false;
         if let Ok(loaded) = self.loaded_quietly()
             && !loaded.unsynced.is_empty()
@@ -392,19 +423,21 @@ impl ThreadActor {
             _ => tracing::Span::none(),
         };
         let persistence = self.deps.persistence.clone();
-        fut::wrap_future(async move { persistence.commit(ops).instrument(span).await }).map(
-            move |result, act: &mut Self, ctx| {
-                if result.is_ok() {
-                    act.deps.push.committed(enqueued);
-                }
-                if carried {
-                    match &result {
-                        Ok(()) => act.publish_unpublished(),
-                        Err(e) => act.discard(e.clone(), ctx),
+        futures_util::future::Either::Right(
+            fut::wrap_future(async move { persistence.commit(ops).instrument(span).await }).map(
+                move |result, act: &mut Self, ctx| {
+                    if result.is_ok() {
+                        act.deps.push.committed(enqueued);
                     }
-                }
-                result
-            },
+                    if carried {
+                        match &result {
+                            Ok(()) => act.publish_unpublished(),
+                            Err(e) => act.discard(e.clone(), ctx),
+                        }
+                    }
+                    result
+                },
+            ),
         )
     }
 

@@ -168,6 +168,7 @@ fn kinds(ops: &[WriteOp]) -> Vec<&'static str> {
             WriteOp::LinkTaskMessage { .. } => "link",
             WriteOp::AppendTaskEvent { .. } => "event",
             WriteOp::ExpireThreads { .. } => "expire",
+            WriteOp::RetireThreads { .. } => "retire",
             WriteOp::PutPushConfig(_) => "push_config",
             WriteOp::DeletePushConfig { .. } => "push_delete",
             WriteOp::EnqueuePush { .. } => "enqueue",

@@ -50,7 +50,10 @@ async fn due_threads_are_the_active_ones_past_their_expiry_in_pages(store: Arc<d
     let mut seen = Vec::new();
     let mut after: Option<DueThread> = None;
     loop {
-        let page = store.due_threads(now, after.as_ref(), 2).await.unwrap();
+        let page = store
+            .due_threads(ThreadStatus::Active, now, after.as_ref(), 2)
+            .await
+            .unwrap();
         assert!(page.len() <= 2);
         let last_page = page.len() < 2;
         after = page.last().cloned();
@@ -74,7 +77,13 @@ async fn due_threads_are_the_active_ones_past_their_expiry_in_pages(store: Arc<d
     ]
     .map(|(e, t, id)| (e, t.to_owned(), id.to_owned()));
     assert_eq!(seen, expected, "every due thread once, in expiry order");
-    assert!(store.due_threads(now, None, 0).await.unwrap().is_empty());
+    assert!(
+        store
+            .due_threads(ThreadStatus::Active, now, None, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn expiry_marks_only_threads_still_due_and_only_the_tenants_own(store: Arc<dyn Store>) {

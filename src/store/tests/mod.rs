@@ -54,6 +54,7 @@ mod listing;
 mod node_lock;
 mod prepared;
 mod push;
+mod retention;
 mod sqlite_lock;
 mod tasks;
 mod threads;
