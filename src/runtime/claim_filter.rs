@@ -36,6 +36,12 @@ use crate::domain::{TenantId, Timestamp};
 /// Slices the window is cut into: a slice is retired a window after its newest claim.
 const SLICES_PER_WINDOW: i64 = 8;
 
+/// Slices kept at most: under a steady stream of claims a slice is retired a window
+/// after its span ends, so the window's slices and the one taking claims are live at
+/// once — one more than the window is cut into. Fewer would drop a slice whose claims
+/// are still in the window (and make every miss uncertain) once every window.
+const MAX_SLICES: u64 = SLICES_PER_WINDOW as u64 + 1;
+
 /// The false positive rate of a slice filled to its size: ~1.2 bytes per key.
 const FALSE_POSITIVES: f64 = 0.01;
 
@@ -86,8 +92,8 @@ impl ClaimFilter {
     /// A filter for claims within `window_ms`, remembering at most `capacity` of them
     /// (at least one per slice).
     pub(super) fn new(window_ms: i64, capacity: u64) -> Self {
-        let slices = SLICES_PER_WINDOW as usize;
-        let slice_keys = usize::try_from(capacity / SLICES_PER_WINDOW as u64)
+        let slices = MAX_SLICES as usize;
+        let slice_keys = usize::try_from(capacity / MAX_SLICES)
             .unwrap_or(usize::MAX)
             .max(1);
         let state = std::collections::hash_map::RandomState::new();
@@ -352,16 +358,33 @@ mod tests {
     }
 
     #[test]
+    fn a_steady_stream_of_claims_never_makes_a_miss_uncertain() {
+        // A claim every 10 ms for six windows: each slice leaves a window after its
+        // span, never earlier.
+        let filter = ready(800, 100_000);
+        for at in (0..4_800).step_by(10) {
+            filter.insert(&tenant(), &format!("k-{at}"), at);
+            assert!(filter.is_certain(at), "uncertain at {at} ms");
+            let oldest = ((at - 799).max(0) + 9) / 10 * 10;
+            assert!(
+                filter.may_be_claimed(&tenant(), &format!("k-{oldest}"), at),
+                "a claim {} ms old was forgotten at {at} ms",
+                at - oldest
+            );
+        }
+    }
+
+    #[test]
     fn more_claims_than_it_holds_make_every_miss_uncertain_until_they_leave_the_window() {
-        // 8 slices of 2 keys.
-        let filter = ready(80_000, 16);
-        for i in 0..16 {
+        // 9 slices of 2 keys.
+        let filter = ready(80_000, 18);
+        for i in 0..18 {
             filter.insert(&tenant(), &format!("k-{i}"), 1_000 + i);
         }
         assert!(filter.is_certain(2_000));
-        filter.insert(&tenant(), "k-16", 2_000);
-        filter.insert(&tenant(), "k-17", 2_000);
-        assert!(filter.may_be_claimed(&tenant(), "k-17", 2_000));
+        filter.insert(&tenant(), "k-18", 2_000);
+        filter.insert(&tenant(), "k-19", 2_000);
+        assert!(filter.may_be_claimed(&tenant(), "k-19", 2_000));
         assert!(
             !filter.is_certain(2_000),
             "the first slice was dropped while its claims were in the window"
