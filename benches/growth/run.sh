@@ -147,6 +147,6 @@ print(f"{seg:<8} {r['succeeded_per_sec']:9.0f} {lat['p50_ms']:9.2f} {lat['p99_ms
       f"{r['failed']:9d} {int(rss) / 1024:9.0f} {int(size) / 2**20:10.0f} {tasks:11d} {per} "
       f"{float(deleted):10.0f}")
 if r["failed"]:
-    print(f"         failed: {dict((k, v) for k, v in r['outcomes'].items() if k != 'ok')}")
+    print(f"         failed: {r.get('errors', {})}")
 PY
 done

@@ -81,7 +81,7 @@ const FENCED: &str = "A2F01";
 const OWNED_ELSEWHERE: &str = "A2F02";
 const CLAIMED: &str = "A2D01";
 
-mod sql {
+pub(super) mod sql {
     use super::super::writes::appended_history;
 
     /// Run first in every commit of a node in cluster mode: passes while the node's
@@ -178,26 +178,32 @@ mod sql {
 
     pub const FORGET: &str = "DELETE FROM idempotency_keys WHERE created_at < $1";
 
+    /// The conditions on `status` and `expires_at` are written so that no index serves
+    /// them (`|| ''`, `+ 0`): through `threads_by_expiry` Postgres read every thread due
+    /// (a bitmap of them, for each page's statement) rather than each id by the key.
     pub const EXPIRE: &str = "UPDATE threads SET status = 'expired' WHERE tenant_id = $1 \
-        AND thread_id = ANY($2::text[]) AND status = 'active' AND expires_at <= $3";
+        AND thread_id = ANY($2::text[]) AND status || '' = 'active' AND expires_at + 0 <= $3";
 
     /// [`WriteOp::RetireThreads`]: the tenant's threads among `$2` marked expired with an
     /// expiry at or before `$3`, and everything in them (every sub-statement sees the
     /// rows as they were before the statement, so each finds its rows through the
     /// deleted threads and tasks).
+    /// Each table is reached through its key with the ids as an array (`= ANY(ARRAY(…))`),
+    /// and the thread's conditions as in [`EXPIRE`]: as a join or through the expiry
+    /// index, Postgres read every row of the tenant (or every thread due) per statement.
     pub const RETIRE: &str = "WITH gone AS (DELETE FROM threads WHERE tenant_id = $1 \
-        AND thread_id = ANY($2::text[]) AND status = 'expired' AND expires_at <= $3 \
+        AND thread_id = ANY($2::text[]) AND status || '' = 'expired' AND expires_at + 0 <= $3 \
         RETURNING thread_id), \
         tasks_gone AS (DELETE FROM tasks WHERE tenant_id = $1 \
-        AND context_id IN (SELECT thread_id FROM gone) RETURNING task_id), \
+        AND context_id = ANY(ARRAY(SELECT thread_id FROM gone)) RETURNING task_id), \
         events_gone AS (DELETE FROM task_events WHERE tenant_id = $1 \
-        AND task_id IN (SELECT task_id FROM tasks_gone)), \
+        AND task_id = ANY(ARRAY(SELECT task_id FROM tasks_gone))), \
         owed_gone AS (DELETE FROM push_outbox WHERE tenant_id = $1 \
-        AND task_id IN (SELECT task_id FROM tasks_gone)), \
+        AND task_id = ANY(ARRAY(SELECT task_id FROM tasks_gone))), \
         configs_gone AS (DELETE FROM push_configs WHERE tenant_id = $1 \
-        AND task_id IN (SELECT task_id FROM tasks_gone)), \
+        AND task_id = ANY(ARRAY(SELECT task_id FROM tasks_gone))), \
         messages_gone AS (DELETE FROM messages WHERE tenant_id = $1 \
-        AND thread_id IN (SELECT thread_id FROM gone)) \
+        AND thread_id = ANY(ARRAY(SELECT thread_id FROM gone))) \
         SELECT thread_id FROM gone";
 
     pub const NOTIFY: &str = "SELECT pg_notify($1, $2)";
