@@ -188,14 +188,17 @@ pub(super) mod sql {
     /// expiry at or before `$3`, and everything in them (every sub-statement sees the
     /// rows as they were before the statement, so each finds its rows through the
     /// deleted threads and tasks).
-    /// Each table is reached through its key with the ids as an array (`= ANY(ARRAY(…))`),
-    /// and the thread's conditions as in [`EXPIRE`]: as a join or through the expiry
-    /// index, Postgres read every row of the tenant (or every thread due) per statement.
+    /// Each table's rows are found by their key, with the ids as an array
+    /// (`= ANY(ARRAY(…))`). The task ids are returned in the default collation: `tasks`
+    /// keeps its ids in "C", and compared in "C" the other tables' ids are not in their
+    /// keys' order, so Postgres read every event and outbox row of the tenant for each
+    /// statement. The thread's conditions are written as in [`EXPIRE`].
     pub const RETIRE: &str = "WITH gone AS (DELETE FROM threads WHERE tenant_id = $1 \
         AND thread_id = ANY($2::text[]) AND status || '' = 'expired' AND expires_at + 0 <= $3 \
         RETURNING thread_id), \
         tasks_gone AS (DELETE FROM tasks WHERE tenant_id = $1 \
-        AND context_id = ANY(ARRAY(SELECT thread_id FROM gone)) RETURNING task_id), \
+        AND context_id = ANY(ARRAY(SELECT thread_id FROM gone)) \
+        RETURNING task_id COLLATE \"default\" AS task_id), \
         events_gone AS (DELETE FROM task_events WHERE tenant_id = $1 \
         AND task_id = ANY(ARRAY(SELECT task_id FROM tasks_gone))), \
         owed_gone AS (DELETE FROM push_outbox WHERE tenant_id = $1 \
