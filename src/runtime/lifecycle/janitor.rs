@@ -156,7 +156,7 @@ impl Runtime {
                 .await?;
             let last_page = due.len() < batch;
             after = due.last().cloned();
-            let mut by_tenant: BTreeMap<TenantId, Vec<ContextId>> = BTreeMap::new();
+            let mut by_tenant = ByTenant::default();
             for thread in due {
                 let key = ThreadKey {
                     tenant: thread.tenant,
@@ -181,21 +181,15 @@ impl Runtime {
                         Ok(Err(ActorError::Gone)) | Err(_) => {}
                     }
                 }
-                by_tenant
-                    .entry(key.tenant)
-                    .or_default()
-                    .push(key.context_id);
+                by_tenant.push(key);
             }
-            let expired: usize = by_tenant.values().map(Vec::len).sum();
+            let expired = by_tenant.len();
             if expired > 0 {
-                let ops = by_tenant
-                    .into_iter()
-                    .map(|(tenant, thread_ids)| WriteOp::ExpireThreads {
-                        tenant,
-                        thread_ids,
-                        at: now,
-                    })
-                    .collect();
+                let ops = by_tenant.ops(|tenant, thread_ids| WriteOp::ExpireThreads {
+                    tenant,
+                    thread_ids,
+                    at: now,
+                });
                 self.persistence.commit(ops).await?;
                 report.threads_expired += expired;
                 metrics::counter!(telemetry::JANITOR_THREADS_EXPIRED).increment(expired as u64);
@@ -232,30 +226,23 @@ impl Runtime {
                 .await?;
             let last_page = due.len() < batch;
             after = due.last().cloned();
-            let mut by_tenant: BTreeMap<TenantId, Vec<ContextId>> = BTreeMap::new();
+            let mut by_tenant = ByTenant::default();
             for thread in due {
                 let key = ThreadKey {
                     tenant: thread.tenant,
                     context_id: thread.thread_id,
                 };
-                if self.shared.actors.contains_key(&key) {
-                    continue;
+                if !self.shared.actors.contains_key(&key) {
+                    by_tenant.push(key);
                 }
-                by_tenant
-                    .entry(key.tenant)
-                    .or_default()
-                    .push(key.context_id);
             }
-            let retired: usize = by_tenant.values().map(Vec::len).sum();
+            let retired = by_tenant.len();
             if retired > 0 {
-                let ops = by_tenant
-                    .into_iter()
-                    .map(|(tenant, thread_ids)| WriteOp::RetireThreads {
-                        tenant,
-                        thread_ids,
-                        before,
-                    })
-                    .collect();
+                let ops = by_tenant.ops(|tenant, thread_ids| WriteOp::RetireThreads {
+                    tenant,
+                    thread_ids,
+                    before,
+                });
                 self.persistence.commit(ops).await?;
                 deleted += retired;
                 metrics::counter!(telemetry::JANITOR_THREADS_DELETED).increment(retired as u64);
@@ -264,6 +251,27 @@ impl Runtime {
                 return Ok(deleted);
             }
         }
+    }
+}
+
+/// A page's threads by tenant: the janitor writes each tenant's with one conditional op.
+#[derive(Default)]
+struct ByTenant(BTreeMap<TenantId, Vec<ContextId>>);
+
+impl ByTenant {
+    fn push(&mut self, key: ThreadKey) {
+        self.0.entry(key.tenant).or_default().push(key.context_id);
+    }
+
+    fn len(&self) -> usize {
+        self.0.values().map(Vec::len).sum()
+    }
+
+    fn ops(self, op: impl Fn(TenantId, Vec<ContextId>) -> WriteOp) -> Vec<WriteOp> {
+        self.0
+            .into_iter()
+            .map(|(tenant, thread_ids)| op(tenant, thread_ids))
+            .collect()
     }
 }
 
