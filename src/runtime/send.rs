@@ -180,11 +180,17 @@ impl Runtime {
         if self.is_draining() {
             return Err(thread::maintenance::shutting_down());
         }
+        // Routing fills in the context a message did not name; a send that goes on to
+        // another node goes as the client sent it (`as_sent`), so that every node hashes
+        // the same message when it compares a retry with it.
+        let named = cmd.message.context_id.is_some();
         if !self.settings.idempotency {
             let (key, cmd, fresh) = self.route(tenant, cmd).await?;
             let token = match self.locate(&key, fresh).await? {
                 Located::Here(token) => token,
-                Located::Elsewhere(owner) => return elsewhere(origin, owner, cmd),
+                Located::Elsewhere(owner) => {
+                    return elsewhere(origin, owner, as_sent(cmd, named));
+                }
             };
             let rx = self
                 .queue_turn(&key, fresh, token, &busy, &waiter, (cmd, mode, None))
@@ -199,7 +205,7 @@ impl Runtime {
         let (key, cmd, fresh) = self.route(tenant, cmd).await?;
         let token = match self.locate(&key, fresh).await? {
             Located::Here(token) => token,
-            Located::Elsewhere(owner) => return elsewhere(origin, owner, cmd),
+            Located::Elsewhere(owner) => return elsewhere(origin, owner, as_sent(cmd, named)),
         };
         let now = crate::domain::Timestamp::now();
         let claim = TurnClaim {
@@ -235,10 +241,11 @@ impl Runtime {
         };
         if let Some(first) = raced {
             first.check(&idem.1, &claim.digest)?;
+            let cmd = as_sent(cmd, named);
             return self.rejoin(tenant, first, mode, origin, cmd, &waiter).await;
         }
         let _accepted = Forget(&self.claims, &idem);
-        let retry = cmd.clone();
+        let retry = as_sent(cmd.clone(), named);
         let sent = self
             .queue_turn(
                 &key,
@@ -431,6 +438,15 @@ impl Drop for Forget<'_> {
     fn drop(&mut self) {
         self.0.remove(self.1);
     }
+}
+
+/// `cmd` as the client sent it: without the context routing filled in when the message
+/// named none (`named`). The node it goes to routes it again, to the same thread.
+fn as_sent(mut cmd: SendMessage, named: bool) -> SendMessage {
+    if !named {
+        cmd.message.context_id = None;
+    }
+    cmd
 }
 
 /// A client's send goes to the thread's owner; a forwarded one found this node is not

@@ -139,6 +139,121 @@ async fn a_follow_up_on_another_node_is_served_by_the_threads_owner() {
     assert!(metrics.contains("agent_a2a_cluster_nodes"), "{metrics}");
 }
 
+/// A retry is recognised by what the client sent, whichever node took the first send:
+/// a follow-up that names only its task, forwarded by B to the thread's owner A, is
+/// answered with the same task when retried on either node — never `INVALID_PARAMS`
+/// because routing filled in the message's `contextId` on the way.
+#[actix_web::test]
+async fn a_retry_of_a_forwarded_send_gets_the_first_answer_on_any_node() {
+    let Some((_db, a, b)) = two_nodes().await else {
+        return;
+    };
+    let r = a.send_text("input please").await;
+    let task = r["result"]["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+
+    let mut message = user_message("more");
+    message["taskId"] = task["id"].clone();
+    let params = json!({"message": message});
+    let first = b.rpc("SendMessage", params.clone()).await;
+    assert_eq!(
+        first["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{first}"
+    );
+    for (node, app) in [("B", &b), ("A", &a)] {
+        let again = app.rpc("SendMessage", params.clone()).await;
+        assert_eq!(
+            again["result"]["task"]["id"], task["id"],
+            "a retry on {node}: {again}"
+        );
+        assert_eq!(
+            again["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "a retry on {node}: {again}"
+        );
+    }
+    let history = a
+        .rpc("GetTask", json!({"id": task["id"], "historyLength": 100}))
+        .await;
+    let sent = history["result"]["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["messageId"] == message["messageId"])
+        .count();
+    assert_eq!(sent, 1, "the follow-up is stored once: {history}");
+}
+
+/// The first send of a new conversation held up on A (as on a node frozen mid-turn)
+/// while the client's retry is served by B: when A goes on, its commit finds the key
+/// claimed, and A answers with B's task — never `INVALID_PARAMS` because the context A
+/// had minted for it went along to B.
+#[actix_web::test]
+async fn a_send_held_up_on_one_node_while_its_retry_is_served_by_another_gets_that_answer() {
+    let Some(db) = fresh_postgres().await else {
+        return;
+    };
+    let node = |id: &'static str| {
+        let url = db.url.clone();
+        async move {
+            spawn_app_in(None, Backend::Postgres(url), move |s| {
+                s.cluster.enabled = true;
+                s.cluster.node_id = id.into();
+                s.cluster.secret = SECRET.into();
+                s.cluster.lease_ttl_ms = LEASE_MS;
+                s.cluster.heartbeat_ms = 300;
+                s.idempotency.enabled = true;
+                // A turn's first writes wait for its first output, which "hold" delays.
+                s.persistence.start_grace_ms = 10_000;
+            })
+            .await
+        }
+    };
+    let (a, b) = (node("node-a").await, node("node-b").await);
+    let message = user_message("hold on");
+    let params = json!({"message": message});
+
+    let first = {
+        let (client, url, params) = (a.client.clone(), a.url.clone(), params.clone());
+        actix_web::rt::spawn(async move {
+            let body =
+                json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params});
+            let answer = client
+                .post(format!("{url}/"))
+                .header("A2A-Version", "1.0")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            answer.json::<Value>().await.unwrap()
+        })
+    };
+    let holding = a.holding.clone();
+    eventually(Duration::from_secs(10), "A holds the turn", move || {
+        let holding = holding.clone();
+        async move { holding.load(std::sync::atomic::Ordering::SeqCst) == 1 }
+    })
+    .await;
+
+    // The retry, on B, runs there: nothing of A's turn is in the store yet.
+    b.release.notify_one();
+    let retried = b.rpc("SendMessage", params.clone()).await;
+    let task = retried["result"]["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{retried}");
+
+    a.release.notify_one();
+    let first = first.await.unwrap();
+    assert_eq!(first["result"]["task"]["id"], task["id"], "{first}");
+    assert_eq!(
+        first["result"]["task"]["contextId"], task["contextId"],
+        "{first}"
+    );
+    let tasks = b.rpc("ListTasks", json!({})).await;
+    assert_eq!(
+        tasks["result"]["totalSize"], 1,
+        "one task for one message: {tasks}"
+    );
+}
+
 #[actix_web::test]
 async fn a_subscriber_on_one_node_follows_a_turn_running_on_the_other() {
     let Some((_db, a, b)) = two_nodes().await else {

@@ -23,6 +23,8 @@ use tokio::sync::Notify;
 /// `chunks` two appended chunks → completed; `silent` returns without output.
 pub struct ScriptedExecutor {
     pub release: Arc<Notify>,
+    /// Turns now waiting in "hold".
+    pub holding: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 #[async_trait]
@@ -59,6 +61,15 @@ impl AgentExecutor for ScriptedExecutor {
                 sink.complete(None).await
             }
             "silent" => Ok(()),
+            // Nothing at all until released: the turn's first writes wait with it (as on
+            // a node frozen mid-turn, with `persistence.start_grace_ms` long enough).
+            "hold" => {
+                use std::sync::atomic::Ordering;
+                self.holding.fetch_add(1, Ordering::SeqCst);
+                self.release.notified().await;
+                self.holding.fetch_sub(1, Ordering::SeqCst);
+                sink.complete(Some(sink.text("released"))).await
+            }
             _ => {
                 sink.working().await?;
                 sink.artifact(Artifact::new(vec![Part::text("done")]), false, true)
@@ -74,6 +85,8 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub runtime: Arc<Runtime>,
     pub release: Arc<Notify>,
+    /// Turns of the scripted agent now waiting in "hold".
+    pub holding: Arc<std::sync::atomic::AtomicUsize>,
     /// The gRPC binding's address (on unless a test turned it off).
     pub grpc_addr: Option<std::net::SocketAddr>,
     handle: agent_a2a::startup::Handles,
@@ -262,13 +275,7 @@ pub async fn spawn_configured(backend: Backend, tweak: impl FnOnce(&mut Settings
         settings.store.database_url = url;
     }
     tweak(&mut settings);
-    start(
-        settings,
-        Some(dir),
-        Agent::configured(),
-        Arc::new(Notify::new()),
-    )
-    .await
+    start(settings, Some(dir), Agent::configured(), Default::default()).await
 }
 
 /// A server running `agent` on SQLite in `dir` (a fresh one when `None`), with `tweak`
@@ -281,7 +288,7 @@ pub async fn spawn_agent_in(
     let dir = dir.unwrap_or_else(|| tempfile::tempdir().expect("temp dir"));
     let mut settings = test_settings(Some(&dir));
     tweak(&mut settings);
-    start(settings, Some(dir), agent, Arc::new(Notify::new())).await
+    start(settings, Some(dir), agent, Default::default()).await
 }
 
 /// Calls a tool directly over JSON-RPC and returns the task.
@@ -306,7 +313,7 @@ pub async fn spawn_app_with_agent(agent: Agent) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut settings = test_settings(Some(&dir));
     settings.log.level = "warn".into();
-    start(settings, Some(dir), agent, Arc::new(Notify::new())).await
+    start(settings, Some(dir), agent, Default::default()).await
 }
 
 fn test_settings(dir: Option<&tempfile::TempDir>) -> Settings {
@@ -336,17 +343,19 @@ pub async fn spawn_app_in(
     }
     tweak(&mut settings);
     let release = Arc::new(Notify::new());
+    let holding = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let agent = Agent::new(Arc::new(ScriptedExecutor {
         release: release.clone(),
+        holding: holding.clone(),
     }));
-    start(settings, dir, agent, release).await
+    start(settings, dir, agent, (release, holding)).await
 }
 
 async fn start(
     settings: Settings,
     dir: Option<tempfile::TempDir>,
     agent: Agent,
-    release: Arc<Notify>,
+    (release, holding): (Arc<Notify>, Arc<std::sync::atomic::AtomicUsize>),
 ) -> TestApp {
     agent_a2a::telemetry::init_logging(&settings.log);
     let running = agent_a2a::startup::start(settings, agent)
@@ -362,6 +371,7 @@ async fn start(
         client: http_client(),
         runtime,
         release,
+        holding,
         grpc_addr,
         handle,
         _dir: dir,
