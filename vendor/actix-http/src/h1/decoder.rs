@@ -36,6 +36,11 @@ impl<T: MessageType> Decoder for MessageDecoder<T> {
     type Error = ParseError;
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
+        // agent-a2a: the dispatcher polls the decoder after every request, mostly on an
+        // empty buffer; there is nothing to parse there, so nothing to set up either.
+        if src.is_empty() {
+            return Ok(None);
+        }
         T::decode(src)
     }
 }
@@ -258,7 +263,9 @@ impl MessageType for Request {
     }
 
     fn decode(src: &mut BytesMut) -> Result<Option<(Self, PayloadType)>, ParseError> {
-        let mut headers: [HeaderIndex; MAX_HEADERS] = EMPTY_HEADER_INDEX_ARRAY;
+        // agent-a2a: the indices start uninitialised (a zeroed array is a 3 KiB memset on
+        // every call); `HeaderIndex::record_uninit` fills the first `h_len` of them.
+        let mut headers = [const { MaybeUninit::<HeaderIndex>::uninit() }; MAX_HEADERS];
 
         let (len, method, uri, ver, h_len) = {
             // SAFETY:
@@ -282,9 +289,9 @@ impl MessageType for Request {
                     } else {
                         Version::HTTP_10
                     };
-                    HeaderIndex::record(src, req.headers, &mut headers);
+                    let h_len = HeaderIndex::record_uninit(src, req.headers, &mut headers);
 
-                    (len, method, uri, version, req.headers.len())
+                    (len, method, uri, version, h_len)
                 }
 
                 httparse::Status::Partial => {
@@ -299,10 +306,14 @@ impl MessageType for Request {
             }
         };
 
+        // SAFETY: `record_uninit` initialised the first `h_len` indices.
+        let headers: &[HeaderIndex] =
+            unsafe { std::slice::from_raw_parts(headers.as_ptr().cast::<HeaderIndex>(), h_len) };
+
         let mut msg = Request::new();
 
         // convert headers
-        let mut length = msg.set_headers(&src.split_to(len).freeze(), &headers[..h_len], ver)?;
+        let mut length = msg.set_headers(&src.split_to(len).freeze(), headers, ver)?;
 
         // disallow HTTP/1.1 requests that do not contain a Host header
         // see https://datatracker.ietf.org/doc/html/rfc9112#section-3.2
@@ -472,6 +483,27 @@ pub(crate) const EMPTY_HEADER_INDEX_ARRAY: [HeaderIndex; MAX_HEADERS] =
     [EMPTY_HEADER_INDEX; MAX_HEADERS];
 
 impl HeaderIndex {
+    /// [`Self::record`] into uninitialised indices; returns how many it initialised, from
+    /// the first (as many as both slices hold).
+    pub(crate) fn record_uninit(
+        bytes: &[u8],
+        headers: &[httparse::Header<'_>],
+        indices: &mut [MaybeUninit<HeaderIndex>],
+    ) -> usize {
+        let bytes_ptr = bytes.as_ptr() as usize;
+        let mut n = 0;
+        for (header, index) in headers.iter().zip(indices.iter_mut()) {
+            let name_start = header.name.as_ptr() as usize - bytes_ptr;
+            let value_start = header.value.as_ptr() as usize - bytes_ptr;
+            index.write(HeaderIndex {
+                name: (name_start, name_start + header.name.len()),
+                value: (value_start, value_start + header.value.len()),
+            });
+            n += 1;
+        }
+        n
+    }
+
     pub(crate) fn record(
         bytes: &[u8],
         headers: &[httparse::Header<'_>],
