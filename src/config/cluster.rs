@@ -32,7 +32,15 @@ pub struct ClusterSettings {
     /// often, in ms, even when no notification came (a notification can be missed while
     /// the listening connection reconnects).
     pub stream_poll_ms: u64,
+    /// On SIGTERM, how long the node keeps serving while `/health/ready` already fails,
+    /// in ms: long enough for the balancer's health checks to take it out of rotation
+    /// before it refuses anything (`deploy/haproxy.cfg` checks every 500 ms and needs
+    /// two failures). At most 60 000; 0: refuse new work at once.
+    pub drain_notice_ms: u64,
 }
+
+/// The longest `cluster.drain_notice_ms`.
+pub const MAX_DRAIN_NOTICE_MS: u64 = 60_000;
 
 impl Default for ClusterSettings {
     fn default() -> Self {
@@ -45,6 +53,7 @@ impl Default for ClusterSettings {
             heartbeat_ms: 2_000,
             forward_timeout_secs: 300,
             stream_poll_ms: 2_000,
+            drain_notice_ms: 1_500,
         }
     }
 }
@@ -126,6 +135,12 @@ impl ClusterSettings {
             return Err(problem(
                 "cluster.stream_poll_ms",
                 "must be greater than 0".into(),
+            ));
+        }
+        if self.drain_notice_ms > MAX_DRAIN_NOTICE_MS {
+            return Err(problem(
+                "cluster.drain_notice_ms",
+                format!("must be at most {MAX_DRAIN_NOTICE_MS}"),
             ));
         }
         Ok(())

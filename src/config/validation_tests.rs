@@ -57,6 +57,10 @@ fn cluster_mode_needs_postgres_a_secret_and_a_heartbeat_inside_the_lease() {
         &[("AGENT_A2A__CLUSTER__STREAM_POLL_MS", "0")],
         "cluster.stream_poll_ms",
     );
+    refused(
+        &[("AGENT_A2A__CLUSTER__DRAIN_NOTICE_MS", "60001")],
+        "cluster.drain_notice_ms",
+    );
 }
 
 #[test]

@@ -33,7 +33,7 @@ impl HealthService {
 
 /// Whether the runtime serves, as `/health/ready` decides it.
 async fn serving(runtime: &Runtime) -> ServingStatus {
-    if runtime.is_draining() || !runtime.is_ready() || !runtime.check_store().await.up {
+    if runtime.is_leaving() || !runtime.is_ready() || !runtime.check_store().await.up {
         ServingStatus::NotServing
     } else {
         ServingStatus::Serving

@@ -113,6 +113,9 @@ pub struct Runtime {
     settings: RuntimeSettings,
     /// Turns true when the runtime stops: background work (janitor, recovery) ends.
     stop: watch::Sender<bool>,
+    /// Turns true when the node begins to leave (see [`Runtime::begin_leaving`]): the
+    /// streams that follow another node's task end.
+    leaving: watch::Sender<bool>,
     recovery: watch::Sender<Recovery>,
     /// Cluster mode: this node's membership; threads of other nodes are served there.
     cluster: Option<Arc<Cluster>>,
@@ -229,6 +232,7 @@ impl Runtime {
                 health_timeout: Duration::from_millis(settings.health.timeout_ms),
             },
             stop: watch::Sender::new(false),
+            leaving: watch::Sender::new(false),
             recovery: watch::Sender::new(Recovery::Pending),
             cluster,
         })
@@ -289,17 +293,23 @@ impl Runtime {
         &self.models
     }
 
-    /// Ready for traffic: start-up recovery has finished and no shutdown has begun.
-    /// (`/health/ready` adds a store round trip.)
+    /// Ready for traffic: start-up recovery has finished and no shutdown has begun (nor
+    /// its notice). (`/health/ready` adds a store round trip.)
     pub fn is_ready(&self) -> bool {
         matches!(self.recovery(), Recovery::Done { .. })
-            && !self.is_draining()
+            && !self.is_leaving()
             && self.cluster.as_ref().is_none_or(|c| c.holds_lease())
     }
 
-    /// A graceful shutdown has begun.
+    /// A graceful shutdown has begun: new work is refused.
     pub fn is_draining(&self) -> bool {
         self.shared.is_draining()
+    }
+
+    /// A graceful shutdown or its notice has begun: `/health/ready` fails and no new
+    /// subscription is taken.
+    pub fn is_leaving(&self) -> bool {
+        self.shared.is_leaving()
     }
 
     /// Whether the thread has an actor in memory.

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use futures_util::Stream;
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::watch;
 
 use super::thread::{Live, Subscription};
 use crate::domain::{StreamEvent, TaskId, TenantId};
@@ -31,6 +32,9 @@ struct State {
     replay_batch: usize,
     until_terminal: bool,
     done: bool,
+    /// Turns true when the node begins to leave: a stream that follows another node's
+    /// task then ends (after what is logged), for its client to resume elsewhere.
+    leaving: watch::Receiver<bool>,
 }
 
 impl State {
@@ -55,11 +59,14 @@ impl State {
 
 /// The events of `sub`: its first event, then catch-up from the log, then live events,
 /// ending after an event that ends the stream: a terminal status, or for streams opened
-/// by a message also an interrupted one.
+/// by a message also an interrupted one. A stream that follows another node's task also
+/// ends, after what its log holds, when `leaving` turns true (this node is leaving; the
+/// stream's own turn runs elsewhere). The thread actor ends the others.
 pub fn events(
     store: Arc<dyn Store>,
     sub: Subscription,
     replay_batch: usize,
+    leaving: watch::Receiver<bool>,
 ) -> impl Stream<Item = Result<SeqEvent, Error>> + Send + 'static {
     // A task of another node: its log may have grown between the snapshot and the
     // notifications' start, so the stream reads it right after its first event.
@@ -76,6 +83,7 @@ pub fn events(
         replay_batch,
         until_terminal: sub.until_terminal,
         done: false,
+        leaving,
     };
     futures_util::stream::unfold(state, |mut st| async move {
         if st.done {
@@ -121,7 +129,14 @@ pub fn events(
                 Live::Hub(rx) => rx,
                 Live::Notified { watch, poll } => {
                     // Woken by a notification, or at the poll: either way, read the log.
-                    let _ = tokio::time::timeout(*poll, watch.changed()).await;
+                    let leaving = tokio::select! {
+                        _ = tokio::time::timeout(*poll, watch.changed()) => false,
+                        Ok(_) = st.leaving.wait_for(|leaving| *leaving) => true,
+                    };
+                    if leaving {
+                        // What is logged by now is the last this stream reads.
+                        st.live = None;
+                    }
                     st.catch_up = true;
                     continue;
                 }
@@ -220,7 +235,12 @@ mod tests {
             (3, status(&task, TaskState::Working, 3)),
         ];
         publish(&db.store, &hub, &tenant, &task, &events).await;
-        let mut stream = Box::pin(super::events(db.store.clone(), sub, 1));
+        let mut stream = Box::pin(super::events(
+            db.store.clone(),
+            sub,
+            1,
+            watch::channel(false).1,
+        ));
         assert_eq!(stream.next().await.unwrap().unwrap(), snapshot);
         let mut seen = Vec::new();
         for _ in 0..3 {
@@ -256,6 +276,7 @@ mod tests {
             replay_batch: 1000,
             until_terminal: true,
             done: false,
+            leaving: watch::channel(false).1,
         };
         state.buffer.extend([
             (1, status(&task, TaskState::Working, 1)),
@@ -291,7 +312,7 @@ mod tests {
             (2, status(&task, TaskState::InputRequired, 2)),
         ];
         publish(&db.store, &hub, &tenant, &task, &events).await;
-        let seen: Vec<_> = super::events(db.store.clone(), sub, 10)
+        let seen: Vec<_> = super::events(db.store.clone(), sub, 10, watch::channel(false).1)
             .map(|e| e.unwrap())
             .collect()
             .await;

@@ -20,7 +20,7 @@ impl Runtime {
         task_id: &TaskId,
         last_event_id: Option<i64>,
     ) -> Result<Subscription> {
-        if self.is_draining() {
+        if self.is_leaving() {
             return Err(thread::maintenance::shutting_down());
         }
         let key = self.task_thread(tenant, task_id).await?;
@@ -104,6 +104,11 @@ impl Runtime {
         &self,
         sub: Subscription,
     ) -> impl Stream<Item = Result<SeqEvent>> + Send + 'static {
-        stream::events(self.store.clone(), sub, self.replay_batch)
+        stream::events(
+            self.store.clone(),
+            sub,
+            self.replay_batch,
+            self.leaving.subscribe(),
+        )
     }
 }

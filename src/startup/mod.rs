@@ -359,6 +359,10 @@ pub fn skill_cards(skills: &crate::skills::SkillRegistry) -> Vec<crate::a2a::car
 /// Runs the server until SIGTERM or SIGINT, then shuts down gracefully.
 pub async fn serve(settings: Settings, agent: Agent) -> Result<(), StartError> {
     let timeout = Duration::from_secs(settings.server.shutdown_timeout_secs);
+    let notice = match settings.cluster.enabled {
+        true => Duration::from_millis(settings.cluster.drain_notice_ms),
+        false => Duration::ZERO,
+    };
     let running = start(settings, agent).await?;
     tracing::info!(addr = %running.addr, "agent-a2a listening; card at http://{}/.well-known/agent-card.json", running.addr);
     let handles = running.handles.clone();
@@ -378,7 +382,7 @@ pub async fn serve(settings: Settings, agent: Agent) -> Result<(), StartError> {
             joined
         }
         None => {
-            shutdown::graceful(&handles, &runtime, timeout).await;
+            shutdown::graceful(&handles, &runtime, notice, timeout).await;
             server.await
         }
     };

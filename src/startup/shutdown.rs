@@ -1,5 +1,10 @@
 //! Graceful shutdown, the way `serve` ends: on SIGTERM or SIGINT.
 //!
+//! 0. In cluster mode, the node first gives its balancer notice, for
+//!    `cluster.drain_notice_ms`: `/health/ready` turns 503 and task streams end as in 1,
+//!    new subscriptions are refused, but messages are still served — so that the
+//!    balancer's health checks take the node out of rotation before it refuses anything.
+//!    A second signal cuts the notice short.
 //! 1. The runtime starts draining: new messages and subscriptions get a retryable 503,
 //!    `/health/ready` turns 503, the janitor stops, and every task stream that no running
 //!    turn will publish to ends at once (the others when their turn ends) — so open SSE
@@ -45,9 +50,22 @@ pub async fn signal() -> &'static str {
     }
 }
 
-/// Drains and stops the server and the runtime (the sequence above). Errors are logged:
-/// a shutdown goes on to the end regardless.
-pub async fn graceful(handle: &Handles, runtime: &Runtime, timeout: Duration) {
+/// Drains and stops the server and the runtime (the sequence above), after `notice` of
+/// step 0 (none when zero). Errors are logged: a shutdown goes on to the end regardless.
+pub async fn graceful(handle: &Handles, runtime: &Runtime, notice: Duration, timeout: Duration) {
+    if !notice.is_zero() {
+        runtime.begin_leaving();
+        tracing::info!(
+            notice_ms = notice.as_millis() as u64,
+            "leaving: /health/ready fails; serving until the balancer has taken this node out (cluster.drain_notice_ms)"
+        );
+        tokio::select! {
+            () = tokio::time::sleep(notice) => {}
+            name = signal() => {
+                tracing::warn!(signal = name, "second signal: draining without waiting for the balancer");
+            }
+        }
+    }
     let deadline = Instant::now() + timeout;
     runtime.begin_drain();
     let drained = async {

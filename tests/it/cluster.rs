@@ -287,6 +287,77 @@ async fn a_subscriber_on_one_node_follows_a_turn_running_on_the_other() {
     assert!(events.len() >= 3, "{events:?}");
 }
 
+/// A node that begins to leave (a graceful shutdown's notice to its balancer) fails
+/// `/health/ready` and ends the streams that follow another node's task — after what
+/// the task's log holds, so that the client resumes elsewhere — but still serves
+/// messages; new subscriptions are refused, retryably. Then the drain refuses messages.
+#[actix_web::test]
+async fn a_leaving_node_fails_readiness_and_ends_followed_streams_but_still_serves_messages() {
+    let Some((_db, a, b)) = two_nodes().await else {
+        return;
+    };
+    let id = a.start_waiting_task().await;
+    let subscription = b.subscribe(&id, None).await;
+    assert_eq!(subscription.status(), 200);
+    let reading = actix_web::rt::spawn(read_sse(subscription, 10));
+    assert_eq!(b.get("/health/ready").await.status(), 200);
+
+    b.runtime.begin_leaving();
+    let events = tokio::time::timeout(Duration::from_secs(10), reading)
+        .await
+        .expect("the followed stream ends although the task still runs on A")
+        .unwrap();
+    let ids: Vec<i64> = events.iter().map(|e| e.id.parse().unwrap()).collect();
+    assert!(!ids.is_empty(), "the stream gave what was logged first");
+    let ready = b.get("/health/ready").await;
+    assert_eq!(ready.status(), 503);
+    let body: Value = ready.json().await.unwrap();
+    assert_eq!(body["status"], "shutting down", "{body}");
+
+    // A resubscription with the last id it saw gets the rest on A, from there on.
+    let last = *ids.last().unwrap();
+    let last_id = last.to_string();
+    let refused = b.subscribe(&id, Some(&last_id)).await;
+    assert_eq!(
+        refused.status(),
+        503,
+        "no new subscription on a leaving node"
+    );
+    let resumed = a.subscribe(&id, Some(&last_id)).await;
+    let reading = actix_web::rt::spawn(read_sse(resumed, 10));
+    // Messages are still served, those of B's own new threads and those forwarded.
+    let r = b.send_text("complete").await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    a.release.notify_one();
+    let rest = tokio::time::timeout(Duration::from_secs(10), reading)
+        .await
+        .expect("the resumed stream ends with the task")
+        .unwrap();
+    assert!(
+        rest.iter().all(|e| e.id.parse::<i64>().unwrap() > last),
+        "nothing repeated: {rest:?}"
+    );
+    assert_eq!(
+        rest.last().unwrap().data["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "{rest:?}"
+    );
+
+    b.runtime.begin_drain();
+    let r = b
+        .client
+        .post(format!("{}/", b.url))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": user_message("complete")}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503, "a draining node takes no new message");
+}
+
 #[actix_web::test]
 async fn a_dead_nodes_threads_are_taken_over_and_its_working_task_fails_as_interrupted() {
     let Some((db, a, b)) = two_nodes().await else {

@@ -193,6 +193,18 @@ async fn send_retrying(
     params: &Value,
     attempts: usize,
 ) -> Option<Value> {
+    send_counting(client, url, params, attempts, &mut Vec::new()).await
+}
+
+/// [`send_retrying`], noting in `seen` what each failed attempt got: the HTTP status, or
+/// 0 for no answer.
+async fn send_counting(
+    client: &reqwest::Client,
+    url: &str,
+    params: &Value,
+    attempts: usize,
+    seen: &mut Vec<u16>,
+) -> Option<Value> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params});
     for _ in 0..attempts {
         let sent = client
@@ -201,6 +213,7 @@ async fn send_retrying(
             .json(&body)
             .send()
             .await;
+        let status = sent.as_ref().map_or(0, |r| r.status().as_u16());
         if let Ok(response) = sent
             && response.status() == 200
             && let Ok(v) = response.json::<Value>().await
@@ -208,6 +221,7 @@ async fn send_retrying(
         {
             return Some(v);
         }
+        seen.push(status);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     None
@@ -218,6 +232,10 @@ async fn send_retrying(
 struct Storm {
     acked: Arc<Mutex<Vec<String>>>,
     failed: Arc<AtomicUsize>,
+    /// Of every failed attempt, retried or not: the HTTP status, 0 for no answer.
+    errors: Arc<Mutex<Vec<u16>>>,
+    /// Sends that saw at least one failed attempt.
+    troubled: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     workers: Vec<actix_web::rt::task::JoinHandle<()>>,
 }
@@ -226,19 +244,28 @@ impl Storm {
     fn start(url: &str, clients: usize) -> Storm {
         let acked: Arc<Mutex<Vec<String>>> = Arc::default();
         let failed = Arc::new(AtomicUsize::new(0));
+        let errors: Arc<Mutex<Vec<u16>>> = Arc::default();
+        let troubled = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let client = http_client();
         let workers = (0..clients)
             .map(|w| {
                 let (client, url) = (client.clone(), url.to_owned());
                 let (acked, failed, stop) = (acked.clone(), failed.clone(), stop.clone());
+                let (errors, troubled) = (errors.clone(), troubled.clone());
                 actix_web::rt::spawn(async move {
                     let mut i = 0;
                     while !stop.load(Ordering::SeqCst) {
                         i += 1;
                         let params =
                             json!({"message": user_message(&format!("client {w} send {i}"))});
-                        match send_retrying(&client, &url, &params, 50).await {
+                        let mut seen = Vec::new();
+                        let sent = send_counting(&client, &url, &params, 50, &mut seen).await;
+                        if !seen.is_empty() {
+                            troubled.fetch_add(1, Ordering::SeqCst);
+                            errors.lock().unwrap().extend(seen);
+                        }
+                        match sent {
                             Some(v) => acked
                                 .lock()
                                 .unwrap()
@@ -254,6 +281,8 @@ impl Storm {
         Storm {
             acked,
             failed,
+            errors,
+            troubled,
             stop,
             workers,
         }
@@ -578,9 +607,12 @@ async fn a_rolling_restart_under_load_fails_no_request() {
     let balancer = Balancer::start(&nodes.iter().collect::<Vec<_>>()).await;
     let storm = Storm::start(&balancer.url, 8);
     storm.until_acked(100).await;
+    let mut drains = Vec::new();
     for node in &mut nodes {
+        let signalled = Instant::now();
         node.signal(libc::SIGTERM);
         let status = node.wait();
+        drains.push(signalled.elapsed());
         assert!(
             status.success(),
             "{} exits 0 after SIGTERM: {status}",
@@ -591,7 +623,18 @@ async fn a_rolling_restart_under_load_fails_no_request() {
         let before = storm.acked();
         storm.until_acked(before + 50).await;
     }
+    let troubled = storm.troubled.load(Ordering::SeqCst);
+    let errors = storm.errors.lock().unwrap().clone();
     let (acked, failed) = storm.stop().await;
+    let mut kinds = std::collections::BTreeMap::<u16, usize>::new();
+    for status in &errors {
+        *kinds.entry(*status).or_default() += 1;
+    }
+    eprintln!(
+        "rolling restart: {troubled} of {} sends saw an error before their answer \
+         (attempts failed by status, 0 = no answer: {kinds:?}); drain per node {drains:?}",
+        acked.len() + failed
+    );
     let missing = missing(&balancer.url, &acked).await;
     let twice = stored_twice(&database).await;
     eprintln!(

@@ -46,7 +46,7 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
         "checks": { "store": store, "skills": skills, "providers": providers },
         "threads": { "resident": runtime.resident_threads() },
         "recovery": recovery_json(runtime.recovery()),
-        "shuttingDown": runtime.is_draining(),
+        "shuttingDown": runtime.is_leaving(),
     });
     match overall {
         Overall::Ok | Overall::Degraded => HttpResponse::Ok().json(body),
@@ -101,7 +101,7 @@ pub async fn live() -> HttpResponse {
 
 pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
     let runtime = &state.service.runtime;
-    if runtime.is_draining() {
+    if runtime.is_leaving() {
         return HttpResponse::ServiceUnavailable().json(json!({"status": "shutting down"}));
     }
     if !runtime.is_ready() {

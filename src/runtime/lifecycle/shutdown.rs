@@ -79,16 +79,29 @@ impl Drop for Busy {
 }
 
 impl Runtime {
-    /// Begins a graceful shutdown: new messages and subscriptions are refused (503,
-    /// retryable), background work stops, and every task stream ends as soon as no
-    /// running turn will publish to it — at once for most, at the end of its turn for the
-    /// others. Turns already accepted run on.
-    pub fn begin_drain(&self) {
-        self.shared.draining.store(true, Ordering::SeqCst);
-        self.stop.send_replace(true);
+    /// Begins to leave, ahead of a drain (a cluster node's notice to its balancer):
+    /// `/health/ready` fails, new subscriptions are refused (503, retryable), and every
+    /// task stream ends as soon as no turn running here will publish to it — at once for
+    /// most, including every stream that follows another node's task, at the end of its
+    /// turn for the others — so that its client resumes on another node. Messages are
+    /// still taken.
+    pub fn begin_leaving(&self) {
+        if self.shared.leaving.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.leaving.send_replace(true);
         for entry in self.shared.actors.iter() {
             entry.value().1.do_send(maintenance::Drain);
         }
+    }
+
+    /// Begins a graceful shutdown: what [`Runtime::begin_leaving`] does, and new messages
+    /// are refused too (503, retryable) and background work stops. Turns already
+    /// accepted run on.
+    pub fn begin_drain(&self) {
+        self.shared.draining.store(true, Ordering::SeqCst);
+        self.stop.send_replace(true);
+        self.begin_leaving();
     }
 
     /// Waits until every accepted turn has ended, or `deadline`; returns how many are

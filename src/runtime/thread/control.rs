@@ -186,7 +186,7 @@ impl Handler<Subscribe> for ThreadActor {
             .map(move |resident, act: &mut Self, _ctx| {
                 resident?;
                 let tenant = act.key.tenant.clone();
-                let draining = act.deps.shared.is_draining();
+                let draining = act.deps.shared.is_leaving();
                 let loaded = act.loaded()?;
                 let running = loaded
                     .running

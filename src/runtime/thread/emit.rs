@@ -289,7 +289,7 @@ impl ThreadActor {
         if let Ok(loaded) = self.loaded() {
             loaded.running = None;
         }
-        if self.deps.shared.is_draining() {
+        if self.deps.shared.is_leaving() {
             // Shutting down: nothing more will be published for these tasks.
             self.end_idle_streams();
         }

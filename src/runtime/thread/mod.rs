@@ -87,6 +87,10 @@ pub struct Shared {
     /// A graceful shutdown has begun: no new turns or subscriptions, and task streams
     /// end once no turn of theirs is running.
     pub draining: AtomicBool,
+    /// The node is leaving (a graceful shutdown's notice, or the drain itself): no new
+    /// subscriptions, and task streams end once no turn of theirs is running; turns are
+    /// still taken until the drain.
+    pub leaving: AtomicBool,
 }
 
 impl Shared {
@@ -97,11 +101,17 @@ impl Shared {
             next_actor_id: AtomicU64::new(1),
             activity: Arc::new(Activity::default()),
             draining: AtomicBool::new(false),
+            leaving: AtomicBool::new(false),
         }
     }
 
     pub fn is_draining(&self) -> bool {
         self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Leaving or draining (see [`Shared::leaving`]).
+    pub fn is_leaving(&self) -> bool {
+        self.leaving.load(Ordering::SeqCst) || self.is_draining()
     }
 }
 
