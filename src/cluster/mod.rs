@@ -82,6 +82,9 @@ pub struct Cluster {
     /// Bumped each time the node lost its lease: every actor must go.
     lost: watch::Sender<u64>,
     live_nodes: Mutex<Vec<(String, String)>>,
+    /// The node gave its lease up ([`Cluster::leave`]): it is not renewed, nor taken
+    /// again.
+    left: AtomicBool,
 }
 
 /// Why the node could not join.
@@ -133,6 +136,7 @@ impl Cluster {
             leader: AtomicBool::new(false),
             lost: watch::Sender::new(0),
             live_nodes: Mutex::new(Vec::new()),
+            left: AtomicBool::new(false),
         });
         let deadline = Instant::now() + Duration::from_millis(settings.lease_ttl_ms * 2);
         loop {
@@ -332,6 +336,8 @@ impl Cluster {
     /// nodes take the threads over at once. Stops the renewals.
     pub async fn leave(&self) {
         let token = self.fence.token();
+        // Before the fence: a lost lease wakes the renewals, which must not join again.
+        self.left.store(true, Ordering::SeqCst);
         // No commit of this node may pass after this.
         self.fence.mark_lost();
         match self.session.get().await {
@@ -379,6 +385,9 @@ impl Cluster {
             tokio::select! {
                 () = tokio::time::sleep(self.heartbeat) => {}
                 () = self.fence.lost() => {}
+            }
+            if self.left.load(Ordering::SeqCst) {
+                return;
             }
             if self.fence.is_lost() {
                 self.rejoin().await;
@@ -466,7 +475,7 @@ impl Cluster {
         metrics::counter!(crate::telemetry::CLUSTER_LEASE_LOSSES).increment(1);
         self.leader.store(false, Ordering::SeqCst);
         self.lost.send_modify(|n| *n += 1);
-        loop {
+        while !self.left.load(Ordering::SeqCst) {
             match self.try_join().await {
                 Ok(Joined::Token(token)) => {
                     tracing::warn!(node_id = %self.node_id, token, "lost the lease; rejoined with a new token (every thread reloads)");

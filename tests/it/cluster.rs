@@ -358,6 +358,39 @@ async fn a_leaving_node_fails_readiness_and_ends_followed_streams_but_still_serv
     assert_eq!(r.status(), 503, "a draining node takes no new message");
 }
 
+/// A node that left (the end of a graceful shutdown) stays gone: its renewals do not
+/// take the lease again, so the other nodes take its threads over on their next request
+/// instead of after a lease's time.
+#[actix_web::test]
+async fn a_node_that_left_does_not_join_again_and_its_threads_move_at_once() {
+    let Some((db, a, b)) = two_nodes().await else {
+        return;
+    };
+    let r = a.send_text("input please").await;
+    let task = r["result"]["task"].clone();
+    let context = task["contextId"].as_str().unwrap().to_owned();
+    assert_eq!(owner_of(&db.url, &context).await.as_deref(), Some("node-a"));
+
+    a.runtime.begin_drain();
+    a.runtime.cluster().unwrap().leave().await;
+    let r = b.rpc("SendMessage", follow_up(&task, "more")).await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    assert_eq!(owner_of(&db.url, &context).await.as_deref(), Some("node-b"));
+    let lease = query_one(
+        &db.url,
+        "SELECT expires_at FROM cluster_nodes WHERE node_id = 'node-a'",
+    )
+    .await;
+    assert_eq!(
+        lease.as_deref(),
+        Some(&["0".to_owned()][..]),
+        "A stays gone"
+    );
+}
+
 #[actix_web::test]
 async fn a_dead_nodes_threads_are_taken_over_and_its_working_task_fails_as_interrupted() {
     let Some((db, a, b)) = two_nodes().await else {
