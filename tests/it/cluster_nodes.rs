@@ -2,7 +2,8 @@
 //! behind a real HAProxy on loopback. Sends, streams and subscriptions spread over the
 //! nodes; SIGKILL of a node in a send storm (nothing acknowledged lost, nothing stored
 //! twice, its threads continue elsewhere); SIGSTOP of a node past its lease (it writes
-//! nothing after it wakes); a rolling restart under load (no request fails).
+//! nothing after it wakes); a rolling restart under conversations (each node gives the
+//! balancer notice, so no send sees an error, and drains in its notice).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -227,8 +228,9 @@ async fn send_counting(
     None
 }
 
-/// Clients sending new messages through `url` until `stop`, each retried as
-/// [`send_retrying`] does; the acknowledged task ids, and how many sends failed for good.
+/// Clients holding conversations through `url` until `stop` (a new one every four
+/// messages), each send retried as [`send_retrying`] does; the acknowledged task ids, and
+/// how many sends failed for good.
 struct Storm {
     acked: Arc<Mutex<Vec<String>>>,
     failed: Arc<AtomicUsize>,
@@ -255,12 +257,19 @@ impl Storm {
                 let (errors, troubled) = (errors.clone(), troubled.clone());
                 actix_web::rt::spawn(async move {
                     let mut i = 0;
+                    // Conversations of four messages: a follow-up goes to its thread's
+                    // owner, forwarded by whichever node the balancer chose.
+                    let mut last: Option<Value> = None;
                     while !stop.load(Ordering::SeqCst) {
                         i += 1;
-                        let params =
-                            json!({"message": user_message(&format!("client {w} send {i}"))});
+                        let text = format!("client {w} send {i}");
+                        let params = match last.take() {
+                            Some(task) if i % 4 != 1 => follow_up(&task, &text),
+                            _ => json!({"message": user_message(&text)}),
+                        };
                         let mut seen = Vec::new();
                         let sent = send_counting(&client, &url, &params, 50, &mut seen).await;
+                        last = sent.as_ref().map(|v| v["result"]["task"].clone());
                         if !seen.is_empty() {
                             troubled.fetch_add(1, Ordering::SeqCst);
                             errors.lock().unwrap().extend(seen);
@@ -599,7 +608,7 @@ async fn a_node_frozen_past_its_lease_writes_nothing_after_it_wakes() {
 }
 
 #[actix_web::test]
-async fn a_rolling_restart_under_load_fails_no_request() {
+async fn a_rolling_restart_under_conversations_fails_no_request_and_drains_each_node_quickly() {
     let Some((db, mut nodes)) = three_nodes().await else {
         return;
     };
@@ -646,4 +655,18 @@ async fn a_rolling_restart_under_load_fails_no_request() {
     assert_eq!(failed, 0);
     assert!(missing.is_empty(), "{missing:?}");
     assert_eq!(twice, 0);
+    // The balancer took each node out during its notice: no request reached a node that
+    // refused or cut it (at most one in 200 sends saw any error, none an empty answer).
+    assert!(
+        troubled * 200 <= acked.len(),
+        "{troubled} sends saw an error: {kinds:?}"
+    );
+    assert!(
+        !kinds.contains_key(&0) && !kinds.contains_key(&502),
+        "{kinds:?}"
+    );
+    // Each node exits once its notice is over and its (instant) turns are done.
+    for drain in &drains {
+        assert!(*drain < Duration::from_secs(5), "drained in {drains:?}");
+    }
 }
