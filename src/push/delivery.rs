@@ -131,7 +131,14 @@ impl Deliverer {
                             retries.remove(&lane);
                             let this = this.clone();
                             let done = done_tx.clone();
+                            let stop = stop.clone();
                             actix::spawn(async move {
+                                // Spawned before a stop, it may first run after it (and
+                                // after the next process started delivering the same
+                                // rows): then it attempts nothing.
+                                if *stop.borrow() {
+                                    return;
+                                }
                                 let attempt = this.attempt(&delivery).await;
                                 let _ = done.send((delivery, attempt));
                             });
