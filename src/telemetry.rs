@@ -115,6 +115,8 @@ pub const IDEMPOTENCY_KEY_READS: &str = "agent_a2a_idempotency_key_reads_total";
 pub const CLUSTER_NODES: &str = "agent_a2a_cluster_nodes";
 /// Threads this node took over from a node whose lease had expired.
 pub const CLUSTER_TAKEOVERS: &str = "agent_a2a_cluster_takeovers_total";
+/// Threads this node gave up while draining, for another node to serve.
+pub const CLUSTER_HANDOVERS: &str = "agent_a2a_cluster_handovers_total";
 /// Times this node found its lease taken over (it dropped every thread and rejoined).
 pub const CLUSTER_LEASE_LOSSES: &str = "agent_a2a_cluster_lease_losses_total";
 /// Requests forwarded to the node that owns their thread, by `call`.
@@ -410,6 +412,10 @@ fn describe() {
     describe_counter!(
         CLUSTER_TAKEOVERS,
         "Threads taken over from nodes whose lease expired."
+    );
+    describe_counter!(
+        CLUSTER_HANDOVERS,
+        "Threads this node gave up while draining, for another node to serve."
     );
     describe_counter!(
         CLUSTER_LEASE_LOSSES,

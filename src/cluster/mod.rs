@@ -354,6 +354,27 @@ impl Cluster {
         self.stop();
     }
 
+    /// Gives up a thread this node owns and runs nothing on (a draining node): the next
+    /// node asked for it claims it instead of forwarding to this one. Whether it was
+    /// given up (not when the thread is another node's, or this node was fenced).
+    pub async fn release(&self, tenant: &TenantId, thread: &ContextId) -> Result<bool> {
+        let token = self.fence.token();
+        let client = self.claims.get().await?;
+        let released = sql::release(
+            &client,
+            tenant.as_str(),
+            thread.as_str(),
+            &self.node_id,
+            token,
+        )
+        .await?;
+        if released {
+            metrics::counter!(crate::telemetry::CLUSTER_HANDOVERS).increment(1);
+            tracing::info!(context_id = %thread, "draining: gave the thread up for another node to serve");
+        }
+        Ok(released)
+    }
+
     /// Stops the renewals and the connections (the lease expires by itself).
     pub fn stop(&self) {
         if let Some(arbiter) = lock(&self.arbiter).take() {

@@ -124,10 +124,54 @@ impl Runtime {
         if self.is_resident(&key.tenant, &key.context_id) {
             return Ok(Located::Here(None));
         }
+        if self.is_draining() {
+            // Placing a thread may claim it for this node, which takes nothing on now.
+            return Err(thread::maintenance::shutting_down());
+        }
         Ok(match cluster.place(&key.tenant, &key.context_id).await? {
             crate::cluster::Placement::Local { token } => Located::Here(Some(token)),
             crate::cluster::Placement::Remote(owner) => Located::Elsewhere(owner),
         })
+    }
+
+    /// Draining: gives up the thread of a send another node forwarded here, if nothing
+    /// runs or waits on it, so that the retry of that send is served by the node that
+    /// claims the thread next instead of coming back here until this node has left.
+    pub(super) async fn hand_over(&self, tenant: &TenantId, cmd: &crate::domain::SendMessage) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let context_id = match (&cmd.message.task_id, &cmd.message.context_id) {
+            (Some(task_id), _) => match self.task_thread(tenant, task_id).await {
+                Ok(key) => key.context_id,
+                Err(_) => return,
+            },
+            (None, Some(context_id)) => context_id.clone(),
+            (None, None) => return,
+        };
+        let key = ThreadKey {
+            tenant: tenant.clone(),
+            context_id,
+        };
+        let actor = self
+            .shared
+            .actors
+            .get(&key)
+            .map(|entry| entry.value().1.clone());
+        let quiet = match actor {
+            // A closed mailbox: the actor is gone already.
+            Some(actor) => actor
+                .send(thread::maintenance::HandOver)
+                .await
+                .unwrap_or(true),
+            None => true,
+        };
+        if !quiet {
+            return;
+        }
+        if let Err(e) = cluster.release(&key.tenant, &key.context_id).await {
+            tracing::warn!(error = %e, context_id = %key.context_id, "draining: could not give the thread up; it moves when this node has left");
+        }
     }
 
     /// Sends a message built by `make` to the actor of the task's thread — or, when

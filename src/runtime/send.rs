@@ -178,6 +178,9 @@ impl Runtime {
         // Counted before the check, so that a shutdown that begins now waits for it.
         let busy = self.shared.activity.busy();
         if self.is_draining() {
+            if origin == Origin::Peer {
+                self.hand_over(tenant, &cmd).await;
+            }
             return Err(thread::maintenance::shutting_down());
         }
         // Routing fills in the context a message did not name; a send that goes on to

@@ -259,6 +259,28 @@ pub async fn claim_free(
     Ok(n == 1)
 }
 
+/// Gives a thread of this node up (a draining node, for a thread it has nothing running
+/// on): no node owns it then, and the next node asked for it claims it ([`claim_free`]).
+/// Only while `node_id` still holds `token`: a fenced node gives nothing up.
+pub async fn release(
+    client: &Client,
+    tenant: &str,
+    thread: &str,
+    node_id: &str,
+    token: i64,
+) -> Result<bool, StoreError> {
+    let n = client
+        .execute(
+            "UPDATE threads SET owner_node = NULL \
+             WHERE tenant_id = $1 AND thread_id = $2 AND owner_node = $3 \
+             AND EXISTS (SELECT 1 FROM cluster_nodes WHERE node_id = $3 AND token = $4)",
+            &[&tenant, &thread, &node_id, &token],
+        )
+        .await
+        .map_err(failed)?;
+    Ok(n == 1)
+}
+
 /// Takes a thread over from `dead`, whose lease has expired: in one statement, locks the
 /// dead node's row (waiting for nothing), raises its token — fencing every commit it
 /// might still make — and moves the thread to `node_id`.

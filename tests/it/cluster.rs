@@ -391,6 +391,53 @@ async fn a_node_that_left_does_not_join_again_and_its_threads_move_at_once() {
     );
 }
 
+/// A draining node asked (through another node) for a thread it runs nothing on gives
+/// the thread up: the send is refused retryably once, and its retry is served by the node
+/// it reached — without waiting for the draining node to leave.
+#[actix_web::test]
+async fn a_draining_node_gives_up_an_idle_thread_another_node_asks_for() {
+    let Some((db, a, b)) = two_nodes().await else {
+        return;
+    };
+    let r = a.send_text("input please").await;
+    let task = r["result"]["task"].clone();
+    let context = task["contextId"].as_str().unwrap().to_owned();
+    a.runtime.begin_drain();
+
+    let params = follow_up(&task, "more");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params});
+    let first = b
+        .client
+        .post(format!("{}/", b.url))
+        .header("A2A-Version", "1.0")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        first.status(),
+        503,
+        "refused retryably by the draining owner"
+    );
+    assert_eq!(
+        owner_of(&db.url, &context).await,
+        Some(String::new()),
+        "given up"
+    );
+    let again = b.rpc("SendMessage", params).await;
+    assert_eq!(
+        again["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{again}"
+    );
+    assert_eq!(again["result"]["task"]["id"], task["id"]);
+    assert_eq!(owner_of(&db.url, &context).await.as_deref(), Some("node-b"));
+    let metrics = a.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("agent_a2a_cluster_handovers_total 1"),
+        "{metrics}"
+    );
+}
+
 #[actix_web::test]
 async fn a_dead_nodes_threads_are_taken_over_and_its_working_task_fails_as_interrupted() {
     let Some((db, a, b)) = two_nodes().await else {

@@ -77,6 +77,12 @@ impl Handler<Release> for ThreadActor {
 #[rtype(result = "()")]
 pub struct Drain;
 
+/// A draining node is asked for this thread: the actor leaves memory if nothing runs or
+/// waits on it, so that the thread can be given to another node. Whether it is gone.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct HandOver;
+
 type SweepFuture = Pin<Box<dyn ActorFuture<ThreadActor, Output = Result<SweepReport, ActorError>>>>;
 
 /// The `errorCode` of a task whose turn was cut short by a crash or a shutdown deadline.
@@ -237,5 +243,16 @@ impl Handler<Drain> for ThreadActor {
 
     fn handle(&mut self, _msg: Drain, _ctx: &mut Context<Self>) {
         self.end_idle_streams();
+    }
+}
+
+impl Handler<HandOver> for ThreadActor {
+    type Result = bool;
+
+    fn handle(&mut self, _msg: HandOver, ctx: &mut Context<Self>) -> bool {
+        match self.phase {
+            super::Phase::Closed(_) => true,
+            _ => self.evict_if_quiet(std::time::Duration::ZERO, ctx),
+        }
     }
 }

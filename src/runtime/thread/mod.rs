@@ -369,10 +369,11 @@ impl ThreadActor {
     }
 
     /// Leaves memory when nothing happened for `idle`, no turn runs or waits, and no client
-    /// follows a task; the thread reloads from the store on its next request.
-    pub(super) fn evict_if_quiet(&mut self, idle: Duration, ctx: &mut Context<Self>) {
+    /// follows a task; the thread reloads from the store on its next request. Whether it
+    /// left.
+    pub(super) fn evict_if_quiet(&mut self, idle: Duration, ctx: &mut Context<Self>) -> bool {
         let Phase::Ready(loaded) = &self.phase else {
-            return;
+            return false;
         };
         let quiet = loaded.running.is_none()
             && loaded.queue.is_empty()
@@ -386,6 +387,7 @@ impl ThreadActor {
             metrics::counter!(telemetry::JANITOR_ACTORS_EVICTED).increment(1);
             self.close(None, ctx);
         }
+        quiet
     }
 }
 
