@@ -115,6 +115,9 @@ pub const IDEMPOTENCY_KEY_READS: &str = "agent_a2a_idempotency_key_reads_total";
 pub const CLUSTER_NODES: &str = "agent_a2a_cluster_nodes";
 /// Threads this node took over from a node whose lease had expired.
 pub const CLUSTER_TAKEOVERS: &str = "agent_a2a_cluster_takeovers_total";
+/// Writes refused because another node had taken their thread over: the turn's work for
+/// them (a model call, tool calls) was for nothing, and may be done again there.
+pub const CLUSTER_FENCED_WRITES: &str = "agent_a2a_cluster_fenced_writes_total";
 /// Threads this node gave up while draining, for another node to serve.
 pub const CLUSTER_HANDOVERS: &str = "agent_a2a_cluster_handovers_total";
 /// Times this node found its lease taken over (it dropped every thread and rejoined).
@@ -412,6 +415,10 @@ fn describe() {
     describe_counter!(
         CLUSTER_TAKEOVERS,
         "Threads taken over from nodes whose lease expired."
+    );
+    describe_counter!(
+        CLUSTER_FENCED_WRITES,
+        "Writes refused because another node had taken their thread over (the turn's model and tool calls for them were wasted and may run again there)."
     );
     describe_counter!(
         CLUSTER_HANDOVERS,

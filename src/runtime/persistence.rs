@@ -253,7 +253,7 @@ fn settle(group: &mut Vec<WriteRequest>, result: Result<(), StoreError>) -> Vec<
         }
         Err(e) if group.len() == 1 => {
             match e {
-                StoreError::Fenced => tracing::warn!(error = %e, "commit refused"),
+                StoreError::Fenced => fenced(&e),
                 _ => tracing::error!(error = %e, "commit failed"),
             }
             for request in group.drain(..) {
@@ -268,10 +268,18 @@ fn settle(group: &mut Vec<WriteRequest>, result: Result<(), StoreError>) -> Vec<
     }
 }
 
+/// A write refused because another node took its thread over (cluster mode; expected
+/// once per takeover). What the turn did for it — a model call, tool calls — was for
+/// nothing, and the node that took the thread over may do it again: counted.
+fn fenced(e: &StoreError) {
+    metrics::counter!(crate::telemetry::CLUSTER_FENCED_WRITES).increment(1);
+    tracing::warn!(error = %e, "commit refused");
+}
+
 fn acknowledge(request: WriteRequest, result: Result<(), StoreError>) {
     match &result {
         // Cluster mode: another node took a thread of this one over; expected once.
-        Err(e @ StoreError::Fenced) => tracing::warn!(error = %e, "commit refused"),
+        Err(e @ StoreError::Fenced) => fenced(e),
         Err(e) => tracing::error!(error = %e, "commit failed"),
         Ok(()) => {}
     }

@@ -530,6 +530,12 @@ async fn a_node_whose_lease_was_taken_writes_nothing_and_rejoins() {
         before,
         "nothing of the refused send is stored"
     );
+    // Counted: the turn's work for the refused write may be done again elsewhere.
+    let metrics = a.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("agent_a2a_cluster_fenced_writes_total"),
+        "{metrics}"
+    );
     // A notices, drops its threads and rejoins with a new token; the retry is served.
     eventually(Duration::from_secs(10), "A rejoins", || {
         let cluster = a.runtime.cluster().unwrap().clone();
