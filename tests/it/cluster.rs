@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::{
-    Backend, TestApp, TestDatabase, fresh_postgres, read_sse, spawn_app_in, user_message,
+    Backend, TestApp, TestDatabase, fresh_postgres, post_rpc, read_sse, spawn_app_in, user_message,
 };
 
 const SECRET: &str = "a-cluster-secret-for-tests";
@@ -215,15 +215,7 @@ async fn a_send_held_up_on_one_node_while_its_retry_is_served_by_another_gets_th
     let first = {
         let (client, url, params) = (a.client.clone(), a.url.clone(), params.clone());
         actix_web::rt::spawn(async move {
-            let body =
-                json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params});
-            let answer = client
-                .post(format!("{url}/"))
-                .header("A2A-Version", "1.0")
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
+            let answer = post_rpc(&client, &url, "SendMessage", params).await;
             answer.json::<Value>().await.unwrap()
         })
     };
@@ -347,14 +339,8 @@ async fn a_leaving_node_fails_readiness_and_ends_followed_streams_but_still_serv
     );
 
     b.runtime.begin_drain();
-    let r = b
-        .client
-        .post(format!("{}/", b.url))
-        .header("A2A-Version", "1.0")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": user_message("complete")}}))
-        .send()
-        .await
-        .unwrap();
+    let params = json!({"message": user_message("complete")});
+    let r = b.post_rpc("SendMessage", params).await;
     assert_eq!(r.status(), 503, "a draining node takes no new message");
 }
 
@@ -405,15 +391,7 @@ async fn a_draining_node_gives_up_an_idle_thread_another_node_asks_for() {
     a.runtime.begin_drain();
 
     let params = follow_up(&task, "more");
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params});
-    let first = b
-        .client
-        .post(format!("{}/", b.url))
-        .header("A2A-Version", "1.0")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let first = b.post_rpc("SendMessage", params.clone()).await;
     assert_eq!(
         first.status(),
         503,
@@ -513,14 +491,7 @@ async fn a_node_whose_lease_was_taken_writes_nothing_and_rejoins() {
         "UPDATE cluster_nodes SET token = token + 1 WHERE node_id = 'node-a' RETURNING token",
     )
     .await;
-    let refused = a
-        .client
-        .post(format!("{}/", a.url))
-        .header("A2A-Version", "1.0")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": follow_up(&task, "more")}))
-        .send()
-        .await
-        .unwrap();
+    let refused = a.post_rpc("SendMessage", follow_up(&task, "more")).await;
     assert_eq!(refused.status(), 503, "refused, not acknowledged");
     assert!(refused.headers().contains_key("retry-after"));
     let r: Value = refused.json().await.unwrap();

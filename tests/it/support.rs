@@ -107,16 +107,14 @@ impl TestApp {
     }
 
     pub async fn rpc_raw(&self, body: Value) -> Value {
-        let response = self
-            .client
-            .post(format!("{}/", self.url))
-            .header("A2A-Version", "1.0")
-            .json(&body)
-            .send()
-            .await
-            .expect("request");
+        let response = post_json_rpc(&self.client, &self.url, &body).await;
         assert_eq!(response.status(), 200, "JSON-RPC answers with HTTP 200");
         response.json().await.expect("JSON body")
+    }
+
+    /// A JSON-RPC call (1.0) whose HTTP answer the caller looks at itself.
+    pub async fn post_rpc(&self, method: &str, params: Value) -> reqwest::Response {
+        post_rpc(&self.client, &self.url, method, params).await
     }
 
     /// SendMessage (1.0) with the given text; returns the JSON-RPC response.
@@ -239,6 +237,27 @@ pub fn http_client() -> reqwest::Client {
     // Err means one is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
+}
+
+/// A JSON-RPC call (1.0) to the server at `url`, answered as it is.
+pub async fn post_rpc(
+    client: &reqwest::Client,
+    url: &str,
+    method: &str,
+    params: Value,
+) -> reqwest::Response {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    post_json_rpc(client, url, &body).await
+}
+
+async fn post_json_rpc(client: &reqwest::Client, url: &str, body: &Value) -> reqwest::Response {
+    client
+        .post(format!("{url}/"))
+        .header("A2A-Version", "1.0")
+        .json(body)
+        .send()
+        .await
+        .expect("request")
 }
 
 pub fn user_message(text: &str) -> Value {
