@@ -354,6 +354,20 @@ impl Cluster {
         self.stop();
     }
 
+    /// The live node other than this one that owns the thread, if any — read only: a
+    /// draining node claims nothing, but forwards what another node serves.
+    pub async fn live_owner(&self, tenant: &TenantId, thread: &ContextId) -> Result<Option<Owner>> {
+        let client = self.claims.get().await?;
+        Ok(
+            match sql::ownership(&client, tenant.as_str(), thread.as_str()).await? {
+                Ownership::Owned(owner) if owner.alive() && owner.node_id != self.node_id => {
+                    Some(owner)
+                }
+                _ => None,
+            },
+        )
+    }
+
     /// Gives up a thread this node owns and runs nothing on (a draining node): the next
     /// node asked for it claims it instead of forwarding to this one. Whether it was
     /// given up (not when the thread is another node's, or this node was fenced).

@@ -134,6 +134,43 @@ impl Runtime {
         })
     }
 
+    /// The thread a send names (its task's, or its `contextId`), without routing it: a
+    /// new conversation names none.
+    async fn named_thread(
+        &self,
+        tenant: &TenantId,
+        cmd: &crate::domain::SendMessage,
+    ) -> Option<ThreadKey> {
+        let context_id = match (&cmd.message.task_id, &cmd.message.context_id) {
+            (Some(task_id), _) => self.task_thread(tenant, task_id).await.ok()?.context_id,
+            (None, Some(context_id)) => context_id.clone(),
+            (None, None) => return None,
+        };
+        Some(ThreadKey {
+            tenant: tenant.clone(),
+            context_id,
+        })
+    }
+
+    /// Draining: the live node that serves the thread of a client's send, when it is
+    /// another node's — the send goes there instead of being refused.
+    pub(super) async fn served_elsewhere(
+        &self,
+        tenant: &TenantId,
+        cmd: &crate::domain::SendMessage,
+    ) -> Option<crate::store::cluster::Owner> {
+        let cluster = self.cluster.as_ref()?;
+        let key = self.named_thread(tenant, cmd).await?;
+        if self.is_resident(&key.tenant, &key.context_id) {
+            return None;
+        }
+        cluster
+            .live_owner(&key.tenant, &key.context_id)
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// Draining: gives up the thread of a send another node forwarded here, if nothing
     /// runs or waits on it, so that the retry of that send is served by the node that
     /// claims the thread next instead of coming back here until this node has left.
@@ -141,17 +178,8 @@ impl Runtime {
         let Some(cluster) = &self.cluster else {
             return;
         };
-        let context_id = match (&cmd.message.task_id, &cmd.message.context_id) {
-            (Some(task_id), _) => match self.task_thread(tenant, task_id).await {
-                Ok(key) => key.context_id,
-                Err(_) => return,
-            },
-            (None, Some(context_id)) => context_id.clone(),
-            (None, None) => return,
-        };
-        let key = ThreadKey {
-            tenant: tenant.clone(),
-            context_id,
+        let Some(key) = self.named_thread(tenant, cmd).await else {
+            return;
         };
         let actor = self
             .shared

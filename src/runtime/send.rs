@@ -178,8 +178,14 @@ impl Runtime {
         // Counted before the check, so that a shutdown that begins now waits for it.
         let busy = self.shared.activity.busy();
         if self.is_draining() {
-            if origin == Origin::Peer {
-                self.hand_over(tenant, &cmd).await;
+            match origin {
+                // A thread another node serves: the send goes there, as it came.
+                Origin::Client => {
+                    if let Some(owner) = self.served_elsewhere(tenant, &cmd).await {
+                        return Ok(Started::Elsewhere(owner, Box::new(cmd)));
+                    }
+                }
+                Origin::Peer => self.hand_over(tenant, &cmd).await,
             }
             return Err(thread::maintenance::shutting_down());
         }

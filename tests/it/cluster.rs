@@ -416,6 +416,35 @@ async fn a_draining_node_gives_up_an_idle_thread_another_node_asks_for() {
     );
 }
 
+/// A client's send that reaches a draining node for a thread another node serves is
+/// forwarded there, not refused; one for a thread of its own, or a new conversation,
+/// is refused retryably.
+#[actix_web::test]
+async fn a_draining_node_forwards_a_send_for_another_nodes_thread() {
+    let Some((_db, a, b)) = two_nodes().await else {
+        return;
+    };
+    let r = b.send_text("input please").await;
+    let on_b = r["result"]["task"].clone();
+    let r = a.send_text("input please").await;
+    let on_a = r["result"]["task"].clone();
+    a.runtime.begin_drain();
+
+    let r = a.rpc("SendMessage", follow_up(&on_b, "more")).await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    assert_eq!(r["result"]["task"]["id"], on_b["id"]);
+    for params in [
+        follow_up(&on_a, "more"),
+        json!({"message": user_message("complete")}),
+    ] {
+        let refused = a.post_rpc("SendMessage", params).await;
+        assert_eq!(refused.status(), 503);
+    }
+}
+
 #[actix_web::test]
 async fn a_dead_nodes_threads_are_taken_over_and_its_working_task_fails_as_interrupted() {
     let Some((db, a, b)) = two_nodes().await else {
