@@ -2,7 +2,10 @@
 # benches/cluster/run.sh — what cluster mode costs: one node on Postgres without cluster
 # mode, the same node in cluster mode (its lease checked by every commit, its commits
 # notifying the other nodes), and three nodes behind HAProxy (a follow-up on another
-# node's thread is forwarded to it).
+# node's thread is forwarded to it). The `roll` setup is a deploy: three nodes behind
+# HAProxy under load while each in turn is stopped by SIGTERM, restarted and ready
+# again before the next; it prints what the clients saw (the load generator does not
+# retry: every failure counted is a send a client saw fail) and each node's drain time.
 #
 # Every run gets a fresh database and fresh processes (release builds of agent-a2a and
 # of benches/load). Rounds are interleaved. Each run prints the load generator's
@@ -11,6 +14,7 @@
 #
 #   benches/cluster/run.sh                                  # send and multi-turn, 2 rounds
 #   benches/cluster/run.sh --scenarios send --rounds 3 --duration 10s
+#   benches/cluster/run.sh --setups roll --scenarios multi-turn --rounds 2
 #
 # Needs: cargo, haproxy, psql, and a Postgres server at --pg-url whose user may
 # CREATE DATABASE. Everything listens on 127.0.0.1.
@@ -26,6 +30,7 @@ SCENARIOS="send multi-turn"
 SETUPS="single cluster1 cluster3"
 CONNECTIONS=64
 DURATION=10s
+ROLL_DURATION=30s
 WARMUP=2s
 ROUNDS=2
 PG_URL=${CLUSTER_BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432}
@@ -40,9 +45,11 @@ usage() {
 
 Options:
   --scenarios LIST    load scenarios, space- or comma-separated (default: $SCENARIOS)
-  --setups LIST       of: single, cluster1, cluster3 (default: all)
+  --setups LIST       of: single, cluster1, cluster3, roll (default: all but roll)
   --connections N     load generator connections (default $CONNECTIONS)
   --duration TIME     measured time per run (default $DURATION)
+  --roll-duration T   measured time of a roll run, long enough for three restarts
+                      (default $ROLL_DURATION)
   --warmup TIME       warm-up per run (default $WARMUP)
   --rounds N          runs per setup and scenario (default $ROUNDS)
   --pg-url URL        Postgres server, without a database (default $PG_URL)
@@ -58,6 +65,7 @@ while (($#)); do
         --setups) SETUPS="${2//,/ }"; shift 2 ;;
         --connections) CONNECTIONS="$2"; shift 2 ;;
         --duration) DURATION="$2"; shift 2 ;;
+        --roll-duration) ROLL_DURATION="$2"; shift 2 ;;
         --warmup) WARMUP="$2"; shift 2 ;;
         --rounds) ROUNDS="$2"; shift 2 ;;
         --pg-url) PG_URL="$2"; shift 2 ;;
@@ -125,7 +133,7 @@ frontend a2a
 backend nodes
     balance roundrobin
     option httpchk GET /health/ready
-    default-server inter 1s fall 2 rise 1
+    default-server inter 500ms fall 2 rise 1
 $servers
 EOF
     haproxy -db -f "$WORK/haproxy.cfg" >"$WORK/haproxy.log" 2>&1 &
@@ -168,11 +176,62 @@ run_one() { # setup scenario round
     psql "$PG_URL/postgres" -qc "DROP DATABASE IF EXISTS $db" >/dev/null
 }
 
+# A deploy under load: three nodes behind HAProxy (checks as in deploy/haproxy.cfg),
+# the load running, each node stopped by SIGTERM, restarted and ready again in turn.
+run_roll() { # scenario round
+    local scenario="$1" round="$2" db url i t0 t1 drains="" report="$WORK/report.json"
+    local -a node_pids=()
+    db="cluster_bench_$(date +%s%N)"
+    psql "$PG_URL/postgres" -qc "CREATE DATABASE $db" >/dev/null
+    PIDS=()
+    for i in 1 2 3; do
+        start_node "$PG_URL/$db" "n$i" $((PORT_BASE + i)) true
+        node_pids[i]="${PIDS[-1]}"
+    done
+    start_balancer "$PORT_BASE" $((PORT_BASE + 1)) $((PORT_BASE + 2)) $((PORT_BASE + 3))
+    url="http://127.0.0.1:$PORT_BASE"
+    "$LOAD" --url "$url/" --scenario "$scenario" --connections "$CONNECTIONS" \
+        --duration "$ROLL_DURATION" --warmup "$WARMUP" --quiet --json "$report" >/dev/null &
+    local load=$!
+    sleep "$WARMUP"
+    sleep 2
+    for i in 1 2 3; do
+        t0=$(date +%s%N)
+        kill -TERM "${node_pids[i]}"
+        wait "${node_pids[i]}" || true
+        t1=$(date +%s%N)
+        drains+=" n$i $(((t1 - t0) / 1000000)) ms"
+        start_node "$PG_URL/$db" "n$i" $((PORT_BASE + i)) true
+        node_pids[i]="${PIDS[-1]}"
+        sleep 2
+    done
+    wait "$load" || true
+    [[ -n "$OUT" ]] && mkdir -p "$OUT" && cp "$report" "$OUT/roll-$scenario-$round.json"
+    python3 - "$report" "$scenario" "$round" "$drains" <<'PY'
+import json, sys
+report, scenario, rnd, drains = sys.argv[1:]
+r = json.load(open(report))
+lat = r["latencies"][0]
+ops = r["succeeded"] + r["failed"]
+errors = ", ".join(f"{k} {v}" for k, v in sorted(r["errors"].items())) or "none"
+print(f"roll      {scenario:<11} round {rnd}: {r['succeeded_per_sec']:8.0f} ok/s  "
+      f"failed {r['failed']} of {ops} ({100 * r['failed'] / max(ops, 1):.2f} %; {errors})  "
+      f"p99 {lat['p99_ms']:.1f} ms  longest {lat['max_ms']:.0f} ms  drains:{drains}")
+PY
+    for i in "${PIDS[@]}"; do kill -TERM "$i" 2>/dev/null || true; done
+    for i in "${PIDS[@]}"; do wait "$i" 2>/dev/null || true; done
+    PIDS=()
+    psql "$PG_URL/postgres" -qc "DROP DATABASE IF EXISTS $db" >/dev/null
+}
+
 echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); c=$CONNECTIONS, $DURATION per run"
 for round in $(seq 1 "$ROUNDS"); do
     for scenario in $SCENARIOS; do
         for setup in $SETUPS; do
-            run_one "$setup" "$scenario" "$round"
+            case "$setup" in
+                roll) run_roll "$scenario" "$round" ;;
+                *) run_one "$setup" "$scenario" "$round" ;;
+            esac
         done
     done
 done
