@@ -88,9 +88,12 @@ LOAD="$(find "$TARGET_DIR/release/deps" -maxdepth 1 -type f -executable -name 'l
 
 WORK="$(mktemp -d)"
 PIDS=()
+# The database of the run in progress, dropped if the script ends before the run does.
+DB_CURRENT=""
 cleanup() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    [[ -n "$DB_CURRENT" ]] && psql "$PG_URL/postgres" -qc "DROP DATABASE IF EXISTS $DB_CURRENT WITH (FORCE)" >/dev/null 2>&1
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -145,6 +148,7 @@ run_one() { # setup scenario round
     local setup="$1" scenario="$2" round="$3" db url
     db="cluster_bench_$(date +%s%N)"
     psql "$PG_URL/postgres" -qc "CREATE DATABASE $db" >/dev/null
+    DB_CURRENT="$db"
     PIDS=()
     case "$setup" in
         single) start_node "$PG_URL/$db" n1 "$PORT_BASE" false; url="http://127.0.0.1:$PORT_BASE" ;;
@@ -174,6 +178,7 @@ run_one() { # setup scenario round
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
     PIDS=()
     psql "$PG_URL/postgres" -qc "DROP DATABASE IF EXISTS $db" >/dev/null
+    DB_CURRENT=""
 }
 
 # A deploy under load: three nodes behind HAProxy (checks as in deploy/haproxy.cfg),
@@ -183,6 +188,7 @@ run_roll() { # scenario round
     local -a node_pids=()
     db="cluster_bench_$(date +%s%N)"
     psql "$PG_URL/postgres" -qc "CREATE DATABASE $db" >/dev/null
+    DB_CURRENT="$db"
     PIDS=()
     for i in 1 2 3; do
         start_node "$PG_URL/$db" "n$i" $((PORT_BASE + i)) true
@@ -222,6 +228,7 @@ PY
     for i in "${PIDS[@]}"; do wait "$i" 2>/dev/null || true; done
     PIDS=()
     psql "$PG_URL/postgres" -qc "DROP DATABASE IF EXISTS $db" >/dev/null
+    DB_CURRENT=""
 }
 
 echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); c=$CONNECTIONS, $DURATION per run"
