@@ -113,9 +113,6 @@ pub struct Runtime {
     settings: RuntimeSettings,
     /// Turns true when the runtime stops: background work (janitor, recovery) ends.
     stop: watch::Sender<bool>,
-    /// Turns true when the node begins to leave (see [`Runtime::begin_leaving`]): the
-    /// streams that follow another node's task end.
-    leaving: watch::Sender<bool>,
     recovery: watch::Sender<Recovery>,
     /// Cluster mode: this node's membership; threads of other nodes are served there.
     cluster: Option<Arc<Cluster>>,
@@ -232,7 +229,6 @@ impl Runtime {
                 health_timeout: Duration::from_millis(settings.health.timeout_ms),
             },
             stop: watch::Sender::new(false),
-            leaving: watch::Sender::new(false),
             recovery: watch::Sender::new(Recovery::Pending),
             cluster,
         })

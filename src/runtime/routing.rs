@@ -164,11 +164,13 @@ impl Runtime {
         if self.is_resident(&key.tenant, &key.context_id) {
             return None;
         }
-        cluster
-            .live_owner(&key.tenant, &key.context_id)
-            .await
-            .ok()
-            .flatten()
+        match cluster.live_owner(&key.tenant, &key.context_id).await {
+            Ok(owner) => owner,
+            Err(e) => {
+                tracing::warn!(error = %e, context_id = %key.context_id, "draining: cannot read the thread's owner; the send is refused");
+                None
+            }
+        }
     }
 
     /// Draining: gives up the thread of a send another node forwarded here, if nothing

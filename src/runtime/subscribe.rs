@@ -108,7 +108,7 @@ impl Runtime {
             self.store.clone(),
             sub,
             self.replay_batch,
-            self.leaving.subscribe(),
+            self.shared.leaving.subscribe(),
         )
     }
 }

@@ -69,6 +69,16 @@ fn follow_up(task: &Value, text: &str) -> Value {
     json!({"message": message})
 }
 
+/// A task of `app`'s waiting for input (the scripted agent's "input please"), and its
+/// thread's id.
+async fn waiting_for_input(app: &TestApp) -> (Value, String) {
+    let r = app.send_text("input please").await;
+    let task = r["result"]["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+    let context = task["contextId"].as_str().unwrap().to_owned();
+    (task, context)
+}
+
 /// Polls `check` until it holds, for at most `within`.
 pub(crate) async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
 where
@@ -352,9 +362,7 @@ async fn a_node_that_left_does_not_join_again_and_its_threads_move_at_once() {
     let Some((db, a, b)) = two_nodes().await else {
         return;
     };
-    let r = a.send_text("input please").await;
-    let task = r["result"]["task"].clone();
-    let context = task["contextId"].as_str().unwrap().to_owned();
+    let (task, context) = waiting_for_input(&a).await;
     assert_eq!(owner_of(&db.url, &context).await.as_deref(), Some("node-a"));
 
     a.runtime.begin_drain();
@@ -385,9 +393,7 @@ async fn a_draining_node_gives_up_an_idle_thread_another_node_asks_for() {
     let Some((db, a, b)) = two_nodes().await else {
         return;
     };
-    let r = a.send_text("input please").await;
-    let task = r["result"]["task"].clone();
-    let context = task["contextId"].as_str().unwrap().to_owned();
+    let (task, context) = waiting_for_input(&a).await;
     a.runtime.begin_drain();
 
     let params = follow_up(&task, "more");
@@ -424,10 +430,8 @@ async fn a_draining_node_forwards_a_send_for_another_nodes_thread() {
     let Some((_db, a, b)) = two_nodes().await else {
         return;
     };
-    let r = b.send_text("input please").await;
-    let on_b = r["result"]["task"].clone();
-    let r = a.send_text("input please").await;
-    let on_a = r["result"]["task"].clone();
+    let (on_b, _) = waiting_for_input(&b).await;
+    let (on_a, _) = waiting_for_input(&a).await;
     a.runtime.begin_drain();
 
     let r = a.rpc("SendMessage", follow_up(&on_b, "more")).await;

@@ -86,10 +86,9 @@ impl Runtime {
     /// turn for the others — so that its client resumes on another node. Messages are
     /// still taken.
     pub fn begin_leaving(&self) {
-        if self.shared.leaving.swap(true, Ordering::SeqCst) {
+        if self.shared.leaving.send_replace(true) {
             return;
         }
-        self.leaving.send_replace(true);
         for entry in self.shared.actors.iter() {
             entry.value().1.do_send(maintenance::Drain);
         }
@@ -99,9 +98,10 @@ impl Runtime {
     /// are refused too (503, retryable) and background work stops. Turns already
     /// accepted run on.
     pub fn begin_drain(&self) {
+        // Leaving first: a draining node is always a leaving one.
+        self.begin_leaving();
         self.shared.draining.store(true, Ordering::SeqCst);
         self.stop.send_replace(true);
-        self.begin_leaving();
     }
 
     /// Waits until every accepted turn has ended, or `deadline`; returns how many are

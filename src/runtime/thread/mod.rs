@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use dashmap::DashMap;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tracing::Instrument;
 
 use super::executor::AgentExecutor;
@@ -87,10 +87,11 @@ pub struct Shared {
     /// A graceful shutdown has begun: no new turns or subscriptions, and task streams
     /// end once no turn of theirs is running.
     pub draining: AtomicBool,
-    /// The node is leaving (a graceful shutdown's notice, or the drain itself): no new
-    /// subscriptions, and task streams end once no turn of theirs is running; turns are
-    /// still taken until the drain.
-    pub leaving: AtomicBool,
+    /// Turns true when the node begins to leave (a graceful shutdown's notice, or the
+    /// drain itself, which follows it): no new subscriptions, and task streams end once
+    /// no turn of theirs runs here (a stream following another node's task watches it);
+    /// turns are still taken until the drain.
+    pub leaving: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -101,7 +102,7 @@ impl Shared {
             next_actor_id: AtomicU64::new(1),
             activity: Arc::new(Activity::default()),
             draining: AtomicBool::new(false),
-            leaving: AtomicBool::new(false),
+            leaving: watch::Sender::new(false),
         }
     }
 
@@ -109,9 +110,9 @@ impl Shared {
         self.draining.load(Ordering::SeqCst)
     }
 
-    /// Leaving or draining (see [`Shared::leaving`]).
+    /// See [`Shared::leaving`]; true whenever [`Shared::is_draining`] is.
     pub fn is_leaving(&self) -> bool {
-        self.leaving.load(Ordering::SeqCst) || self.is_draining()
+        *self.leaving.borrow()
     }
 }
 
