@@ -185,6 +185,7 @@ impl Settings {
         self.threads.validate()?;
         self.idempotency.validate()?;
         self.health.validate()?;
+        self.metrics.validate()?;
         self.push.validate()?;
         self.skills.validate()?;
         self.memory.validate()?;

@@ -62,6 +62,9 @@ pub const JWKS_FETCHES: &str = "agent_a2a_jwks_fetches_total";
 /// Threads that can still be continued (status `active`, not past their expiry), counted
 /// in the store every `metrics.census_interval_secs`.
 pub const THREADS_ACTIVE: &str = "agent_a2a_threads_active";
+/// How long one store census (the count behind [`THREADS_ACTIVE`] and [`TASKS`]) took,
+/// in milliseconds.
+pub const CENSUS_MS: &str = "agent_a2a_store_census_duration_ms";
 /// Tasks in the store by `state`, counted with [`THREADS_ACTIVE`].
 pub const TASKS: &str = "agent_a2a_tasks";
 /// Thread actors resident in memory.
@@ -360,6 +363,10 @@ fn describe() {
     describe_counter!(
         JWKS_FETCHES,
         "Fetches of an OIDC issuer's signing keys (JWKS) by issuer and outcome."
+    );
+    describe_histogram!(
+        CENSUS_MS,
+        "Duration of one store census (active threads, tasks by state) in milliseconds; censuses are spaced so that they take at most metrics.census_max_busy_percent of the time."
     );
     describe_gauge!(
         THREADS_ACTIVE,

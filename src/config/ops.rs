@@ -40,6 +40,10 @@ pub struct MetricsSettings {
     /// How often active threads and tasks by state are counted in the store, in
     /// seconds; 0: never (those gauges are then not exported).
     pub census_interval_secs: u64,
+    /// The census counts every row, so its time grows with the store: the next one waits
+    /// long enough that censuses take at most this share of the time, in percent (1 to
+    /// 100); the interval above is the least wait.
+    pub census_max_busy_percent: u64,
     /// When set, `/metrics` answers only `Authorization: Bearer <this token>` (its labels
     /// name tenants); empty: open to whoever reaches the port.
     pub bearer_token: String,
@@ -50,8 +54,21 @@ impl Default for MetricsSettings {
         Self {
             dashboard: true,
             census_interval_secs: 15,
+            census_max_busy_percent: 1,
             bearer_token: String::new(),
         }
+    }
+}
+
+impl MetricsSettings {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=100).contains(&self.census_max_busy_percent) {
+            return Err(ConfigError::Key {
+                key: "metrics.census_max_busy_percent",
+                problem: "must be from 1 to 100".into(),
+            });
+        }
+        Ok(())
     }
 }
 

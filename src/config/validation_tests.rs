@@ -257,6 +257,16 @@ fn persistence_bounds_and_sqlite_synchronous_are_checked() {
             "{e}"
         );
     }
+    for percent in [0, 101] {
+        let (_d, o) = with_file(&format!(
+            "auth.enabled = false\n[metrics]\ncensus_max_busy_percent = {percent}\n"
+        ));
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(
+            e.contains("`metrics.census_max_busy_percent` must be from 1 to 100"),
+            "{e}"
+        );
+    }
     let (_d, o) = with_file("auth.enabled = false\n[idempotency]\nfilter_keys = 268435457\n");
     let e = load(&[], o).unwrap_err().to_string();
     assert!(

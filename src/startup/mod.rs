@@ -295,8 +295,11 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
     actix_web::rt::spawn(upkeep(Arc::downgrade(&runtime)));
     actix_web::rt::spawn(forget_idle_limits(Arc::downgrade(&gate)));
     if settings.metrics.census_interval_secs > 0 {
-        let every = Duration::from_secs(settings.metrics.census_interval_secs);
-        actix_web::rt::spawn(census(Arc::downgrade(&runtime), every));
+        let pace = CensusPace {
+            every: Duration::from_secs(settings.metrics.census_interval_secs),
+            max_busy_percent: settings.metrics.census_max_busy_percent.clamp(1, 100) as u32,
+        };
+        actix_web::rt::spawn(census(Arc::downgrade(&runtime), pace));
     }
     Ok(Running {
         addr,
@@ -402,20 +405,53 @@ async fn upkeep(runtime: std::sync::Weak<Runtime>) {
     }
 }
 
-/// Counts active threads and tasks by state in the store every `every` while the runtime
-/// lives, and publishes them as gauges. A failed count keeps the last values (and says
-/// so in the log): a gauge that dropped to 0 would be a lie.
-async fn census(runtime: std::sync::Weak<Runtime>, every: Duration) {
+/// When the store census runs (`metrics.census_interval_secs`,
+/// `metrics.census_max_busy_percent`).
+#[derive(Debug, Clone, Copy)]
+struct CensusPace {
+    every: Duration,
+    max_busy_percent: u32,
+}
+
+impl CensusPace {
+    /// The wait after a census that took `took`: the interval, or longer where that would
+    /// make censuses take more than their share of the time. A census reads every task
+    /// row, so on a store of millions it takes seconds, and at a fixed interval its share
+    /// of the machine would grow with the store.
+    fn wait_after(&self, took: Duration) -> Duration {
+        let busy = self.max_busy_percent.clamp(1, 100);
+        let rest = took.saturating_mul(100 - busy) / busy;
+        self.every.max(rest)
+    }
+}
+
+/// Counts active threads and tasks by state in the store while the runtime lives, and
+/// publishes them as gauges, paced by [`CensusPace`]. A failed count keeps the last
+/// values (and says so in the log): a gauge that dropped to 0 would be a lie.
+async fn census(runtime: std::sync::Weak<Runtime>, pace: CensusPace) {
     use crate::domain::{TaskState, Timestamp};
-    use crate::telemetry::{TASKS, THREADS_ACTIVE};
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    use crate::telemetry::{CENSUS_MS, TASKS, THREADS_ACTIVE};
+    // The first census at once, so the gauges are there from the start.
+    let mut wait = Duration::ZERO;
     loop {
-        tick.tick().await;
+        tokio::time::sleep(wait).await;
         let Some(store) = runtime.upgrade().map(|r| r.store().clone()) else {
             return;
         };
-        match store.census(Timestamp::now()).await {
+        let started = std::time::Instant::now();
+        let counted = store.census(Timestamp::now()).await;
+        let took = started.elapsed();
+        drop(store);
+        metrics::histogram!(CENSUS_MS).record(took.as_secs_f64() * 1000.0);
+        wait = pace.wait_after(took);
+        if wait > pace.every {
+            tracing::debug!(
+                took_ms = took.as_millis() as u64,
+                next_in_secs = wait.as_secs(),
+                "store census took long; the next one waits longer"
+            );
+        }
+        match counted {
             Ok(census) => {
                 metrics::gauge!(THREADS_ACTIVE).set(census.active_threads as f64);
                 // Every state gets a series, at 0 when no task is in it.
@@ -432,5 +468,45 @@ async fn census(runtime: std::sync::Weak<Runtime>, every: Duration) {
                 tracing::warn!(error = %e, "store census failed; thread and task gauges keep their last values")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_census_waits_its_interval_or_long_enough_to_stay_within_its_share() {
+        let pace = CensusPace {
+            every: Duration::from_secs(15),
+            max_busy_percent: 1,
+        };
+        // Quick censuses keep the interval.
+        assert_eq!(
+            pace.wait_after(Duration::from_millis(20)),
+            Duration::from_secs(15)
+        );
+        assert_eq!(pace.wait_after(Duration::ZERO), Duration::from_secs(15));
+        // A census of 3 s at 1 %: 297 s before the next.
+        assert_eq!(
+            pace.wait_after(Duration::from_secs(3)),
+            Duration::from_secs(297)
+        );
+        let half = CensusPace {
+            every: Duration::from_secs(1),
+            max_busy_percent: 50,
+        };
+        assert_eq!(
+            half.wait_after(Duration::from_secs(4)),
+            Duration::from_secs(4)
+        );
+        let all = CensusPace {
+            every: Duration::from_secs(1),
+            max_busy_percent: 100,
+        };
+        assert_eq!(
+            all.wait_after(Duration::from_secs(4)),
+            Duration::from_secs(1)
+        );
     }
 }
