@@ -89,6 +89,10 @@ pub const PERSIST_FAILURES: &str = "agent_a2a_persistence_failures_total";
 pub const SQLITE_CHECKPOINT_MS: &str = "agent_a2a_sqlite_checkpoint_duration_ms";
 /// SQLite: pages in the WAL after the last commit (it starts over once checkpointed).
 pub const SQLITE_WAL_PAGES: &str = "agent_a2a_sqlite_wal_pages";
+/// Postgres: 1 when the server's tables are left out of autovacuum (the server's
+/// `autovacuum` or `track_counts` off, or a table's `autovacuum_enabled = false`), so the
+/// space of updated and deleted rows is never reused unless someone runs `VACUUM`.
+pub const POSTGRES_AUTOVACUUM_OFF: &str = "agent_a2a_postgres_autovacuum_off";
 
 // Push notifications (recorded by the delivery in `push`).
 
@@ -342,6 +346,10 @@ fn describe() {
         "A2A errors answered, by JSON-RPC code, A2A reason and method."
     );
     describe_gauge!(SSE_SUBSCRIBERS, "Open SSE streams.");
+    describe_gauge!(
+        POSTGRES_AUTOVACUUM_OFF,
+        "Postgres: 1 when autovacuum leaves the server's tables out (updated and deleted rows' space is not reused without VACUUM)."
+    );
     describe_gauge!(GRPC_STREAMS, "Open gRPC event streams.");
     describe_counter!(
         STREAMS_REFUSED,

@@ -238,9 +238,88 @@ pub(super) fn migrate(url: &str) -> Result<Vec<String>, StoreError> {
             conn.batch_execute(&format!("SELECT pg_advisory_lock({MIGRATION_LOCK})"))?;
             let applied = super::run_migrations(&mut conn, MIGRATIONS);
             conn.batch_execute(&format!("SELECT pg_advisory_unlock({MIGRATION_LOCK})"))?;
-            applied
+            let applied = applied?;
+            warn_if_not_vacuumed(&mut conn);
+            Ok(applied)
         })
         .map_err(|e| StoreError::Query(format!("cannot start the migration thread: {e}")))?
         .join()
         .map_err(|_| StoreError::Query("the postgres migration thread panicked".into()))?
+}
+
+/// Why autovacuum would leave the server's tables alone: the server's settings that
+/// turn it off, and the tables that opt out of it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct VacuumGaps {
+    /// `autovacuum` or `track_counts` (which autovacuum needs) is off, by name.
+    pub settings_off: Vec<String>,
+    /// Tables of the current schema with `autovacuum_enabled` set false.
+    pub tables_off: Vec<String>,
+}
+
+impl VacuumGaps {
+    fn any(&self) -> bool {
+        !self.settings_off.is_empty() || !self.tables_off.is_empty()
+    }
+}
+
+#[derive(diesel::QueryableByName)]
+struct VacuumRow {
+    #[diesel(sql_type = diesel::sql_types::Array<diesel::sql_types::Text>)]
+    settings_off: Vec<String>,
+    #[diesel(sql_type = diesel::sql_types::Array<diesel::sql_types::Text>)]
+    tables_off: Vec<String>,
+}
+
+/// Reads [`VacuumGaps`] on `conn`.
+pub(super) fn vacuum_gaps(
+    conn: &mut AsyncConnectionWrapper<AsyncPgConnection>,
+) -> Result<VacuumGaps, StoreError> {
+    use diesel::RunQueryDsl;
+    // A table's option reads `autovacuum_enabled=<value>` in `reloptions`, the value as
+    // written: any spelling of false Postgres accepts (`false`, `off`, `no`, `0`, their
+    // prefixes, any case).
+    let row: VacuumRow = diesel::sql_query(
+        "SELECT ARRAY(SELECT name::text FROM pg_settings \
+             WHERE name IN ('autovacuum', 'track_counts') AND setting = 'off' ORDER BY name) \
+             AS settings_off, \
+         ARRAY(SELECT c.relname::text FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = current_schema() AND c.relkind = 'r' \
+             AND EXISTS (SELECT 1 FROM unnest(c.reloptions) o \
+                 WHERE o ~* '^autovacuum_enabled=(f|fa|fal|fals|false|n|no|of|off|0)$') \
+             ORDER BY c.relname) AS tables_off",
+    )
+    .get_result(conn)?;
+    Ok(VacuumGaps {
+        settings_off: row.settings_off,
+        tables_off: row.tables_off,
+    })
+}
+
+/// Every send updates a task's row and the janitor deletes rows, and Postgres reuses
+/// their space only once they are vacuumed: when autovacuum leaves the tables out, the
+/// store grows without end unless the operator vacuums. Says so once at start-up (and in
+/// [`POSTGRES_AUTOVACUUM_OFF`](crate::telemetry::POSTGRES_AUTOVACUUM_OFF)); a failed
+/// check is logged and changes nothing.
+fn warn_if_not_vacuumed(conn: &mut AsyncConnectionWrapper<AsyncPgConnection>) {
+    match vacuum_gaps(conn) {
+        Ok(gaps) => {
+            metrics::gauge!(crate::telemetry::POSTGRES_AUTOVACUUM_OFF).set(if gaps.any() {
+                1.0
+            } else {
+                0.0
+            });
+            if gaps.any() {
+                tracing::warn!(
+                    settings_off = ?gaps.settings_off,
+                    tables_off = ?gaps.tables_off,
+                    "Postgres' autovacuum leaves this server's tables out: the space of \
+                     updated and deleted rows (every send updates its task; the janitor \
+                     deletes) is not reused, so the database grows until VACUUM is run"
+                );
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "could not read Postgres' autovacuum settings"),
+    }
 }

@@ -58,6 +58,7 @@ mod retention;
 mod sqlite_lock;
 mod tasks;
 mod threads;
+mod vacuum;
 
 fn tenant(name: &str) -> TenantId {
     TenantId::parse(name).unwrap()
