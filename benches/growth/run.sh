@@ -26,6 +26,7 @@ LOAD=""
 STORE=sqlite
 SEGMENTS=6
 SEGMENT=30s
+MESSAGE_IDS=random
 CONNECTIONS=64
 RATE=""
 RETENTION=0
@@ -46,6 +47,7 @@ Options:
   --segment TIME        each segment's length (default $SEGMENT)
   --connections N       load generator connections (default $CONNECTIONS)
   --rate N              sends per second at most (default: as fast as answered)
+  --message-ids KIND    random (default) or time-ordered message ids (benches/load)
   --retention SECS      store.retention_secs (default 0: keep everything)
   --ttl SECS            threads.thread_ttl_secs (default: the server's, a day)
   --janitor-every SECS  threads.janitor_interval_secs (default $JANITOR_EVERY)
@@ -62,6 +64,7 @@ while (($#)); do
         --segment) SEGMENT="$2"; shift 2 ;;
         --connections) CONNECTIONS="$2"; shift 2 ;;
         --rate) RATE="$2"; shift 2 ;;
+        --message-ids) MESSAGE_IDS="$2"; shift 2 ;;
         --retention) RETENTION="$2"; shift 2 ;;
         --ttl) TTL="$2"; shift 2 ;;
         --janitor-every) JANITOR_EVERY="$2"; shift 2 ;;
@@ -131,7 +134,7 @@ printf '%-8s %9s %9s %9s %9s %9s %10s %11s %9s %10s\n' segment "ok/s" "p50 ms" "
 sent=0
 for i in $(seq 1 "$SEGMENTS"); do
     "$LOAD" --url "$url/" --scenario send --connections "$CONNECTIONS" --duration "$SEGMENT" \
-        --warmup 0s ${RATE:+--rate "$RATE"} --quiet --json "$WORK/report.json" >/dev/null
+        --warmup 0s ${RATE:+--rate "$RATE"} --message-ids "$MESSAGE_IDS" --quiet --json "$WORK/report.json" >/dev/null
     rss=$(awk '/^VmRSS/ {print $2}' "/proc/${PIDS[0]}/status")
     bytes=$(store_bytes)
     tasks=$(store_tasks)

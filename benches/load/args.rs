@@ -88,6 +88,11 @@ pub struct Args {
     /// Prefix of every messageId (some test agents choose their behaviour by it).
     #[arg(long, default_value = "load", value_name = "PREFIX")]
     pub message_id_prefix: String,
+    /// How the messageIds after the prefix are drawn: `random` (UUIDv4, as clients
+    /// usually mint them) or `time-ordered` (UUIDv7: what a store pays for keys that
+    /// arrive in order, e.g. the idempotency claims).
+    #[arg(long, value_enum, default_value_t = MessageIds::Random)]
+    pub message_ids: MessageIds,
     /// multi-turn: messages per conversation.
     #[arg(long, default_value_t = 5, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -213,6 +218,13 @@ impl Args {
             fail("--message-id-prefix must not be empty");
         }
     }
+}
+
+/// How message ids are drawn (`--message-ids`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MessageIds {
+    Random,
+    TimeOrdered,
 }
 
 /// The binding the load generator calls.

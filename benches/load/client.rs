@@ -12,6 +12,7 @@ use futures_util::{Stream, StreamExt};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
+use crate::args::MessageIds;
 use crate::grpc::GrpcWire;
 use crate::protocol::{Dialect, ErrorKind, Reply, StreamEvent, rpc_request, rpc_result};
 
@@ -32,6 +33,7 @@ pub struct Client {
     url: reqwest::Url,
     dialect: Dialect,
     message_id_prefix: String,
+    message_ids: MessageIds,
     next_id: AtomicU64,
     /// Calls go over gRPC instead (`--binding grpc`).
     grpc: Option<GrpcWire>,
@@ -45,6 +47,7 @@ impl Client {
         api_key: Option<(&str, AuthHeader)>,
         connections: usize,
         message_id_prefix: String,
+        message_ids: MessageIds,
     ) -> anyhow::Result<Self> {
         let mut headers = HeaderMap::new();
         headers.insert(
@@ -78,6 +81,7 @@ impl Client {
             url,
             dialect,
             message_id_prefix,
+            message_ids,
             next_id: AtomicU64::new(1),
             grpc: None,
         })
@@ -95,7 +99,11 @@ impl Client {
 
     /// A fresh message id, `<prefix>-<uuid>`.
     pub fn message_id(&self) -> String {
-        format!("{}-{}", self.message_id_prefix, uuid::Uuid::new_v4())
+        let uuid = match self.message_ids {
+            MessageIds::Random => uuid::Uuid::new_v4(),
+            MessageIds::TimeOrdered => uuid::Uuid::now_v7(),
+        };
+        format!("{}-{uuid}", self.message_id_prefix)
     }
 
     async fn post(&self, method: &str, params: Value) -> Result<reqwest::Response, ErrorKind> {

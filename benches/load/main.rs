@@ -181,6 +181,7 @@ async fn load(args: &Args, url: &reqwest::Url, in_process: bool) -> anyhow::Resu
         args.api_key.as_deref().map(|key| (key, args.auth_header)),
         pool,
         args.message_id_prefix.clone(),
+        args.message_ids,
     )?;
     if args.binding == Binding::Grpc {
         client =
