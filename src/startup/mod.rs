@@ -477,36 +477,20 @@ mod tests {
 
     #[test]
     fn a_census_waits_its_interval_or_long_enough_to_stay_within_its_share() {
-        let pace = CensusPace {
-            every: Duration::from_secs(15),
-            max_busy_percent: 1,
+        let wait = |every: u64, max_busy_percent: u32, took: Duration| {
+            CensusPace {
+                every: Duration::from_secs(every),
+                max_busy_percent,
+            }
+            .wait_after(took)
         };
+        let secs = Duration::from_secs;
         // Quick censuses keep the interval.
-        assert_eq!(
-            pace.wait_after(Duration::from_millis(20)),
-            Duration::from_secs(15)
-        );
-        assert_eq!(pace.wait_after(Duration::ZERO), Duration::from_secs(15));
+        assert_eq!(wait(15, 1, Duration::from_millis(20)), secs(15));
+        assert_eq!(wait(15, 1, Duration::ZERO), secs(15));
         // A census of 3 s at 1 %: 297 s before the next.
-        assert_eq!(
-            pace.wait_after(Duration::from_secs(3)),
-            Duration::from_secs(297)
-        );
-        let half = CensusPace {
-            every: Duration::from_secs(1),
-            max_busy_percent: 50,
-        };
-        assert_eq!(
-            half.wait_after(Duration::from_secs(4)),
-            Duration::from_secs(4)
-        );
-        let all = CensusPace {
-            every: Duration::from_secs(1),
-            max_busy_percent: 100,
-        };
-        assert_eq!(
-            all.wait_after(Duration::from_secs(4)),
-            Duration::from_secs(1)
-        );
+        assert_eq!(wait(15, 1, secs(3)), secs(297));
+        assert_eq!(wait(1, 50, secs(4)), secs(4));
+        assert_eq!(wait(1, 100, secs(4)), secs(1));
     }
 }
