@@ -14,6 +14,8 @@ pub mod stats;
 mod tap;
 pub mod trace;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -255,6 +257,53 @@ static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 /// before would record nowhere, so callers that keep handles wait for this.
 pub fn recorder_installed() -> bool {
     HANDLE.get().is_some()
+}
+
+/// A series by its metric's name and at most one label (name and value).
+type SeriesKey = (&'static str, Option<(&'static str, &'static str)>);
+
+thread_local! {
+    static COUNTERS: RefCell<HashMap<SeriesKey, metrics::Counter>> = RefCell::new(HashMap::new());
+    static GAUGES: RefCell<HashMap<SeriesKey, metrics::Gauge>> = RefCell::new(HashMap::new());
+    static HISTOGRAMS: RefCell<HashMap<SeriesKey, metrics::Histogram>> =
+        RefCell::new(HashMap::new());
+}
+
+/// The handle of a series this thread records often, looked up once per thread: each
+/// `counter!`/`gauge!`/`histogram!` registers its series with the recorder again (the
+/// Prometheus exporter and the dashboard's tap behind a fan-out), which allocates every
+/// time — about a tenth of a send's allocations went there. Before the process's recorder
+/// is installed a kept handle would record nowhere for good, so none is kept.
+fn cached<H: Clone + 'static>(
+    cache: &'static std::thread::LocalKey<RefCell<HashMap<SeriesKey, H>>>,
+    key: SeriesKey,
+    register: impl FnOnce() -> H,
+) -> H {
+    if !recorder_installed() {
+        return register();
+    }
+    cache.with_borrow_mut(|handles| handles.entry(key).or_insert_with(register).clone())
+}
+
+/// [`cached`] counter `name`, with one fixed label or none.
+pub fn counter(
+    name: &'static str,
+    label: Option<(&'static str, &'static str)>,
+) -> metrics::Counter {
+    cached(&COUNTERS, (name, label), || match label {
+        Some((key, value)) => metrics::counter!(name, key => value),
+        None => metrics::counter!(name),
+    })
+}
+
+/// [`cached`] gauge `name`, without labels.
+pub fn gauge(name: &'static str) -> metrics::Gauge {
+    cached(&GAUGES, (name, None), || metrics::gauge!(name))
+}
+
+/// [`cached`] histogram `name`, without labels.
+pub fn histogram(name: &'static str) -> metrics::Histogram {
+    cached(&HISTOGRAMS, (name, None), || metrics::histogram!(name))
 }
 
 /// The process-wide Prometheus recorder, installed on first use together with the

@@ -50,7 +50,7 @@ impl PersistenceHandle {
     pub async fn commit(&self, ops: Vec<WriteOp>) -> Result<()> {
         let (ack, done) = oneshot::channel();
         let depth = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
-        metrics::gauge!(telemetry::PERSIST_QUEUE).set(depth as f64);
+        telemetry::gauge(telemetry::PERSIST_QUEUE).set(depth as f64);
         // A full queue means the database cannot keep up: wait a little for room (that
         // is ordinary backpressure), then fail fast with a retryable error rather than
         // hold the request open without limit.
@@ -156,8 +156,8 @@ impl Queue {
         }
         let remaining =
             self.queued.fetch_sub(group.len() as i64, Ordering::Relaxed) - group.len() as i64;
-        metrics::gauge!(telemetry::PERSIST_QUEUE).set(remaining.max(0) as f64);
-        metrics::histogram!(telemetry::PERSIST_BATCH).record(group.len() as f64);
+        telemetry::gauge(telemetry::PERSIST_QUEUE).set(remaining.max(0) as f64);
+        telemetry::histogram(telemetry::PERSIST_BATCH).record(group.len() as f64);
         if telemetry::trace::on() {
             for request in group.iter() {
                 request.span.record("db.operation.batch.size", group.len());
@@ -294,7 +294,7 @@ fn timed(commit: impl FnOnce() -> Result<(), StoreError>) -> Result<(), StoreErr
 }
 
 fn record_commit(started: Instant, result: &Result<(), StoreError>) {
-    metrics::histogram!(telemetry::PERSIST_COMMIT_MS)
+    telemetry::histogram(telemetry::PERSIST_COMMIT_MS)
         .record(started.elapsed().as_secs_f64() * 1000.0);
     if result.is_err() {
         metrics::counter!(telemetry::PERSIST_FAILURES).increment(1);

@@ -424,7 +424,7 @@ impl Checkpointer {
     fn after_commit(&self, conn: &rusqlite::Connection) {
         use std::sync::atomic::Ordering::{AcqRel, Relaxed};
         let pages = WAL_PAGES.replace(0);
-        metrics::gauge!(crate::telemetry::SQLITE_WAL_PAGES).set(f64::from(pages));
+        crate::telemetry::gauge(crate::telemetry::SQLITE_WAL_PAGES).set(f64::from(pages));
         if self.caught_up.swap(false, AcqRel) {
             let started = std::time::Instant::now();
             match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {

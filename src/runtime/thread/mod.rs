@@ -323,7 +323,7 @@ impl ThreadActor {
             }
         }
         if matches!(self.phase, Phase::Ready(_) | Phase::Loading) {
-            metrics::gauge!(telemetry::THREAD_ACTORS).decrement(1.0);
+            telemetry::gauge(telemetry::THREAD_ACTORS).decrement(1.0);
         }
         self.phase = Phase::Closed(reason);
         // A tombstone must not keep itself alive: with the timer gone it stops as soon as
@@ -543,7 +543,7 @@ impl Actor for ThreadActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        metrics::gauge!(telemetry::THREAD_ACTORS).increment(1.0);
+        telemetry::gauge(telemetry::THREAD_ACTORS).increment(1.0);
         if self.deps.cluster.is_some() && self.token.is_none() {
             // Created without a placement (its predecessor left memory between the
             // registry's look and its call): the registry places the thread and retries.
@@ -584,7 +584,7 @@ impl Supervised for ThreadActor {
                     retry_after_secs: 1,
                 });
             }
-            metrics::gauge!(telemetry::THREAD_ACTORS).decrement(1.0);
+            telemetry::gauge(telemetry::THREAD_ACTORS).decrement(1.0);
         }
         let _ = ctx;
         self.timer = None;
@@ -594,7 +594,7 @@ impl Supervised for ThreadActor {
 
 /// Counts a task state change.
 pub(super) fn count_transition(state: TaskState) {
-    metrics::counter!(telemetry::TASK_TRANSITIONS, "state" => state.as_str()).increment(1);
+    telemetry::counter(telemetry::TASK_TRANSITIONS, Some(("state", state.as_str()))).increment(1);
 }
 
 /// Allocates the next actor instance id.
