@@ -297,7 +297,8 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
     if settings.metrics.census_interval_secs > 0 {
         let pace = CensusPace {
             every: Duration::from_secs(settings.metrics.census_interval_secs),
-            max_busy_percent: settings.metrics.census_max_busy_percent.clamp(1, 100) as u32,
+            max_busy_percent: u32::try_from(settings.metrics.census_max_busy_percent)
+                .unwrap_or(100),
         };
         actix_web::rt::spawn(census(Arc::downgrade(&runtime), pace));
     }
@@ -419,6 +420,7 @@ impl CensusPace {
     /// row, so on a store of millions it takes seconds, and at a fixed interval its share
     /// of the machine would grow with the store.
     fn wait_after(&self, took: Duration) -> Duration {
+        // Validated to 1..=100; the clamp keeps a zero from dividing.
         let busy = self.max_busy_percent.clamp(1, 100);
         let rest = took.saturating_mul(100 - busy) / busy;
         self.every.max(rest)

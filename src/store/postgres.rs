@@ -249,11 +249,13 @@ pub(super) fn migrate(url: &str) -> Result<Vec<String>, StoreError> {
 
 /// Why autovacuum would leave the server's tables alone: the server's settings that
 /// turn it off, and the tables that opt out of it.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, diesel::QueryableByName)]
 pub(super) struct VacuumGaps {
     /// `autovacuum` or `track_counts` (which autovacuum needs) is off, by name.
+    #[diesel(sql_type = diesel::sql_types::Array<diesel::sql_types::Text>)]
     pub settings_off: Vec<String>,
     /// Tables of the current schema with `autovacuum_enabled` set false.
+    #[diesel(sql_type = diesel::sql_types::Array<diesel::sql_types::Text>)]
     pub tables_off: Vec<String>,
 }
 
@@ -261,14 +263,6 @@ impl VacuumGaps {
     fn any(&self) -> bool {
         !self.settings_off.is_empty() || !self.tables_off.is_empty()
     }
-}
-
-#[derive(diesel::QueryableByName)]
-struct VacuumRow {
-    #[diesel(sql_type = diesel::sql_types::Array<diesel::sql_types::Text>)]
-    settings_off: Vec<String>,
-    #[diesel(sql_type = diesel::sql_types::Array<diesel::sql_types::Text>)]
-    tables_off: Vec<String>,
 }
 
 /// Reads [`VacuumGaps`] on `conn`.
@@ -279,7 +273,7 @@ pub(super) fn vacuum_gaps(
     // A table's option reads `autovacuum_enabled=<value>` in `reloptions`, the value as
     // written: any spelling of false Postgres accepts (`false`, `off`, `no`, `0`, their
     // prefixes, any case).
-    let row: VacuumRow = diesel::sql_query(
+    Ok(diesel::sql_query(
         "SELECT ARRAY(SELECT name::text FROM pg_settings \
              WHERE name IN ('autovacuum', 'track_counts') AND setting = 'off' ORDER BY name) \
              AS settings_off, \
@@ -290,11 +284,7 @@ pub(super) fn vacuum_gaps(
                  WHERE o ~* '^autovacuum_enabled=(f|fa|fal|fals|false|n|no|of|off|0)$') \
              ORDER BY c.relname) AS tables_off",
     )
-    .get_result(conn)?;
-    Ok(VacuumGaps {
-        settings_off: row.settings_off,
-        tables_off: row.tables_off,
-    })
+    .get_result(conn)?)
 }
 
 /// Every send updates a task's row and the janitor deletes rows, and Postgres reuses
