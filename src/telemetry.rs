@@ -269,20 +269,31 @@ thread_local! {
         RefCell::new(HashMap::new());
 }
 
-/// The handle of a series this thread records often, looked up once per thread: each
-/// `counter!`/`gauge!`/`histogram!` registers its series with the recorder again (the
-/// Prometheus exporter and the dashboard's tap behind a fan-out), which allocates every
-/// time — about a tenth of a send's allocations went there. Before the process's recorder
-/// is installed a kept handle would record nowhere for good, so none is kept.
+/// Runs `record` on the handle(s) of a series this thread records often, looked up once
+/// per thread in `cache` by `key`: each `counter!`/`gauge!`/`histogram!` registers its
+/// series with the recorder again (the Prometheus exporter and the dashboard's tap
+/// behind a fan-out), which builds its labels and allocates every time. The keys must be
+/// bounded (methods, statuses, states). Before the process's recorder is installed a
+/// kept handle would record nowhere for good, so none is kept.
+pub fn with_series<K: Eq + std::hash::Hash, H, R>(
+    cache: &'static std::thread::LocalKey<RefCell<HashMap<K, H>>>,
+    key: K,
+    register: impl FnOnce(&K) -> H,
+    record: impl FnOnce(&H) -> R,
+) -> R {
+    if !recorder_installed() {
+        return record(&register(&key));
+    }
+    cache.with_borrow_mut(|handles| record(handles.entry(key).or_insert_with_key(register)))
+}
+
+/// [`with_series`] for one handle, cloned out of the cache.
 fn cached<H: Clone + 'static>(
     cache: &'static std::thread::LocalKey<RefCell<HashMap<SeriesKey, H>>>,
     key: SeriesKey,
     register: impl FnOnce() -> H,
 ) -> H {
-    if !recorder_installed() {
-        return register();
-    }
-    cache.with_borrow_mut(|handles| handles.entry(key).or_insert_with(register).clone())
+    with_series(cache, key, |_| register(), H::clone)
 }
 
 /// [`cached`] counter `name`, with one fixed label or none.

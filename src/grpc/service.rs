@@ -308,20 +308,15 @@ thread_local! {
 fn observe(method: &'static str, error: Option<&Status>, started: Instant) {
     let code = error.map_or(Code::Ok, Status::code);
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-    // Before the process's recorder is installed a handle would go nowhere for good.
-    if !telemetry::recorder_installed() {
-        let (counter, histogram) = series(method, code);
-        counter.increment(1);
-        histogram.record(elapsed_ms);
-        return;
-    }
-    SERIES.with_borrow_mut(|cache| {
-        let (counter, histogram) = cache
-            .entry((method, code as i32))
-            .or_insert_with(|| series(method, code));
-        counter.increment(1);
-        histogram.record(elapsed_ms);
-    });
+    telemetry::with_series(
+        &SERIES,
+        (method, code as i32),
+        |_| series(method, code),
+        |(counter, histogram)| {
+            counter.increment(1);
+            histogram.record(elapsed_ms);
+        },
+    );
 }
 
 fn series(method: &'static str, code: Code) -> Series {

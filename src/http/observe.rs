@@ -102,20 +102,15 @@ thread_local! {
 }
 
 fn count(binding: Binding, method: Cow<'static, str>, status: StatusCode, elapsed_ms: f64) {
-    // Before the process's recorder is installed a handle would go nowhere for good.
-    if !telemetry::recorder_installed() {
-        let (counter, histogram) = series(binding, &method, status);
-        counter.increment(1);
-        histogram.record(elapsed_ms);
-        return;
-    }
-    SERIES.with_borrow_mut(|cache| {
-        let (counter, histogram) = cache
-            .entry((binding, method, status.as_u16()))
-            .or_insert_with_key(|(binding, method, _)| series(*binding, method, status));
-        counter.increment(1);
-        histogram.record(elapsed_ms);
-    });
+    telemetry::with_series(
+        &SERIES,
+        (binding, method, status.as_u16()),
+        |(binding, method, _)| series(*binding, method, status),
+        |(counter, histogram)| {
+            counter.increment(1);
+            histogram.record(elapsed_ms);
+        },
+    );
 }
 
 fn series(binding: Binding, method: &str, status: StatusCode) -> Series {
