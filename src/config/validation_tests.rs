@@ -257,6 +257,16 @@ fn persistence_bounds_and_sqlite_synchronous_are_checked() {
             "{e}"
         );
     }
+    for buffer in [1023, (1 << 24) + 1] {
+        let (_d, o) = with_file(&format!(
+            "auth.enabled = false\n[store]\nsqlite_claim_buffer = {buffer}\n"
+        ));
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(
+            e.contains("`store.sqlite_claim_buffer` must be from 1024 to 16777216"),
+            "{e}"
+        );
+    }
     for percent in [0, 101] {
         let (_d, o) = with_file(&format!(
             "auth.enabled = false\n[metrics]\ncensus_max_busy_percent = {percent}\n"

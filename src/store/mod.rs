@@ -24,6 +24,7 @@ mod reads;
 mod rows;
 mod schema;
 mod sqlite;
+mod sqlite_claims;
 mod sqlite_lock;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -632,6 +633,8 @@ pub struct StoreConfig {
     pub sqlite_synchronous: SqliteSynchronous,
     /// SQLite only: the WAL's pages past which the checkpoint thread checkpoints it.
     pub sqlite_checkpoint_pages: u32,
+    /// SQLite only: claims whose key-index entries wait in memory (`sqlite_claims.rs`).
+    pub sqlite_claim_buffer: usize,
     /// Postgres only: connections for commits, one per group commit in flight.
     pub commits_in_flight: usize,
     /// Cluster mode (Postgres only): this node's lease, checked by every commit, and the
@@ -669,6 +672,7 @@ impl StoreConfig {
             acquire_timeout_ms: store.acquire_timeout_ms,
             sqlite_synchronous: store.sqlite_synchronous.into(),
             sqlite_checkpoint_pages: store.sqlite_checkpoint_pages,
+            sqlite_claim_buffer: store.sqlite_claim_buffer,
             commits_in_flight: settings.persistence.commits_in_flight,
             fence: None,
             hold: None,
@@ -752,6 +756,7 @@ pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
             cfg.acquire_timeout(),
             cfg.sqlite_synchronous,
             cfg.sqlite_checkpoint_pages,
+            cfg.sqlite_claim_buffer,
         )?),
     };
     tracing::info!(backend = store.backend(), migrations_applied = ?applied, "store open");

@@ -198,6 +198,11 @@ macro_rules! store_impl {
                 tenant: &$crate::domain::TenantId,
                 key: &str,
             ) -> Result<Option<$crate::store::Claim>, $crate::store::StoreError> {
+                // A store that reads claims on the calling thread reads them so here too
+                // (SQLite's claims are found through its own index, `sqlite_claims.rs`).
+                if let Some(result) = self.inline_claim(tenant, key) {
+                    return result;
+                }
                 let mut conn = self.conn().await?;
                 let result = reads::claim(&mut conn, tenant, key).await;
                 self.settle(&mut conn, result).await

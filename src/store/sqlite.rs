@@ -40,7 +40,8 @@ use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
-use super::rows::{ClaimRow, MessageRow};
+use super::rows::MessageRow;
+use super::sqlite_claims::{ClaimIndex, Staged};
 use super::sqlite_lock::SqliteLock;
 use super::writes::{CHUNK, PushRow, Rows, sqlite as sql};
 use super::{BlockingCommit, Claim, SqliteSynchronous, StoreError, WriteOp};
@@ -72,6 +73,8 @@ pub struct SqliteStore {
     writer: Arc<SqliteWriter>,
     /// Point reads on the calling thread.
     inline: InlineReader,
+    /// The idempotency claims' index entries not written yet (shared with the writer).
+    claims: Arc<ClaimIndex>,
     acquire_timeout: Duration,
 }
 
@@ -84,10 +87,13 @@ impl SqliteStore {
         acquire_timeout: Duration,
         synchronous: SqliteSynchronous,
         checkpoint_pages: u32,
+        claim_buffer: usize,
     ) -> Result<Self, StoreError> {
+        let writer = SqliteWriter::open(path, synchronous, checkpoint_pages, claim_buffer)?;
         Ok(Self {
             pool: pool(path, pool_size, "sqlite pool", synchronous)?,
-            writer: Arc::new(SqliteWriter::open(path, synchronous, checkpoint_pages)?),
+            claims: writer.claims.clone(),
+            writer: Arc::new(writer),
             inline: InlineReader::new(path),
             acquire_timeout,
         })
@@ -136,23 +142,8 @@ impl SqliteStore {
         key: &str,
     ) -> Result<Option<Claim>, StoreError> {
         let read = self.inline.with(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT tenant_id, idem_key, context_id, task_id, digest, reply, created_at, \
-                 reply_seq FROM idempotency_keys WHERE tenant_id = ?1 AND idem_key = ?2",
-            )?;
-            let mut rows = stmt.query(rusqlite::params![tenant.as_str(), key])?;
-            let Some(row) = rows.next()? else {
+            let Some(claim) = self.claims.read(conn, tenant.as_str(), key)? else {
                 return Ok(None);
-            };
-            let claim = ClaimRow {
-                tenant_id: row.get(0)?,
-                idem_key: row.get(1)?,
-                context_id: row.get(2)?,
-                task_id: row.get(3)?,
-                digest: row.get(4)?,
-                reply: row.get(5)?,
-                created_at: row.get(6)?,
-                reply_seq: row.get(7)?,
             };
             let reply = match claim.reply_seq {
                 Some(seq) => message_here(conn, tenant.as_str(), &claim.context_id, seq)?,
@@ -266,6 +257,8 @@ impl InlineReader {
 /// diesel), with its prepared statements cached.
 pub struct SqliteWriter {
     conn: Mutex<rusqlite::Connection>,
+    /// The idempotency claims' index entries not written yet.
+    claims: Arc<ClaimIndex>,
     /// Checkpoints the WAL beside the writer.
     checkpointer: Checkpointer,
     /// This process's hold on the file, for as long as the store or the persistence
@@ -273,15 +266,16 @@ pub struct SqliteWriter {
     _lock: SqliteLock,
 }
 
-/// Statements the writer keeps prepared: the eleven of `writes::sqlite` and a few shapes
-/// of the janitor's expiry.
-const CACHED_STATEMENTS: usize = 24;
+/// Statements the writer keeps prepared: those of `writes::sqlite`, a few shapes of the
+/// janitor's expiry, and the claims' (`sqlite_claims.rs`).
+const CACHED_STATEMENTS: usize = 32;
 
 impl SqliteWriter {
     pub(super) fn open(
         path: &Path,
         synchronous: SqliteSynchronous,
         checkpoint_pages: u32,
+        claim_buffer: usize,
     ) -> Result<Self, StoreError> {
         let lock = SqliteLock::acquire(path)?;
         let conn = rusqlite::Connection::open(path)
@@ -291,8 +285,10 @@ impl SqliteWriter {
         conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
         // The hook replaces SQLite's own checkpoints at commit (wal_autocheckpoint).
         conn.wal_hook(Some(note_wal_pages));
+        let claims = Arc::new(ClaimIndex::open(&conn, claim_buffer)?);
         Ok(Self {
             conn: Mutex::new(conn),
+            claims,
             checkpointer: Checkpointer::start(path, synchronous, checkpoint_pages)?,
             _lock: lock,
         })
@@ -320,8 +316,10 @@ impl BlockingCommit for SqliteWriter {
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(store_error)?;
-        write_rows(&tx, &rows)?;
+        let mut staged = Staged::default();
+        write_rows(&tx, &rows, &self.claims, &mut staged)?;
         tx.commit().map_err(store_error)?;
+        self.claims.committed(staged);
         self.checkpointer.after_commit(&conn);
         Ok(())
     }
@@ -496,52 +494,39 @@ fn checkpoint_loop(
     }
 }
 
-/// The statements of `writes::sqlite`, row by row, in the order of [`Rows`]' fields.
-fn write_rows(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> Result<(), StoreError> {
-    write_claims(tx, rows)?;
-    write_others(tx, rows).map_err(store_error)
-}
-
-/// The claims first: a key claimed within its window refuses the whole batch.
-fn write_claims(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> Result<(), StoreError> {
-    use rusqlite::params;
-    for (r, taken_over_before) in &rows.claims {
-        let changed = tx
-            .prepare_cached(sql::CLAIM_KEY)
-            .and_then(|mut stmt| {
-                stmt.execute(params![
-                    r.tenant_id,
-                    r.idem_key,
-                    r.context_id,
-                    r.task_id,
-                    r.digest,
-                    r.reply,
-                    r.created_at,
-                    taken_over_before
-                ])
-            })
-            .map_err(store_error)?;
-        if changed == 0 {
-            return Err(StoreError::Duplicate(r.idem_key.to_owned()));
-        }
+/// The statements of `writes::sqlite`, row by row, in the order of [`Rows`]' fields; the
+/// claims through [`ClaimIndex`], which may add a run of their index entries at the end.
+fn write_rows(
+    tx: &rusqlite::Transaction<'_>,
+    rows: &Rows<'_>,
+    claims: &ClaimIndex,
+    staged: &mut Staged,
+) -> Result<(), StoreError> {
+    // The claims first: a key claimed within its window refuses the whole batch.
+    for (claim, taken_over_before) in &rows.claims {
+        claims.claim(tx, staged, claim, *taken_over_before)?;
     }
-    Ok(())
+    for settled in &rows.settled {
+        claims
+            .settle(
+                tx,
+                staged,
+                settled.tenant_id,
+                settled.key,
+                settled.reply.as_deref(),
+                settled.reply_seq,
+            )
+            .map_err(store_error)?;
+    }
+    for before in &rows.forget_before {
+        claims.forget(tx, staged, *before).map_err(store_error)?;
+    }
+    write_others(tx, rows).map_err(store_error)?;
+    claims.index_run(tx, staged).map_err(store_error)
 }
 
 fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Result<()> {
     use rusqlite::params;
-    for settled in &rows.settled {
-        tx.prepare_cached(sql::SETTLE_CLAIM)?.execute(params![
-            settled.tenant_id,
-            settled.key,
-            settled.reply,
-            settled.reply_seq
-        ])?;
-    }
-    for before in &rows.forget_before {
-        tx.prepare_cached(sql::FORGET_CLAIMS)?
-            .execute(params![before])?;
-    }
     if !rows.threads.is_empty() {
         let mut stmt = tx.prepare_cached(sql::UPSERT_THREAD)?;
         for r in &rows.threads {
@@ -706,7 +691,7 @@ fn write_push(tx: &rusqlite::Transaction<'_>, row: &PushRow<'_>) -> rusqlite::Re
 
 /// A writer error as the store reports it: a busy or locked database is retryable, a
 /// constraint a conflict.
-fn store_error(e: rusqlite::Error) -> StoreError {
+pub(super) fn store_error(e: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode;
     match e.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {

@@ -33,6 +33,7 @@ pub(crate) fn test_config(
         acquire_timeout_ms: 2000,
         sqlite_synchronous: Default::default(),
         sqlite_checkpoint_pages: 1000,
+        sqlite_claim_buffer: 262_144,
         commits_in_flight: 2,
         fence: None,
         hold: None,

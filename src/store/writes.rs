@@ -432,19 +432,6 @@ pub(super) mod sqlite {
     pub const INSERT_EVENT: &str = "INSERT INTO task_events (tenant_id, task_id, seq, kind, \
         payload, created_at, message_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
-    /// `?8`: claims made before it are taken over.
-    pub const CLAIM_KEY: &str = "INSERT INTO idempotency_keys (tenant_id, idem_key, context_id, \
-        task_id, digest, reply, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
-        ON CONFLICT (tenant_id, idem_key) DO UPDATE SET context_id = excluded.context_id, \
-        task_id = excluded.task_id, digest = excluded.digest, reply = excluded.reply, \
-        reply_seq = NULL, created_at = excluded.created_at \
-        WHERE idempotency_keys.created_at < ?8";
-
-    pub const SETTLE_CLAIM: &str = "UPDATE idempotency_keys SET reply = ?3, reply_seq = ?4 \
-        WHERE tenant_id = ?1 AND idem_key = ?2";
-
-    pub const FORGET_CLAIMS: &str = "DELETE FROM idempotency_keys WHERE created_at < ?1";
-
     /// [`WriteOp::RetireThreads`], one thread at a time: the thread row goes if it is past
     /// its retention ([`RETIRE_THREAD`]), and only then what is in it ([`RETIRED_ROWS`],
     /// in order: the tasks' rows last, since the others find the tasks through them).

@@ -198,3 +198,169 @@ async fn claim_keys_are_listed_oldest_first_from_a_time_on(store: Arc<dyn Store>
             .is_empty()
     );
 }
+
+/// SQLite's claims are a log with their keys indexed in sorted runs (`sqlite_claims.rs`):
+/// past `store.sqlite_claim_buffer` waiting claims each commit indexes a run, so at most
+/// the buffer and one commit's claims wait; a waiting claim and an indexed one are found
+/// and refused alike; a restart indexes what was waiting, and nothing is lost.
+#[tokio::test]
+async fn sqlite_claims_wait_for_their_index_entries_within_the_buffer_and_survive_a_restart() {
+    use crate::store::testing::{query_text, test_config};
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = test_config(None, dir.path().to_path_buf());
+    cfg.sqlite_claim_buffer = 1024;
+    let count = |sql: &'static str| {
+        let cfg = cfg.clone();
+        async move {
+            query_text(&cfg, sql).await[0][0]
+                .as_deref()
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        }
+    };
+    let acme = tenant("acme");
+    let key = |i: usize| {
+        format!(
+            "{:016x}-{i}",
+            (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        )
+    };
+    let group = 150;
+    let store = crate::store::open(&cfg).await.unwrap();
+    for g in 0..20 {
+        let claims: Vec<WriteOp> = (g * group..(g + 1) * group)
+            .map(|i| WriteOp::ClaimKey(claim(&acme, &key(i), "task", "d", 1000 + i as i64, 500)))
+            .collect();
+        store.commit(&claims).await.unwrap();
+        let logged = count("SELECT count(*) FROM idempotency_keys").await;
+        let indexed = count("SELECT count(*) FROM idempotency_key_index").await;
+        assert_eq!(logged, (g + 1) * group);
+        assert!(
+            logged - indexed < 1024 + group,
+            "{logged} logged, {indexed} indexed"
+        );
+    }
+    let indexed = count("SELECT count(*) FROM idempotency_key_index").await;
+    assert!(indexed > 1000, "{indexed}");
+    // Found and refused whether indexed or waiting (the newest claims wait).
+    let all = 20 * group;
+    for i in [0, 7, all / 2, all - 2, all - 1] {
+        let found = store.claim(&acme, &key(i)).await.unwrap().unwrap();
+        assert_eq!(found.created_at, Timestamp(1000 + i as i64));
+        let again = claim(&acme, &key(i), "task-again", "d", 1000 + all as i64, 10_000);
+        assert_eq!(
+            store.commit(&[WriteOp::ClaimKey(again)]).await,
+            Err(StoreError::Duplicate(key(i)))
+        );
+    }
+    assert!(store.claim(&acme, "never").await.unwrap().is_none());
+    assert!(
+        store
+            .claim(&tenant("other"), &key(0))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // A key past its window is taken over: the newest claim is the one read.
+    let taken = claim(&acme, &key(3), "task-new", "d", 100_000, 500);
+    store.commit(&[WriteOp::ClaimKey(taken)]).await.unwrap();
+    let found = store.claim(&acme, &key(3)).await.unwrap().unwrap();
+    assert_eq!(found.task_id.as_str(), "task-new");
+
+    // A restart indexes what was waiting: every claim found, none waiting.
+    drop(store);
+    let store = crate::store::open(&cfg).await.unwrap();
+    assert_eq!(
+        count("SELECT count(*) FROM idempotency_key_index").await,
+        all + 1
+    );
+    for i in [0, all / 2, all - 1] {
+        assert!(store.claim(&acme, &key(i)).await.unwrap().is_some(), "{i}");
+    }
+    let found = store.claim(&acme, &key(3)).await.unwrap().unwrap();
+    assert_eq!(found.task_id.as_str(), "task-new");
+    // New claims get new ids after the restart; forgetting drops rows and entries.
+    store
+        .commit(&[WriteOp::ClaimKey(claim(
+            &acme, "late", "t", "d", 200_000, 500,
+        ))])
+        .await
+        .unwrap();
+    store
+        .commit(&[WriteOp::ForgetClaims {
+            before: Timestamp(150_000),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(count("SELECT count(*) FROM idempotency_keys").await, 1);
+    assert_eq!(
+        count("SELECT count(*) FROM idempotency_key_index").await,
+        0,
+        "the late claim still waits"
+    );
+    assert!(store.claim(&acme, "late").await.unwrap().is_some());
+    assert!(store.claim(&acme, &key(3)).await.unwrap().is_none());
+}
+
+/// A database written before claims were a log: each claim carried over, found, and
+/// refused again within its window; the first start indexes them all.
+#[tokio::test]
+async fn sqlite_claims_of_the_release_before_are_carried_into_the_log() {
+    use crate::store::testing::{query_text, test_config};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = test_config(None, dir.path().to_path_buf());
+    drop(crate::store::open(&cfg).await.unwrap());
+    let old_rows = "INSERT INTO idempotency_keys (tenant_id, idem_key, context_id, task_id, \
+         digest, reply, created_at) VALUES ('acme', 'k1', 'ctx', 't1', 'd1', NULL, 9), \
+         ('acme', 'k2', 'ctx', 't2', 'd2', NULL, 5), ('other', 'k1', 'ctx', 't3', 'd3', NULL, 7);"
+        .to_owned();
+    tokio::task::spawn_blocking({
+        let cfg = cfg.clone();
+        move || crate::store::revert_through_then(&cfg, "20261126000000", &old_rows)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let store = crate::store::open(&cfg).await.unwrap();
+    assert_eq!(
+        query_text(
+            &cfg,
+            "SELECT id, tenant_id, idem_key FROM idempotency_keys ORDER BY id"
+        )
+        .await,
+        [
+            ["1", "acme", "k2"],
+            ["2", "other", "k1"],
+            ["3", "acme", "k1"]
+        ]
+        .map(|row| row.map(|v| Some(v.to_owned())).to_vec())
+    );
+    assert_eq!(
+        query_text(&cfg, "SELECT count(*) FROM idempotency_key_index").await,
+        [[Some("3".to_owned())]]
+    );
+    let acme = tenant("acme");
+    let found = store.claim(&acme, "k1").await.unwrap().unwrap();
+    assert_eq!(
+        (found.task_id.as_str(), found.digest.as_str()),
+        ("t1", "d1")
+    );
+    let found = store.claim(&tenant("other"), "k1").await.unwrap().unwrap();
+    assert_eq!(found.task_id.as_str(), "t3");
+    assert_eq!(
+        store
+            .commit(&[WriteOp::ClaimKey(claim(&acme, "k2", "t9", "d9", 10, 100))])
+            .await,
+        Err(StoreError::Duplicate("k2".into()))
+    );
+    // New claims follow the carried ones.
+    store
+        .commit(&[WriteOp::ClaimKey(claim(&acme, "k4", "t4", "d4", 10, 100))])
+        .await
+        .unwrap();
+    assert_eq!(
+        query_text(&cfg, "SELECT max(id) FROM idempotency_keys").await,
+        [[Some("4".to_owned())]]
+    );
+}

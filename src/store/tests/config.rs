@@ -9,7 +9,7 @@ use crate::store::{
 };
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 11] = [
+const ALL_MIGRATIONS: [&str; 12] = [
     "2026-11-22-000000_init",
     "2026-11-22-000100_memories",
     "2026-11-23-000000_thread_recovery",
@@ -21,6 +21,7 @@ const ALL_MIGRATIONS: [&str; 11] = [
     "2026-11-25-000300_history_in_task_row",
     "2026-11-25-000400_each_fact_once",
     "2026-11-25-000500_rows_in_their_keys",
+    "2026-11-26-000000_claims_in_order",
 ];
 
 fn postgres_migrations() -> Vec<String> {
@@ -29,15 +30,16 @@ fn postgres_migrations() -> Vec<String> {
 
 /// The migrations of `cfg`'s backend, in the order they apply: SQLite has no
 /// `a2a_require` (its commits read their answers before they commit), Postgres no rowid
-/// tables to rebuild.
+/// tables to rebuild and no claims log (its claims stay under their key's unique index,
+/// which is what several nodes agree through).
 fn migrations_of(cfg: &StoreConfig) -> Vec<String> {
-    let skipped = match cfg.database_url {
-        None => "_write_checks",
-        Some(_) => "_rows_in_their_keys",
+    let skipped: &[&str] = match cfg.database_url {
+        None => &["_write_checks"],
+        Some(_) => &["_rows_in_their_keys", "_claims_in_order"],
     };
     ALL_MIGRATIONS
         .iter()
-        .filter(|m| !m.ends_with(skipped))
+        .filter(|m| !skipped.iter().any(|s| m.ends_with(s)))
         .map(|m| m.to_string())
         .collect()
 }
@@ -577,7 +579,8 @@ async fn postgres_copies_of_messages_become_references() {
 
 /// The SQLite tables a send writes keep their rows in their primary keys' b-trees: no
 /// rowid b-tree beside the key's (`…_rows_in_their_keys`) — but `tasks`, whose open tasks
-/// of a thread the planner would otherwise find by scanning the tenant's key range.
+/// of a thread the planner would otherwise find by scanning the tenant's key range, and
+/// `idempotency_keys`, a log in the order of its rowid (`…_claims_in_order`).
 #[tokio::test]
 async fn sqlite_send_tables_keep_their_rows_in_their_keys() {
     let dir = tempfile::tempdir().unwrap();
@@ -593,7 +596,7 @@ async fn sqlite_send_tables_keep_their_rows_in_their_keys() {
     assert_eq!(
         tables,
         [
-            ("idempotency_keys", "1"),
+            ("idempotency_keys", "0"),
             ("messages", "1"),
             ("task_events", "1"),
             ("tasks", "0"),
@@ -633,7 +636,7 @@ fn sqlite_checkpoints_run_beside_the_writer_once_the_wal_is_due() {
         .unwrap()
         .execute_batch("VACUUM")
         .unwrap();
-    let writer = sqlite::SqliteWriter::open(&path, SqliteSynchronous::Full, 16).unwrap();
+    let writer = sqlite::SqliteWriter::open(&path, SqliteSynchronous::Full, 16, 1024).unwrap();
     let db_size = || std::fs::metadata(&path).unwrap().len();
     let before = db_size();
     let t = tenant("acme");
