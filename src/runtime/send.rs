@@ -217,7 +217,7 @@ impl Runtime {
             Located::Elsewhere(owner) => return elsewhere(origin, owner, as_sent(cmd, named)),
         };
         let now = crate::domain::Timestamp::now();
-        let claim = TurnClaim {
+        let mut claim = TurnClaim {
             key: idem.1.clone(),
             digest: digest.clone(),
             task_id: cmd.message.task_id.clone().unwrap_or_else(TaskId::generate),
@@ -226,6 +226,7 @@ impl Runtime {
                 now.millis()
                     .saturating_sub(self.settings.idempotency_window_ms),
             ),
+            known_unclaimed: false,
         };
         // Tells retries that joined the turn before it was queued when it is.
         let (queued, queued_rx) = watch::channel(None);
@@ -237,12 +238,17 @@ impl Runtime {
             queued: Some(queued_rx),
         };
         // Registered before the turn is queued: a retry from now on joins it. (The map's
-        // lock is released before anything is awaited.)
+        // lock is released before anything is awaited.) The key was looked up before
+        // routing, which is awaited: a send of the same key may have run its whole turn
+        // since. If the claim filter still rules the key out, none did (each inserts its
+        // key here, before its claim is written) and the store need not look again;
+        // otherwise the store's own check, in the commit, decides.
         let raced = match self.claims.entry(idem.clone()) {
             dashmap::Entry::Occupied(first) => Some(first.get().clone()),
             dashmap::Entry::Vacant(slot) => {
                 slot.insert(accepted);
                 if let Some(filter) = &self.claim_filter {
+                    claim.known_unclaimed = !filter.may_be_claimed(tenant, &idem.1, now.millis());
                     filter.insert(tenant, &idem.1, now.millis());
                 }
                 None

@@ -29,6 +29,8 @@ struct CutStore {
     fail_at: AtomicUsize,
     /// Reads of a claim (`claim`, `claim_inline`).
     claim_reads: AtomicUsize,
+    /// `known_unclaimed` of each claim committed, in order.
+    vouched: std::sync::Mutex<Vec<bool>>,
 }
 
 impl CutStore {
@@ -38,7 +40,13 @@ impl CutStore {
             commits: AtomicUsize::new(0),
             fail_at: AtomicUsize::new(0),
             claim_reads: AtomicUsize::new(0),
+            vouched: Default::default(),
         })
+    }
+
+    /// Whether the last claim committed was vouched for as unclaimed.
+    fn last_vouched(&self) -> Option<bool> {
+        self.vouched.lock().unwrap().last().copied()
     }
 
     /// Refuses the `n`-th commit from now (1: the next one).
@@ -64,6 +72,11 @@ impl CutStore {
         let n = self.commits.fetch_add(1, Ordering::SeqCst) + 1;
         if n == self.fail_at.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable("cut by the test".into()));
+        }
+        for op in ops {
+            if let WriteOp::ClaimKey(claim) = op {
+                self.vouched.lock().unwrap().push(claim.known_unclaimed);
+            }
         }
         Ok(())
     }
@@ -482,9 +495,11 @@ async fn once_the_claims_are_loaded_a_new_key_reads_nothing_and_a_retry_reads_it
     let f = Fixture::new().await;
     let context = ContextId::generate();
     let first = user("done", &context, None);
-    // Before the load every send looks for an earlier claim of its key.
+    // Before the load every send looks for an earlier claim of its key, and the store
+    // checks the claim again.
     let done = task(f.send(&first).await);
     assert_eq!(f.cut.claim_reads(), 1);
+    assert_eq!(f.cut.last_vouched(), Some(false));
 
     assert_eq!(f.runtime.load_claims().await.unwrap(), Some(1));
     for _ in 0..20 {
@@ -495,6 +510,8 @@ async fn once_the_claims_are_loaded_a_new_key_reads_nothing_and_a_retry_reads_it
         "new keys read the store {} times",
         f.cut.claim_reads() - 1
     );
+    // The filter rules them out, so the store need not look either.
+    assert_eq!(f.cut.last_vouched(), Some(true));
     let before = f.cut.claim_reads();
     let again = task(f.send(&first).await);
     assert_eq!(again.id, done.id, "the retry gets the first task");
@@ -534,6 +551,11 @@ async fn more_claims_than_the_filter_holds_read_the_store_and_retries_still_get_
         f.cut.claim_reads(),
         before + 1,
         "a new key past the bound reads"
+    );
+    assert_eq!(
+        f.cut.last_vouched(),
+        Some(false),
+        "and the store checks its claim"
     );
     let again = task(f.send(&first).await);
     assert_eq!(

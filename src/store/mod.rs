@@ -288,6 +288,12 @@ pub struct Claim {
     pub created_at: Timestamp,
     /// A claim of the same key made before this instant is past the window: taken over.
     pub taken_over_before: Timestamp,
+    /// The claiming process found no claim of the key within the window, heard of every
+    /// claim it could have missed (its claim filter rules the key out), and holds the key
+    /// against its own other sends until this claim is committed. A store that no other
+    /// process writes (SQLite) need not look again; Postgres always does. `false` in a
+    /// claim read from the store.
+    pub known_unclaimed: bool,
 }
 
 /// One owed delivery: a config of a task, and the event's sequence number.

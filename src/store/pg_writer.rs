@@ -311,7 +311,7 @@ pub(super) async fn commit(
             );
             let claims = cluster::claim_payloads(
                 fence.node_id(),
-                rows.claims.iter().map(|(c, _)| (c.tenant_id, c.idem_key)),
+                rows.claims.iter().map(|(c, ..)| (c.tenant_id, c.idem_key)),
             );
             (events.into_iter().map(|p| (cluster::EVENTS_CHANNEL, p)))
                 .chain(claims.into_iter().map(|p| (cluster::CLAIMS_CHANNEL, p)))
@@ -613,7 +613,7 @@ struct ClaimColumns<'a> {
 impl<'a> ClaimColumns<'a> {
     fn of(rows: &'a Rows<'_>) -> Vec<(i64, Self)> {
         let mut sets: Vec<(i64, Self)> = Vec::new();
-        for (row, taken_over_before) in &rows.claims {
+        for (row, taken_over_before, _) in &rows.claims {
             let window = row.created_at.saturating_sub(*taken_over_before);
             let i = match sets.iter().position(|(w, _)| *w == window) {
                 Some(i) => i,

@@ -723,6 +723,7 @@ pub(super) struct ClaimRow {
 impl ClaimRow {
     pub(super) fn into_claim(self) -> Result<Claim, StoreError> {
         Ok(Claim {
+            known_unclaimed: false,
             tenant: id("claim tenant", self.tenant_id, TenantId::from_store)?,
             key: self.idem_key,
             context_id: id("claim context", self.context_id, ContextId::parse)?,

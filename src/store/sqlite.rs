@@ -503,8 +503,8 @@ fn write_rows(
     staged: &mut Staged,
 ) -> Result<(), StoreError> {
     // The claims first: a key claimed within its window refuses the whole batch.
-    for (claim, taken_over_before) in &rows.claims {
-        claims.claim(tx, staged, claim, *taken_over_before)?;
+    for (claim, taken_over_before, known_unclaimed) in &rows.claims {
+        claims.claim(tx, staged, claim, *taken_over_before, *known_unclaimed)?;
     }
     for settled in &rows.settled {
         claims

@@ -269,18 +269,23 @@ impl ClaimIndex {
     }
 
     /// Logs `claim` in the writer's transaction, unless its key was claimed at or after
-    /// `taken_over_before` (within the window): then the batch is refused.
+    /// `taken_over_before` (within the window): then the batch is refused. A claim
+    /// `known_unclaimed` is logged without looking.
     pub(super) fn claim(
         &self,
         tx: &Connection,
         staged: &mut Staged,
         claim: &NewClaim<'_>,
         taken_over_before: i64,
+        known_unclaimed: bool,
     ) -> Result<(), StoreError> {
         let err = super::sqlite::store_error;
-        if let Some(found) = self
-            .newest(tx, staged, claim.tenant_id, claim.idem_key)
-            .map_err(err)?
+        // A key the claiming process vouches for is not looked up: this process is the
+        // file's only writer (see `Claim::known_unclaimed`).
+        if !known_unclaimed
+            && let Some(found) = self
+                .newest(tx, staged, claim.tenant_id, claim.idem_key)
+                .map_err(err)?
             && found.created_at >= taken_over_before
         {
             return Err(StoreError::Duplicate(claim.idem_key.to_owned()));

@@ -54,9 +54,10 @@ pub(super) struct Rows<'a> {
     pub appends: Vec<HistoryAppend<'a>>,
     pub events: Vec<NewTaskEvent<'a>>,
     /// Idempotency claims, each with the instant before which an older claim of its key
-    /// is taken over; applied first, so a duplicate refuses the batch before anything
-    /// else is written.
-    pub claims: Vec<(NewClaim<'a>, i64)>,
+    /// is taken over and whether the claiming process vouches that it is unclaimed
+    /// (`Claim::known_unclaimed`); applied first, so a duplicate refuses the batch before
+    /// anything else is written.
+    pub claims: Vec<(NewClaim<'a>, i64, bool)>,
     /// Replies of claimed turns.
     pub settled: Vec<Settled<'a>>,
     /// Claims made before these instants are forgotten.
@@ -224,9 +225,11 @@ impl<'a> Rows<'a> {
                     payload,
                     *created_at,
                 )?)),
-                WriteOp::ClaimKey(claim) => rows
-                    .claims
-                    .push((NewClaim::new(claim)?, claim.taken_over_before.millis())),
+                WriteOp::ClaimKey(claim) => rows.claims.push((
+                    NewClaim::new(claim)?,
+                    claim.taken_over_before.millis(),
+                    claim.known_unclaimed,
+                )),
                 WriteOp::SettleClaim { tenant, key, reply } => settles.push((tenant, key, reply)),
                 WriteOp::ForgetClaims { before } => rows.forget_before.push(before.millis()),
                 WriteOp::PushDone(key) => rows.push.push(PushRow::Done(key)),

@@ -176,6 +176,7 @@ pub(in crate::runtime) fn plan_start(
             reply: None,
             created_at: c.at,
             taken_over_before: c.taken_over_before,
+            known_unclaimed: c.known_unclaimed,
         }));
     }
     ops.push(WriteOp::UpsertThread(thread.clone()));

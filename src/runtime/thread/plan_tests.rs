@@ -595,6 +595,7 @@ fn a_claimed_message_claims_its_key_first_and_a_reply_settles_it() {
         task_id: TaskId::parse("chosen-task").unwrap(),
         at: NOW,
         taken_over_before: Timestamp(NOW.0 - 1000),
+        known_unclaimed: true,
     };
     let mut loaded = fresh();
     let plan = plan_start(

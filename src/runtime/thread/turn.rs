@@ -38,6 +38,9 @@ pub struct TurnClaim {
     pub at: Timestamp,
     /// An older claim of the key is past the window and is taken over.
     pub taken_over_before: Timestamp,
+    /// No claim of the key within the window exists or can appear before this one is
+    /// committed ([`crate::store::Claim::known_unclaimed`]).
+    pub known_unclaimed: bool,
 }
 
 pub(in crate::runtime) struct PendingTurn {

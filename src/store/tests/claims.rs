@@ -14,6 +14,7 @@ on_both_backends!(
 
 fn claim(tenant: &TenantId, key: &str, task: &str, digest: &str, at: i64, window: i64) -> Claim {
     Claim {
+        known_unclaimed: false,
         tenant: tenant.clone(),
         key: key.into(),
         context_id: context("thread-1"),
@@ -362,5 +363,38 @@ async fn sqlite_claims_of_the_release_before_are_carried_into_the_log() {
     assert_eq!(
         query_text(&cfg, "SELECT max(id) FROM idempotency_keys").await,
         [[Some("4".to_owned())]]
+    );
+}
+
+/// `Claim::known_unclaimed` spares SQLite's writer its lookup — it is the file's only
+/// writer, and the runtime vouches only for keys it holds and its filter rules out — and
+/// changes nothing on Postgres, where other nodes claim too.
+#[tokio::test]
+async fn a_claim_vouched_for_is_not_looked_up_on_sqlite_and_is_on_postgres() {
+    let vouched = |key: &str, task: &str| {
+        let mut c = claim(&tenant("acme"), key, task, "d", 1000, 500);
+        c.known_unclaimed = true;
+        WriteOp::ClaimKey(c)
+    };
+    let sqlite = crate::store::testing::SqliteTestStore::open().await;
+    let store = &sqlite.store;
+    store.commit(&[vouched("v-1", "task-1")]).await.unwrap();
+    store.commit(&[vouched("v-1", "task-2")]).await.unwrap();
+    let newest = store.claim(&tenant("acme"), "v-1").await.unwrap().unwrap();
+    assert_eq!(newest.task_id.as_str(), "task-2");
+    let checked = WriteOp::ClaimKey(claim(&tenant("acme"), "v-1", "task-3", "d", 1000, 500));
+    assert_eq!(
+        store.commit(&[checked]).await,
+        Err(StoreError::Duplicate("v-1".into()))
+    );
+
+    let Some(db) = crate::store::testing::PgTestDb::create().await else {
+        return;
+    };
+    let store = db.open().await;
+    store.commit(&[vouched("v-1", "task-1")]).await.unwrap();
+    assert_eq!(
+        store.commit(&[vouched("v-1", "task-2")]).await,
+        Err(StoreError::Duplicate("v-1".into()))
     );
 }

@@ -217,6 +217,7 @@ async fn a_reply_is_stored_once(cfg: StoreConfig) {
     let asked = message(&ctx, None, Role::User, "hello");
     let reply = message(&ctx, None, Role::Agent, "echo: hello");
     let claim = |at: i64| Claim {
+        known_unclaimed: false,
         tenant: t.clone(),
         key: asked.message_id.as_str().to_owned(),
         context_id: ctx.clone(),
