@@ -56,6 +56,14 @@ pub(super) fn key_hash(tenant: &str, key: &str) -> i64 {
     i64::from_be_bytes(first)
 }
 
+/// A row of `SELECT id, tenant_id, idem_key` as its index entry: (key hash, id).
+fn hash_and_id(row: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, i64)> {
+    let id: i64 = row.get(0)?;
+    let tenant: String = row.get(1)?;
+    let key: String = row.get(2)?;
+    Ok((key_hash(&tenant, &key), id))
+}
+
 /// The run of hash range `run` (of [`RUNS`]) as signed values: each run is contiguous
 /// among them, as in the index's order.
 fn run_range(run: u64) -> (i64, i64) {
@@ -86,8 +94,8 @@ struct State {
 /// it committed ([`ClaimIndex::committed`]); dropped with a rolled-back one.
 #[derive(Default)]
 pub(super) struct Staged {
-    /// Claims the transaction logged: (key hash, id, tenant, key).
-    added: Vec<(i64, i64, String, String)>,
+    /// Claims the transaction logged: (key hash, id), in order.
+    added: Vec<(i64, i64)>,
     /// Entries the transaction wrote to the index, or whose claims it forgot.
     removed: Vec<(i64, i64)>,
     /// Runs the transaction indexed: the next commit writes the one after them.
@@ -126,12 +134,7 @@ impl ClaimIndex {
                     )
                     .map_err(err)?;
                 let rows = stmt
-                    .query_map(params![from, OPEN_CHUNK], |r| {
-                        let id: i64 = r.get(0)?;
-                        let tenant: String = r.get(1)?;
-                        let key: String = r.get(2)?;
-                        Ok((key_hash(&tenant, &key), id))
-                    })
+                    .query_map(params![from, OPEN_CHUNK], hash_and_id)
                     .map_err(err)?;
                 rows.collect::<rusqlite::Result<_>>().map_err(err)?
             };
@@ -235,26 +238,14 @@ impl ClaimIndex {
         tenant: &str,
         key: &str,
     ) -> rusqlite::Result<Option<Found>> {
-        if let Some((_, id, ..)) = staged
-            .added
-            .iter()
-            .rev()
-            .find(|(_, _, t, k)| t == tenant && k == key)
-        {
-            let created_at = conn.query_row(
-                "SELECT created_at FROM idempotency_keys WHERE id = ?1",
-                [id],
-                |r| r.get(0),
-            )?;
-            return Ok(Some(Found {
-                id: *id,
-                created_at,
-            }));
-        }
+        let hash = key_hash(tenant, key);
+        // The transaction's own claims are newer than any committed one.
+        let own = staged.added.iter().rev().filter(|&&(h, _)| h == hash);
+        let ids: Vec<i64> = own.map(|&(_, id)| id).collect();
         let mut stmt = conn.prepare_cached(
             "SELECT tenant_id, idem_key, created_at FROM idempotency_keys WHERE id = ?1",
         )?;
-        for id in self.candidates(conn, key_hash(tenant, key))? {
+        for id in ids.into_iter().chain(self.candidates(conn, hash)?) {
             let row: Option<(String, String, i64)> = stmt
                 .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                 .optional()?;
@@ -312,12 +303,9 @@ impl ClaimIndex {
         })
         .map_err(err)?;
         staged.next_id = Some(id + 1);
-        staged.added.push((
-            key_hash(claim.tenant_id, claim.idem_key),
-            id,
-            claim.tenant_id.to_owned(),
-            claim.idem_key.to_owned(),
-        ));
+        staged
+            .added
+            .push((key_hash(claim.tenant_id, claim.idem_key), id));
         Ok(())
     }
 
@@ -353,12 +341,7 @@ impl ClaimIndex {
                     "SELECT id, tenant_id, idem_key FROM idempotency_keys \
                      WHERE created_at < ?1 ORDER BY created_at LIMIT ?2",
                 )?;
-                let rows = stmt.query_map(params![before, OPEN_CHUNK], |r| {
-                    let id: i64 = r.get(0)?;
-                    let tenant: String = r.get(1)?;
-                    let key: String = r.get(2)?;
-                    Ok((key_hash(&tenant, &key), id))
-                })?;
+                let rows = stmt.query_map(params![before, OPEN_CHUNK], hash_and_id)?;
                 rows.collect::<rusqlite::Result<_>>()?
             };
             if gone.is_empty() {
@@ -404,7 +387,7 @@ impl ClaimIndex {
                 .iter()
                 .copied()
                 .find(|id| !written.contains(id) && !gone.contains(id))
-                .or_else(|| staged.added.first().map(|&(_, id, ..)| id))
+                .or_else(|| staged.added.first().map(|&(_, id)| id))
                 .unwrap_or(staged.next_id.unwrap_or(state.next_id));
             (entries, from)
         };
@@ -422,7 +405,7 @@ impl ClaimIndex {
     /// what it indexed or forgot waits no more.
     pub(super) fn committed(&self, staged: Staged) {
         let mut state = self.state();
-        for (hash, id, ..) in staged.added {
+        for (hash, id) in staged.added {
             state.by_hash.insert((hash, id));
             state.ids.insert(id);
         }
