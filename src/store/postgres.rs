@@ -144,6 +144,11 @@ impl PgStore {
 }
 
 impl PgStore {
+    /// A point read, as any other: the Postgres connection's I/O is asynchronous.
+    fn point_read<F: std::future::Future>(&self, read: F) -> F {
+        read
+    }
+
     /// A failed read whose error says nothing of the connection (diesel reports most
     /// server errors as `Unknown` and drops their SQLSTATE; commits run on tokio-postgres
     /// and are told apart by theirs, `pg_writer::classify`) is told apart

@@ -14,6 +14,8 @@
 /// `async fn commit_ops(&self, &[WriteOp])`, `fn inline_claim(&self, …)` (see
 /// [`Store::claim_inline`](crate::store::Store::claim_inline)) and `fn blocking_writer(&self)` (see
 /// [`Store::blocking_commit`](crate::store::Store::blocking_commit)) and
+/// `fn point_read(&self, F) -> impl Future` (a reload of a thread or a task: SQLite runs
+/// it on the calling thread, Postgres as it is) and
 /// `async fn settle(&self, &mut $conn, Result<T, StoreError>)`, which gets the last word
 /// on a read's failure (Postgres tells a lost connection from a failed query there);
 /// `$backend` is the diesel backend of `$conn`
@@ -90,9 +92,12 @@ macro_rules! store_impl {
                 thread_id: &$crate::domain::ContextId,
                 window: usize,
             ) -> Result<Option<$crate::store::ThreadSnapshot>, $crate::store::StoreError> {
-                let mut conn = self.conn().await?;
-                let result = reads::load_thread(&mut conn, tenant, thread_id, window).await;
-                self.settle(&mut conn, result).await
+                self.point_read(async {
+                    let mut conn = self.conn().await?;
+                    let result = reads::load_thread(&mut conn, tenant, thread_id, window).await;
+                    self.settle(&mut conn, result).await
+                })
+                .await
             }
 
             async fn load_task(
@@ -100,9 +105,12 @@ macro_rules! store_impl {
                 tenant: &$crate::domain::TenantId,
                 task_id: &$crate::domain::TaskId,
             ) -> Result<Option<$crate::store::StoredTask>, $crate::store::StoreError> {
-                let mut conn = self.conn().await?;
-                let result = reads::load_task(&mut conn, tenant, task_id).await;
-                self.settle(&mut conn, result).await
+                self.point_read(async {
+                    let mut conn = self.conn().await?;
+                    let result = reads::load_task(&mut conn, tenant, task_id).await;
+                    self.settle(&mut conn, result).await
+                })
+                .await
             }
 
             async fn list_tasks(

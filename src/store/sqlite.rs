@@ -9,8 +9,10 @@
 //!   — instead of one blocking-pool hop per statement. SQLite has one writer at a time
 //!   anyway.
 //! - **Reads** use a pool of connections wrapped in diesel-async's
-//!   `SyncConnectionWrapper`, which runs them on tokio's blocking pool so no arbiter thread
-//!   ever waits on the disk.
+//!   `SyncConnectionWrapper`, which runs them on tokio's blocking pool so that a scan never
+//!   holds up an arbiter thread — except point reads (a thread's reload, a task), which
+//!   run on the calling thread ([`ReadRuntime`]): a few lookups in the page cache cost
+//!   less than the two hand-offs.
 //!
 //! Every connection is set up with WAL journaling (readers never block the writer), a
 //! busy timeout (a second writer, such as the memory repository's, waits instead of
@@ -61,7 +63,66 @@ fn pragmas(synchronous: SqliteSynchronous) -> String {
     )
 }
 
-pub(super) type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
+pub(super) type SqliteConn = SyncConnectionWrapper<SqliteConnection, ReadRuntime>;
+
+thread_local! {
+    /// Set while [`SqliteStore::point_read`] polls its read: the pool's connections then
+    /// run their statements on this thread.
+    static READ_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Where the read pool's connections run their statements: on tokio's blocking pool
+/// (diesel-async's way: no arbiter thread waits on the disk), or, inside
+/// [`SqliteStore::point_read`], on the calling thread — a reload of a thread or a task is
+/// a few key lookups in the page cache, cheaper than the two hand-offs to the pool and
+/// back (measured in `benches/README.md`, multi-turn after eviction).
+pub(super) struct ReadRuntime(tokio::runtime::Handle);
+
+impl diesel_async::sync_connection_wrapper::SpawnBlocking for ReadRuntime {
+    fn spawn_blocking<'a, R>(
+        &mut self,
+        task: impl FnOnce() -> R + Send + 'static,
+    ) -> futures_util::future::BoxFuture<
+        'a,
+        Result<R, Box<dyn std::error::Error + Send + Sync + 'static>>,
+    >
+    where
+        R: Send + 'static,
+    {
+        if READ_HERE.get() {
+            return Box::pin(std::future::ready(Ok(task())));
+        }
+        let running = self.0.spawn_blocking(task);
+        Box::pin(async move {
+            running
+                .await
+                .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+        })
+    }
+
+    fn get_runtime() -> Self {
+        Self(tokio::runtime::Handle::current())
+    }
+}
+
+/// A future polled with [`READ_HERE`] set.
+struct ReadHere<F>(F);
+
+impl<F: std::future::Future> std::future::Future for ReadHere<F> {
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        // Safety: the inner future is never moved out of its pinned place.
+        let inner = unsafe { self.map_unchecked_mut(|s| &mut s.0) };
+        let before = READ_HERE.replace(true);
+        let poll = inner.poll(cx);
+        READ_HERE.set(before);
+        poll
+    }
+}
 
 /// [`Store`](super::Store) on an SQLite file, which it keeps to this process: its writer
 /// holds the file's lock ([`SqliteLock`]) from opening until the store and the
@@ -115,6 +176,14 @@ impl SqliteStore {
     /// The writer, for the persistence layer's commit thread.
     fn blocking_writer(&self) -> Option<Arc<dyn BlockingCommit>> {
         Some(self.writer.clone())
+    }
+
+    /// A point read (a thread's reload, a task), run on the calling thread.
+    fn point_read<F: std::future::Future>(
+        &self,
+        read: F,
+    ) -> impl std::future::Future<Output = F::Output> {
+        ReadHere(read)
     }
 
     /// A read's outcome as it is: SQLite has no connection to lose (a busy database is
@@ -782,4 +851,28 @@ pub(super) fn migrate_holding(path: &Path) -> Result<(Vec<String>, SqliteLock), 
     conn.batch_execute(&pragmas(SqliteSynchronous::default()))?;
     let applied = super::run_migrations(&mut conn, MIGRATIONS)?;
     Ok((applied, lock))
+}
+
+#[cfg(test)]
+mod read_here_tests {
+    use diesel_async::sync_connection_wrapper::SpawnBlocking;
+
+    use super::{ReadHere, ReadRuntime};
+
+    /// The read pool's statements run on tokio's blocking pool, but inside a point read on
+    /// the calling thread — and only there.
+    #[tokio::test]
+    async fn point_reads_run_on_the_calling_thread_and_other_reads_on_the_blocking_pool() {
+        let here = std::thread::current().id();
+        let mut runtime = ReadRuntime::get_runtime();
+        let mut ran_on = || runtime.spawn_blocking(|| std::thread::current().id());
+        assert_ne!(ran_on().await.unwrap(), here);
+        let inline = ReadHere(async { ran_on().await.unwrap() }).await;
+        assert_eq!(inline, here);
+        assert_ne!(
+            ran_on().await.unwrap(),
+            here,
+            "the flag is reset after the poll"
+        );
+    }
 }
