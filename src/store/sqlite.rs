@@ -105,20 +105,18 @@ impl diesel_async::sync_connection_wrapper::SpawnBlocking for ReadRuntime {
     }
 }
 
-/// A future polled with [`READ_HERE`] set.
-struct ReadHere<F>(F);
+/// A future polled with [`READ_HERE`] set (boxed: pinned without `unsafe`).
+struct ReadHere<F>(std::pin::Pin<Box<F>>);
 
 impl<F: std::future::Future> std::future::Future for ReadHere<F> {
     type Output = F::Output;
 
     fn poll(
-        self: std::pin::Pin<&mut Self>,
+        mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
-        // Safety: the inner future is never moved out of its pinned place.
-        let inner = unsafe { self.map_unchecked_mut(|s| &mut s.0) };
         let before = READ_HERE.replace(true);
-        let poll = inner.poll(cx);
+        let poll = self.0.as_mut().poll(cx);
         READ_HERE.set(before);
         poll
     }
@@ -183,7 +181,7 @@ impl SqliteStore {
         &self,
         read: F,
     ) -> impl std::future::Future<Output = F::Output> {
-        ReadHere(read)
+        ReadHere(Box::pin(read))
     }
 
     /// A read's outcome as it is: SQLite has no connection to lose (a busy database is
@@ -867,7 +865,7 @@ mod read_here_tests {
         let mut runtime = ReadRuntime::get_runtime();
         let mut ran_on = || runtime.spawn_blocking(|| std::thread::current().id());
         assert_ne!(ran_on().await.unwrap(), here);
-        let inline = ReadHere(async { ran_on().await.unwrap() }).await;
+        let inline = ReadHere(Box::pin(async { ran_on().await.unwrap() })).await;
         assert_eq!(inline, here);
         assert_ne!(
             ran_on().await.unwrap(),
