@@ -311,7 +311,14 @@ async fn sqlite_claims_of_the_release_before_are_carried_into_the_log() {
     use crate::store::testing::{query_text, test_config};
     let dir = tempfile::tempdir().unwrap();
     let cfg = test_config(None, dir.path().to_path_buf());
-    drop(crate::store::open(&cfg).await.unwrap());
+    // Migrations only: no writer or checkpoint thread still holding the file.
+    tokio::task::spawn_blocking({
+        let cfg = cfg.clone();
+        move || crate::store::migrate(&cfg)
+    })
+    .await
+    .unwrap()
+    .unwrap();
     let old_rows = "INSERT INTO idempotency_keys (tenant_id, idem_key, context_id, task_id, \
          digest, reply, created_at) VALUES ('acme', 'k1', 'ctx', 't1', 'd1', NULL, 9), \
          ('acme', 'k2', 'ctx', 't2', 'd2', NULL, 5), ('other', 'k1', 'ctx', 't3', 'd3', NULL, 7);"
