@@ -125,7 +125,14 @@ impl ClaimIndex {
             .map_err(err)?;
         let mut indexed = 0u64;
         loop {
-            let tx = conn.unchecked_transaction().map_err(err)?;
+            // IMMEDIATE, as the writer's commits: another writer on the file (the memory
+            // repository's) between this read and its writes would fail the upgrade of a
+            // read transaction at once instead of waiting.
+            let tx = rusqlite::Transaction::new_unchecked(
+                conn,
+                rusqlite::TransactionBehavior::Immediate,
+            )
+            .map_err(err)?;
             let chunk: Vec<(i64, i64)> = {
                 let mut stmt = tx
                     .prepare(
