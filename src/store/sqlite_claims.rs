@@ -26,7 +26,9 @@
 //!
 //! Only this process writes the file (`sqlite_lock.rs`), and its writer commits one group
 //! at a time, so the check that refuses a key claimed within its window is exact here:
-//! staged claims of the open transaction, the pending set, the index.
+//! staged claims of the open transaction, the pending set, the index. A claim the runtime
+//! vouches for (`Claim::known_unclaimed`: its claim filter rules the key out while the
+//! send holds the key) is logged without that check.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Mutex;
