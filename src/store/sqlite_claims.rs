@@ -375,6 +375,9 @@ impl ClaimIndex {
     pub(super) fn index_run(&self, tx: &Connection, staged: &mut Staged) -> rusqlite::Result<()> {
         let (entries, from) = {
             let state = self.state();
+            if state.ids.len() + staged.added.len() < self.buffer {
+                return Ok(());
+            }
             // Claims this transaction forgot get no entry.
             let gone: HashSet<i64> = staged.removed.iter().map(|&(_, id)| id).collect();
             let mut waiting = state.ids.len() + staged.added.len();
