@@ -94,7 +94,13 @@ pub(super) fn pool(
         .map_err(|e| StoreError::Config(format!("{label}: {e}")))
 }
 
-super::queries::store_impl!(PgStore, AsyncPgConnection, diesel::pg::Pg, "postgres");
+super::queries::store_impl!(
+    PgStore,
+    AsyncPgConnection,
+    diesel::pg::Pg,
+    "postgres",
+    pipelined
+);
 
 impl PgStore {
     /// Applies a batch in one transaction, in one round trip of prepared statements

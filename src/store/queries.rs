@@ -18,15 +18,17 @@
 /// it on the calling thread, Postgres as it is) and
 /// `async fn settle(&self, &mut $conn, Result<T, StoreError>)`, which gets the last word
 /// on a read's failure (Postgres tells a lost connection from a failed query there);
-/// `$backend` is the diesel backend of `$conn`
-/// and `$name` what [`Store::backend`](crate::store::Store::backend) reports.
+/// `$backend` is the diesel backend of `$conn`,
+/// `$name` what [`Store::backend`](crate::store::Store::backend) reports and
+/// `$independent` how a group of independent reads runs (`pipelined` or `sequential`,
+/// see `reads.rs`).
 macro_rules! store_impl {
-    ($store:ty, $conn:ty, $backend:ty, $name:literal) => {
+    ($store:ty, $conn:ty, $backend:ty, $name:literal, $independent:ident) => {
         // Named here so that the generated modules can refer to them as `super::…`.
         type StoreConn = $conn;
         type StoreBackend = $backend;
 
-        $crate::store::reads::read_queries!();
+        $crate::store::reads::read_queries!($independent);
 
         impl $store {
             /// A connection for reads.

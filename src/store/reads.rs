@@ -3,13 +3,18 @@
 //! connection types is impractical).
 //!
 //! Reads batch per thread or page: one history query and one event-sequence query for all
-//! the tasks involved, never one per task.
+//! the tasks involved, never one per task. Queries that do not depend on each other's
+//! answers are written as one `independent!` group: on Postgres the group is sent in one
+//! round trip (tokio-postgres pipelines the statements of one connection), on SQLite,
+//! whose connection answers in-process, it runs one query after the other.
 
 /// Generates the `reads` module for the connection type `super::StoreConn` (backend
-/// `super::StoreBackend`) declared by `store_impl!`.
+/// `super::StoreBackend`) declared by `store_impl!`; `$independent` names how a group of
+/// independent queries runs: [`pipelined`] or [`sequential`].
 macro_rules! read_queries {
-    () => {
+    ($independent:ident) => {
         mod reads {
+            use $crate::store::reads::$independent as independent;
             use std::collections::HashMap;
 
             use diesel::dsl::max;
@@ -63,31 +68,41 @@ macro_rules! read_queries {
                 thread_id: &ContextId,
                 window: usize,
             ) -> Result<Option<ThreadSnapshot>, StoreError> {
-                let Some(thread) = threads::table
-                    .filter(threads::tenant_id.eq(tenant.as_str()))
-                    .filter(threads::thread_id.eq(thread_id.as_str()))
-                    .select(ThreadRow::as_select())
-                    .first(conn)
-                    .await
-                    .optional()?
-                else {
-                    return Ok(None);
-                };
-                let thread = thread.into_record()?;
-
+                // The thread, its newest `window` messages and its open tasks, asked
+                // together (one round trip on Postgres): a thread that does not exist
+                // has neither messages nor tasks, so the two others cost nothing then.
                 let thread_messages = messages::table
                     .filter(messages::tenant_id.eq(tenant.as_str()))
                     .filter(messages::thread_id.eq(thread_id.as_str()));
-                let mut newest_first: Vec<MessageRow> = if window == 0 {
-                    Vec::new()
-                } else {
+                let (mut thread, mut newest_first, open): (
+                    Vec<ThreadRow>,
+                    Vec<MessageRow>,
+                    Vec<TaskRow>,
+                ) = independent!(conn; c =>
+                    threads::table
+                        .filter(threads::tenant_id.eq(tenant.as_str()))
+                        .filter(threads::thread_id.eq(thread_id.as_str()))
+                        .select(ThreadRow::as_select())
+                        .limit(1)
+                        .load(c),
                     thread_messages
                         .order(messages::seq.desc())
                         .limit(limit(window))
                         .select(MessageRow::as_select())
-                        .load(conn)
-                        .await?
+                        .load(c),
+                    tasks::table
+                        .filter(tasks::tenant_id.eq(tenant.as_str()))
+                        .filter(tasks::context_id.eq(thread_id.as_str()))
+                        .filter(is_open())
+                        .order((tasks::created_at.asc(), tasks::task_id.asc()))
+                        .select(TaskRow::as_select())
+                        .load(c),
+                )?;
+                let Some(thread) = thread.pop() else {
+                    return Ok(None);
                 };
+                let thread = thread.into_record()?;
+
                 // The newest message of the window is the newest of the thread; only an
                 // empty window needs to ask for the maximum separately. (`as_slice`:
                 // `RunQueryDsl::first` would shadow the slice method on the Vec itself.)
@@ -105,15 +120,6 @@ macro_rules! read_queries {
                     .into_iter()
                     .map(MessageRow::into_record)
                     .collect::<Result<Vec<_>, _>>()?;
-
-                let open: Vec<TaskRow> = tasks::table
-                    .filter(tasks::tenant_id.eq(tenant.as_str()))
-                    .filter(tasks::context_id.eq(thread_id.as_str()))
-                    .filter(is_open())
-                    .order((tasks::created_at.asc(), tasks::task_id.asc()))
-                    .select(TaskRow::as_select())
-                    .load(conn)
-                    .await?;
                 let open_tasks = stored_tasks(conn, tenant, open).await?;
 
                 Ok(Some(ThreadSnapshot {
@@ -129,17 +135,28 @@ macro_rules! read_queries {
                 tenant: &TenantId,
                 task_id: &TaskId,
             ) -> Result<Option<StoredTask>, StoreError> {
-                let Some(row) = tasks::table
-                    .filter(tasks::tenant_id.eq(tenant.as_str()))
-                    .filter(tasks::task_id.eq(task_id.as_str()))
-                    .select(TaskRow::as_select())
-                    .first(conn)
-                    .await
-                    .optional()?
-                else {
+                // The row and the task's last event sequence together; the history, which
+                // the row names, after them.
+                let (mut row, last_seq): (Vec<TaskRow>, Option<i64>) = independent!(conn; c =>
+                    tasks::table
+                        .filter(tasks::tenant_id.eq(tenant.as_str()))
+                        .filter(tasks::task_id.eq(task_id.as_str()))
+                        .select(TaskRow::as_select())
+                        .limit(1)
+                        .load(c),
+                    task_events::table
+                        .filter(task_events::tenant_id.eq(tenant.as_str()))
+                        .filter(task_events::task_id.eq(task_id.as_str()))
+                        .select(max(task_events::seq))
+                        .get_result(c),
+                )?;
+                let Some(row) = row.pop() else {
                     return Ok(None);
                 };
-                Ok(stored_tasks(conn, tenant, vec![row]).await?.pop())
+                let last_seqs = HashMap::from([(row.task_id.clone(), last_seq)]);
+                Ok(with_histories(conn, tenant, vec![row], last_seqs)
+                    .await?
+                    .pop())
             }
 
             /// Tasks with their full history and the sequence number of their last event.
@@ -153,6 +170,17 @@ macro_rules! read_queries {
                 }
                 let ids: Vec<&str> = rows.iter().map(|r| r.task_id.as_str()).collect();
                 let last_seqs = last_event_seqs(conn, tenant, &ids).await?;
+                with_histories(conn, tenant, rows, last_seqs).await
+            }
+
+            /// Tasks with their full history, given the sequence number of each one's last
+            /// logged event (none: no event yet).
+            async fn with_histories(
+                conn: &mut Conn,
+                tenant: &TenantId,
+                rows: Vec<TaskRow>,
+                last_seqs: HashMap<String, Option<i64>>,
+            ) -> Result<Vec<StoredTask>, StoreError> {
                 let mut histories = histories(conn, tenant, &rows, None).await?;
                 rows.into_iter()
                     .map(|row| {
@@ -304,8 +332,6 @@ macro_rules! read_queries {
                         None => return Ok(None),
                     },
                 };
-                let total: i64 = matching(tenant, query).count().get_result(conn).await?;
-
                 let mut page = matching(tenant, query);
                 if let Some(c) = &cursor {
                     page = page.filter(
@@ -318,12 +344,13 @@ macro_rules! read_queries {
                 }
                 let page_size = query.page_size as usize;
                 // One row more than asked tells whether another page follows.
-                let mut rows: Vec<TaskRow> = page
-                    .order((tasks::status_timestamp.desc(), tasks::task_id.desc()))
-                    .limit(limit(page_size + 1))
-                    .select(TaskRow::as_select())
-                    .load(conn)
-                    .await?;
+                let (total, mut rows): (i64, Vec<TaskRow>) = independent!(conn; c =>
+                    matching(tenant, query).count().get_result(c),
+                    page.order((tasks::status_timestamp.desc(), tasks::task_id.desc()))
+                        .limit(limit(page_size + 1))
+                        .select(TaskRow::as_select())
+                        .load(c),
+                )?;
                 let next_page_token = if rows.len() > page_size {
                     rows.truncate(page_size);
                     rows.last()
@@ -673,3 +700,59 @@ macro_rules! read_queries {
 }
 
 pub(super) use read_queries;
+
+/// `independent!(conn; c => a, b[, c])`: the queries `a`, `b` (and `c`), each run on `c`,
+/// a handle on the connection `conn`, their futures all made before any is awaited and
+/// polled together, so that their statements leave in one write and come back in one
+/// round trip; a `Result` of the tuple of their answers, the first error otherwise. The
+/// handle is a shared reference, which is how diesel-async's `AsyncPgConnection` lets
+/// queries overlap (it pipelines them).
+macro_rules! pipelined {
+    ($conn:ident; $c:ident => $a:expr, $b:expr $(,)?) => {{
+        let shared = &*$conn;
+        futures_util::future::try_join(
+            {
+                let $c = &mut &*shared;
+                $a
+            },
+            {
+                let $c = &mut &*shared;
+                $b
+            },
+        )
+        .await
+    }};
+    ($conn:ident; $c:ident => $a:expr, $b:expr, $d:expr $(,)?) => {{
+        let shared = &*$conn;
+        futures_util::future::try_join3(
+            {
+                let $c = &mut &*shared;
+                $a
+            },
+            {
+                let $c = &mut &*shared;
+                $b
+            },
+            {
+                let $c = &mut &*shared;
+                $d
+            },
+        )
+        .await
+    }};
+}
+
+/// `independent!(conn; c => a, b[, c])` for a connection that answers in-process: each
+/// query in turn on `c` (the connection itself), the first error ending the group (the
+/// same result as [`pipelined`]).
+macro_rules! sequential {
+    ($conn:ident; $c:ident => $($q:expr),+ $(,)?) => {
+        async {
+            let $c = &mut *$conn;
+            Ok::<_, diesel::result::Error>(($($q.await?),+))
+        }
+        .await
+    };
+}
+
+pub(super) use {pipelined, sequential};

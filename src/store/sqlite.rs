@@ -792,7 +792,13 @@ pub(super) fn pool(
         .map_err(|e| StoreError::Config(format!("{label}: {e}")))
 }
 
-super::queries::store_impl!(SqliteStore, SqliteConn, diesel::sqlite::Sqlite, "sqlite");
+super::queries::store_impl!(
+    SqliteStore,
+    SqliteConn,
+    diesel::sqlite::Sqlite,
+    "sqlite",
+    sequential
+);
 
 async fn establish(path: String, pragmas: String) -> ConnectionResult<SqliteConn> {
     let mut conn = SqliteConn::establish(&path).await?;
