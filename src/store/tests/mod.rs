@@ -52,6 +52,7 @@ mod facts;
 mod isolation;
 mod listing;
 mod node_lock;
+mod pipelined;
 mod prepared;
 mod push;
 mod retention;
