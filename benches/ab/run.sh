@@ -72,6 +72,9 @@ PIDS=()
 DATABASES=()
 trap stop_and_clean EXIT
 printf '[auth]\nenabled = false\n' >"$WORK/bench.toml"
+# multi-turn: follow-ups find their thread evicted and reload it from the store (as in
+# benches/compare/run.sh: 16 threads in memory for the load's 64 conversations).
+printf '[auth]\nenabled = false\n[threads]\nmax_resident_actors = 16\n' >"$WORK/bench-multi-turn.toml"
 
 # CPU ticks of every process named postgres (the server and its backends).
 postgres_ticks() {
@@ -92,7 +95,9 @@ run_one() { # build-label binary store scenario round
         DATABASES+=("$db")
         env+=(DATABASE_URL="$PG_URL/$db")
     fi
-    "${env[@]}" "$bin" --config "$WORK/bench.toml" --bind "127.0.0.1:$PORT" --grpc-bind "" \
+    local config="$WORK/bench.toml"
+    [[ "$scenario" == multi-turn ]] && config="$WORK/bench-multi-turn.toml"
+    "${env[@]}" "$bin" --config "$config" --bind "127.0.0.1:$PORT" --grpc-bind "" \
         --data-dir "$WORK/data" >"$WORK/server.log" 2>&1 &
     PIDS=("$!")
     wait_ready "$url"
