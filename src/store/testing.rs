@@ -126,6 +126,17 @@ impl PgTestDb {
         })
     }
 
+    /// Migrates the database (no store opened) and returns its URL.
+    pub(crate) async fn migrated_url(&self) -> String {
+        let url = self.config.database_url.clone().expect("a Postgres URL");
+        let to_migrate = url.clone();
+        tokio::task::spawn_blocking(move || super::postgres::migrate(&to_migrate))
+            .await
+            .expect("the migration thread")
+            .expect("migrate the test database");
+        url
+    }
+
     /// Migrates the database and opens a store on it.
     pub(crate) async fn open(&self) -> Arc<dyn Store> {
         super::open(&self.config)

@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::{context, event_op, message, record, status_event, task, task_id, tenant, thread};
 use crate::domain::{Role, TaskState};
-use crate::store::postgres::{PgStore, migrate};
+use crate::store::postgres::PgStore;
 use crate::store::testing::PgTestDb;
 use crate::store::{Store, WriteOp};
 
@@ -79,12 +79,7 @@ async fn a_threads_reload_is_one_round_trip() {
     let Some(db) = PgTestDb::create().await else {
         return;
     };
-    let url = db.config.database_url.clone().unwrap();
-    let migrated = url.clone();
-    tokio::task::spawn_blocking(move || migrate(&migrated))
-        .await
-        .unwrap()
-        .unwrap();
+    let url = db.migrated_url().await;
     let upstream = host_port(&url).to_owned();
     let turns = Arc::new(Turns::default());
     let relayed = url.replacen(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::{context, event_op, message, record, status_event, task, task_id, tenant, thread};
 use crate::domain::{Role, TaskState};
 use crate::store::pg_writer::PREPARED_STATEMENTS;
-use crate::store::postgres::{PgStore, migrate};
+use crate::store::postgres::PgStore;
 use crate::store::testing::PgTestDb;
 use crate::store::{Store, WriteOp};
 
@@ -16,12 +16,7 @@ async fn a_thousand_commits_of_any_size_reuse_the_writers_prepared_statements() 
     let Some(db) = PgTestDb::create().await else {
         return;
     };
-    let url = db.config.database_url.clone().unwrap();
-    let migrated = url.clone();
-    tokio::task::spawn_blocking(move || migrate(&migrated))
-        .await
-        .unwrap()
-        .unwrap();
+    let url = db.migrated_url().await;
     // One writer connection, so every commit runs on the session inspected below.
     let store = PgStore::new(&url, 2, 1, Duration::from_secs(5), None, None).unwrap();
     let acme = tenant("acme");
