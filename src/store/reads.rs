@@ -8,6 +8,9 @@
 //! round trip (tokio-postgres pipelines the statements of one connection), on SQLite,
 //! whose connection answers in-process, it runs one query after the other.
 
+use crate::domain::TaskState;
+use crate::store::schema::tasks;
+
 /// Generates the `reads` module for the connection type `super::StoreConn` (backend
 /// `super::StoreBackend`) declared by `store_impl!`; `$independent` names how a group of
 /// independent queries runs: [`pipelined`] or [`sequential`].
@@ -25,42 +28,17 @@ macro_rules! read_queries {
             use diesel_async::RunQueryDsl;
 
             use $crate::domain::{
-                ContextId, ListTasksQuery, Message, StreamEvent, TaskId, TaskPage, TaskState,
+                ContextId, ListTasksQuery, Message, StreamEvent, TaskId, TaskPage,
                 TenantId,
             };
             use $crate::store::page_token::Cursor;
-            use $crate::store::rows::{EventRow, MessageRow, TaskRow, ThreadRow, decode_event};
+            use $crate::store::rows::{EventRow, MessageRow, TaskRow, decode_event};
             use $crate::store::schema::{messages, task_events, tasks, threads};
             use $crate::store::{StoreError, StoredTask, ThreadSnapshot};
 
             type Conn = super::StoreConn;
 
-            /// Whether a task row is in a state it can still leave: not one of
-            /// `TaskState::TERMINAL`, spelled out one by one rather than bound as a list
-            /// (`NOT IN (…)` has a shape diesel does not keep prepared on SQLite, so every
-            /// reload of a thread would compile the query again).
-            fn is_open() -> diesel::dsl::And<
-                diesel::dsl::And<
-                    diesel::dsl::And<
-                        diesel::dsl::NotEq<tasks::state, &'static str>,
-                        diesel::dsl::NotEq<tasks::state, &'static str>,
-                    >,
-                    diesel::dsl::NotEq<tasks::state, &'static str>,
-                >,
-                diesel::dsl::NotEq<tasks::state, &'static str>,
-            > {
-                let [a, b, c, d] = TaskState::TERMINAL.map(TaskState::as_str);
-                tasks::state
-                    .ne(a)
-                    .and(tasks::state.ne(b))
-                    .and(tasks::state.ne(c))
-                    .and(tasks::state.ne(d))
-            }
-
-            /// `usize` limits as SQL `LIMIT`s (saturating: nobody asks for 2^63 rows).
-            fn limit(n: usize) -> i64 {
-                i64::try_from(n).unwrap_or(i64::MAX)
-            }
+            use $crate::store::reads::limit;
 
             pub(super) async fn load_thread(
                 conn: &mut Conn,
@@ -68,37 +46,9 @@ macro_rules! read_queries {
                 thread_id: &ContextId,
                 window: usize,
             ) -> Result<Option<ThreadSnapshot>, StoreError> {
-                // The thread, its newest `window` messages and its open tasks, asked
-                // together (one round trip on Postgres): a thread that does not exist
-                // has neither messages nor tasks, so the two others cost nothing then.
-                let thread_messages = messages::table
-                    .filter(messages::tenant_id.eq(tenant.as_str()))
-                    .filter(messages::thread_id.eq(thread_id.as_str()));
-                let (mut thread, mut newest_first, open): (
-                    Vec<ThreadRow>,
-                    Vec<MessageRow>,
-                    Vec<TaskRow>,
-                ) = independent!(conn; c =>
-                    threads::table
-                        .filter(threads::tenant_id.eq(tenant.as_str()))
-                        .filter(threads::thread_id.eq(thread_id.as_str()))
-                        .select(ThreadRow::as_select())
-                        .limit(1)
-                        .load(c),
-                    thread_messages
-                        .order(messages::seq.desc())
-                        .limit(limit(window))
-                        .select(MessageRow::as_select())
-                        .load(c),
-                    tasks::table
-                        .filter(tasks::tenant_id.eq(tenant.as_str()))
-                        .filter(tasks::context_id.eq(thread_id.as_str()))
-                        .filter(is_open())
-                        .order((tasks::created_at.asc(), tasks::task_id.asc()))
-                        .select(TaskRow::as_select())
-                        .load(c),
-                )?;
-                let Some(thread) = thread.pop() else {
+                let Some((thread, mut newest_first, open)) =
+                    super::thread_rows(conn, tenant, thread_id, window).await?
+                else {
                     return Ok(None);
                 };
                 let thread = thread.into_record()?;
@@ -109,7 +59,9 @@ macro_rules! read_queries {
                 let last_seq = match newest_first.as_slice().first() {
                     Some(newest) => newest.seq,
                     None if window > 0 => 0,
-                    None => thread_messages
+                    None => messages::table
+                        .filter(messages::tenant_id.eq(tenant.as_str()))
+                        .filter(messages::thread_id.eq(thread_id.as_str()))
                         .select(max(messages::seq))
                         .first::<Option<i64>>(conn)
                         .await?
@@ -700,6 +652,69 @@ macro_rules! read_queries {
 }
 
 pub(super) use read_queries;
+
+/// A task's state differs from one given.
+type StateIsNot = diesel::dsl::NotEq<tasks::state, &'static str>;
+
+/// [`is_open`]'s expression: four [`StateIsNot`] joined by `AND`.
+type IsOpen = diesel::dsl::And<
+    diesel::dsl::And<diesel::dsl::And<StateIsNot, StateIsNot>, StateIsNot>,
+    StateIsNot,
+>;
+
+/// Whether a task row is in a state it can still leave: not one of `TaskState::TERMINAL`,
+/// spelled out one by one rather than bound as a list (`NOT IN (…)` has a shape diesel
+/// does not keep prepared on SQLite, so every reload of a thread would compile the query
+/// again).
+pub(super) fn is_open() -> IsOpen {
+    use diesel::{BoolExpressionMethods, ExpressionMethods};
+    let [a, b, c, d] = TaskState::TERMINAL.map(TaskState::as_str);
+    tasks::state
+        .ne(a)
+        .and(tasks::state.ne(b))
+        .and(tasks::state.ne(c))
+        .and(tasks::state.ne(d))
+}
+
+/// `usize` limits as SQL `LIMIT`s (saturating: nobody asks for 2^63 rows).
+pub(super) fn limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// `thread_queries!(tenant, thread_id, window)`: the three queries a thread's reload
+/// starts from, not yet run — the thread's row (at most one), its newest `window`
+/// messages newest first, and its open tasks oldest first — for either of diesel's APIs
+/// to run: each backend's `thread_rows` runs them its own way (Postgres pipelined on the
+/// async connection, SQLite on its synchronous connection in place).
+macro_rules! thread_queries {
+    ($tenant:expr, $thread_id:expr, $window:expr) => {{
+        use diesel::{ExpressionMethods, QueryDsl, SelectableHelper};
+        use $crate::store::rows::{MessageRow, TaskRow, ThreadRow};
+        use $crate::store::schema::{messages, tasks, threads};
+        let (tenant, thread_id): (&str, &str) = ($tenant, $thread_id);
+        (
+            threads::table
+                .filter(threads::tenant_id.eq(tenant))
+                .filter(threads::thread_id.eq(thread_id))
+                .select(ThreadRow::as_select())
+                .limit(1),
+            messages::table
+                .filter(messages::tenant_id.eq(tenant))
+                .filter(messages::thread_id.eq(thread_id))
+                .order(messages::seq.desc())
+                .limit($crate::store::reads::limit($window))
+                .select(MessageRow::as_select()),
+            tasks::table
+                .filter(tasks::tenant_id.eq(tenant))
+                .filter(tasks::context_id.eq(thread_id))
+                .filter($crate::store::reads::is_open())
+                .order((tasks::created_at.asc(), tasks::task_id.asc()))
+                .select(TaskRow::as_select()),
+        )
+    }};
+}
+
+pub(super) use thread_queries;
 
 /// `independent!(conn; c => a, b[, c])`: the queries `a`, `b` (and `c`), each run on `c`,
 /// a handle on the connection `conn`, their futures all made before any is awaited and

@@ -42,7 +42,7 @@ use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
-use super::rows::MessageRow;
+use super::rows::{MessageRow, TaskRow, ThreadRow};
 use super::sqlite_claims::{ClaimIndex, Staged};
 use super::sqlite_lock::SqliteLock;
 use super::writes::{CHUNK, PushRow, Rows, sqlite as sql};
@@ -790,6 +790,33 @@ pub(super) fn pool(
         .max_size(size.max(1))
         .build()
         .map_err(|e| StoreError::Config(format!("{label}: {e}")))
+}
+
+/// The rows a thread's reload starts from (`reads.rs`): the thread's, its newest `window`
+/// messages (newest first) and its open tasks; `None` if there is no such thread. Run on
+/// the synchronous connection inside (in place, within a point read): diesel keeps these
+/// statements prepared by their type and decodes rows where they lie, where the async
+/// wrapper writes each query's SQL again and copies every value out first.
+async fn thread_rows(
+    conn: &mut SqliteConn,
+    tenant: &TenantId,
+    thread_id: &crate::domain::ContextId,
+    window: usize,
+) -> Result<Option<(ThreadRow, Vec<MessageRow>, Vec<TaskRow>)>, StoreError> {
+    let (tenant, thread_id) = (tenant.as_str().to_owned(), thread_id.as_str().to_owned());
+    let (mut thread, newest_first, open) = conn
+        .spawn_blocking(move |c| {
+            use diesel::RunQueryDsl;
+            let (thread, messages, open) =
+                super::reads::thread_queries!(&tenant, &thread_id, window);
+            Ok((
+                thread.load::<ThreadRow>(c)?,
+                messages.load::<MessageRow>(c)?,
+                open.load::<TaskRow>(c)?,
+            ))
+        })
+        .await?;
+    Ok(thread.pop().map(|thread| (thread, newest_first, open)))
 }
 
 super::queries::store_impl!(
