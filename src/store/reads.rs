@@ -6,7 +6,9 @@
 //! the tasks involved, never one per task. Queries that do not depend on each other's
 //! answers are written as one `independent!` group: on Postgres the group is sent in one
 //! round trip (tokio-postgres pipelines the statements of one connection), on SQLite,
-//! whose connection answers in-process, it runs one query after the other.
+//! whose connection answers in-process, it runs one query after the other. A thread's
+//! reload, the read a follow-up after eviction waits for, starts from the rows of
+//! [`thread_queries!`], which each backend's `thread_rows` runs its own cheapest way.
 
 use crate::domain::TaskState;
 use crate::store::schema::tasks;
@@ -46,6 +48,7 @@ macro_rules! read_queries {
                 thread_id: &ContextId,
                 window: usize,
             ) -> Result<Option<ThreadSnapshot>, StoreError> {
+                // The backend's own run of `thread_queries!` (postgres.rs, sqlite.rs).
                 let Some((thread, mut newest_first, open)) =
                     super::thread_rows(conn, tenant, thread_id, window).await?
                 else {
