@@ -22,7 +22,6 @@ use std::sync::Arc;
 
 use super::cluster::Fence;
 use super::pg_writer::{self, WriterManager, WriterPool};
-use super::rows::{MessageRow, TaskRow, ThreadRow};
 use super::writes::Rows;
 use super::{StoreError, WriteOp};
 
@@ -95,21 +94,18 @@ pub(super) fn pool(
         .map_err(|e| StoreError::Config(format!("{label}: {e}")))
 }
 
-/// The rows a thread's reload starts from (`reads.rs`): the thread's, its newest `window`
-/// messages (newest first) and its open tasks; `None` if there is no such thread. The
-/// three queries are pipelined: one round trip.
+/// The rows a thread's reload starts from (`reads.rs`), its three queries pipelined: one
+/// round trip.
 async fn thread_rows(
     conn: &mut AsyncPgConnection,
     tenant: &crate::domain::TenantId,
     thread_id: &crate::domain::ContextId,
     window: usize,
-) -> Result<Option<(ThreadRow, Vec<MessageRow>, Vec<TaskRow>)>, StoreError> {
+) -> Result<super::reads::ThreadRows, StoreError> {
     use diesel_async::RunQueryDsl;
     let (thread, messages, open) =
         super::reads::thread_queries!(tenant.as_str(), thread_id.as_str(), window);
-    let (mut thread, newest_first, open): (Vec<ThreadRow>, Vec<MessageRow>, Vec<TaskRow>) =
-        super::reads::pipelined!(conn; c => thread.load(c), messages.load(c), open.load(c))?;
-    Ok(thread.pop().map(|thread| (thread, newest_first, open)))
+    Ok(super::reads::pipelined!(conn; c => thread.load(c), messages.load(c), open.load(c))?)
 }
 
 super::queries::store_impl!(

@@ -49,9 +49,9 @@ macro_rules! read_queries {
                 window: usize,
             ) -> Result<Option<ThreadSnapshot>, StoreError> {
                 // The backend's own run of `thread_queries!` (postgres.rs, sqlite.rs).
-                let Some((thread, mut newest_first, open)) =
-                    super::thread_rows(conn, tenant, thread_id, window).await?
-                else {
+                let (mut thread, mut newest_first, open) =
+                    super::thread_rows(conn, tenant, thread_id, window).await?;
+                let Some(thread) = thread.pop() else {
                     return Ok(None);
                 };
                 let thread = thread.into_record()?;
@@ -718,6 +718,14 @@ macro_rules! thread_queries {
 }
 
 pub(super) use thread_queries;
+
+/// What the three [`thread_queries!`] return: the thread's row (none or one), its newest
+/// messages (newest first), its open tasks.
+pub(super) type ThreadRows = (
+    Vec<crate::store::rows::ThreadRow>,
+    Vec<crate::store::rows::MessageRow>,
+    Vec<crate::store::rows::TaskRow>,
+);
 
 /// `independent!(conn; c => a, b[, c])`: the queries `a`, `b` (and `c`), each run on `c`,
 /// a handle on the connection `conn`, their futures all made before any is awaited and

@@ -792,19 +792,18 @@ pub(super) fn pool(
         .map_err(|e| StoreError::Config(format!("{label}: {e}")))
 }
 
-/// The rows a thread's reload starts from (`reads.rs`): the thread's, its newest `window`
-/// messages (newest first) and its open tasks; `None` if there is no such thread. Run on
-/// the synchronous connection inside (in place, within a point read): diesel keeps these
-/// statements prepared by their type and decodes rows where they lie, where the async
-/// wrapper writes each query's SQL again and copies every value out first.
+/// The rows a thread's reload starts from (`reads.rs`), run on the synchronous connection
+/// inside (in place, within a point read): diesel keeps these statements prepared by
+/// their type and decodes rows where they lie, where the async wrapper writes each
+/// query's SQL again and copies every value out first.
 async fn thread_rows(
     conn: &mut SqliteConn,
     tenant: &TenantId,
     thread_id: &crate::domain::ContextId,
     window: usize,
-) -> Result<Option<(ThreadRow, Vec<MessageRow>, Vec<TaskRow>)>, StoreError> {
+) -> Result<super::reads::ThreadRows, StoreError> {
     let (tenant, thread_id) = (tenant.as_str().to_owned(), thread_id.as_str().to_owned());
-    let (mut thread, newest_first, open) = conn
+    Ok(conn
         .spawn_blocking(move |c| {
             use diesel::RunQueryDsl;
             let (thread, messages, open) =
@@ -815,8 +814,7 @@ async fn thread_rows(
                 open.load::<TaskRow>(c)?,
             ))
         })
-        .await?;
-    Ok(thread.pop().map(|thread| (thread, newest_first, open)))
+        .await?)
 }
 
 super::queries::store_impl!(
