@@ -24,7 +24,9 @@ pub struct StoreSettings {
     pub database_url: String,
     /// Directory of the SQLite file (`agent-a2a.db`) and other local data.
     pub data_dir: PathBuf,
-    /// Database connections in the pool.
+    /// Database connections for reads, in all. On Postgres each thread that reads keeps
+    /// its own (a connection's I/O runs on the thread that opened it), at most an even
+    /// share of these over the cores each.
     pub pool_size: usize,
     /// How long a request waits for a connection before failing with 503, in ms.
     pub acquire_timeout_ms: u64,

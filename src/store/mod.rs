@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod memories;
 pub mod node_lock;
 mod page_token;
+mod pg_readers;
 mod pg_writer;
 mod postgres;
 mod queries;

@@ -21,6 +21,7 @@ use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 use std::sync::Arc;
 
 use super::cluster::Fence;
+use super::pg_readers::{ReadObject, ReadPool, Readers};
 use super::pg_writer::{self, WriterManager, WriterPool};
 use super::writes::Rows;
 use super::{StoreError, WriteOp};
@@ -32,7 +33,8 @@ const MIGRATION_LOCK: i64 = 0x6132_615f_6d69_6772;
 
 /// [`Store`](super::Store) on Postgres.
 pub struct PgStore {
-    pool: Pool<AsyncPgConnection>,
+    /// Reads, on connections of the calling thread's own (`pg_readers.rs`).
+    readers: Arc<Readers>,
     /// Commits only. A pooled connection's I/O task runs on the runtime that opened it,
     /// and commits are made on the persistence actor's arbiter, so these connections live
     /// there: stopping the HTTP workers or the actor arbiters (a graceful shutdown) cannot
@@ -47,8 +49,8 @@ pub struct PgStore {
 }
 
 impl PgStore {
-    /// A store over a pool of at most `pool_size` connections to `url` for reads and
-    /// `writers` for commits (one per group commit in flight). Connects nothing yet;
+    /// A store over at most `pool_size` connections to `url` for reads (a pool per
+    /// reading thread, `pg_readers.rs`) and `writers` for commits (one per group commit in flight). Connects nothing yet;
     /// migrations are applied separately ([`migrate`]).
     ///
     /// With a `fence` (cluster mode) the writer connections end a transaction left idle
@@ -67,7 +69,7 @@ impl PgStore {
             None => url.to_owned(),
         };
         Ok(Self {
-            pool: pool(url, pool_size, "postgres pool")?,
+            readers: Readers::new(url, pool_size),
             writer: WriterPool::builder(WriterManager::new(writer_url))
                 .max_size(writers.max(1))
                 .build()
@@ -76,6 +78,18 @@ impl PgStore {
             fence: fence.map(|(fence, _)| fence),
             _lock: lock,
         })
+    }
+}
+
+impl PgStore {
+    /// The calling thread's read connections.
+    fn read_pool(&self) -> Result<ReadPool, StoreError> {
+        self.readers.pool()
+    }
+
+    #[cfg(test)]
+    pub(super) fn readers(&self) -> &Readers {
+        &self.readers
     }
 }
 

@@ -31,25 +31,21 @@ macro_rules! store_impl {
         $crate::store::reads::read_queries!($independent);
 
         impl $store {
-            /// A connection for reads.
-            async fn conn(
-                &self,
-            ) -> Result<
-                diesel_async::pooled_connection::deadpool::Object<StoreConn>,
-                $crate::store::StoreError,
-            > {
-                self.checkout(&self.pool).await
+            /// A connection for reads: each backend says which pool it comes from
+            /// (`read_pool`) and what it is (`ReadObject`, a smart pointer to `StoreConn`).
+            async fn conn(&self) -> Result<ReadObject, $crate::store::StoreError> {
+                self.checkout(&self.read_pool()?).await
             }
 
             /// A pooled connection, or `Unavailable` once the acquire timeout has passed:
             /// it bounds both the wait for a free slot and connecting to a dead server.
-            async fn checkout(
+            async fn checkout<M: deadpool::managed::Manager>(
                 &self,
-                pool: &diesel_async::pooled_connection::deadpool::Pool<StoreConn>,
-            ) -> Result<
-                diesel_async::pooled_connection::deadpool::Object<StoreConn>,
-                $crate::store::StoreError,
-            > {
+                pool: &deadpool::managed::Pool<M>,
+            ) -> Result<deadpool::managed::Object<M>, $crate::store::StoreError>
+            where
+                M::Error: std::fmt::Display,
+            {
                 match tokio::time::timeout(self.acquire_timeout, pool.get()).await {
                     Ok(Ok(conn)) => Ok(conn),
                     Ok(Err(e)) => Err($crate::store::StoreError::Unavailable(format!(

@@ -65,6 +65,9 @@ fn pragmas(synchronous: SqliteSynchronous) -> String {
 
 pub(super) type SqliteConn = SyncConnectionWrapper<SqliteConnection, ReadRuntime>;
 
+/// A checked-out read connection.
+type ReadObject = diesel_async::pooled_connection::deadpool::Object<SqliteConn>;
+
 thread_local! {
     /// Set while [`SqliteStore::point_read`] polls its read: the pool's connections then
     /// run their statements on this thread.
@@ -135,6 +138,14 @@ pub struct SqliteStore {
     /// The idempotency claims' index entries not written yet (shared with the writer).
     claims: Arc<ClaimIndex>,
     acquire_timeout: Duration,
+}
+
+impl SqliteStore {
+    /// Reads share one pool: its connections run their statements on tokio's blocking
+    /// pool (or in place, see `ReadRuntime`), not on the thread that opened them.
+    fn read_pool(&self) -> Result<Pool<SqliteConn>, StoreError> {
+        Ok(self.pool.clone())
+    }
 }
 
 impl SqliteStore {

@@ -55,6 +55,7 @@ mod node_lock;
 mod pipelined;
 mod prepared;
 mod push;
+mod readers;
 mod retention;
 mod sqlite_lock;
 mod tasks;

@@ -1,0 +1,214 @@
+//! Read connections on Postgres: each thread that reads keeps its own.
+//!
+//! A connection's I/O — tokio-postgres' connection task, spawned by diesel-async when the
+//! connection is opened — runs on the runtime of the thread that opened it. A read on a
+//! connection another thread opened therefore crosses to that thread and back: two
+//! hand-offs per round trip, and a wait whenever that thread is busy serving requests.
+//! So every thread that reads (the HTTP workers, the actor arbiters, the background
+//! tasks' threads) gets a pool of its own, and its reads never leave it.
+//!
+//! `store.pool_size` still bounds the read connections open in all: each connection
+//! holds one permit of [`Readers::open`] for as long as it lives, and each thread's pool
+//! holds at most an even share of them over the machine's cores (at least one) — as many
+//! as the HTTP workers, which do most of the reading. A thread that needs a
+//! connection when every permit is held closes a connection another thread's pool has
+//! left idle for [`RECLAIM_IDLE`] (a thread that has stopped keeps only idle ones), and
+//! otherwise waits for a permit like any pool's caller, within the store's acquire
+//! timeout. Each pool hands out its most recently used connection first, so a thread
+//! that needs fewer than it has lets the rest go idle for others to take; a connection
+//! just used is never taken, which would have two busy threads close and reopen each
+//! other's connections (a new session costs Postgres a process start).
+
+use std::sync::{Arc, RwLock, Weak};
+use std::thread::ThreadId;
+use std::time::Duration;
+
+use deadpool::managed::{self, Metrics, QueueMode, RecycleResult};
+use diesel_async::AsyncPgConnection;
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, PoolError, RecyclingMethod,
+};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::StoreError;
+
+/// One thread's read connections.
+pub(super) type ReadPool = managed::Pool<ReadManager>;
+
+/// A checked-out read connection (derefs to the diesel connection).
+pub(super) type ReadObject = managed::Object<ReadManager>;
+
+/// How often a caller waiting for a permit looks again for an idle connection to close.
+const RECLAIM_EVERY: Duration = Duration::from_millis(5);
+
+/// How long another thread's connection must have been idle to be closed for this one.
+const RECLAIM_IDLE: Duration = Duration::from_millis(100);
+
+/// The read connections of a store, per thread.
+pub(super) struct Readers {
+    url: String,
+    /// The most connections one thread's pool holds.
+    per_thread: usize,
+    /// One permit per open read connection, `size` in all.
+    open: Arc<Semaphore>,
+    pools: RwLock<Vec<(ThreadId, ReadPool)>>,
+    /// Handed to each pool's manager, which reclaims idle connections through it.
+    this: Weak<Readers>,
+}
+
+impl Readers {
+    /// At most `size` connections to `url` in all (connects nothing yet).
+    pub(super) fn new(url: &str, size: usize) -> Arc<Self> {
+        let size = size.max(1);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let per_thread = (size / cores).max(1);
+        Arc::new_cyclic(|this| Self {
+            url: url.to_owned(),
+            per_thread,
+            open: Arc::new(Semaphore::new(size)),
+            pools: RwLock::new(Vec::new()),
+            this: this.clone(),
+        })
+    }
+
+    /// The calling thread's pool, made on its first read.
+    pub(super) fn pool(&self) -> Result<ReadPool, StoreError> {
+        let thread = std::thread::current().id();
+        if let Some(pool) = self.find(thread) {
+            return Ok(pool);
+        }
+        let mut pools = self.pools.write().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, pool)) = pools.iter().find(|(t, _)| *t == thread) {
+            return Ok(pool.clone());
+        }
+        let mut config = ManagerConfig::default();
+        config.recycling_method = RecyclingMethod::Fast;
+        let manager = ReadManager {
+            inner: AsyncDieselConnectionManager::new_with_config(&self.url, config),
+            open: self.open.clone(),
+            readers: self.this.clone(),
+            thread,
+        };
+        let pool = ReadPool::builder(manager)
+            .max_size(self.per_thread)
+            .queue_mode(QueueMode::Lifo)
+            .build()
+            .map_err(|e| StoreError::Config(format!("postgres pool: {e}")))?;
+        pools.push((thread, pool.clone()));
+        Ok(pool)
+    }
+
+    fn find(&self, thread: ThreadId) -> Option<ReadPool> {
+        let pools = self.pools.read().unwrap_or_else(|e| e.into_inner());
+        pools
+            .iter()
+            .find(|(t, _)| *t == thread)
+            .map(|(_, pool)| pool.clone())
+    }
+
+    /// Closes one connection another thread's pool has left idle for [`RECLAIM_IDLE`],
+    /// if there is one; its permit comes back as it is dropped.
+    fn close_idle_elsewhere(&self, thread: ThreadId) -> bool {
+        let pools = self.pools.read().unwrap_or_else(|e| e.into_inner());
+        for (_, pool) in pools.iter().filter(|(t, _)| *t != thread) {
+            let mut closed = false;
+            // `retain` sees the idle connections only, and drops those it is told not to
+            // keep as it returns.
+            pool.retain(|_, metrics| {
+                if closed || metrics.last_used() < RECLAIM_IDLE {
+                    return true;
+                }
+                closed = true;
+                false
+            });
+            if closed {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Read connections open now, over every thread's pool.
+    #[cfg(test)]
+    pub(super) fn open_connections(&self) -> usize {
+        let pools = self.pools.read().unwrap_or_else(|e| e.into_inner());
+        pools.iter().map(|(_, pool)| pool.status().size).sum()
+    }
+
+    /// Threads that have a pool.
+    #[cfg(test)]
+    pub(super) fn threads(&self) -> usize {
+        self.pools.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// A read connection and its share of the store's bound.
+pub(super) struct ReadConn {
+    conn: AsyncPgConnection,
+    _open: OwnedSemaphorePermit,
+}
+
+impl std::ops::Deref for ReadConn {
+    type Target = AsyncPgConnection;
+
+    fn deref(&self) -> &AsyncPgConnection {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for ReadConn {
+    fn deref_mut(&mut self) -> &mut AsyncPgConnection {
+        &mut self.conn
+    }
+}
+
+/// Opens one thread's read connections: takes a permit of the store's bound first.
+pub(super) struct ReadManager {
+    inner: AsyncDieselConnectionManager<AsyncPgConnection>,
+    open: Arc<Semaphore>,
+    readers: Weak<Readers>,
+    thread: ThreadId,
+}
+
+impl ReadManager {
+    async fn permit(&self) -> Result<OwnedSemaphorePermit, PoolError> {
+        // The semaphore is never closed; should it be, the connection is refused.
+        let closed = |_| {
+            PoolError::ConnectionError(diesel::ConnectionError::BadConnection(
+                "the read connections are closed".into(),
+            ))
+        };
+        loop {
+            if let Ok(permit) = self.open.clone().try_acquire_owned() {
+                return Ok(permit);
+            }
+            if let Some(readers) = self.readers.upgrade() {
+                readers.close_idle_elsewhere(self.thread);
+            }
+            // Waits for a permit, and looks for idle connections again now and then: a
+            // connection going idle in another thread's pool releases nothing by itself.
+            tokio::select! {
+                permit = self.open.clone().acquire_owned() => return permit.map_err(closed),
+                () = tokio::time::sleep(RECLAIM_EVERY) => {}
+            }
+        }
+    }
+}
+
+impl managed::Manager for ReadManager {
+    type Type = ReadConn;
+    type Error = PoolError;
+
+    async fn create(&self) -> Result<ReadConn, PoolError> {
+        let permit = self.permit().await?;
+        let conn = self.inner.create().await?;
+        Ok(ReadConn {
+            conn,
+            _open: permit,
+        })
+    }
+
+    async fn recycle(&self, conn: &mut ReadConn, metrics: &Metrics) -> RecycleResult<PoolError> {
+        self.inner.recycle(&mut conn.conn, metrics).await
+    }
+}

@@ -1,0 +1,204 @@
+//! Postgres reads run on connections of the reading thread's own (`pg_readers.rs`), and
+//! `pool_size` bounds the read connections of every thread together.
+
+use std::sync::mpsc;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use diesel::sql_types::Integer;
+use diesel_async::RunQueryDsl;
+
+use super::{context, tenant};
+use crate::store::postgres::PgStore;
+use crate::store::testing::PgTestDb;
+use crate::store::{Store, StoreError};
+
+/// Runs `f` on a thread of its own with a runtime of its own (as an HTTP worker or an
+/// actor arbiter is), and hands back what it returned.
+fn on_thread<T: Send + 'static>(
+    f: impl FnOnce(tokio::runtime::Runtime) -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        f(rt)
+    })
+}
+
+/// The server process behind one of `store`'s read connections taken on this thread.
+async fn backend_pid(store: &PgStore) -> i32 {
+    let mut conn = store.readers().pool().unwrap().get().await.unwrap();
+    diesel::select(diesel::dsl::sql::<Integer>("pg_backend_pid()"))
+        .get_result::<i32>(&mut **conn)
+        .await
+        .unwrap()
+}
+
+async fn store(db: &PgTestDb, pool_size: usize, acquire: Duration) -> (Arc<PgStore>, String) {
+    let url = db.migrated_url().await;
+    let store = PgStore::new(&url, pool_size, 1, acquire, None, None).unwrap();
+    (Arc::new(store), url)
+}
+
+#[tokio::test]
+async fn each_thread_reads_on_connections_it_opened() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (store, _) = store(&db, 4, Duration::from_secs(5)).await;
+    // The first thread's connection stays open and idle (its runtime running) while the
+    // second reads: one pool for both would hand the second that same connection.
+    let done = Arc::new(Barrier::new(2));
+    let (first_pid, first) = {
+        let (store, done) = (store.clone(), done.clone());
+        let (tx, rx) = mpsc::channel();
+        let handle = on_thread(move |rt| {
+            rt.block_on(async {
+                tx.send(backend_pid(&store).await).unwrap();
+                tokio::task::spawn_blocking(move || done.wait())
+                    .await
+                    .unwrap();
+            })
+        });
+        (rx.recv().unwrap(), handle)
+    };
+    let second_pid = {
+        let store = store.clone();
+        on_thread(move |rt| rt.block_on(backend_pid(&store)))
+            .join()
+            .unwrap()
+    };
+    done.wait();
+    first.join().unwrap();
+    assert_ne!(first_pid, second_pid, "both threads read on one connection");
+    assert_eq!(store.readers().threads(), 2);
+    assert_eq!(store.readers().open_connections(), 2);
+}
+
+#[tokio::test]
+async fn read_connections_of_all_threads_stay_within_the_pool_size() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (store, url) = store(&db, 2, Duration::from_secs(5)).await;
+    let (acme, nobody) = (tenant("acme"), context("nobody"));
+    // Three threads read one after the other, each keeping its runtime running (and so
+    // its idle connection's I/O) until all have read.
+    let all_read = Arc::new(Barrier::new(4));
+    let mut handles = Vec::new();
+    for _ in 0..3 {
+        let (store, all_read) = (store.clone(), all_read.clone());
+        let (acme, nobody) = (acme.clone(), nobody.clone());
+        let (tx, rx) = mpsc::channel();
+        handles.push(on_thread(move |rt| {
+            rt.block_on(async {
+                let read = store.load_thread(&acme, &nobody, 4).await;
+                tx.send((
+                    read.map(|s| s.is_none()),
+                    store.readers().open_connections(),
+                ))
+                .unwrap();
+                tokio::task::spawn_blocking(move || all_read.wait())
+                    .await
+                    .unwrap();
+            })
+        }));
+        let (read, open) = rx.recv().unwrap();
+        assert!(read.unwrap(), "an unknown thread reads as none");
+        assert!(open <= 2, "{open} read connections open, at most 2 allowed");
+    }
+    assert_eq!(store.readers().threads(), 3);
+    // The third thread found both permits held by idle connections of the others, and
+    // closed one of them to open its own: the server sees two sessions (the closed one's
+    // ends as soon as its thread's runtime has sent the goodbye).
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let sessions = || async {
+        let row = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .unwrap();
+        row.get::<_, i64>(0)
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut open = sessions().await;
+    while open > 2 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        open = sessions().await;
+    }
+    all_read.wait();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    assert_eq!(open, 2, "sessions of the store on the database");
+}
+
+#[tokio::test]
+async fn a_read_waits_for_a_busy_connection_then_fails_unavailable() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (store, _) = store(&db, 1, Duration::from_millis(300)).await;
+    // One thread holds the only read connection checked out...
+    let (held_tx, held_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let holder = {
+        let store = store.clone();
+        on_thread(move |rt| {
+            rt.block_on(async {
+                let conn = store.readers().pool().unwrap().get().await.unwrap();
+                held_tx.send(()).unwrap();
+                let release_rx = tokio::task::spawn_blocking(move || {
+                    release_rx.recv().unwrap();
+                    release_rx
+                })
+                .await
+                .unwrap();
+                drop(conn);
+                // ...and keeps its runtime running while the other thread reads again.
+                tokio::task::spawn_blocking(move || release_rx.recv().unwrap())
+                    .await
+                    .unwrap();
+            });
+        })
+    };
+    held_rx.recv().unwrap();
+    let (acme, nobody) = (tenant("acme"), context("nobody"));
+    let read = {
+        let (store, acme, nobody) = (store.clone(), acme.clone(), nobody.clone());
+        on_thread(move |rt| {
+            rt.block_on(store.load_thread(&acme, &nobody, 4))
+                .map(|s| s.is_none())
+        })
+        .join()
+        .unwrap()
+    };
+    assert!(
+        matches!(&read, Err(StoreError::Unavailable(detail)) if detail.contains("no connection within")),
+        "{read:?}"
+    );
+    // Once it is idle, another thread's read closes it and opens its own.
+    release_tx.send(()).unwrap();
+    let read = {
+        let store = store.clone();
+        on_thread(move |rt| {
+            rt.block_on(store.load_thread(&acme, &nobody, 4))
+                .map(|s| s.is_none())
+        })
+        .join()
+        .unwrap()
+    };
+    assert!(read.unwrap());
+    assert_eq!(store.readers().open_connections(), 1);
+    release_tx.send(()).unwrap();
+    holder.join().unwrap();
+}
