@@ -1,13 +1,15 @@
 //! The `ThreadRegistry`: finds or starts the actor of a thread.
 //!
-//! The actor of a thread this server has just minted (a message without `contextId`)
-//! starts on the arbiter that is handling the request — an HTTP worker — so the request,
-//! its turn and its answer stay on one thread. Every other thread's actor is placed on
-//! one of the runtime's arbiters (one per core) by a hash of the thread key (an actix
-//! actor lives on one arbiter thread; putting them all on one would serialise the
-//! server). Each runs under an actix `Supervisor`. An evicted actor answers `Gone` and a
-//! dead one has a closed mailbox; either way the registry starts a fresh actor and
-//! retries, a bounded number of times.
+//! A thread's actor starts on the arbiter that is handling the request that needs it —
+//! an HTTP worker — whether the thread was just minted (a message without `contextId`) or
+//! is reloaded from the store after an eviction: the request, the reload's reads (on that
+//! thread's own database connections, see `store/pg_readers.rs`), the turn and the answer
+//! stay on one thread. Work that does not come from an arbiter (gRPC's runtime, tasks on
+//! plain tokio threads) places the actor on one of the runtime's arbiters (one per core)
+//! by a hash of the thread key (an actix actor lives on one arbiter thread; putting them
+//! all on one would serialise the server). Each runs under an actix `Supervisor`. An
+//! evicted actor answers `Gone` and a dead one has a closed mailbox; either way the
+//! registry starts a fresh actor and retries, a bounded number of times.
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
@@ -89,8 +91,8 @@ impl ThreadRegistry {
                     ThreadActor::new(id, actor_key, deps, fresh, token)
                 };
                 let addr = match Arbiter::try_current() {
-                    // A new thread: here, where its first request is (no hand-off).
-                    Some(_) if fresh => Supervisor::start(make),
+                    // Here, where the request that needs it is (no hand-off).
+                    Some(_) => Supervisor::start(make),
                     _ => {
                         let arbiter = &self.arbiters
                             [self.hasher.hash_one(key) as usize % self.arbiters.len()];
