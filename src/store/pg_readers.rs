@@ -49,11 +49,9 @@ pub(super) struct Readers {
     url: String,
     /// The most connections one thread's pool holds.
     per_thread: usize,
-    /// One permit per open read connection, `size` in all.
+    /// One permit per open read connection, `store.pool_size` in all.
     open: Arc<Semaphore>,
     pools: RwLock<Vec<(ThreadId, ReadPool)>>,
-    /// Handed to each pool's manager, which reclaims idle connections through it.
-    this: Weak<Readers>,
 }
 
 impl Readers {
@@ -62,31 +60,31 @@ impl Readers {
         let size = size.max(1);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let per_thread = (size / cores).max(1);
-        Arc::new_cyclic(|this| Self {
+        Arc::new(Self {
             url: url.to_owned(),
             per_thread,
             open: Arc::new(Semaphore::new(size)),
             pools: RwLock::new(Vec::new()),
-            this: this.clone(),
         })
     }
 
     /// The calling thread's pool, made on its first read.
-    pub(super) fn pool(&self) -> Result<ReadPool, StoreError> {
+    pub(super) fn pool(self: &Arc<Self>) -> Result<ReadPool, StoreError> {
         let thread = std::thread::current().id();
-        if let Some(pool) = self.find(thread) {
-            return Ok(pool);
-        }
-        let mut pools = self.pools.write().unwrap_or_else(|e| e.into_inner());
+        let pools = self.pools.read().unwrap_or_else(|e| e.into_inner());
         if let Some((_, pool)) = pools.iter().find(|(t, _)| *t == thread) {
             return Ok(pool.clone());
         }
+        drop(pools);
+        // Only this thread adds its own pool, and `pool` does not yield in between: no
+        // other caller can have added it since the look above.
+        let mut pools = self.pools.write().unwrap_or_else(|e| e.into_inner());
         let mut config = ManagerConfig::default();
         config.recycling_method = RecyclingMethod::Fast;
         let manager = ReadManager {
             inner: AsyncDieselConnectionManager::new_with_config(&self.url, config),
             open: self.open.clone(),
-            readers: self.this.clone(),
+            readers: Arc::downgrade(self),
             thread,
         };
         let pool = ReadPool::builder(manager)
@@ -96,14 +94,6 @@ impl Readers {
             .map_err(|e| StoreError::Config(format!("postgres pool: {e}")))?;
         pools.push((thread, pool.clone()));
         Ok(pool)
-    }
-
-    fn find(&self, thread: ThreadId) -> Option<ReadPool> {
-        let pools = self.pools.read().unwrap_or_else(|e| e.into_inner());
-        pools
-            .iter()
-            .find(|(t, _)| *t == thread)
-            .map(|(_, pool)| pool.clone())
     }
 
     /// Closes one connection another thread's pool has left idle for [`RECLAIM_IDLE`],

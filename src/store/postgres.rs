@@ -50,8 +50,8 @@ pub struct PgStore {
 
 impl PgStore {
     /// A store over at most `pool_size` connections to `url` for reads (a pool per
-    /// reading thread, `pg_readers.rs`) and `writers` for commits (one per group commit in flight). Connects nothing yet;
-    /// migrations are applied separately ([`migrate`]).
+    /// reading thread, `pg_readers.rs`) and `writers` for commits (one per group commit
+    /// in flight). Connects nothing yet; migrations are applied separately ([`migrate`]).
     ///
     /// With a `fence` (cluster mode) the writer connections end a transaction left idle
     /// for a lease's time (`idle_in_transaction_session_timeout`): a node frozen in the
@@ -79,16 +79,14 @@ impl PgStore {
             _lock: lock,
         })
     }
-}
 
-impl PgStore {
     /// The calling thread's read connections.
     fn read_pool(&self) -> Result<ReadPool, StoreError> {
         self.readers.pool()
     }
 
     #[cfg(test)]
-    pub(super) fn readers(&self) -> &Readers {
+    pub(super) fn readers(&self) -> &Arc<Readers> {
         &self.readers
     }
 }
