@@ -176,6 +176,8 @@ pub struct ThreadSnapshot {
     pub next_seq: i64,
     /// Tasks of the thread that are not terminal, with their full history.
     pub open_tasks: Vec<StoredTask>,
+    /// The open tasks' push configs, by task, then in the order they were registered.
+    pub push_configs: Vec<PushConfig>,
 }
 
 /// One write. A batch of writes is applied in order in one transaction.

@@ -117,7 +117,13 @@ async fn thread_rows(
     use diesel_async::RunQueryDsl;
     let (thread, messages, open) =
         super::reads::thread_queries!(tenant.as_str(), thread_id.as_str(), window);
-    Ok(super::reads::pipelined!(conn; c => thread.load(c), messages.load(c), open.load(c))?)
+    let (thread, newest_first, open) =
+        super::reads::pipelined!(conn; c => thread.load(c), messages.load(c), open.load(c))?;
+    Ok(super::reads::ThreadRows {
+        thread,
+        newest_first,
+        open,
+    })
 }
 
 super::queries::store_impl!(

@@ -41,6 +41,34 @@ macro_rules! read_queries {
             type Conn = super::StoreConn;
 
             use $crate::store::reads::limit;
+            use $crate::store::rows::PushConfigRow;
+
+            /// The last event's sequence number of each of the tenant's tasks `$ids`.
+            macro_rules! last_event_seqs_query {
+                ($tenant:expr, $ids:expr) => {
+                    task_events::table
+                        .filter(task_events::tenant_id.eq($tenant.as_str()))
+                        .filter(task_events::task_id.eq_any($ids))
+                        .group_by(task_events::task_id)
+                        .select((task_events::task_id, max(task_events::seq)))
+                };
+            }
+
+            /// The push configs of the tenant's tasks `$ids`, by task, then in the order
+            /// they were registered.
+            macro_rules! push_configs_query {
+                ($tenant:expr, $ids:expr) => {
+                    $crate::store::schema::push_configs::table
+                        .filter($crate::store::schema::push_configs::tenant_id.eq($tenant.as_str()))
+                        .filter($crate::store::schema::push_configs::task_id.eq_any($ids))
+                        .order((
+                            $crate::store::schema::push_configs::task_id.asc(),
+                            $crate::store::schema::push_configs::created_at.asc(),
+                            $crate::store::schema::push_configs::config_id.asc(),
+                        ))
+                        .select(PushConfigRow::as_select())
+                };
+            }
 
             pub(super) async fn load_thread(
                 conn: &mut Conn,
@@ -49,8 +77,11 @@ macro_rules! read_queries {
                 window: usize,
             ) -> Result<Option<ThreadSnapshot>, StoreError> {
                 // The backend's own run of `thread_queries!` (postgres.rs, sqlite.rs).
-                let (mut thread, mut newest_first, open) =
-                    super::thread_rows(conn, tenant, thread_id, window).await?;
+                let $crate::store::reads::ThreadRows {
+                    mut thread,
+                    mut newest_first,
+                    open,
+                } = super::thread_rows(conn, tenant, thread_id, window).await?;
                 let Some(thread) = thread.pop() else {
                     return Ok(None);
                 };
@@ -70,18 +101,41 @@ macro_rules! read_queries {
                         .await?
                         .unwrap_or(0),
                 };
+                // The open tasks' last events and push configs together; their histories
+                // are mostly messages of the window: only entries older than it are read.
+                let (last_seqs, push_configs) = if open.is_empty() {
+                    (Vec::new(), Vec::new())
+                } else {
+                    let ids: Vec<&str> = open.iter().map(|r| r.task_id.as_str()).collect();
+                    independent!(conn; c =>
+                        last_event_seqs_query!(tenant, &ids).load(c),
+                        push_configs_query!(tenant, &ids).load(c),
+                    )?
+                };
+                let open_tasks = with_histories(
+                    conn,
+                    tenant,
+                    open,
+                    last_seqs.into_iter().collect(),
+                    &newest_first,
+                )
+                .await?;
                 newest_first.reverse();
                 let recent = newest_first
                     .into_iter()
                     .map(MessageRow::into_record)
                     .collect::<Result<Vec<_>, _>>()?;
-                let open_tasks = stored_tasks(conn, tenant, open).await?;
+                let push_configs = push_configs
+                    .into_iter()
+                    .map(PushConfigRow::into_config)
+                    .collect::<Result<Vec<_>, _>>()?;
 
                 Ok(Some(ThreadSnapshot {
                     thread,
                     recent,
                     next_seq: last_seq + 1,
                     open_tasks,
+                    push_configs,
                 }))
             }
 
@@ -109,34 +163,21 @@ macro_rules! read_queries {
                     return Ok(None);
                 };
                 let last_seqs = HashMap::from([(row.task_id.clone(), last_seq)]);
-                Ok(with_histories(conn, tenant, vec![row], last_seqs)
+                Ok(with_histories(conn, tenant, vec![row], last_seqs, &[])
                     .await?
                     .pop())
             }
 
-            /// Tasks with their full history and the sequence number of their last event.
-            async fn stored_tasks(
-                conn: &mut Conn,
-                tenant: &TenantId,
-                rows: Vec<TaskRow>,
-            ) -> Result<Vec<StoredTask>, StoreError> {
-                if rows.is_empty() {
-                    return Ok(Vec::new());
-                }
-                let ids: Vec<&str> = rows.iter().map(|r| r.task_id.as_str()).collect();
-                let last_seqs = last_event_seqs(conn, tenant, &ids).await?;
-                with_histories(conn, tenant, rows, last_seqs).await
-            }
-
             /// Tasks with their full history, given the sequence number of each one's last
-            /// logged event (none: no event yet).
+            /// logged event (none: no event yet) and messages already read (`known`).
             async fn with_histories(
                 conn: &mut Conn,
                 tenant: &TenantId,
                 rows: Vec<TaskRow>,
                 last_seqs: HashMap<String, Option<i64>>,
+                known: &[MessageRow],
             ) -> Result<Vec<StoredTask>, StoreError> {
-                let mut histories = histories(conn, tenant, &rows, None).await?;
+                let mut histories = histories(conn, tenant, &rows, None, known).await?;
                 rows.into_iter()
                     .map(|row| {
                         let last_event_seq =
@@ -162,11 +203,7 @@ macro_rules! read_queries {
                 if ids.is_empty() {
                     return Ok(HashMap::new());
                 }
-                Ok(task_events::table
-                    .filter(task_events::tenant_id.eq(tenant.as_str()))
-                    .filter(task_events::task_id.eq_any(ids))
-                    .group_by(task_events::task_id)
-                    .select((task_events::task_id, max(task_events::seq)))
+                Ok(last_event_seqs_query!(tenant, ids)
                     .load::<(String, Option<i64>)>(conn)
                     .await?
                     .into_iter()
@@ -175,16 +212,23 @@ macro_rules! read_queries {
 
             /// The histories of the given tasks, each oldest first and cut to its newest
             /// `keep` entries (all without), and the entry each row names as its status
-            /// message: the messages their rows refer to, read together (one query per
-            /// few thousand of them).
+            /// message: the messages their rows refer to, taken from `known` (messages
+            /// already read) or read together (one query per few thousand of them).
             async fn histories(
                 conn: &mut Conn,
                 tenant: &TenantId,
                 rows: &[TaskRow],
                 keep: Option<usize>,
+                known: &[MessageRow],
             ) -> Result<HashMap<String, (Vec<Message>, Option<Message>)>, StoreError> {
                 /// `seq`s per query: well under SQLite's 32 766 bound parameters.
                 const SEQS_PER_QUERY: usize = 4096;
+                // By (thread, seq): the messages already read, then those read here.
+                let mut found: HashMap<(&str, i64), &MessageRow> = known
+                    .iter()
+                    .filter(|m| m.tenant_id == tenant.as_str())
+                    .map(|m| ((m.thread_id.as_str(), m.seq), m))
+                    .collect();
                 let mut wanted = Vec::with_capacity(rows.len());
                 let mut threads: Vec<&str> = Vec::new();
                 let mut seqs: Vec<i64> = Vec::new();
@@ -195,11 +239,15 @@ macro_rules! read_queries {
                     if first_kept == list.len() && status.is_none() {
                         continue;
                     }
-                    if !threads.contains(&row.context_id()) {
-                        threads.push(row.context_id());
+                    let thread = row.context_id();
+                    for &seq in list[first_kept..].iter().chain(status.map(|e| &list[e])) {
+                        if !found.contains_key(&(thread, seq)) {
+                            if !threads.contains(&thread) {
+                                threads.push(thread);
+                            }
+                            seqs.push(seq);
+                        }
                     }
-                    seqs.extend_from_slice(&list[first_kept..]);
-                    seqs.extend(status.map(|e| list[e]));
                     wanted.push((row, list, first_kept, status));
                 }
                 if wanted.is_empty() {
@@ -207,27 +255,26 @@ macro_rules! read_queries {
                 }
                 seqs.sort_unstable();
                 seqs.dedup();
-                // By (the thread's place in `threads`, seq).
-                let mut found: HashMap<(usize, i64), MessageRow> = HashMap::new();
+                let mut read = Vec::new();
                 for chunk in seqs.chunks(SEQS_PER_QUERY) {
-                    let rows: Vec<MessageRow> = messages::table
-                        .filter(messages::tenant_id.eq(tenant.as_str()))
-                        .filter(messages::thread_id.eq_any(&threads))
-                        .filter(messages::seq.eq_any(chunk))
-                        .select(MessageRow::as_select())
-                        .load(conn)
-                        .await?;
-                    for m in rows {
-                        if let Some(t) = threads.iter().position(|t| *t == m.thread_id) {
-                            found.insert((t, m.seq), m);
-                        }
-                    }
+                    read.extend(
+                        messages::table
+                            .filter(messages::tenant_id.eq(tenant.as_str()))
+                            .filter(messages::thread_id.eq_any(&threads))
+                            .filter(messages::seq.eq_any(chunk))
+                            .select(MessageRow::as_select())
+                            .load::<MessageRow>(conn)
+                            .await?,
+                    );
+                }
+                for m in &read {
+                    found.entry((m.thread_id.as_str(), m.seq)).or_insert(m);
                 }
                 let mut by_task = HashMap::new();
                 for (row, list, first_kept, status_entry) in wanted {
                     let task_id = TaskId::parse(row.task_id.as_str())
                         .map_err(|e| StoreError::Corrupt(format!("history task id: {e}")))?;
-                    let thread = threads.iter().position(|t| *t == row.context_id());
+                    let thread = row.context_id();
                     let mut history = Vec::with_capacity(list.len() - first_kept);
                     let mut status = None;
                     for (entry, seq) in list.into_iter().enumerate() {
@@ -237,7 +284,7 @@ macro_rules! read_queries {
                         }
                         // A message the row names but the thread lacks is left out, as a
                         // join would leave it.
-                        if let Some(message) = thread.and_then(|t| found.get(&(t, seq))) {
+                        if let Some(message) = found.get(&(thread, seq)) {
                             let message = message.to_history_message(&task_id)?;
                             match (entry >= first_kept, is_status) {
                                 (true, true) => {
@@ -323,7 +370,7 @@ macro_rules! read_queries {
 
                 let ids: Vec<&str> = rows.iter().map(|r| r.task_id.as_str()).collect();
                 let keep = query.history_length.map(|n| n as usize);
-                let mut histories = histories(conn, tenant, &rows, keep).await?;
+                let mut histories = histories(conn, tenant, &rows, keep, &[]).await?;
                 let last_seqs = last_event_seqs(conn, tenant, &ids).await?;
                 let tasks = rows
                     .into_iter()
@@ -523,23 +570,11 @@ macro_rules! read_queries {
                 tenant: &TenantId,
                 task_ids: &[TaskId],
             ) -> Result<Vec<$crate::domain::PushConfig>, StoreError> {
-                use $crate::store::rows::PushConfigRow;
-                use $crate::store::schema::push_configs;
                 if task_ids.is_empty() {
                     return Ok(Vec::new());
                 }
                 let ids: Vec<&str> = task_ids.iter().map(TaskId::as_str).collect();
-                let rows: Vec<PushConfigRow> = push_configs::table
-                    .filter(push_configs::tenant_id.eq(tenant.as_str()))
-                    .filter(push_configs::task_id.eq_any(ids))
-                    .order((
-                        push_configs::task_id.asc(),
-                        push_configs::created_at.asc(),
-                        push_configs::config_id.asc(),
-                    ))
-                    .select(PushConfigRow::as_select())
-                    .load(conn)
-                    .await?;
+                let rows: Vec<PushConfigRow> = push_configs_query!(tenant, &ids).load(conn).await?;
                 rows.into_iter().map(PushConfigRow::into_config).collect()
             }
 
@@ -719,13 +754,15 @@ macro_rules! thread_queries {
 
 pub(super) use thread_queries;
 
-/// What the three [`thread_queries!`] return: the thread's row (none or one), its newest
-/// messages (newest first), its open tasks.
-pub(super) type ThreadRows = (
-    Vec<crate::store::rows::ThreadRow>,
-    Vec<crate::store::rows::MessageRow>,
-    Vec<crate::store::rows::TaskRow>,
-);
+/// What the three [`thread_queries!`] return.
+pub(super) struct ThreadRows {
+    /// The thread's row: none or one.
+    pub thread: Vec<crate::store::rows::ThreadRow>,
+    /// Its newest messages, newest first.
+    pub newest_first: Vec<crate::store::rows::MessageRow>,
+    /// Its open tasks, oldest first.
+    pub open: Vec<crate::store::rows::TaskRow>,
+}
 
 /// `independent!(conn; c => a, b[, c])`: the queries `a`, `b` (and `c`), each run on `c`,
 /// a handle on the connection `conn`, their futures all made before any is awaited and

@@ -819,11 +819,11 @@ async fn thread_rows(
             use diesel::RunQueryDsl;
             let (thread, messages, open) =
                 super::reads::thread_queries!(&tenant, &thread_id, window);
-            Ok((
-                thread.load::<ThreadRow>(c)?,
-                messages.load::<MessageRow>(c)?,
-                open.load::<TaskRow>(c)?,
-            ))
+            Ok(super::reads::ThreadRows {
+                thread: thread.load::<ThreadRow>(c)?,
+                newest_first: messages.load::<MessageRow>(c)?,
+                open: open.load::<TaskRow>(c)?,
+            })
         })
         .await?)
 }

@@ -258,26 +258,16 @@ impl ThreadActor {
         let window = self.deps.threads.history_window;
         let ttl_ms = (self.deps.threads.thread_ttl_secs as i64).saturating_mul(1000);
         let load = async move {
-            let Some(snapshot) = store
+            store
                 .load_thread(&key.tenant, &key.context_id, window)
-                .await?
-            else {
-                return Ok(None);
-            };
-            let open: Vec<TaskId> = snapshot
-                .open_tasks
-                .iter()
-                .map(|t| t.task.id.clone())
-                .collect();
-            let push = store.push_configs(&key.tenant, &open).await?;
-            Ok::<_, crate::store::StoreError>(Some((snapshot, push)))
+                .await
         };
         ctx.wait(fut::wrap_future(load).map(move |result, act: &mut Self, ctx| {
             match result {
                 Ok(snapshot) => {
                     let deps = act.deps.clone();
                     let loaded = match snapshot {
-                        Some((s, push)) => Loaded::from_snapshot(s, push, &deps),
+                        Some(s) => Loaded::from_snapshot(s, &deps),
                         None => Loaded::new_thread(&act.key, ttl_ms, &deps),
                     };
                     for task_id in loaded.tasks.keys() {

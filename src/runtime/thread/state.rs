@@ -163,16 +163,13 @@ impl Loaded {
         (task_id, start.event, start.message)
     }
 
-    pub(super) fn from_snapshot(
-        snapshot: crate::store::ThreadSnapshot,
-        push: Vec<PushConfig>,
-        deps: &ThreadDeps,
-    ) -> Self {
+    pub(super) fn from_snapshot(snapshot: crate::store::ThreadSnapshot, deps: &ThreadDeps) -> Self {
         let crate::store::ThreadSnapshot {
             thread,
             recent,
             next_seq,
             open_tasks,
+            push_configs: push,
         } = snapshot;
         let now = Timestamp::now();
         // A state that cannot be read is logged and started afresh rather than making the

@@ -1,5 +1,6 @@
 //! Postgres reads whose queries do not depend on each other go out together: a thread's
-//! reload (the thread, its recent messages, its open tasks) is one round trip, not three.
+//! reload (the thread, its recent messages, its open tasks) is one round trip, not three,
+//! and its open tasks' last events and push configs one more.
 //! Counted on the wire, by a relay between the store and the server that notes each time
 //! the client speaks again after the server has answered.
 
@@ -10,7 +11,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::{context, event_op, message, record, status_event, task, task_id, tenant, thread};
+use super::{
+    context, event_op, history_ops, message, record, status_event, task, task_id, tenant, thread,
+};
 use crate::domain::{Role, TaskState};
 use crate::store::postgres::PgStore;
 use crate::store::testing::PgTestDb;
@@ -96,10 +99,16 @@ async fn a_threads_reload_is_one_round_trip() {
     let open = task(&acme, &ctx, "open", TaskState::Working, 1);
     let done = task(&acme, &ctx, "done", TaskState::Completed, 1);
     let mut ops = vec![WriteOp::UpsertThread(thread(&acme, &ctx, 1))];
-    for (seq, text) in [(1, "hi"), (2, "hello"), (3, "more")] {
+    // The open task's history is the thread's oldest message, and it has a push config.
+    let m = message(&ctx, Some(&open.id), Role::User, "hi");
+    ops.extend(history_ops(&acme, &open, 1, &[m]));
+    for (seq, text) in [(2, "hello"), (3, "more")] {
         let m = message(&ctx, Some(&task_id("done")), Role::User, text);
         ops.push(WriteOp::AppendMessage(record(&acme, seq, &m)));
     }
+    ops.push(WriteOp::PutPushConfig(super::push::config(
+        &acme, &open.id, "hook", 1,
+    )));
     ops.push(WriteOp::UpsertTask(done.clone().into()));
     ops.push(event_op(
         &done,
@@ -114,6 +123,7 @@ async fn a_threads_reload_is_one_round_trip() {
     // The first reloads prepare the statements (round trips of their own).
     for _ in 0..3 {
         pg.load_thread(&acme, &ctx, 2).await.unwrap().unwrap();
+        pg.load_thread(&acme, &ctx, 3).await.unwrap().unwrap();
         assert!(pg.load_thread(&acme, &none, 2).await.unwrap().is_none());
     }
 
@@ -133,16 +143,31 @@ async fn a_threads_reload_is_one_round_trip() {
 
     let before = turns.0.load(Ordering::SeqCst);
     for _ in 0..RELOADS {
-        let snapshot = pg.load_thread(&acme, &ctx, 2).await.unwrap().unwrap();
-        assert_eq!(snapshot.recent.len(), 2);
+        let snapshot = pg.load_thread(&acme, &ctx, 3).await.unwrap().unwrap();
+        assert_eq!(snapshot.recent.len(), 3);
         assert_eq!(snapshot.next_seq, 4);
         assert_eq!(snapshot.open_tasks.len(), 1);
+        assert_eq!(snapshot.open_tasks[0].task.history.len(), 1);
+        assert_eq!(snapshot.push_configs.len(), 1);
     }
-    // A thread with an open task then reads that task's last event (its history is
-    // empty): two turns (four if each query of the first group went on its own).
+    // Then the open task's last event and its push config, together; its history is
+    // the window's (of three): two turns (four when each went on its own and the
+    // history was read again).
     let known = turns.0.load(Ordering::SeqCst) - before;
     assert!(
         (RELOADS * 2..RELOADS * 3).contains(&known),
         "{known} client turns for {RELOADS} reloads of a thread with an open task"
+    );
+
+    // A history older than the window (of two) is read after them: three turns.
+    let before = turns.0.load(Ordering::SeqCst);
+    for _ in 0..RELOADS {
+        let snapshot = pg.load_thread(&acme, &ctx, 2).await.unwrap().unwrap();
+        assert_eq!(snapshot.open_tasks[0].task.history.len(), 1);
+    }
+    let beyond = turns.0.load(Ordering::SeqCst) - before;
+    assert!(
+        (RELOADS * 3..RELOADS * 4).contains(&beyond),
+        "{beyond} client turns for {RELOADS} reloads reading a history beyond the window"
     );
 }

@@ -13,7 +13,7 @@ on_both_backends!(
     removing_a_config_removes_what_is_owed_to_it,
 );
 
-fn config(tenant: &TenantId, task: &TaskId, id: &str, at: i64) -> PushConfig {
+pub(super) fn config(tenant: &TenantId, task: &TaskId, id: &str, at: i64) -> PushConfig {
     PushConfig {
         tenant: tenant.clone(),
         task_id: task.clone(),

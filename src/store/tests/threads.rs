@@ -14,6 +14,8 @@ on_both_backends!(
     next_seq_follows_the_last_message,
     message_records_round_trip,
     open_tasks_exclude_terminal_ones,
+    an_open_tasks_history_reaches_past_the_window,
+    open_tasks_come_with_their_push_configs,
 );
 
 async fn unknown_threads_load_as_none(store: Arc<dyn Store>) {
@@ -190,4 +192,91 @@ async fn open_tasks_exclude_terminal_ones(store: Arc<dyn Store>) {
             assert_eq!(stored.task, waiting);
         }
     }
+}
+
+async fn an_open_tasks_history_reaches_past_the_window(store: Arc<dyn Store>) {
+    // The reload's window holds the newest two messages; the open task's history is
+    // seqs 1, 2 and 4 (3 and 5 belong to no task), so two of its entries are read
+    // beyond the window and one comes from it.
+    let t = tenant("acme");
+    let ctx = context("long");
+    let open = task(&t, &ctx, "open", TaskState::InputRequired, 100);
+    let texts = ["first", "second", "aside", "third", "latest"];
+    let messages: Vec<Message> = texts
+        .iter()
+        .map(|text| message(&ctx, Some(&open.id), Role::User, text))
+        .collect();
+    let mut ops = vec![
+        WriteOp::UpsertThread(thread(&t, &ctx, 100)),
+        WriteOp::UpsertTask(open.clone().into()),
+    ];
+    for (i, m) in messages.iter().enumerate() {
+        ops.push(WriteOp::AppendMessage(record(&t, i as i64 + 1, m)));
+    }
+    for (position, seq) in [1, 2, 4].into_iter().enumerate() {
+        ops.push(WriteOp::LinkTaskMessage {
+            tenant: t.clone(),
+            task_id: open.id.clone(),
+            position: position as i64,
+            message_seq: seq,
+        });
+    }
+    store.commit(&ops).await.unwrap();
+
+    let snapshot = store.load_thread(&t, &ctx, 2).await.unwrap().unwrap();
+    let recent: Vec<_> = snapshot.recent.iter().map(|m| m.seq).collect();
+    assert_eq!(recent, [4, 5]);
+    let [stored] = &snapshot.open_tasks[..] else {
+        panic!("one open task: {:?}", snapshot.open_tasks);
+    };
+    let history: Vec<_> = stored.task.history.iter().map(Message::text).collect();
+    assert_eq!(history, ["first", "second", "third"]);
+    // With no window at all, every entry is read.
+    let snapshot = store.load_thread(&t, &ctx, 0).await.unwrap().unwrap();
+    assert_eq!(snapshot.open_tasks[0].task.history, stored.task.history);
+    assert_eq!(snapshot.next_seq, 6);
+}
+
+async fn open_tasks_come_with_their_push_configs(store: Arc<dyn Store>) {
+    use super::push::config;
+    let t = tenant("acme");
+    let ctx = context("pushed");
+    let open = task(&t, &ctx, "open", TaskState::Working, 100);
+    let done = task(&t, &ctx, "done", TaskState::Completed, 100);
+    let elsewhere = task(&t, &context("other"), "elsewhere", TaskState::Working, 100);
+    let mut ops = vec![
+        WriteOp::UpsertThread(thread(&t, &ctx, 100)),
+        WriteOp::UpsertThread(thread(&t, &context("other"), 100)),
+    ];
+    for task in [&open, &done, &elsewhere] {
+        ops.push(WriteOp::UpsertTask(task.clone().into()));
+        ops.push(WriteOp::PutPushConfig(config(&t, &task.id, "a", 100)));
+    }
+    ops.push(WriteOp::PutPushConfig(config(&t, &open.id, "b", 50)));
+    // The same task id in another tenant is another task.
+    ops.push(WriteOp::PutPushConfig(config(
+        &tenant("other"),
+        &open.id,
+        "c",
+        10,
+    )));
+    store.commit(&ops).await.unwrap();
+
+    let snapshot = store.load_thread(&t, &ctx, 10).await.unwrap().unwrap();
+    let found: Vec<_> = snapshot
+        .push_configs
+        .iter()
+        .map(|c| (c.task_id.as_str(), c.id.as_str()))
+        .collect();
+    assert_eq!(found, [("open", "b"), ("open", "a")], "registration order");
+    assert_eq!(snapshot.push_configs[1], config(&t, &open.id, "a", 100));
+
+    // A thread without open tasks has no configs to load.
+    let quiet = context("quiet");
+    store
+        .commit(&[WriteOp::UpsertThread(thread(&t, &quiet, 100))])
+        .await
+        .unwrap();
+    let snapshot = store.load_thread(&t, &quiet, 10).await.unwrap().unwrap();
+    assert!(snapshot.push_configs.is_empty() && snapshot.open_tasks.is_empty());
 }
