@@ -133,11 +133,14 @@ impl Loaded {
         self.next_seq = start.seq + 1;
         self.remember(&start.record);
         let task_id = start.task.id.clone();
-        let entry = self
-            .tasks
-            .entry(task_id.clone())
-            .or_insert_with(|| TaskEntry {
-                task: start.task.clone(),
+        let entry = match self.tasks.entry(task_id.clone()) {
+            std::collections::hash_map::Entry::Occupied(entry) => {
+                let entry = entry.into_mut();
+                entry.task = start.task;
+                entry
+            }
+            std::collections::hash_map::Entry::Vacant(entry) => entry.insert(TaskEntry {
+                task: start.task,
                 materialized: false,
                 last_seq: 0,
                 hub: None,
@@ -147,8 +150,8 @@ impl Loaded {
                 push: Vec::new(),
                 push_unwritten: Vec::new(),
                 claim_key: None,
-            });
-        entry.task = start.task;
+            }),
+        };
         entry.materialized = start.materialized;
         if start.claim_key.is_some() {
             entry.claim_key = start.claim_key;
