@@ -95,6 +95,9 @@ pub const SQLITE_WAL_PAGES: &str = "agent_a2a_sqlite_wal_pages";
 /// `autovacuum` or `track_counts` off, or a table's `autovacuum_enabled = false`), so the
 /// space of updated and deleted rows is never reused unless someone runs `VACUUM`.
 pub const POSTGRES_AUTOVACUUM_OFF: &str = "agent_a2a_postgres_autovacuum_off";
+/// Postgres: `ANALYZE`s the server ran of its own tables, by table, each when the table
+/// had grown to twice its size at its last analysis (`store.postgres_analyze_interval_secs`).
+pub const POSTGRES_ANALYZED: &str = "agent_a2a_postgres_analyzed_total";
 
 // Push notifications (recorded by the delivery in `push`).
 
@@ -409,6 +412,10 @@ fn describe() {
     describe_gauge!(
         POSTGRES_AUTOVACUUM_OFF,
         "Postgres: 1 when autovacuum leaves the server's tables out (updated and deleted rows' space is not reused without VACUUM)."
+    );
+    describe_counter!(
+        POSTGRES_ANALYZED,
+        "Postgres: ANALYZEs the server ran of a table that had doubled since its last analysis, by table."
     );
     describe_gauge!(GRPC_STREAMS, "Open gRPC event streams.");
     describe_counter!(

@@ -64,7 +64,17 @@ pub struct StoreSettings {
     /// logs), so that a request's commit never waits behind a large deletion. From 1 to
     /// 10 000.
     pub retention_batch: usize,
+    /// Postgres: how often the server looks for its tables that have grown to twice
+    /// their size at their last analysis and runs `ANALYZE` on them, in seconds; 0 leaves
+    /// it to autovacuum. Postgres keeps the plan of a prepared statement made from the
+    /// statistics of its time, and a plan made while a table was small reads a whole
+    /// tenant's rows for one key once it is large; an analysis makes every connection
+    /// plan again. Autovacuum's own analyses come a minute apart at best. At most 3600.
+    pub postgres_analyze_interval_secs: u64,
 }
+
+/// The longest `store.postgres_analyze_interval_secs`.
+pub const MAX_POSTGRES_ANALYZE_INTERVAL_SECS: u64 = 3600;
 
 /// The largest `store.retention_batch`.
 pub const MAX_RETENTION_BATCH: usize = 10_000;
@@ -82,6 +92,7 @@ impl Default for StoreSettings {
             lock_wait_ms: 3000,
             retention_secs: 0,
             retention_batch: 100,
+            postgres_analyze_interval_secs: 2,
         }
     }
 }
@@ -187,6 +198,14 @@ impl StoreSettings {
             return Err(ConfigError::Key {
                 key: "store.retention_batch",
                 problem: format!("must be from 1 to {MAX_RETENTION_BATCH}"),
+            });
+        }
+        if self.postgres_analyze_interval_secs > MAX_POSTGRES_ANALYZE_INTERVAL_SECS {
+            return Err(ConfigError::Key {
+                key: "store.postgres_analyze_interval_secs",
+                problem: format!(
+                    "must be at most {MAX_POSTGRES_ANALYZE_INTERVAL_SECS} (an hour); 0 turns it off"
+                ),
             });
         }
         Ok(())

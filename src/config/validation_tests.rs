@@ -429,3 +429,26 @@ fn retention_is_bounded_and_covers_the_idempotency_window() {
     let s = load(&[], o).unwrap();
     assert_eq!((s.store.retention_secs, s.store.retention_batch), (0, 100));
 }
+
+#[test]
+fn the_postgres_analyze_interval_is_bounded() {
+    let (_d, o) =
+        with_file("auth.enabled = false\n[store]\npostgres_analyze_interval_secs = 3601\n");
+    let e = load(&[], o).unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "`store.postgres_analyze_interval_secs` must be at most 3600 (an hour); 0 turns it off"
+        ),
+        "{e}"
+    );
+    for (text, secs) in [
+        ("", 2),
+        ("[store]\npostgres_analyze_interval_secs = 0\n", 0),
+    ] {
+        let (_d, o) = with_file(&format!("auth.enabled = false\n{text}"));
+        assert_eq!(
+            load(&[], o).unwrap().store.postgres_analyze_interval_secs,
+            secs
+        );
+    }
+}

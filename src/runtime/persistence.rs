@@ -369,6 +369,9 @@ mod tests {
         async fn census(&self, _: crate::domain::Timestamp) -> Result<Census, StoreError> {
             Ok(Census::default())
         }
+        async fn refresh_statistics(&self) -> Result<Vec<&'static str>, StoreError> {
+            Ok(Vec::new())
+        }
         async fn due_threads(
             &self,
             _: crate::store::ThreadStatus,

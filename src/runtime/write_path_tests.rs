@@ -155,6 +155,9 @@ impl Store for Handle {
     async fn census(&self, now: Timestamp) -> Result<Census, StoreError> {
         self.0.inner.census(now).await
     }
+    async fn refresh_statistics(&self) -> Result<Vec<&'static str>, StoreError> {
+        self.0.inner.refresh_statistics().await
+    }
     async fn due_threads(
         &self,
         status: crate::store::ThreadStatus,

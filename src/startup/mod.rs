@@ -302,6 +302,10 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         };
         actix_web::rt::spawn(census(Arc::downgrade(&runtime), pace));
     }
+    if settings.store.is_postgres() && settings.store.postgres_analyze_interval_secs > 0 {
+        let every = Duration::from_secs(settings.store.postgres_analyze_interval_secs);
+        actix_web::rt::spawn(planner_statistics(Arc::downgrade(&runtime), every));
+    }
     Ok(Running {
         addr,
         grpc_addr,
@@ -430,6 +434,31 @@ impl CensusPace {
 /// Counts active threads and tasks by state in the store while the runtime lives, and
 /// publishes them as gauges, paced by [`CensusPace`]. A failed count keeps the last
 /// values (and says so in the log): a gauge that dropped to 0 would be a lie.
+/// Postgres: every `every`, analyzes the server's tables that have doubled since their
+/// last analysis (`Store::refresh_statistics`), so that statements kept prepared are
+/// planned again from their present size. A failure is logged and tried again at the
+/// next turn.
+async fn planner_statistics(runtime: std::sync::Weak<Runtime>, every: Duration) {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(store) = runtime.upgrade().map(|r| r.store().clone()) else {
+            return;
+        };
+        match store.refresh_statistics().await {
+            Ok(analyzed) => {
+                for table in analyzed {
+                    tracing::debug!(table, "analyzed a table that had doubled in size");
+                    metrics::counter!(crate::telemetry::POSTGRES_ANALYZED, "table" => table)
+                        .increment(1);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not refresh Postgres' statistics"),
+        }
+    }
+}
+
 async fn census(runtime: std::sync::Weak<Runtime>, pace: CensusPace) {
     use crate::domain::{TaskState, Timestamp};
     use crate::telemetry::{CENSUS_MS, TASKS, THREADS_ACTIVE};

@@ -504,6 +504,13 @@ pub trait Store: Send + Sync + 'static {
     /// queries (tasks: a scan grouped by state), run every `metrics.census_interval_secs`.
     async fn census(&self, now: Timestamp) -> Result<Census, StoreError>;
 
+    /// Postgres: runs `ANALYZE` on the server's tables that have grown to twice their
+    /// size at their last analysis (and past a floor), and names them. A statement
+    /// diesel keeps prepared is planned once for all its parameters from the statistics
+    /// of that moment; the analysis makes every connection plan it again. SQLite's
+    /// planner does not go by the tables' sizes: nothing to do.
+    async fn refresh_statistics(&self) -> Result<Vec<&'static str>, StoreError>;
+
     /// Threads of every tenant marked `status` whose expiry is at or before `now`, ordered
     /// by `(expires_at, tenant, thread_id)`, strictly after `after`, at most `limit`. Keys
     /// only: the janitor expires the `active` ones with [`WriteOp::ExpireThreads`] and

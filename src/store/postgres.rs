@@ -217,6 +217,16 @@ impl PgStore {
         )
     }
 
+    /// `ANALYZE`s each of [`ANALYZED_TABLES`] whose size has reached twice what it was at
+    /// its last analysis (or vacuum), and at least [`ANALYZE_FLOOR_PAGES`], and names
+    /// them (see [`Store::refresh_statistics`](super::Store::refresh_statistics)). Sizes
+    /// are the files' own, not the statistics collector's counts, which reach it late.
+    async fn analyze_grown_tables(&self) -> Result<Vec<&'static str>, StoreError> {
+        let mut conn = self.conn().await?;
+        let result = analyze_grown(&mut conn).await;
+        self.settle(&mut conn, result).await
+    }
+
     /// None: a claim is a network round trip, awaited like any read.
     fn inline_claim(
         &self,
@@ -230,6 +240,56 @@ impl PgStore {
     fn blocking_writer(&self) -> Option<std::sync::Arc<dyn super::BlockingCommit>> {
         None
     }
+}
+
+/// The tables whose statements' plans depend on their size: every one a request reads
+/// or writes by key.
+pub(super) const ANALYZED_TABLES: [&str; 7] = [
+    "threads",
+    "messages",
+    "tasks",
+    "task_events",
+    "idempotency_keys",
+    "push_configs",
+    "push_outbox",
+];
+
+/// Tables smaller than this many pages (of 8 KiB) are not analyzed by the server: what
+/// a plan costs there does not matter.
+pub(super) const ANALYZE_FLOOR_PAGES: i64 = 16;
+
+#[derive(diesel::QueryableByName)]
+struct Grown {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    name: String,
+}
+
+/// See [`PgStore::analyze_grown_tables`].
+async fn analyze_grown(conn: &mut AsyncPgConnection) -> Result<Vec<&'static str>, StoreError> {
+    use diesel::sql_types::{Array, BigInt, Text};
+    use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
+    // `relpages` is what the last ANALYZE or VACUUM found (0 before either).
+    let grown: Vec<Grown> = diesel::sql_query(
+        "SELECT c.relname::text AS name FROM pg_class c \
+         JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname = ANY($1) \
+         AND pg_relation_size(c.oid) / current_setting('block_size')::bigint \
+             >= greatest(2 * c.relpages::bigint, $2) \
+         ORDER BY c.relname",
+    )
+    .bind::<Array<Text>, _>(&ANALYZED_TABLES[..])
+    .bind::<BigInt, _>(ANALYZE_FLOOR_PAGES)
+    .load(conn)
+    .await?;
+    let mut analyzed = Vec::with_capacity(grown.len());
+    for Grown { name } in grown {
+        // Only names of the list are run (they are its own `'static` strings).
+        if let Some(table) = ANALYZED_TABLES.iter().find(|t| **t == name) {
+            conn.batch_execute(&format!("ANALYZE \"{table}\"")).await?;
+            analyzed.push(*table);
+        }
+    }
+    Ok(analyzed)
 }
 
 /// `url` with `idle_in_transaction_session_timeout` set to `lease` for its sessions.

@@ -58,6 +58,7 @@ mod push;
 mod readers;
 mod retention;
 mod sqlite_lock;
+mod statistics;
 mod tasks;
 mod threads;
 mod vacuum;

@@ -1,0 +1,82 @@
+//! Postgres: the server analyzes its tables as they double, so that statements kept
+//! prepared are planned again from the tables' present size.
+
+use std::time::Duration;
+
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+
+use super::{context, task, tenant};
+use crate::domain::TaskState;
+use crate::store::postgres::PgStore;
+use crate::store::testing::PgTestDb;
+use crate::store::{Store, WriteOp};
+
+#[derive(diesel::QueryableByName)]
+struct Analyzed {
+    #[diesel(sql_type = diesel::sql_types::Double)]
+    tuples: f64,
+}
+
+/// What the last analysis of `table` counted (-1: never analyzed nor vacuumed).
+async fn tuples(url: &str, table: &str) -> f64 {
+    let mut conn = AsyncPgConnection::establish(url).await.unwrap();
+    diesel::sql_query(format!(
+        "SELECT reltuples::float8 AS tuples FROM pg_class WHERE relname = '{table}'"
+    ))
+    .get_result::<Analyzed>(&mut conn)
+    .await
+    .unwrap()
+    .tuples
+}
+
+/// Writes `n` tasks numbered from `first`.
+async fn write_tasks(store: &PgStore, first: usize, n: usize) {
+    let t = tenant("acme");
+    let ctx = context("many");
+    for chunk in (first..first + n).collect::<Vec<_>>().chunks(500) {
+        let ops: Vec<WriteOp> = chunk
+            .iter()
+            .map(|i| {
+                let task = task(&t, &ctx, &format!("task-{i:06}"), TaskState::Working, 1);
+                WriteOp::UpsertTask(task.into())
+            })
+            .collect();
+        store.commit(&ops).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_table_is_analyzed_each_time_it_has_doubled() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let url = db.migrated_url().await;
+    let store = PgStore::new(&url, 2, 1, Duration::from_secs(5), None, None).unwrap();
+
+    // Fresh tables are below the floor: nothing to do.
+    assert_eq!(
+        store.refresh_statistics().await.unwrap(),
+        Vec::<&str>::new()
+    );
+    assert_eq!(tuples(&url, "tasks").await, -1.0, "never analyzed");
+
+    write_tasks(&store, 0, 2000).await;
+    assert_eq!(store.refresh_statistics().await.unwrap(), ["tasks"]);
+    assert_eq!(tuples(&url, "tasks").await, 2000.0);
+    // Not grown since: left alone.
+    assert_eq!(
+        store.refresh_statistics().await.unwrap(),
+        Vec::<&str>::new()
+    );
+
+    // Half as much again is not twice the size.
+    write_tasks(&store, 2000, 1000).await;
+    assert_eq!(
+        store.refresh_statistics().await.unwrap(),
+        Vec::<&str>::new()
+    );
+    // Twice as much is.
+    write_tasks(&store, 3000, 1500).await;
+    assert_eq!(store.refresh_statistics().await.unwrap(), ["tasks"]);
+    assert_eq!(tuples(&url, "tasks").await, 4500.0);
+}
