@@ -26,7 +26,8 @@ pub struct StoreSettings {
     pub data_dir: PathBuf,
     /// Database connections for reads, in all. On Postgres each thread that reads keeps
     /// its own (a connection's I/O runs on the thread that opened it), at most an even
-    /// share of these over the cores each.
+    /// share of these over the cores and one more each (the HTTP workers, one per core,
+    /// leave a share to the background tasks).
     pub pool_size: usize,
     /// How long a request waits for a connection before failing with 503, in ms.
     pub acquire_timeout_ms: u64,

@@ -9,8 +9,11 @@
 //!
 //! `store.pool_size` still bounds the read connections open in all: each connection
 //! holds one permit of [`Readers::open`] for as long as it lives, and each thread's pool
-//! holds at most an even share of them over the machine's cores (at least one) — as many
-//! as the HTTP workers, which do most of the reading. A thread that needs a
+//! holds at most an even share of them over the machine's cores and one more (at least
+//! one): the HTTP workers, one per core, do most of the reading, and however busy they
+//! are they leave a share to the other threads (the push outbox, the census, the
+//! janitor, the actor arbiters), which would otherwise wait for an idle connection that
+//! a loaded server never has. A thread that needs a
 //! connection when every permit is held closes a connection another thread's pool has
 //! left idle for [`RECLAIM_IDLE`] (a thread that has stopped keeps only idle ones), and
 //! otherwise waits for a permit like any pool's caller, within the store's acquire
@@ -59,7 +62,7 @@ impl Readers {
     pub(super) fn new(url: &str, size: usize) -> Arc<Self> {
         let size = size.max(1);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let per_thread = (size / cores).max(1);
+        let per_thread = (size / (cores + 1)).max(1);
         Arc::new(Self {
             url: url.to_owned(),
             per_thread,
@@ -123,6 +126,12 @@ impl Readers {
     pub(super) fn open_connections(&self) -> usize {
         let pools = self.pools.read().unwrap_or_else(|e| e.into_inner());
         pools.iter().map(|(_, pool)| pool.status().size).sum()
+    }
+
+    /// The most connections one thread's pool holds.
+    #[cfg(test)]
+    pub(super) fn per_thread(&self) -> usize {
+        self.per_thread
     }
 
     /// Threads that have a pool.

@@ -202,3 +202,56 @@ async fn a_read_waits_for_a_busy_connection_then_fails_unavailable() {
     release_tx.send(()).unwrap();
     holder.join().unwrap();
 }
+
+#[tokio::test]
+async fn busy_workers_leave_connections_to_the_other_threads() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
+    let (store, _) = store(&db, 2 * (cores + 1), Duration::from_millis(500)).await;
+    let per_thread = store.readers().per_thread();
+    // One thread per core (as the HTTP workers are) checks out all its pool gives it and
+    // keeps them busy...
+    let (held_tx, held_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = Arc::new(std::sync::Mutex::new(release_rx));
+    let mut holders = Vec::new();
+    for _ in 0..cores {
+        let (store, held_tx, release_rx) = (store.clone(), held_tx.clone(), release_rx.clone());
+        holders.push(on_thread(move |rt| {
+            rt.block_on(async {
+                let pool = store.readers().pool().unwrap();
+                let mut held = Vec::new();
+                for _ in 0..per_thread {
+                    held.push(pool.get().await.unwrap());
+                }
+                held_tx.send(held.len()).unwrap();
+                tokio::task::spawn_blocking(move || release_rx.lock().unwrap().recv().unwrap())
+                    .await
+                    .unwrap();
+                drop(held);
+            })
+        }));
+    }
+    let held: usize = (0..cores).map(|_| held_rx.recv().unwrap()).sum();
+    assert_eq!(held, cores * per_thread);
+    // ...and another thread still reads.
+    let (acme, nobody) = (tenant("acme"), context("nobody"));
+    let read = {
+        let store = store.clone();
+        on_thread(move |rt| {
+            rt.block_on(store.load_thread(&acme, &nobody, 4))
+                .map(|s| s.is_none())
+        })
+        .join()
+        .unwrap()
+    };
+    for _ in 0..cores {
+        release_tx.send(()).unwrap();
+    }
+    for holder in holders {
+        holder.join().unwrap();
+    }
+    assert!(read.unwrap(), "{held} connections busy on {cores} threads");
+}
