@@ -340,6 +340,13 @@ mod tests {
         ) -> Result<Option<ThreadSnapshot>, StoreError> {
             Ok(None)
         }
+        async fn task_context(
+            &self,
+            _: &TenantId,
+            _: &TaskId,
+        ) -> Result<Option<ContextId>, StoreError> {
+            Ok(None)
+        }
         async fn load_task(
             &self,
             _: &TenantId,

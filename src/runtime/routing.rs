@@ -78,14 +78,11 @@ impl Runtime {
     ) -> Result<ThreadKey> {
         let context_id = match self.resident_context(tenant, task_id) {
             Some(c) => c,
-            None => {
-                self.store
-                    .load_task(tenant, task_id)
-                    .await?
-                    .ok_or_else(|| Error::TaskNotFound(task_id.clone()))?
-                    .task
-                    .context_id
-            }
+            None => self
+                .store
+                .task_context(tenant, task_id)
+                .await?
+                .ok_or_else(|| Error::TaskNotFound(task_id.clone()))?,
         };
         Ok(ThreadKey {
             tenant: tenant.clone(),

@@ -123,6 +123,13 @@ impl Store for Handle {
     ) -> Result<Option<ThreadSnapshot>, StoreError> {
         self.0.inner.load_thread(tenant, thread_id, window).await
     }
+    async fn task_context(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+    ) -> Result<Option<ContextId>, StoreError> {
+        self.0.inner.task_context(tenant, task_id).await
+    }
     async fn load_task(
         &self,
         tenant: &TenantId,

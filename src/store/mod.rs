@@ -472,6 +472,14 @@ pub trait Store: Send + Sync + 'static {
         window: usize,
     ) -> Result<Option<ThreadSnapshot>, StoreError>;
 
+    /// The thread (context) of a task: its row's key alone, for routing a message that
+    /// names the task to the task's thread.
+    async fn task_context(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+    ) -> Result<Option<ContextId>, StoreError>;
+
     /// A task with its full history.
     async fn load_task(
         &self,

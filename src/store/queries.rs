@@ -99,6 +99,19 @@ macro_rules! store_impl {
                 .await
             }
 
+            async fn task_context(
+                &self,
+                tenant: &$crate::domain::TenantId,
+                task_id: &$crate::domain::TaskId,
+            ) -> Result<Option<$crate::domain::ContextId>, $crate::store::StoreError> {
+                self.point_read(async {
+                    let mut conn = self.conn().await?;
+                    let result = reads::task_context(&mut conn, tenant, task_id).await;
+                    self.settle(&mut conn, result).await
+                })
+                .await
+            }
+
             async fn load_task(
                 &self,
                 tenant: &$crate::domain::TenantId,

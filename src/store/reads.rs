@@ -139,6 +139,26 @@ macro_rules! read_queries {
                 }))
             }
 
+            pub(super) async fn task_context(
+                conn: &mut Conn,
+                tenant: &TenantId,
+                task_id: &TaskId,
+            ) -> Result<Option<ContextId>, StoreError> {
+                let context: Option<String> = tasks::table
+                    .filter(tasks::tenant_id.eq(tenant.as_str()))
+                    .filter(tasks::task_id.eq(task_id.as_str()))
+                    .select(tasks::context_id)
+                    .first(conn)
+                    .await
+                    .optional()?;
+                context
+                    .map(|c| {
+                        ContextId::parse(c)
+                            .map_err(|e| StoreError::Corrupt(format!("task context id: {e}")))
+                    })
+                    .transpose()
+            }
+
             pub(super) async fn load_task(
                 conn: &mut Conn,
                 tenant: &TenantId,

@@ -13,6 +13,7 @@ on_both_backends!(
     tasks_round_trip_with_history_artifacts_and_status,
     upserting_a_task_updates_it_in_place,
     history_messages_without_an_id_get_one,
+    a_tasks_context_is_read_by_its_key_alone,
 );
 
 async fn unknown_tasks_load_as_none(store: Arc<dyn Store>) {
@@ -185,4 +186,24 @@ async fn history_messages_without_an_id_get_one(store: Arc<dyn Store>) {
     assert_eq!(history[0].context_id.as_ref(), Some(&ctx));
     assert_eq!(history[0].task_id.as_ref(), Some(&task.id));
     assert_eq!(history[0].text(), "tool output");
+}
+
+async fn a_tasks_context_is_read_by_its_key_alone(store: Arc<dyn Store>) {
+    let (acme, other) = (tenant("acme"), tenant("other"));
+    let ctx = context("the-thread");
+    let t = task(&acme, &ctx, "t-1", TaskState::InputRequired, 1);
+    store
+        .commit(&[
+            WriteOp::UpsertThread(thread(&acme, &ctx, 1)),
+            WriteOp::UpsertTask(t.clone().into()),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(store.task_context(&acme, &t.id).await, Ok(Some(ctx)));
+    assert_eq!(store.task_context(&acme, &task_id("nope")).await, Ok(None));
+    assert_eq!(
+        store.task_context(&other, &t.id).await,
+        Ok(None),
+        "another tenant's"
+    );
 }
