@@ -37,6 +37,17 @@ async fn backend_pid(store: &PgStore) -> i32 {
         .unwrap()
 }
 
+/// Reads an unknown thread on a new thread (of its own runtime): whether it read as none.
+fn read_elsewhere(store: &Arc<PgStore>) -> Result<bool, StoreError> {
+    let store = store.clone();
+    on_thread(move |rt| {
+        rt.block_on(store.load_thread(&tenant("acme"), &context("nobody"), 4))
+            .map(|s| s.is_none())
+    })
+    .join()
+    .unwrap()
+}
+
 async fn store(db: &PgTestDb, pool_size: usize, acquire: Duration) -> (Arc<PgStore>, String) {
     let url = db.migrated_url().await;
     let store = PgStore::new(&url, pool_size, 1, acquire, None, None).unwrap();
@@ -172,31 +183,14 @@ async fn a_read_waits_for_a_busy_connection_then_fails_unavailable() {
         })
     };
     held_rx.recv().unwrap();
-    let (acme, nobody) = (tenant("acme"), context("nobody"));
-    let read = {
-        let (store, acme, nobody) = (store.clone(), acme.clone(), nobody.clone());
-        on_thread(move |rt| {
-            rt.block_on(store.load_thread(&acme, &nobody, 4))
-                .map(|s| s.is_none())
-        })
-        .join()
-        .unwrap()
-    };
+    let read = read_elsewhere(&store);
     assert!(
         matches!(&read, Err(StoreError::Unavailable(detail)) if detail.contains("no connection within")),
         "{read:?}"
     );
     // Once it is idle, another thread's read closes it and opens its own.
     release_tx.send(()).unwrap();
-    let read = {
-        let store = store.clone();
-        on_thread(move |rt| {
-            rt.block_on(store.load_thread(&acme, &nobody, 4))
-                .map(|s| s.is_none())
-        })
-        .join()
-        .unwrap()
-    };
+    let read = read_elsewhere(&store);
     assert!(read.unwrap());
     assert_eq!(store.readers().open_connections(), 1);
     release_tx.send(()).unwrap();
@@ -237,16 +231,7 @@ async fn busy_workers_leave_connections_to_the_other_threads() {
     let held: usize = (0..cores).map(|_| held_rx.recv().unwrap()).sum();
     assert_eq!(held, cores * per_thread);
     // ...and another thread still reads.
-    let (acme, nobody) = (tenant("acme"), context("nobody"));
-    let read = {
-        let store = store.clone();
-        on_thread(move |rt| {
-            rt.block_on(store.load_thread(&acme, &nobody, 4))
-                .map(|s| s.is_none())
-        })
-        .join()
-        .unwrap()
-    };
+    let read = read_elsewhere(&store);
     for _ in 0..cores {
         release_tx.send(()).unwrap();
     }

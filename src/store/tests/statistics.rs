@@ -78,5 +78,7 @@ async fn a_table_is_analyzed_each_time_it_has_doubled() {
     // Twice as much is.
     write_tasks(&store, 3000, 1500).await;
     assert_eq!(store.refresh_statistics().await.unwrap(), ["tasks"]);
-    assert_eq!(tuples(&url, "tasks").await, 4500.0);
+    // (An estimate from a sample of the table now.)
+    let estimate = tuples(&url, "tasks").await;
+    assert!((4000.0..=5000.0).contains(&estimate), "{estimate}");
 }
