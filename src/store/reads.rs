@@ -35,7 +35,7 @@ macro_rules! read_queries {
             };
             use $crate::store::page_token::Cursor;
             use $crate::store::rows::{EventRow, MessageRow, TaskRow, decode_event};
-            use $crate::store::schema::{messages, task_events, tasks, threads};
+            use $crate::store::schema::{messages, push_configs, task_events, tasks, threads};
             use $crate::store::{StoreError, StoredTask, ThreadSnapshot};
 
             type Conn = super::StoreConn;
@@ -58,13 +58,13 @@ macro_rules! read_queries {
             /// they were registered.
             macro_rules! push_configs_query {
                 ($tenant:expr, $ids:expr) => {
-                    $crate::store::schema::push_configs::table
-                        .filter($crate::store::schema::push_configs::tenant_id.eq($tenant.as_str()))
-                        .filter($crate::store::schema::push_configs::task_id.eq_any($ids))
+                    push_configs::table
+                        .filter(push_configs::tenant_id.eq($tenant.as_str()))
+                        .filter(push_configs::task_id.eq_any($ids))
                         .order((
-                            $crate::store::schema::push_configs::task_id.asc(),
-                            $crate::store::schema::push_configs::created_at.asc(),
-                            $crate::store::schema::push_configs::config_id.asc(),
+                            push_configs::task_id.asc(),
+                            push_configs::created_at.asc(),
+                            push_configs::config_id.asc(),
                         ))
                         .select(PushConfigRow::as_select())
                 };
