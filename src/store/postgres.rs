@@ -219,8 +219,10 @@ impl PgStore {
 
     /// `ANALYZE`s each of [`ANALYZED_TABLES`] whose size has reached twice what it was at
     /// its last analysis (or vacuum), and at least [`ANALYZE_FLOOR_PAGES`], while it was
-    /// under [`ANALYZE_CEILING_PAGES`] then, and names them (see [`Store::refresh_statistics`](super::Store::refresh_statistics)). Sizes
-    /// are the files' own, not the statistics collector's counts, which reach it late.
+    /// under [`ANALYZE_CEILING_PAGES`] then, and names them (see
+    /// [`Store::refresh_statistics`](super::Store::refresh_statistics)). Sizes are the
+    /// files' own, not the statistics collector's counts, which reach it late. The
+    /// analysis's statistics target is set for it alone on the read connection.
     async fn analyze_grown_tables(&self) -> Result<Vec<&'static str>, StoreError> {
         let mut conn = self.conn().await?;
         let result = analyze_grown(&mut conn).await;
