@@ -126,6 +126,9 @@ async fn thread_rows(
     })
 }
 
+/// How the outbox's poll joins the deliveries it chose with their configs (`reads.rs`).
+const CONFIGS_OF_DUE: super::reads::ConfigsOfDue = super::reads::ConfigsOfDue::EachByKey;
+
 super::queries::store_impl!(
     PgStore,
     AsyncPgConnection,

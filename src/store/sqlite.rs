@@ -834,6 +834,9 @@ async fn thread_rows(
         .await?)
 }
 
+/// How the outbox's poll joins the deliveries it chose with their configs (`reads.rs`).
+const CONFIGS_OF_DUE: super::reads::ConfigsOfDue = super::reads::ConfigsOfDue::Joined;
+
 super::queries::store_impl!(
     SqliteStore,
     SqliteConn,

@@ -220,3 +220,47 @@ async fn removing_a_config_removes_what_is_owed_to_it(store: Arc<dyn Store>) {
             .is_empty()
     );
 }
+
+/// Postgres: the outbox's poll walks its due index in order and stops after its limit,
+/// rather than reading the whole outbox and every config to sort them (which it did when
+/// the owed rows were joined with their configs before being chosen).
+#[tokio::test]
+async fn the_outbox_poll_reads_only_the_deliveries_it_returns_on_postgres() {
+    let Some(db) = crate::store::testing::PgTestDb::create().await else {
+        return;
+    };
+    let url = db.migrated_url().await;
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    // 5 000 configs, each owed two events, all due, in tables never analyzed (as a young
+    // server's are, between the analyses).
+    client
+        .batch_execute(
+            "INSERT INTO push_configs (tenant_id, task_id, config_id, dialect, url, created_at) \
+               SELECT 'acme', 'task-' || i, 'c', 'v1', 'https://hooks.example.org/', i \
+               FROM generate_series(1, 5000) i; \
+             INSERT INTO push_outbox (tenant_id, task_id, config_id, seq, payload, created_at, \
+               attempts, next_attempt_at) \
+               SELECT 'acme', 'task-' || i, 'c', s, '{}', i, 0, i \
+               FROM generate_series(1, 5000) i, generate_series(1, 2) s",
+        )
+        .await
+        .unwrap();
+    let sql = crate::store::reads::due_deliveries_sql(
+        Timestamp(10_000),
+        32,
+        crate::store::reads::ConfigsOfDue::EachByKey,
+    );
+    let plan: Vec<String> = client
+        .query(&format!("EXPLAIN {sql}"), &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let plan = plan.join("\n");
+    assert!(!plan.contains("Seq Scan"), "{plan}");
+    assert!(plan.contains("push_outbox_due"), "{plan}");
+}
