@@ -67,10 +67,11 @@ pub struct StoreSettings {
     pub retention_batch: usize,
     /// Postgres: how often the server looks for its tables that have grown to twice
     /// their size at their last analysis (from 128 KiB, until they were 8 MiB at the
-    /// last one) and runs `ANALYZE` on them, in seconds; 0 leaves it to autovacuum. Postgres keeps the plan of a prepared statement made from the
-    /// statistics of its time, and a plan made while a table was small reads a whole
-    /// tenant's rows for one key once it is large; an analysis makes every connection
-    /// plan again. Autovacuum's own analyses come a minute apart at best. At most 3600.
+    /// last one) and runs `ANALYZE` on them, in seconds; 0 leaves it to autovacuum.
+    /// Postgres keeps the plan of a prepared statement made from the statistics of its
+    /// time, and a plan made while a table was small reads a whole tenant's rows for one
+    /// key once it is large; an analysis makes every connection plan again. Autovacuum's
+    /// own analyses come a minute apart at best. At most 3600.
     pub postgres_analyze_interval_secs: u64,
 }
 

@@ -249,7 +249,7 @@ impl PgStore {
 
 /// The tables whose statements' plans depend on their size: every one a request reads
 /// or writes by key.
-pub(super) const ANALYZED_TABLES: [&str; 7] = [
+const ANALYZED_TABLES: [&str; 7] = [
     "threads",
     "messages",
     "tasks",
@@ -261,12 +261,12 @@ pub(super) const ANALYZED_TABLES: [&str; 7] = [
 
 /// Tables smaller than this many pages (of 8 KiB) are not analyzed by the server: what
 /// a plan costs there does not matter.
-pub(super) const ANALYZE_FLOOR_PAGES: i64 = 16;
+const ANALYZE_FLOOR_PAGES: i64 = 16;
 
 /// Tables that were this many pages (8 MiB) or more at their last analysis are left to
 /// autovacuum: a plan made from statistics of that size already takes a key's index
 /// over a tenant's whole range, and growing does not change that.
-pub(super) const ANALYZE_CEILING_PAGES: i64 = 1024;
+const ANALYZE_CEILING_PAGES: i64 = 1024;
 
 /// The statistics target of the server's own analyses (Postgres' default is 100): a
 /// sample of 3 000 rows instead of 30 000 is enough to choose between a key and a

@@ -11,8 +11,9 @@
 
 /// Implements [`Store`](crate::store::Store) for `$store`, a struct with a
 /// `pool: Pool<$conn>` for reads, an `acquire_timeout: Duration`, and an inherent
-/// `async fn commit_ops(&self, &[WriteOp])`, `async fn analyze_grown_tables(&self)` (see
-/// [`Store::refresh_statistics`](crate::store::Store::refresh_statistics)), `fn inline_claim(&self, …)` (see
+/// `async fn commit_ops(&self, &[WriteOp])`, `async fn analyze_grown_tables(&self)`
+/// (see [`Store::refresh_statistics`](crate::store::Store::refresh_statistics)),
+/// `fn inline_claim(&self, …)` (see
 /// [`Store::claim_inline`](crate::store::Store::claim_inline)) and `fn blocking_writer(&self)` (see
 /// [`Store::blocking_commit`](crate::store::Store::blocking_commit)) and
 /// `fn point_read(&self, F) -> impl Future` (a reload of a thread or a task: SQLite runs

@@ -726,10 +726,10 @@ pub(super) fn is_open() -> IsOpen {
 /// themselves, so that the planner walks `push_outbox_due` in order and stops after
 /// `max` of them, and each one's config is then looked up by its key (on Postgres,
 /// `OFFSET 0` keeps the lookup from being merged into a join the planner may run by
-/// reading every config). Joined in one query, Postgres misjudged the join's size on tables without
-/// statistics and read both whole on every poll (76 ms a poll at 28 000 owed). The two
-/// numbers are formatted into the SQL (they are integers), so one text serves both
-/// backends' placeholder styles.
+/// reading every config). Joined in one query, Postgres misjudged the join's size on
+/// tables without statistics and read both whole on every poll (76 ms a poll at 28 000
+/// owed). The two numbers are formatted into the SQL (they are integers), so one text
+/// serves both backends' placeholder styles.
 pub(super) fn due_deliveries_sql(
     now: crate::domain::Timestamp,
     max: usize,
