@@ -125,21 +125,22 @@ pub(super) mod sql {
         $28::int8[], $29::text[], $30::text[])), \
         t AS (INSERT INTO tasks (tenant_id, task_id, context_id, state, status_message, \
         status_timestamp, artifacts, transitions, metadata, created_at, updated_at, history, \
-        status_entry) \
+        status_entry, final_event_seq) \
         SELECT * FROM unnest($31::text[], $32::text[], $33::text[], $34::text[], $35::text[], \
         $36::int8[], $37::text[], $38::text[], $39::text[], $40::int8[], $41::int8[], \
-        $42::text[], $43::int8[]) \
+        $42::text[], $43::int8[], $44::int8[]) \
         ON CONFLICT (tenant_id, task_id) DO UPDATE SET context_id = excluded.context_id, \
         state = excluded.state, status_message = excluded.status_message, \
         status_entry = excluded.status_entry, \
+        final_event_seq = coalesce(excluded.final_event_seq, tasks.final_event_seq), \
         status_timestamp = excluded.status_timestamp, artifacts = excluded.artifacts, \
         transitions = excluded.transitions, metadata = excluded.metadata, \
         updated_at = excluded.updated_at, history = ",
         appended_history!("tasks.history", "excluded.history"),
         "), e AS (INSERT INTO task_events (tenant_id, task_id, seq, kind, payload, created_at, \
         message_seq) \
-        SELECT * FROM unnest($44::text[], $45::text[], $46::int8[], $47::text[], $48::text[], \
-        $49::int8[], $50::int8[])) \
+        SELECT * FROM unnest($45::text[], $46::text[], $47::int8[], $48::text[], $49::text[], \
+        $50::int8[], $51::int8[])) \
         SELECT CASE WHEN (SELECT count(*) FROM claimed) <> cardinality($1::text[]) \
         THEN a2a_require(false, 'A2D01', (SELECT u.k FROM unnest($1::text[], $2::text[]) \
         WITH ORDINALITY AS u(t, k, n) WHERE NOT EXISTS (SELECT 1 FROM claimed c \
@@ -306,8 +307,16 @@ pub(super) async fn commit(
     // claimed (for the other nodes' claim filters).
     let notifications: Vec<(&str, String)> = match fence {
         Some(fence) => {
+            // The final events the task rows stand for are events like the others.
+            let finals = rows
+                .tasks
+                .iter()
+                .filter_map(|t| t.final_event_seq.map(|seq| (t.tenant_id, t.task_id, seq)));
             let events = cluster::event_payloads(
-                rows.events.iter().map(|e| (e.tenant_id, e.task_id, e.seq)),
+                rows.events
+                    .iter()
+                    .map(|e| (e.tenant_id, e.task_id, e.seq))
+                    .chain(finals),
             );
             let claims = cluster::claim_payloads(
                 fence.node_id(),
@@ -335,7 +344,7 @@ pub(super) async fn commit(
         Some(((window, set), rest)) => ((*window, set), rest),
         None => ((0, &no_claims), &[][..]),
     };
-    let mut written: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(50);
+    let mut written: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(51);
     written.extend(first_claims.1.params(&first_claims.0));
     written.extend(threads.params());
     written.extend(messages.params());
@@ -690,6 +699,7 @@ columns!(TaskColumns<'a>, tasks, {
     updated: i64 = |r| r.updated_at,
     history: &'a str = |r| r.history.as_str(),
     status_entry: Option<i64> = |r| r.status_entry,
+    final_event_seq: Option<i64> = |r| r.final_event_seq,
 });
 
 columns!(AppendColumns<'a>, appends, {

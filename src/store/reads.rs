@@ -201,7 +201,7 @@ macro_rules! read_queries {
                 rows.into_iter()
                     .map(|row| {
                         let last_event_seq =
-                            last_seqs.get(&row.task_id).copied().flatten().unwrap_or(0);
+                            row.last_event_seq(last_seqs.get(&row.task_id).copied().flatten());
                         let (history, status) =
                             histories.remove(&row.task_id).unwrap_or_default();
                         let mut task = row.into_task(history, status, true)?;
@@ -398,7 +398,7 @@ macro_rules! read_queries {
                         let (history, status) =
                             histories.remove(&row.task_id).unwrap_or_default();
                         let last_seq =
-                            last_seqs.get(&row.task_id).copied().flatten().unwrap_or(0);
+                            row.last_event_seq(last_seqs.get(&row.task_id).copied().flatten());
                         let mut task = row.into_task(history, status, query.include_artifacts)?;
                         task.generation = last_seq + 1;
                         Ok(task)
@@ -420,19 +420,33 @@ macro_rules! read_queries {
                 after_seq: i64,
                 max_events: usize,
             ) -> Result<Vec<(i64, StreamEvent)>, StoreError> {
-                let rows: Vec<EventRow> = task_events::table
-                    .filter(task_events::tenant_id.eq(tenant.as_str()))
-                    .filter(task_events::task_id.eq(task_id.as_str()))
-                    .filter(task_events::seq.gt(after_seq))
-                    .order(task_events::seq.asc())
-                    .limit(limit(max_events))
-                    .select(EventRow::as_select())
-                    .load(conn)
-                    .await?;
+                // The log, and the task's row: the row is the task's final status update
+                // when it says so (`TaskRow::final_event_seq`), the last of its events.
+                let (rows, mut task): (Vec<EventRow>, Vec<TaskRow>) = independent!(conn; c =>
+                    task_events::table
+                        .filter(task_events::tenant_id.eq(tenant.as_str()))
+                        .filter(task_events::task_id.eq(task_id.as_str()))
+                        .filter(task_events::seq.gt(after_seq))
+                        .order(task_events::seq.asc())
+                        .limit(limit(max_events))
+                        .select(EventRow::as_select())
+                        .load(c),
+                    tasks::table
+                        .filter(tasks::tenant_id.eq(tenant.as_str()))
+                        .filter(tasks::task_id.eq(task_id.as_str()))
+                        .filter(tasks::final_event_seq.gt(after_seq))
+                        .select(TaskRow::as_select())
+                        .limit(1)
+                        .load(c),
+                )?;
+                let logged = rows.len();
                 let mut events = rows
                     .into_iter()
                     .map(|row| Ok((row.seq, decode_event(&row.payload)?, row.message_seq)))
                     .collect::<Result<Vec<_>, StoreError>>()?;
+                if let Some(row) = task.pop().filter(|_| logged < max_events) {
+                    events.push(final_event(conn, tenant, row).await?);
+                }
                 // Status updates whose message is a row of the task's thread: read together.
                 let mut wanted: Vec<i64> = events.iter().filter_map(|e| e.2).collect();
                 let thread = events.iter().find_map(|(_, event, seq)| match event {
@@ -472,6 +486,30 @@ macro_rules! read_queries {
                     .into_iter()
                     .map(|(seq, event, _)| (seq, event))
                     .collect())
+            }
+
+            /// The final status update a task's row stands for (`final_event_seq`), as
+            /// `task_events` returns a logged one: with its message, which the row names
+            /// among its history entries, already read.
+            async fn final_event(
+                conn: &mut Conn,
+                tenant: &TenantId,
+                row: TaskRow,
+            ) -> Result<(i64, StreamEvent, Option<i64>), StoreError> {
+                let seq = row.final_event_seq().unwrap_or(0);
+                // The status entry alone (`keep` 0): the history is not part of the event.
+                let (_, status) = histories(conn, tenant, std::slice::from_ref(&row), Some(0), &[])
+                    .await?
+                    .remove(&row.task_id)
+                    .unwrap_or_default();
+                let task = row.into_task(Vec::new(), status, false)?;
+                let event = StreamEvent::StatusUpdate {
+                    task_id: task.id,
+                    context_id: task.context_id,
+                    status: task.status,
+                    metadata: None,
+                };
+                Ok((seq, event, None))
             }
 
             pub(super) async fn ping(conn: &mut Conn) -> Result<(), StoreError> {

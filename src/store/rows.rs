@@ -310,6 +310,9 @@ pub(super) struct NewTask<'a> {
     /// an upsert adds them to the stored list ([`super::writes`]).
     pub(super) history: String,
     pub(super) status_entry: Option<i64>,
+    /// Set when the batch's final status update of the task is this row
+    /// (`schema::tasks::final_event_seq`, [`super::writes`]).
+    pub(super) final_event_seq: Option<i64>,
 }
 
 impl<'a> NewTask<'a> {
@@ -338,6 +341,7 @@ impl<'a> NewTask<'a> {
             updated_at: t.updated_at.millis(),
             history: String::new(),
             status_entry: r.status_entry,
+            final_event_seq: None,
         })
     }
 }
@@ -382,9 +386,21 @@ pub(super) struct TaskRow {
     updated_at: i64,
     history: String,
     status_entry: Option<i64>,
+    final_event_seq: Option<i64>,
 }
 
 impl TaskRow {
+    /// The `seq` of the task's final status update if the row is that event (it is then
+    /// not in the log): see `schema::tasks::final_event_seq`.
+    pub(super) fn final_event_seq(&self) -> Option<i64> {
+        self.final_event_seq
+    }
+
+    /// The sequence number of the task's last event, given the last one in its log.
+    pub(super) fn last_event_seq(&self, logged: Option<i64>) -> i64 {
+        logged.max(self.final_event_seq).unwrap_or(0)
+    }
+
     /// The thread the task's history refers to.
     pub(super) fn context_id(&self) -> &str {
         &self.context_id

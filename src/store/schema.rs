@@ -75,6 +75,10 @@ diesel::table! {
         history -> Text,
         /// Which entry of `history` (from 0) is the task's status message, if one is.
         status_entry -> Nullable<BigInt>,
+        /// The `seq` of the task's final status update when the row is that event (a
+        /// terminal status with no metadata of its own): it is not in `task_events`, and
+        /// reads build it from the row's status. NULL: every event is in the log.
+        final_event_seq -> Nullable<BigInt>,
     }
 }
 

@@ -670,7 +670,8 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
                 r.created_at,
                 r.updated_at,
                 r.history,
-                r.status_entry
+                r.status_entry,
+                r.final_event_seq
             ])?;
         }
     }
@@ -870,6 +871,8 @@ pub(super) fn revert_through_then(
 ) -> Result<Vec<String>, StoreError> {
     let mut conn = SqliteConnection::establish(path_str(path)?)
         .map_err(|e| StoreError::Unavailable(format!("sqlite {}: {e}", path.display())))?;
+    // A store just dropped may still be closing its connections.
+    conn.batch_execute("PRAGMA busy_timeout = 10000")?;
     let reverted = super::revert_through(&mut conn, || MIGRATIONS, version)?;
     conn.batch_execute(sql)?;
     Ok(reverted)

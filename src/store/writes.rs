@@ -266,8 +266,25 @@ impl<'a> Rows<'a> {
                 reply_seq,
             });
         }
+        // The newest event of each task the batch logs: the only one its row can be.
+        let mut newest: HashMap<TaskKey, i64> = HashMap::new();
+        for (tenant, task_id, seq, ..) in &events {
+            let at = newest
+                .entry((tenant.as_str(), task_id.as_str()))
+                .or_insert(*seq);
+            *at = (*at).max(*seq);
+        }
         for (tenant, task_id, seq, event, created_at) in events {
             let message_seq = appended_status_message(&appended, tenant, task_id, event);
+            let key = (tenant.as_str(), task_id.as_str());
+            let row = task_at.get(&key).map(|&i| &mut rows.tasks[i]);
+            if let Some(task) = row.filter(|_| newest.get(&key) == Some(&seq)) {
+                let entries = linked.iter().find(|(k, _)| *k == key).map(|(_, e)| &e[..]);
+                if is_final_row(task, event, message_seq, entries.unwrap_or_default()) {
+                    task.final_event_seq = Some(seq);
+                    continue;
+                }
+            }
             rows.events.push(NewTaskEvent::new(
                 tenant,
                 task_id,
@@ -314,6 +331,49 @@ impl<'a> Rows<'a> {
 
 /// A task's key in a batch: (tenant, task id).
 type TaskKey<'a> = (&'a str, &'a str);
+
+/// Whether `event` is the final status update of the task whose row the batch writes as
+/// `task`, and says nothing that row does not — so the row stands for it and the event is
+/// not logged (`schema::tasks::final_event_seq`): a terminal status without metadata of
+/// its own, the row's state, timestamp and thread, and either no message (the row has no
+/// status message either) or a message the batch appends (`message_seq`) and links to the
+/// task as the entry the row names its status (`entries`: the batch's (position, seq)
+/// history links of the task). Reads build it back from the row as it was logged.
+///
+/// A terminal task's row is written once more by nothing: the runtime refuses every
+/// change to a terminal task (`runtime/thread/plan.rs`).
+fn is_final_row(
+    task: &NewTask<'_>,
+    event: &StreamEvent,
+    message_seq: Option<i64>,
+    entries: &[(i64, i64)],
+) -> bool {
+    let StreamEvent::StatusUpdate {
+        task_id,
+        context_id,
+        status,
+        metadata: None,
+    } = event
+    else {
+        return false;
+    };
+    let same_status = status.state.is_terminal()
+        && status.state.as_str() == task.state
+        && status.timestamp.millis() == task.status_timestamp
+        && context_id.as_str() == task.context_id
+        && task_id.as_str() == task.task_id;
+    let same_message = match (&status.message, message_seq) {
+        (None, _) => task.status_entry.is_none() && task.status_message.is_none(),
+        (Some(_), Some(seq)) => {
+            task.status_message.is_none()
+                && task
+                    .status_entry
+                    .is_some_and(|entry| entries.contains(&(entry, seq)))
+        }
+        (Some(_), None) => false,
+    };
+    same_status && same_message
+}
 
 /// The `seq` of the message a batch appends (`appended`) that is the message of a status
 /// update of `task_id`, as the thread's row reads it back: the row the logged event
@@ -414,11 +474,12 @@ pub(super) mod sqlite {
     pub const UPSERT_TASK: &str = concat!(
         "INSERT INTO tasks (tenant_id, task_id, context_id, state, \
         status_message, status_timestamp, artifacts, transitions, metadata, created_at, \
-        updated_at, history, status_entry) \
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
+        updated_at, history, status_entry, final_event_seq) \
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) \
         ON CONFLICT (tenant_id, task_id) DO UPDATE SET context_id = excluded.context_id, \
         state = excluded.state, status_message = excluded.status_message, \
         status_entry = excluded.status_entry, \
+        final_event_seq = coalesce(excluded.final_event_seq, tasks.final_event_seq), \
         status_timestamp = excluded.status_timestamp, artifacts = excluded.artifacts, \
         transitions = excluded.transitions, metadata = excluded.metadata, \
         updated_at = excluded.updated_at, history = ",

@@ -9,7 +9,7 @@ use crate::store::{
 };
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 12] = [
+const ALL_MIGRATIONS: [&str; 13] = [
     "2026-11-22-000000_init",
     "2026-11-22-000100_memories",
     "2026-11-23-000000_thread_recovery",
@@ -22,6 +22,7 @@ const ALL_MIGRATIONS: [&str; 12] = [
     "2026-11-25-000400_each_fact_once",
     "2026-11-25-000500_rows_in_their_keys",
     "2026-11-26-000000_claims_in_order",
+    "2026-11-27-000000_final_event_in_task_row",
 ];
 
 fn postgres_migrations() -> Vec<String> {

@@ -49,6 +49,7 @@ mod config;
 mod events;
 mod expiry;
 mod facts;
+mod final_events;
 mod isolation;
 mod listing;
 mod node_lock;

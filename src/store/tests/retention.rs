@@ -29,8 +29,14 @@ fn filled_thread(
     let mut ops = vec![WriteOp::UpsertThread(th)];
     ops.extend(history_ops(t, &task, 1, &[asked, answer]));
     ops.push(WriteOp::UpsertTask(TaskRecord::of(&task)));
-    let event = status_event(&task, TaskState::Completed, 20);
+    // One event in the log, and the final one, which the task's row stands for.
+    let event = status_event(&task, TaskState::Working, 15);
     ops.push(event_op(&task, 1, event.clone()));
+    ops.push(event_op(
+        &task,
+        2,
+        status_event(&task, TaskState::Completed, 20),
+    ));
     ops.push(WriteOp::PutPushConfig(PushConfig {
         tenant: t.clone(),
         task_id: task.id.clone(),
