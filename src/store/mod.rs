@@ -185,9 +185,18 @@ pub struct ThreadSnapshot {
 pub enum WriteOp {
     /// Insert the thread, or update every column but `created_at`.
     UpsertThread(ThreadRecord),
+    /// A thread's first row, written without looking for one: the writer read none (the
+    /// thread was not in the store when its actor loaded it). A row of its key refuses
+    /// the batch: `StoreError::Fenced` in a cluster (another node made the thread first),
+    /// `StoreError::Conflict` otherwise. Later writes of the thread are `UpsertThread`s;
+    /// in one batch with them, the row is inserted as the last of them says.
+    InsertThread(ThreadRecord),
     AppendMessage(MessageRecord),
     /// Insert the task row, or update it (its history is written by `LinkTaskMessage`).
     UpsertTask(TaskRecord),
+    /// A task's first row (a task this process minted the id of), written without looking
+    /// for one, as [`WriteOp::InsertThread`] is.
+    InsertTask(TaskRecord),
     /// Makes message `message_seq` of the task's thread the `position`-th history entry of
     /// the task: the next after those stored. The entry is kept in the task's row, written
     /// with the batch's `UpsertTask` of the task (or, without one, appended to the row on

@@ -25,7 +25,8 @@ use tokio_postgres::{Client, NoTls, Statement};
 
 use super::StoreError;
 use super::cluster::{self, Fence};
-use super::writes::{PushRow, Rows};
+use super::rows::{NewMessage, NewTask, NewTaskEvent, NewThread};
+use super::writes::{HistoryAppend, PushRow, Rows};
 
 /// A writer connection and its prepared statements.
 pub(super) struct Writer {
@@ -92,7 +93,10 @@ pub(super) mod sql {
 
     /// A commit's rows of the five tables every turn writes — claims (of one window),
     /// threads, messages, tasks (each with the history entries it appends), events — as
-    /// one statement: each table's
+    /// one statement: a thread's or task's first row (`NewThread::first`,
+    /// `NewTask::first`) a plain insert (no look for a conflicting row first, nor the
+    /// speculative insertion's second WAL record; a row of its key fails the statement
+    /// with `unique_violation`), the others upserts; each table's
     /// insert a data-modifying `WITH` query (all run, whether read or not; none sees the
     /// others' rows, and none needs to). Alone, it is a whole transaction in itself. It
     /// fails with `A2D01` and the first key not claimed when a key is claimed within its
@@ -140,7 +144,17 @@ pub(super) mod sql {
         "), e AS (INSERT INTO task_events (tenant_id, task_id, seq, kind, payload, created_at, \
         message_seq) \
         SELECT * FROM unnest($45::text[], $46::text[], $47::int8[], $48::text[], $49::text[], \
-        $50::int8[], $51::int8[])) \
+        $50::int8[], $51::int8[])), \
+        first_threads AS (INSERT INTO threads (tenant_id, thread_id, created_at, updated_at, \
+        expires_at, status, conversation_context, owner_node) \
+        SELECT * FROM unnest($52::text[], $53::text[], $54::int8[], $55::int8[], $56::int8[], \
+        $57::text[], $58::text[], $59::text[])), \
+        first_tasks AS (INSERT INTO tasks (tenant_id, task_id, context_id, state, \
+        status_message, status_timestamp, artifacts, transitions, metadata, created_at, \
+        updated_at, history, status_entry, final_event_seq) \
+        SELECT * FROM unnest($60::text[], $61::text[], $62::text[], $63::text[], $64::text[], \
+        $65::int8[], $66::text[], $67::text[], $68::text[], $69::int8[], $70::int8[], \
+        $71::text[], $72::int8[], $73::int8[])) \
         SELECT CASE WHEN (SELECT count(*) FROM claimed) <> cardinality($1::text[]) \
         THEN a2a_require(false, 'A2D01', (SELECT u.k FROM unnest($1::text[], $2::text[]) \
         WITH ORDINALITY AS u(t, k, n) WHERE NOT EXISTS (SELECT 1 FROM claimed c \
@@ -297,11 +311,13 @@ pub(super) async fn commit(
     let client = &writer.client;
     let s = &writer.statements;
     // What the statements bind, first: they borrow it.
-    let threads = ThreadColumns::of(rows);
-    let messages = MessageColumns::of(rows);
-    let tasks = TaskColumns::of(rows);
-    let appends = AppendColumns::of(rows);
-    let events = EventColumns::of(rows);
+    let threads = ThreadColumns::of(rows.threads.iter().filter(|t| !t.first));
+    let first_threads = ThreadColumns::of(rows.threads.iter().filter(|t| t.first));
+    let messages = MessageColumns::of(&rows.messages);
+    let tasks = TaskColumns::of(rows.tasks.iter().filter(|t| !t.first));
+    let first_tasks = TaskColumns::of(rows.tasks.iter().filter(|t| t.first));
+    let appends = AppendColumns::of(&rows.appends);
+    let events = EventColumns::of(&rows.events);
     let claims = ClaimColumns::of(rows);
     // In a cluster, the events logged (for subscribers on other nodes) and the keys
     // claimed (for the other nodes' claim filters).
@@ -344,12 +360,14 @@ pub(super) async fn commit(
         Some(((window, set), rest)) => ((*window, set), rest),
         None => ((0, &no_claims), &[][..]),
     };
-    let mut written: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(51);
+    let mut written: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(73);
     written.extend(first_claims.1.params(&first_claims.0));
     written.extend(threads.params());
     written.extend(messages.params());
     written.extend(tasks.params());
     written.extend(events.params());
+    written.extend(first_threads.params());
+    written.extend(first_tasks.params());
     let has_rows = !(rows.claims.is_empty()
         && rows.threads.is_empty()
         && rows.messages.is_empty()
@@ -544,6 +562,14 @@ fn refusal(step: Step, e: &tokio_postgres::Error, fence: Option<&Fence>) -> Stor
             StoreError::Fenced
         }
         (_, Some(OWNED_ELSEWHERE)) => StoreError::Fenced,
+        // A thread's first row met one another node wrote first (`WriteOp::InsertThread`).
+        (_, Some(code))
+            if fence.is_some()
+                && code == SqlState::UNIQUE_VIOLATION.code()
+                && e.as_db_error().and_then(|db| db.constraint()) == Some("threads_pkey") =>
+        {
+            StoreError::Fenced
+        }
         (_, Some(CLAIMED)) => StoreError::Duplicate(
             e.as_db_error()
                 .map_or_else(String::new, |db| db.message().to_owned()),
@@ -587,15 +613,15 @@ pub(super) fn unavailable(code: &SqlState) -> bool {
 /// order: `$name` over `rows.$table`, each field `$field: Vec<$ty>` taken from a row `$r`
 /// by `$get`.
 macro_rules! columns {
-    ($name:ident<$lt:lifetime>, $table:ident, { $($field:ident: $ty:ty = |$r:ident| $get:expr),+ $(,)? }) => {
+    ($name:ident<$lt:lifetime>, $row:ident, { $($field:ident: $ty:ty = |$r:ident| $get:expr),+ $(,)? }) => {
         struct $name<$lt> {
             $($field: Vec<$ty>,)+
         }
 
         impl<$lt> $name<$lt> {
-            fn of(rows: &$lt Rows<'_>) -> Self {
+            fn of<'r: $lt>(rows: impl IntoIterator<Item = &$lt $row<'r>> + Clone) -> Self {
                 Self {
-                    $($field: rows.$table.iter().map(|$r| $get).collect(),)+
+                    $($field: rows.clone().into_iter().map(|$r| $get).collect(),)+
                 }
             }
 
@@ -657,7 +683,7 @@ impl<'a> ClaimColumns<'a> {
     }
 }
 
-columns!(ThreadColumns<'a>, threads, {
+columns!(ThreadColumns<'a>, NewThread, {
     tenant: &'a str = |r| r.tenant_id,
     thread: &'a str = |r| r.thread_id,
     created: i64 = |r| r.created_at,
@@ -668,7 +694,7 @@ columns!(ThreadColumns<'a>, threads, {
     owner: Option<&'a str> = |r| r.owner_node,
 });
 
-columns!(MessageColumns<'a>, messages, {
+columns!(MessageColumns<'a>, NewMessage, {
     tenant: &'a str = |r| r.tenant_id,
     thread: &'a str = |r| r.thread_id,
     seq: i64 = |r| r.seq,
@@ -685,7 +711,7 @@ columns!(MessageColumns<'a>, messages, {
     reference_task_ids: Option<&'a str> = |r| r.reference_task_ids.as_deref(),
 });
 
-columns!(TaskColumns<'a>, tasks, {
+columns!(TaskColumns<'a>, NewTask, {
     tenant: &'a str = |r| r.tenant_id,
     task: &'a str = |r| r.task_id,
     context: &'a str = |r| r.context_id,
@@ -702,13 +728,13 @@ columns!(TaskColumns<'a>, tasks, {
     final_event_seq: Option<i64> = |r| r.final_event_seq,
 });
 
-columns!(AppendColumns<'a>, appends, {
+columns!(AppendColumns<'a>, HistoryAppend, {
     tenant: &'a str = |r| r.tenant_id,
     task: &'a str = |r| r.task_id,
     seqs: &'a str = |r| r.seqs.as_str(),
 });
 
-columns!(EventColumns<'a>, events, {
+columns!(EventColumns<'a>, NewTaskEvent, {
     tenant: &'a str = |r| r.tenant_id,
     task: &'a str = |r| r.task_id,
     seq: i64 = |r| r.seq,

@@ -66,6 +66,9 @@ pub(super) struct NewThread<'a> {
     /// Cluster mode: the writing node, which must own the thread (set by the Postgres
     /// store; `None` otherwise).
     pub(super) owner_node: Option<&'a str>,
+    /// The thread's first row ([`super::WriteOp::InsertThread`]): inserted, not upserted.
+    #[diesel(skip_insertion)]
+    pub(super) first: bool,
 }
 
 impl<'a> NewThread<'a> {
@@ -79,6 +82,7 @@ impl<'a> NewThread<'a> {
             status: r.status.as_str(),
             conversation_context: encode("conversation context", &r.conversation_context)?,
             owner_node: None,
+            first: false,
         })
     }
 }
@@ -313,6 +317,9 @@ pub(super) struct NewTask<'a> {
     /// Set when the batch's final status update of the task is this row
     /// (`schema::tasks::final_event_seq`, [`super::writes`]).
     pub(super) final_event_seq: Option<i64>,
+    /// The task's first row ([`super::WriteOp::InsertTask`]): inserted, not upserted.
+    #[diesel(skip_insertion)]
+    pub(super) first: bool,
 }
 
 impl<'a> NewTask<'a> {
@@ -342,6 +349,7 @@ impl<'a> NewTask<'a> {
             history: String::new(),
             status_entry: r.status_entry,
             final_event_seq: None,
+            first: false,
         })
     }
 }

@@ -612,8 +612,10 @@ fn write_rows(
 fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Result<()> {
     use rusqlite::params;
     if !rows.threads.is_empty() {
-        let mut stmt = tx.prepare_cached(sql::UPSERT_THREAD)?;
+        let mut upsert = tx.prepare_cached(sql::UPSERT_THREAD)?;
+        let mut insert = tx.prepare_cached(sql::INSERT_THREAD)?;
         for r in &rows.threads {
+            let stmt = if r.first { &mut insert } else { &mut upsert };
             stmt.execute(params![
                 r.tenant_id,
                 r.thread_id,
@@ -655,8 +657,10 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
         }
     }
     if !rows.tasks.is_empty() {
-        let mut stmt = tx.prepare_cached(sql::UPSERT_TASK)?;
+        let mut upsert = tx.prepare_cached(sql::UPSERT_TASK)?;
+        let mut insert = tx.prepare_cached(sql::INSERT_TASK)?;
         for r in &rows.tasks {
+            let stmt = if r.first { &mut insert } else { &mut upsert };
             stmt.execute(params![
                 r.tenant_id,
                 r.task_id,

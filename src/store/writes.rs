@@ -144,18 +144,21 @@ impl<'a> Rows<'a> {
         let mut appended = Vec::new();
         for op in ops {
             match op {
-                WriteOp::UpsertThread(thread) => {
+                WriteOp::UpsertThread(thread) | WriteOp::InsertThread(thread) => {
                     let key = (thread.tenant.as_str(), thread.thread_id.as_str());
-                    upsert(
-                        &mut rows.threads,
-                        &mut thread_at,
-                        key,
-                        NewThread::new(thread)?,
-                    );
+                    let mut row = NewThread::new(thread)?;
+                    row.first = matches!(op, WriteOp::InsertThread(_));
+                    upsert(&mut rows.threads, &mut thread_at, key, row, |old, new| {
+                        new.first |= old.first
+                    });
                 }
-                WriteOp::UpsertTask(task) => {
+                WriteOp::UpsertTask(task) | WriteOp::InsertTask(task) => {
                     let key = (task.task.tenant.as_str(), task.task.id.as_str());
-                    upsert(&mut rows.tasks, &mut task_at, key, NewTask::new(task)?);
+                    let mut row = NewTask::new(task)?;
+                    row.first = matches!(op, WriteOp::InsertTask(_));
+                    upsert(&mut rows.tasks, &mut task_at, key, row, |old, new| {
+                        new.first |= old.first
+                    });
                 }
                 WriteOp::AppendMessage(message) => {
                     rows.messages.push(NewMessage::new(message)?);
@@ -424,15 +427,20 @@ fn appended_row(
         .map(|r| r.seq)
 }
 
-/// Replaces the row of `key` if the batch wrote it before, else appends it.
+/// Replaces the row of `key` if the batch wrote it before (`carry` takes what the new
+/// row keeps of the old: a first row stays a first row), else appends it.
 fn upsert<'a, R>(
     rows: &mut Vec<R>,
     at: &mut HashMap<(&'a str, &'a str), usize>,
     key: (&'a str, &'a str),
-    row: R,
+    mut row: R,
+    carry: impl FnOnce(&R, &mut R),
 ) {
     match at.get(&key) {
-        Some(&i) => rows[i] = row,
+        Some(&i) => {
+            carry(&rows[i], &mut row);
+            rows[i] = row;
+        }
         None => {
             at.insert(key, rows.len());
             rows.push(row);
@@ -448,6 +456,10 @@ pub(super) mod sqlite {
         ON CONFLICT (tenant_id, thread_id) DO UPDATE SET updated_at = excluded.updated_at, \
         expires_at = excluded.expires_at, status = excluded.status, \
         conversation_context = excluded.conversation_context";
+
+    /// A thread's first row ([`super::WriteOp::InsertThread`]): one of its key refuses it.
+    pub const INSERT_THREAD: &str = "INSERT INTO threads (tenant_id, thread_id, created_at, \
+        updated_at, expires_at, status, conversation_context) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
     /// The conditional expiry of `ids` threads of one tenant: `?1` tenant, `?2` the
     /// instant, then the thread ids.
@@ -485,6 +497,12 @@ pub(super) mod sqlite {
         updated_at = excluded.updated_at, history = ",
         super::appended_history!("tasks.history", "excluded.history")
     );
+
+    /// A task's first row ([`super::WriteOp::InsertTask`]), `?12` its history entries.
+    pub const INSERT_TASK: &str = "INSERT INTO tasks (tenant_id, task_id, context_id, state, \
+        status_message, status_timestamp, artifacts, transitions, metadata, created_at, \
+        updated_at, history, status_entry, final_event_seq) \
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 
     /// `?3`: history entries appended to the row of a task the batch does not upsert.
     pub const APPEND_HISTORY: &str = concat!(

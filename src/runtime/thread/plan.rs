@@ -179,7 +179,11 @@ pub(in crate::runtime) fn plan_start(
             known_unclaimed: c.known_unclaimed,
         }));
     }
-    ops.push(WriteOp::UpsertThread(thread.clone()));
+    ops.push(match loaded.thread_persisted {
+        true => WriteOp::UpsertThread(thread.clone()),
+        // The store had no row of the thread when it was loaded.
+        false => WriteOp::InsertThread(thread.clone()),
+    });
     ops.push(WriteOp::AppendMessage(record.clone()));
     if materialize_now && let Some(config) = &push {
         ops.push(WriteOp::PutPushConfig(config.clone()));
@@ -229,7 +233,8 @@ pub(in crate::runtime) fn plan_start(
             now,
         );
         if materialize_now {
-            ops.push(WriteOp::UpsertTask(TaskRecord::of(&task)));
+            // A new task: its id was minted here.
+            ops.push(WriteOp::InsertTask(TaskRecord::of(&task)));
             ops.push(link(key, &task_id, 0, seq));
         }
         task
@@ -547,7 +552,11 @@ fn plan_status(
     };
     let seq = entry.last_seq + 1;
     task.generation = seq + 1;
-    ops.push(WriteOp::UpsertTask(TaskRecord::of(&task)));
+    ops.push(match entry.materialized {
+        true => WriteOp::UpsertTask(TaskRecord::of(&task)),
+        // A provisional task's first row.
+        false => WriteOp::InsertTask(TaskRecord::of(&task)),
+    });
     ops.push(event_op(key, &task.id, seq, &event, now));
     enqueue(&mut ops, key, &task, seq, &event, entry.push.iter(), now);
     Ok(Planned {
@@ -606,7 +615,13 @@ fn plan_session_event(
         let mut thread = loaded.thread.clone();
         thread.conversation_context = state.to_json();
         thread.updated_at = now;
-        ops.insert(0, WriteOp::UpsertThread(thread.clone()));
+        ops.insert(
+            0,
+            match loaded.thread_persisted {
+                true => WriteOp::UpsertThread(thread.clone()),
+                false => WriteOp::InsertThread(thread.clone()),
+            },
+        );
         Some((Box::new(state), Box::new(thread)))
     };
     Ok(Planned {

@@ -162,9 +162,9 @@ fn status(state: TaskState, message: Option<&str>) -> Emit {
 fn kinds(ops: &[WriteOp]) -> Vec<&'static str> {
     ops.iter()
         .map(|op| match op {
-            WriteOp::UpsertThread(_) => "thread",
+            WriteOp::UpsertThread(_) | WriteOp::InsertThread(_) => "thread",
             WriteOp::AppendMessage(_) => "message",
-            WriteOp::UpsertTask(_) => "task",
+            WriteOp::UpsertTask(_) | WriteOp::InsertTask(_) => "task",
             WriteOp::LinkTaskMessage { .. } => "link",
             WriteOp::AppendTaskEvent { .. } => "event",
             WriteOp::ExpireThreads { .. } => "expire",
@@ -336,6 +336,39 @@ fn the_first_output_of_a_provisional_task_materializes_it_with_its_message() {
     };
     assert_eq!(task.status.state, TaskState::Completed);
     assert_eq!((seq, next_seq, new_seqs), (1, 3, vec![2]));
+    // The task's first row: inserted, not upserted.
+    assert!(matches!(plan.ops[3], WriteOp::InsertTask(_)));
+}
+
+#[test]
+fn a_thread_and_a_task_no_store_holds_are_written_as_first_rows() {
+    // A thread the store did not have: its first row; a thread loaded from it: updated.
+    let plan = start_blocking(&fresh(), &user("hi", None)).expect("a plan");
+    assert!(matches!(plan.ops[0], WriteOp::InsertThread(_)));
+    let mut loaded = fresh();
+    let id = stored_task(&mut loaded, TaskState::InputRequired);
+    let plan = start_blocking(&loaded, &user("more", Some(&id))).expect("a plan");
+    assert!(matches!(plan.ops[0], WriteOp::UpsertThread(_)));
+    // A stored task's next write is an update.
+    assert!(
+        plan.ops
+            .iter()
+            .any(|op| matches!(op, WriteOp::UpsertTask(_)))
+    );
+    // A task made at the start (`returnImmediately`) is a first row.
+    let plan = plan_start(
+        &key(),
+        &fresh(),
+        &user("hi", None),
+        &how(Mode::Immediate),
+        NOW,
+    )
+    .expect("a plan");
+    assert!(
+        plan.ops
+            .iter()
+            .any(|op| matches!(op, WriteOp::InsertTask(_)))
+    );
 }
 
 #[test]

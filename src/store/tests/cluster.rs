@@ -114,6 +114,17 @@ async fn a_thread_another_node_owns_is_not_written_over() {
         .await;
     assert_eq!(refused, Err(StoreError::Fenced));
     assert!(!fence_b.is_lost(), "one thread, not B's lease");
+    // So did B when its load found no thread, and it wrote the thread's first row.
+    let mut third = thread(&acme, &id, 3);
+    third.conversation_context = serde_json::json!({"by": "b"});
+    let refused = b
+        .commit(&[
+            WriteOp::Fence(fence_b.token()),
+            WriteOp::InsertThread(third),
+        ])
+        .await;
+    assert_eq!(refused, Err(StoreError::Fenced));
+    assert!(!fence_b.is_lost(), "one thread, not B's lease");
     let stored = a.load_thread(&acme, &id, 10).await.unwrap().unwrap();
     assert_eq!(stored.thread.conversation_context["by"], "a");
     // A thread not in the store has no owner yet: whoever writes it first owns it.

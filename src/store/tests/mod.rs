@@ -50,6 +50,7 @@ mod events;
 mod expiry;
 mod facts;
 mod final_events;
+mod first_rows;
 mod isolation;
 mod listing;
 mod node_lock;
