@@ -17,7 +17,7 @@ use super::{
 };
 use crate::domain::{
     ContextId, Message, MessageId, Metadata, Part, PushAuth, PushConfig, PushDialect, PushPayload,
-    Role, StreamEvent, Task, TaskId, TaskState, TaskStatus, TenantId, Timestamp,
+    Role, StreamEvent, Task, TaskId, TaskState, TaskStatus, TenantId, Timestamp, Transition,
 };
 
 fn encode<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<String, StoreError> {
@@ -338,7 +338,7 @@ impl<'a> NewTask<'a> {
                 .transpose()?,
             status_timestamp: t.status.timestamp.millis(),
             artifacts: encode("artifacts", &t.artifacts)?,
-            transitions: encode("transitions", &t.transitions)?,
+            transitions: encode("transitions", stored_transitions(t))?,
             metadata: t
                 .metadata
                 .as_ref()
@@ -352,6 +352,59 @@ impl<'a> NewTask<'a> {
             first: false,
         })
     }
+}
+
+/// The transitions a task's row stores: all but those its other columns say — the first,
+/// `submitted` at the task's creation, and the last, into the current state at the
+/// status's time (an echo task stores none). [`read_transitions`] adds them back: a list
+/// that does not start in `submitted` lacks the first (no task enters `submitted` later),
+/// and one that does not end in the current state the last (a task's transitions change
+/// state each; a status that keeps the state is not one). Rows written before kept them
+/// all, and read the same.
+pub(super) fn stored_transitions(t: &Task) -> &[Transition] {
+    let mut list = &t.transitions[..];
+    if let [rest @ .., last] = list
+        && last.state == t.status.state
+        && last.timestamp == t.status.timestamp
+        && rest.last().is_none_or(|before| before.state != last.state)
+    {
+        list = rest;
+    }
+    if let [first, rest @ ..] = list
+        && first.state == TaskState::Submitted
+        && first.timestamp == t.created_at
+    {
+        list = rest;
+    }
+    list
+}
+
+/// A task's transitions from what its row stores ([`stored_transitions`]).
+pub(super) fn read_transitions(
+    mut stored: Vec<Transition>,
+    state: TaskState,
+    created_at: Timestamp,
+    status_at: Timestamp,
+) -> Vec<Transition> {
+    if stored
+        .first()
+        .is_none_or(|first| first.state != TaskState::Submitted)
+    {
+        stored.insert(
+            0,
+            Transition {
+                state: TaskState::Submitted,
+                timestamp: created_at,
+            },
+        );
+    }
+    if stored.last().is_none_or(|last| last.state != state) {
+        stored.push(Transition {
+            state,
+            timestamp: status_at,
+        });
+    }
+    stored
 }
 
 /// Adds `seq` to a comma-separated history list.
@@ -454,7 +507,12 @@ impl TaskRow {
             },
             history,
             metadata: decode_opt::<Metadata>("task metadata", self.metadata.as_deref())?,
-            transitions: decode("transitions", &self.transitions)?,
+            transitions: read_transitions(
+                decode("transitions", &self.transitions)?,
+                state,
+                Timestamp(self.created_at),
+                Timestamp(self.status_timestamp),
+            ),
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
             // The caller knows the event log; until it says, the first generation.
@@ -763,4 +821,82 @@ impl ClaimRow {
 /// Encodes a reply message for [`super::WriteOp::SettleClaim`].
 pub(super) fn encode_reply(reply: &Message) -> Result<String, StoreError> {
     encode("claim reply", reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task_going_through(steps: &[(TaskState, i64)]) -> Task {
+        let first = Message::agent(ContextId::parse("c").unwrap(), None, vec![Part::text("hi")]);
+        let mut task = Task::submitted(
+            TaskId::parse("t").unwrap(),
+            ContextId::parse("c").unwrap(),
+            TenantId::parse("acme").unwrap(),
+            first,
+            Timestamp(10),
+        );
+        for &(state, at) in steps {
+            task.set_status(TaskStatus {
+                state,
+                message: None,
+                timestamp: Timestamp(at),
+            });
+        }
+        task
+    }
+
+    /// Every way through the states a task's row stores fewer transitions for reads back
+    /// the same; an echo task stores none.
+    #[test]
+    fn transitions_the_row_says_otherwise_are_not_stored_and_read_back_the_same() {
+        use TaskState::*;
+        let cases: &[(&[(TaskState, i64)], usize)] = &[
+            (&[], 0),
+            (&[(Completed, 10)], 0),
+            (&[(Completed, 20)], 0),
+            (&[(Working, 10), (Completed, 20)], 1),
+            (&[(Working, 15), (Working, 20)], 1),
+            (&[(Working, 15), (InputRequired, 20), (Working, 30)], 2),
+            (
+                &[
+                    (Working, 15),
+                    (InputRequired, 20),
+                    (Working, 30),
+                    (Failed, 40),
+                ],
+                3,
+            ),
+            (&[(Submitted, 12)], 0),
+            (&[(Rejected, 10)], 0),
+        ];
+        for (steps, stored) in cases {
+            let task = task_going_through(steps);
+            let kept = stored_transitions(&task);
+            assert_eq!(kept.len(), *stored, "{steps:?}");
+            let read = read_transitions(
+                kept.to_vec(),
+                task.status.state,
+                task.created_at,
+                task.status.timestamp,
+            );
+            assert_eq!(read, task.transitions, "{steps:?}");
+        }
+        // A task made at another time than its first transition keeps that one.
+        let mut task = task_going_through(&[(Completed, 20)]);
+        task.created_at = Timestamp(5);
+        let kept = stored_transitions(&task);
+        assert_eq!(kept.len(), 1);
+        let read = read_transitions(kept.to_vec(), Completed, Timestamp(5), Timestamp(20));
+        assert_eq!(read, task.transitions);
+        // Rows written before stored every transition: read as they are.
+        let task = task_going_through(&[(Working, 15), (Completed, 20)]);
+        let read = read_transitions(
+            task.transitions.clone(),
+            Completed,
+            task.created_at,
+            Timestamp(20),
+        );
+        assert_eq!(read, task.transitions);
+    }
 }

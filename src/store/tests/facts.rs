@@ -77,11 +77,17 @@ async fn a_turn_stores_its_answer_once(cfg: StoreConfig) {
     assert_eq!(
         query_text(
             &cfg,
-            "SELECT status_message, status_entry, final_event_seq FROM tasks"
+            "SELECT status_message, status_entry, final_event_seq, transitions FROM tasks"
         )
         .await,
-        vec![vec![None, Some("1".into()), Some("1".into())]]
+        vec![vec![
+            None,
+            Some("1".into()),
+            Some("1".into()),
+            Some("[]".into())
+        ]]
     );
+    assert_eq!(loaded.transitions, task.transitions);
     assert!(
         query_text(&cfg, "SELECT seq FROM task_events")
             .await
