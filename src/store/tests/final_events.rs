@@ -56,16 +56,23 @@ fn update(ctx: &ContextId, state: TaskState, ts: i64, answer: Option<Message>) -
     }
 }
 
-async fn the_final_event_reads_back_after_the_logged_ones(store: Arc<dyn Store>) {
-    let t = tenant("acme");
+/// Commits a turn of task-1 in thread-1 of `t` that works, then completes with an
+/// answer; returns the task and its two events.
+async fn working_then_done(store: &dyn Store, t: &TenantId) -> (Task, [StreamEvent; 2]) {
     let ctx = context("thread-1");
     let answer = message(&ctx, Some(&task_id("task-1")), Role::Agent, "done: hello");
     let events = [
         update(&ctx, TaskState::Working, 20, None),
         update(&ctx, TaskState::Completed, 30, Some(answer)),
     ];
-    let (task, ops) = turn(&t, &ctx, &events);
+    let (task, ops) = turn(t, &ctx, &events);
     store.commit(&ops).await.unwrap();
+    (task, events)
+}
+
+async fn the_final_event_reads_back_after_the_logged_ones(store: Arc<dyn Store>) {
+    let t = tenant("acme");
+    let (task, events) = working_then_done(&*store, &t).await;
 
     let expected: Vec<(i64, StreamEvent)> = (1..).zip(events.iter().cloned()).collect();
     let id = &task.id;
@@ -210,14 +217,7 @@ async fn final_events_go_back_to_the_log_and_come_back(cfg: crate::store::StoreC
     use crate::store::testing::query_text;
     let store = crate::store::open(&cfg).await.unwrap();
     let t = tenant("acme");
-    let ctx = context("thread-1");
-    let answer = message(&ctx, Some(&task_id("task-1")), Role::Agent, "done: hello");
-    let events = [
-        update(&ctx, TaskState::Working, 20, None),
-        update(&ctx, TaskState::Completed, 30, Some(answer)),
-    ];
-    let (task, ops) = turn(&t, &ctx, &events);
-    store.commit(&ops).await.unwrap();
+    let (task, events) = working_then_done(&*store, &t).await;
     drop(store);
     let expected: Vec<(i64, StreamEvent)> = (1..).zip(events.iter().cloned()).collect();
 
