@@ -431,9 +431,6 @@ impl CensusPace {
     }
 }
 
-/// Counts active threads and tasks by state in the store while the runtime lives, and
-/// publishes them as gauges, paced by [`CensusPace`]. A failed count keeps the last
-/// values (and says so in the log): a gauge that dropped to 0 would be a lie.
 /// Postgres: every `every`, analyzes the server's tables that have doubled since their
 /// last analysis (`Store::refresh_statistics`), so that statements kept prepared are
 /// planned again from their present size. A failure is logged and tried again at the
@@ -459,6 +456,9 @@ async fn planner_statistics(runtime: std::sync::Weak<Runtime>, every: Duration) 
     }
 }
 
+/// Counts active threads and tasks by state in the store while the runtime lives, and
+/// publishes them as gauges, paced by [`CensusPace`]. A failed count keeps the last
+/// values (and says so in the log): a gauge that dropped to 0 would be a lie.
 async fn census(runtime: std::sync::Weak<Runtime>, pace: CensusPace) {
     use crate::domain::{TaskState, Timestamp};
     use crate::telemetry::{CENSUS_MS, TASKS, THREADS_ACTIVE};

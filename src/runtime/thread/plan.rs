@@ -179,11 +179,7 @@ pub(in crate::runtime) fn plan_start(
             known_unclaimed: c.known_unclaimed,
         }));
     }
-    ops.push(match loaded.thread_persisted {
-        true => WriteOp::UpsertThread(thread.clone()),
-        // The store had no row of the thread when it was loaded.
-        false => WriteOp::InsertThread(thread.clone()),
-    });
+    ops.push(thread_write(loaded, &thread));
     ops.push(WriteOp::AppendMessage(record.clone()));
     if materialize_now && let Some(config) = &push {
         ops.push(WriteOp::PutPushConfig(config.clone()));
@@ -615,19 +611,22 @@ fn plan_session_event(
         let mut thread = loaded.thread.clone();
         thread.conversation_context = state.to_json();
         thread.updated_at = now;
-        ops.insert(
-            0,
-            match loaded.thread_persisted {
-                true => WriteOp::UpsertThread(thread.clone()),
-                false => WriteOp::InsertThread(thread.clone()),
-            },
-        );
+        ops.insert(0, thread_write(loaded, &thread));
         Some((Box::new(state), Box::new(thread)))
     };
     Ok(Planned {
         ops,
         apply: EmitApply::Session { record, state },
     })
+}
+
+/// The write of the thread's row: its first (an insert) when the store had no row of the
+/// thread as it was loaded, an upsert otherwise.
+fn thread_write(loaded: &Loaded, thread: &ThreadRecord) -> WriteOp {
+    match loaded.thread_persisted {
+        true => WriteOp::UpsertThread(thread.clone()),
+        false => WriteOp::InsertThread(thread.clone()),
+    }
 }
 
 /// Makes message `seq` of the thread the `position`-th history entry of the task.
