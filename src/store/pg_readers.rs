@@ -21,6 +21,17 @@
 //! that needs fewer than it has lets the rest go idle for others to take; a connection
 //! just used is never taken, which would have two busy threads close and reopen each
 //! other's connections (a new session costs Postgres a process start).
+//!
+//! Point reads — a thread's reload, a task, a claim, a task's events — share one
+//! connection of their thread's pool ([`Readers::shared`]): tokio-postgres pipelines the
+//! statements of one connection, so the reloads of many conversations leave in one write
+//! to one busy server process instead of each waking an idle one of its own (the
+//! scheduler's hand-offs, on both sides, cost more than the statements). The shared
+//! connection is checked out of the pool for as long as any read uses it and goes back
+//! when the last one ends; one that failed under a read is not handed out again. Reads
+//! that may scan (a page of `ListTasks`, the background tasks' polls) take a connection
+//! of their own, so as not to hold up the point reads queued behind them — unless the
+//! thread's pool holds a single connection, which they then share too.
 
 use std::sync::{Arc, RwLock, Weak};
 use std::thread::ThreadId;
@@ -31,9 +42,10 @@ use diesel_async::AsyncPgConnection;
 use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, PoolError, RecyclingMethod,
 };
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
 use super::StoreError;
+use super::queries::checkout;
 
 /// One thread's read connections.
 pub(super) type ReadPool = managed::Pool<ReadManager>;
@@ -54,7 +66,74 @@ pub(super) struct Readers {
     per_thread: usize,
     /// One permit per open read connection, `store.pool_size` in all.
     open: Arc<Semaphore>,
-    pools: RwLock<Vec<(ThreadId, ReadPool)>>,
+    pools: RwLock<Vec<(ThreadId, ThreadReads)>>,
+}
+
+/// One thread's read connections: its pool, and the connection of it its point reads
+/// share while any is running.
+#[derive(Clone)]
+pub(super) struct ThreadReads {
+    pub(super) pool: ReadPool,
+    shared: Arc<Mutex<Weak<ReadObject>>>,
+}
+
+impl ThreadReads {
+    /// The connection the thread's point reads share: the one they already use, or one
+    /// checked out of the pool (within `timeout`) if none is in use.
+    pub(super) async fn shared(&self, timeout: Duration) -> Result<PgRead, StoreError> {
+        // Held while a connection is checked out: the thread's other point reads wait for
+        // it and share it, rather than each taking one of its own.
+        let mut slot = self.shared.lock().await;
+        if let Some(conn) = slot.upgrade() {
+            return Ok(PgRead::Shared(conn, self.shared.clone()));
+        }
+        let conn = Arc::new(checkout(&self.pool, timeout, "postgres").await?);
+        *slot = Arc::downgrade(&conn);
+        Ok(PgRead::Shared(conn, self.shared.clone()))
+    }
+
+    /// A connection of the pool for a read of its own (within `timeout`); the shared one
+    /// if the pool holds only one.
+    pub(super) async fn own(&self, timeout: Duration) -> Result<PgRead, StoreError> {
+        if self.pool.status().max_size == 1 {
+            return self.shared(timeout).await;
+        }
+        Ok(PgRead::Own(
+            checkout(&self.pool, timeout, "postgres").await?,
+        ))
+    }
+}
+
+/// The connection a read runs on: one of its own, or the one its thread's point reads
+/// share (and the slot that hands it out).
+pub(super) enum PgRead {
+    Own(ReadObject),
+    Shared(Arc<ReadObject>, Arc<Mutex<Weak<ReadObject>>>),
+}
+
+impl PgRead {
+    /// After a read found the connection gone: it is not handed out to the next reads
+    /// (those still running on it end with it), and goes back to its pool, which drops
+    /// it, with the last of them.
+    pub(super) async fn forget(&self) {
+        if let PgRead::Shared(conn, slot) = self {
+            let mut slot = slot.lock().await;
+            if std::ptr::eq(slot.as_ptr(), Arc::as_ptr(conn)) {
+                *slot = Weak::new();
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for PgRead {
+    type Target = AsyncPgConnection;
+
+    fn deref(&self) -> &AsyncPgConnection {
+        match self {
+            PgRead::Own(conn) => conn,
+            PgRead::Shared(conn, _) => conn,
+        }
+    }
 }
 
 impl Readers {
@@ -72,11 +151,17 @@ impl Readers {
     }
 
     /// The calling thread's pool, made on its first read.
+    #[cfg(test)]
     pub(super) fn pool(self: &Arc<Self>) -> Result<ReadPool, StoreError> {
+        Ok(self.thread()?.pool)
+    }
+
+    /// The calling thread's connections, its pool made on its first read.
+    pub(super) fn thread(self: &Arc<Self>) -> Result<ThreadReads, StoreError> {
         let thread = std::thread::current().id();
         let pools = self.pools.read().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, pool)) = pools.iter().find(|(t, _)| *t == thread) {
-            return Ok(pool.clone());
+        if let Some((_, reads)) = pools.iter().find(|(t, _)| *t == thread) {
+            return Ok(reads.clone());
         }
         drop(pools);
         // Only this thread adds its own pool, and `pool` does not yield in between: no
@@ -95,15 +180,19 @@ impl Readers {
             .queue_mode(QueueMode::Lifo)
             .build()
             .map_err(|e| StoreError::Config(format!("postgres pool: {e}")))?;
-        pools.push((thread, pool.clone()));
-        Ok(pool)
+        let reads = ThreadReads {
+            pool,
+            shared: Arc::new(Mutex::new(Weak::new())),
+        };
+        pools.push((thread, reads.clone()));
+        Ok(reads)
     }
 
     /// Closes one connection another thread's pool has left idle for [`RECLAIM_IDLE`],
     /// if there is one; its permit comes back as it is dropped.
     fn close_idle_elsewhere(&self, thread: ThreadId) -> bool {
         let pools = self.pools.read().unwrap_or_else(|e| e.into_inner());
-        for (_, pool) in pools.iter().filter(|(t, _)| *t != thread) {
+        for (_, ThreadReads { pool, .. }) in pools.iter().filter(|(t, _)| *t != thread) {
             let mut closed = false;
             // `retain` sees the idle connections only, and drops those it is told not to
             // keep as it returns.
@@ -125,7 +214,10 @@ impl Readers {
     #[cfg(test)]
     pub(super) fn open_connections(&self) -> usize {
         let pools = self.pools.read().unwrap_or_else(|e| e.into_inner());
-        pools.iter().map(|(_, pool)| pool.status().size).sum()
+        pools
+            .iter()
+            .map(|(_, reads)| reads.pool.status().size)
+            .sum()
     }
 
     /// The most connections one thread's pool holds.

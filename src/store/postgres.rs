@@ -21,7 +21,7 @@ use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 use std::sync::Arc;
 
 use super::cluster::Fence;
-use super::pg_readers::{ReadObject, ReadPool, Readers};
+use super::pg_readers::{PgRead, Readers};
 use super::pg_writer::{self, WriterManager, WriterPool};
 use super::writes::Rows;
 use super::{StoreError, WriteOp};
@@ -80,9 +80,14 @@ impl PgStore {
         })
     }
 
-    /// The calling thread's read connections.
-    fn read_pool(&self) -> Result<ReadPool, StoreError> {
-        self.readers.pool()
+    /// A read connection of the calling thread's own (`pg_readers.rs`).
+    async fn conn(&self) -> Result<PgRead, StoreError> {
+        self.readers.thread()?.own(self.acquire_timeout).await
+    }
+
+    /// The read connection the calling thread's point reads share (`pg_readers.rs`).
+    async fn point_conn(&self) -> Result<PgRead, StoreError> {
+        self.readers.thread()?.shared(self.acquire_timeout).await
     }
 
     #[cfg(test)]
@@ -109,7 +114,7 @@ pub(super) fn pool(
 /// The rows a thread's reload starts from (`reads.rs`), its three queries pipelined: one
 /// round trip.
 async fn thread_rows(
-    conn: &mut AsyncPgConnection,
+    conn: &mut &AsyncPgConnection,
     tenant: &crate::domain::TenantId,
     thread_id: &crate::domain::ContextId,
     window: usize,
@@ -129,13 +134,18 @@ async fn thread_rows(
 /// How the outbox's poll joins the deliveries it chose with their configs (`reads.rs`).
 const CONFIGS_OF_DUE: super::reads::ConfigsOfDue = super::reads::ConfigsOfDue::EachByKey;
 
-super::queries::store_impl!(
-    PgStore,
-    AsyncPgConnection,
-    diesel::pg::Pg,
-    "postgres",
-    pipelined
-);
+/// What the reads of `reads.rs` run on: a shared reference to the connection, on which
+/// diesel-async lets queries overlap (tokio-postgres pipelines them).
+type StoreConn<'c> = &'c AsyncPgConnection;
+
+/// A read's connection ([`PgRead`]) as the reads take it.
+macro_rules! lend {
+    ($conn:ident) => {
+        &mut &*$conn
+    };
+}
+
+super::queries::store_impl!(PgStore, diesel::pg::Pg, "postgres", pipelined, lend);
 
 impl PgStore {
     /// Applies a batch in one transaction, in one round trip of prepared statements
@@ -198,13 +208,19 @@ impl PgStore {
     /// connection exception (08…) — and the failure is `Unavailable`, which clients may
     /// retry; otherwise it was the statement's own failure. Only failures pay for the
     /// probe, bounded by the acquire timeout.
+    /// A connection found gone is not handed out to the thread's next point reads.
     async fn settle<T>(
         &self,
-        conn: &mut AsyncPgConnection,
+        conn: &mut PgRead,
         result: Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         match result {
             Err(StoreError::Query(detail)) if !self.answers(conn).await => {
+                conn.forget().await;
+                Err(StoreError::Unavailable(detail))
+            }
+            Err(StoreError::Unavailable(detail)) => {
+                conn.forget().await;
                 Err(StoreError::Unavailable(detail))
             }
             other => other,
@@ -212,8 +228,8 @@ impl PgStore {
     }
 
     /// Whether `conn` still runs a statement.
-    async fn answers(&self, conn: &mut AsyncPgConnection) -> bool {
-        let probe = diesel_async::RunQueryDsl::execute(diesel::sql_query("SELECT 1"), conn);
+    async fn answers(&self, conn: &AsyncPgConnection) -> bool {
+        let probe = diesel_async::RunQueryDsl::execute(diesel::sql_query("SELECT 1"), &mut &*conn);
         matches!(
             tokio::time::timeout(self.acquire_timeout, probe).await,
             Ok(Ok(_))
@@ -228,7 +244,7 @@ impl PgStore {
     /// analysis's statistics target is set for it alone on the read connection.
     async fn analyze_grown_tables(&self) -> Result<Vec<&'static str>, StoreError> {
         let mut conn = self.conn().await?;
-        let result = analyze_grown(&mut conn).await;
+        let result = analyze_grown(&mut &*conn).await;
         self.settle(&mut conn, result).await
     }
 
@@ -280,7 +296,7 @@ struct Grown {
 }
 
 /// See [`PgStore::analyze_grown_tables`].
-async fn analyze_grown(conn: &mut AsyncPgConnection) -> Result<Vec<&'static str>, StoreError> {
+async fn analyze_grown(conn: &mut &AsyncPgConnection) -> Result<Vec<&'static str>, StoreError> {
     use diesel::sql_types::{Array, BigInt, Text};
     use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
     // `relpages` is what the last ANALYZE or VACUUM found (0 before either).

@@ -9,58 +9,35 @@
 //! Writes are not here: their statements are plain functions in `writes.rs`, and each
 //! backend runs them its own way (`commit_ops`).
 
-/// Implements [`Store`](crate::store::Store) for `$store`, a struct with a
-/// `pool: Pool<$conn>` for reads, an `acquire_timeout: Duration`, and an inherent
-/// `async fn commit_ops(&self, &[WriteOp])`, `async fn analyze_grown_tables(&self)`
-/// (see [`Store::refresh_statistics`](crate::store::Store::refresh_statistics)),
-/// `fn inline_claim(&self, …)` (see
-/// [`Store::claim_inline`](crate::store::Store::claim_inline)) and `fn blocking_writer(&self)` (see
-/// [`Store::blocking_commit`](crate::store::Store::blocking_commit)) and
-/// `fn point_read(&self, F) -> impl Future` (a reload of a thread or a task: SQLite runs
-/// it on the calling thread, Postgres as it is) and
-/// `async fn settle(&self, &mut $conn, Result<T, StoreError>)`, which gets the last word
-/// on a read's failure (Postgres tells a lost connection from a failed query there);
-/// `$backend` is the diesel backend of `$conn`,
-/// `$name` what [`Store::backend`](crate::store::Store::backend) reports and
-/// `$independent` how a group of independent reads runs (`pipelined` or `sequential`,
-/// see `reads.rs`).
+/// Implements [`Store`](crate::store::Store) for `$store`, a struct with these inherent
+/// methods:
+///
+/// - `async fn conn(&self)` and `async fn point_conn(&self)`: a connection for a read, the
+///   latter for a point read (a reload of a thread or a task, a claim, a task's events):
+///   a smart pointer each backend chooses, which `$lend!(conn)` turns into the
+///   `&mut StoreConn<'_>` the reads of `reads.rs` take (`StoreConn<'c>`, the backend's
+///   read connection type, is declared by the backend beside the invocation);
+/// - `async fn settle(&self, &mut <that pointer>, Result<T, StoreError>)`, which gets the
+///   last word on a read's failure (Postgres tells a lost connection from a failed query
+///   there);
+/// - `fn point_read(&self, F) -> impl Future`: how a point read runs (SQLite on the
+///   calling thread, Postgres as it is);
+/// - `async fn commit_ops(&self, &[WriteOp])`, `async fn analyze_grown_tables(&self)`
+///   (see [`Store::refresh_statistics`](crate::store::Store::refresh_statistics)),
+///   `fn inline_claim(&self, …)` (see
+///   [`Store::claim_inline`](crate::store::Store::claim_inline)) and
+///   `fn blocking_writer(&self)` (see
+///   [`Store::blocking_commit`](crate::store::Store::blocking_commit)).
+///
+/// `$backend` is the diesel backend of `StoreConn`, `$name` what
+/// [`Store::backend`](crate::store::Store::backend) reports and `$independent` how a
+/// group of independent reads runs (`pipelined` or `sequential`, see `reads.rs`).
 macro_rules! store_impl {
-    ($store:ty, $conn:ty, $backend:ty, $name:literal, $independent:ident) => {
-        // Named here so that the generated modules can refer to them as `super::…`.
-        type StoreConn = $conn;
+    ($store:ty, $backend:ty, $name:literal, $independent:ident, $lend:ident) => {
+        // Named here so that the generated modules can refer to it as `super::…`.
         type StoreBackend = $backend;
 
         $crate::store::reads::read_queries!($independent);
-
-        impl $store {
-            /// A connection for reads: each backend says which pool it comes from
-            /// (`read_pool`) and what it is (`ReadObject`, a smart pointer to `StoreConn`).
-            async fn conn(&self) -> Result<ReadObject, $crate::store::StoreError> {
-                self.checkout(&self.read_pool()?).await
-            }
-
-            /// A pooled connection, or `Unavailable` once the acquire timeout has passed:
-            /// it bounds both the wait for a free slot and connecting to a dead server.
-            async fn checkout<M: deadpool::managed::Manager>(
-                &self,
-                pool: &deadpool::managed::Pool<M>,
-            ) -> Result<deadpool::managed::Object<M>, $crate::store::StoreError>
-            where
-                M::Error: std::fmt::Display,
-            {
-                match tokio::time::timeout(self.acquire_timeout, pool.get()).await {
-                    Ok(Ok(conn)) => Ok(conn),
-                    Ok(Err(e)) => Err($crate::store::StoreError::Unavailable(format!(
-                        "{} pool: {e}",
-                        $name
-                    ))),
-                    Err(_) => Err($crate::store::StoreError::Unavailable(format!(
-                        "{} pool: no connection within {:?}",
-                        $name, self.acquire_timeout
-                    ))),
-                }
-            }
-        }
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {
@@ -93,8 +70,8 @@ macro_rules! store_impl {
                 window: usize,
             ) -> Result<Option<$crate::store::ThreadSnapshot>, $crate::store::StoreError> {
                 self.point_read(async {
-                    let mut conn = self.conn().await?;
-                    let result = reads::load_thread(&mut conn, tenant, thread_id, window).await;
+                    let mut conn = self.point_conn().await?;
+                    let result = reads::load_thread($lend!(conn), tenant, thread_id, window).await;
                     self.settle(&mut conn, result).await
                 })
                 .await
@@ -106,8 +83,8 @@ macro_rules! store_impl {
                 task_id: &$crate::domain::TaskId,
             ) -> Result<Option<$crate::domain::ContextId>, $crate::store::StoreError> {
                 self.point_read(async {
-                    let mut conn = self.conn().await?;
-                    let result = reads::task_context(&mut conn, tenant, task_id).await;
+                    let mut conn = self.point_conn().await?;
+                    let result = reads::task_context($lend!(conn), tenant, task_id).await;
                     self.settle(&mut conn, result).await
                 })
                 .await
@@ -119,8 +96,8 @@ macro_rules! store_impl {
                 task_id: &$crate::domain::TaskId,
             ) -> Result<Option<$crate::store::StoredTask>, $crate::store::StoreError> {
                 self.point_read(async {
-                    let mut conn = self.conn().await?;
-                    let result = reads::load_task(&mut conn, tenant, task_id).await;
+                    let mut conn = self.point_conn().await?;
+                    let result = reads::load_task($lend!(conn), tenant, task_id).await;
                     self.settle(&mut conn, result).await
                 })
                 .await
@@ -132,7 +109,7 @@ macro_rules! store_impl {
                 query: &$crate::domain::ListTasksQuery,
             ) -> Result<Option<$crate::domain::TaskPage>, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
-                let result = reads::list_tasks(&mut conn, tenant, query).await;
+                let result = reads::list_tasks($lend!(conn), tenant, query).await;
                 self.settle(&mut conn, result).await
             }
 
@@ -143,14 +120,15 @@ macro_rules! store_impl {
                 after_seq: i64,
                 limit: usize,
             ) -> Result<Vec<(i64, $crate::domain::StreamEvent)>, $crate::store::StoreError> {
-                let mut conn = self.conn().await?;
-                let result = reads::task_events(&mut conn, tenant, task_id, after_seq, limit).await;
+                let mut conn = self.point_conn().await?;
+                let result =
+                    reads::task_events($lend!(conn), tenant, task_id, after_seq, limit).await;
                 self.settle(&mut conn, result).await
             }
 
             async fn ping(&self) -> Result<(), $crate::store::StoreError> {
-                let mut conn = self.conn().await?;
-                let result = reads::ping(&mut conn).await;
+                let mut conn = self.point_conn().await?;
+                let result = reads::ping($lend!(conn)).await;
                 self.settle(&mut conn, result).await
             }
 
@@ -159,7 +137,7 @@ macro_rules! store_impl {
                 now: $crate::domain::Timestamp,
             ) -> Result<$crate::store::Census, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
-                let result = reads::census(&mut conn, now).await;
+                let result = reads::census($lend!(conn), now).await;
                 self.settle(&mut conn, result).await
             }
 
@@ -177,7 +155,7 @@ macro_rules! store_impl {
                 limit: usize,
             ) -> Result<Vec<$crate::store::DueThread>, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
-                let result = reads::due_threads(&mut conn, status, now, after, limit).await;
+                let result = reads::due_threads($lend!(conn), status, now, after, limit).await;
                 self.settle(&mut conn, result).await
             }
 
@@ -190,7 +168,7 @@ macro_rules! store_impl {
                 $crate::store::StoreError,
             > {
                 let mut conn = self.conn().await?;
-                let result = reads::recent_threads(&mut conn, now, limit).await;
+                let result = reads::recent_threads($lend!(conn), now, limit).await;
                 self.settle(&mut conn, result).await
             }
 
@@ -199,8 +177,8 @@ macro_rules! store_impl {
                 tenant: &$crate::domain::TenantId,
                 task_ids: &[$crate::domain::TaskId],
             ) -> Result<Vec<$crate::domain::PushConfig>, $crate::store::StoreError> {
-                let mut conn = self.conn().await?;
-                let result = reads::push_configs(&mut conn, tenant, task_ids).await;
+                let mut conn = self.point_conn().await?;
+                let result = reads::push_configs($lend!(conn), tenant, task_ids).await;
                 self.settle(&mut conn, result).await
             }
 
@@ -210,13 +188,13 @@ macro_rules! store_impl {
                 limit: usize,
             ) -> Result<Vec<$crate::store::Delivery>, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
-                let result = reads::due_deliveries(&mut conn, now, limit).await;
+                let result = reads::due_deliveries($lend!(conn), now, limit).await;
                 self.settle(&mut conn, result).await
             }
 
             async fn outbox_depth(&self) -> Result<u64, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
-                let result = reads::outbox_depth(&mut conn).await;
+                let result = reads::outbox_depth($lend!(conn)).await;
                 self.settle(&mut conn, result).await
             }
 
@@ -230,8 +208,8 @@ macro_rules! store_impl {
                 if let Some(result) = self.inline_claim(tenant, key) {
                     return result;
                 }
-                let mut conn = self.conn().await?;
-                let result = reads::claim(&mut conn, tenant, key).await;
+                let mut conn = self.point_conn().await?;
+                let result = reads::claim($lend!(conn), tenant, key).await;
                 self.settle(&mut conn, result).await
             }
 
@@ -245,7 +223,7 @@ macro_rules! store_impl {
                 $crate::store::StoreError,
             > {
                 let mut conn = self.conn().await?;
-                let result = reads::claim_keys(&mut conn, from, until, limit).await;
+                let result = reads::claim_keys($lend!(conn), from, until, limit).await;
                 self.settle(&mut conn, result).await
             }
 
@@ -261,3 +239,22 @@ macro_rules! store_impl {
 }
 
 pub(super) use store_impl;
+
+/// A connection of `pool`, or `Unavailable` once `timeout` has passed: it bounds both the
+/// wait for a free one and connecting to a dead server; `store` names the backend.
+pub(super) async fn checkout<M: deadpool::managed::Manager>(
+    pool: &deadpool::managed::Pool<M>,
+    timeout: std::time::Duration,
+    store: &str,
+) -> Result<deadpool::managed::Object<M>, super::StoreError>
+where
+    M::Error: std::fmt::Display,
+{
+    match tokio::time::timeout(timeout, pool.get()).await {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(e)) => Err(super::StoreError::Unavailable(format!("{store} pool: {e}"))),
+        Err(_) => Err(super::StoreError::Unavailable(format!(
+            "{store} pool: no connection within {timeout:?}"
+        ))),
+    }
+}

@@ -13,8 +13,9 @@
 use crate::domain::TaskState;
 use crate::store::schema::tasks;
 
-/// Generates the `reads` module for the connection type `super::StoreConn` (backend
-/// `super::StoreBackend`) declared by `store_impl!`; `$independent` names how a group of
+/// Generates the `reads` module for the connection type `super::StoreConn<'_>` (declared
+/// by the backend; a shared reference to the connection on Postgres) of the backend
+/// `super::StoreBackend` (declared by `store_impl!`); `$independent` names how a group of
 /// independent queries runs: [`pipelined`] or [`sequential`].
 macro_rules! read_queries {
     ($independent:ident) => {
@@ -38,7 +39,7 @@ macro_rules! read_queries {
             use $crate::store::schema::{messages, push_configs, task_events, tasks, threads};
             use $crate::store::{StoreError, StoredTask, ThreadSnapshot};
 
-            type Conn = super::StoreConn;
+            type Conn<'c> = super::StoreConn<'c>;
 
             use $crate::store::reads::limit;
             use $crate::store::rows::PushConfigRow;
@@ -71,7 +72,7 @@ macro_rules! read_queries {
             }
 
             pub(super) async fn load_thread(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 tenant: &TenantId,
                 thread_id: &ContextId,
                 window: usize,
@@ -140,7 +141,7 @@ macro_rules! read_queries {
             }
 
             pub(super) async fn task_context(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 tenant: &TenantId,
                 task_id: &TaskId,
             ) -> Result<Option<ContextId>, StoreError> {
@@ -160,7 +161,7 @@ macro_rules! read_queries {
             }
 
             pub(super) async fn load_task(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 tenant: &TenantId,
                 task_id: &TaskId,
             ) -> Result<Option<StoredTask>, StoreError> {
@@ -191,7 +192,7 @@ macro_rules! read_queries {
             /// Tasks with their full history, given the sequence number of each one's last
             /// logged event (none: no event yet) and messages already read (`known`).
             async fn with_histories(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 tenant: &TenantId,
                 rows: Vec<TaskRow>,
                 last_seqs: HashMap<String, Option<i64>>,
@@ -216,7 +217,7 @@ macro_rules! read_queries {
 
             /// The sequence number of each task's last logged event (none: no event yet).
             async fn last_event_seqs(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 tenant: &TenantId,
                 ids: &[&str],
             ) -> Result<HashMap<String, Option<i64>>, StoreError> {
@@ -235,7 +236,7 @@ macro_rules! read_queries {
             /// message: the messages their rows refer to, taken from `known` (messages
             /// already read) or read together (one query per few thousand of them).
             async fn histories(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 tenant: &TenantId,
                 rows: &[TaskRow],
                 keep: Option<usize>,
@@ -342,7 +343,7 @@ macro_rules! read_queries {
             }
 
             pub(super) async fn list_tasks(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 tenant: &TenantId,
                 query: &ListTasksQuery,
             ) -> Result<Option<TaskPage>, StoreError> {
@@ -414,7 +415,7 @@ macro_rules! read_queries {
             }
 
             pub(super) async fn task_events(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 tenant: &TenantId,
                 task_id: &TaskId,
                 after_seq: i64,
@@ -492,7 +493,7 @@ macro_rules! read_queries {
             /// `task_events` returns a logged one: with its message, which the row names
             /// among its history entries, already read.
             async fn final_event(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 tenant: &TenantId,
                 row: TaskRow,
             ) -> Result<(i64, StreamEvent, Option<i64>), StoreError> {
@@ -512,7 +513,7 @@ macro_rules! read_queries {
                 Ok((seq, event, None))
             }
 
-            pub(super) async fn ping(conn: &mut Conn) -> Result<(), StoreError> {
+            pub(super) async fn ping(conn: &mut Conn<'_>) -> Result<(), StoreError> {
                 diesel::select(diesel::dsl::sql::<diesel::sql_types::Integer>("1"))
                     .get_result::<i32>(conn)
                     .await?;
@@ -520,7 +521,7 @@ macro_rules! read_queries {
             }
 
             pub(super) async fn census(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 now: $crate::domain::Timestamp,
             ) -> Result<$crate::store::Census, StoreError> {
                 let active_threads: i64 = threads::table
@@ -546,7 +547,7 @@ macro_rules! read_queries {
             }
 
             pub(super) async fn due_threads(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 status: $crate::store::ThreadStatus,
                 now: $crate::domain::Timestamp,
                 after: Option<&$crate::store::DueThread>,
@@ -597,7 +598,7 @@ macro_rules! read_queries {
             }
 
             pub(super) async fn recent_threads(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 now: $crate::domain::Timestamp,
                 max: usize,
             ) -> Result<Vec<(TenantId, ContextId)>, StoreError> {
@@ -624,7 +625,7 @@ macro_rules! read_queries {
             }
 
             pub(super) async fn push_configs(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 tenant: &TenantId,
                 task_ids: &[TaskId],
             ) -> Result<Vec<$crate::domain::PushConfig>, StoreError> {
@@ -639,7 +640,7 @@ macro_rules! read_queries {
             /// The earliest owed delivery of each config whose time has come
             /// ([`due_deliveries_sql`]($crate::store::reads::due_deliveries_sql)).
             pub(super) async fn due_deliveries(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 now: $crate::domain::Timestamp,
                 max: usize,
             ) -> Result<Vec<$crate::store::Delivery>, StoreError> {
@@ -653,7 +654,7 @@ macro_rules! read_queries {
             }
 
             pub(super) async fn claim(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 tenant: &TenantId,
                 key: &str,
             ) -> Result<Option<$crate::store::Claim>, StoreError> {
@@ -697,7 +698,7 @@ macro_rules! read_queries {
             }
 
             pub(super) async fn claim_keys(
-                conn: &mut Conn,
+                conn: &mut Conn<'_>,
                 from: $crate::domain::Timestamp,
                 until: Option<$crate::domain::Timestamp>,
                 limit: Option<usize>,
@@ -725,7 +726,7 @@ macro_rules! read_queries {
                     .collect()
             }
 
-            pub(super) async fn outbox_depth(conn: &mut Conn) -> Result<u64, StoreError> {
+            pub(super) async fn outbox_depth(conn: &mut Conn<'_>) -> Result<u64, StoreError> {
                 use $crate::store::schema::push_outbox;
                 let n: i64 = push_outbox::table.count().get_result(conn).await?;
                 Ok(u64::try_from(n).unwrap_or(0))
@@ -866,7 +867,7 @@ pub(super) struct ThreadRows {
 /// queries overlap (it pipelines them).
 macro_rules! pipelined {
     ($conn:ident; $c:ident => $a:expr, $b:expr $(,)?) => {{
-        let shared = &*$conn;
+        let shared: &diesel_async::AsyncPgConnection = &**$conn;
         futures_util::future::try_join(
             {
                 let $c = &mut &*shared;
@@ -880,7 +881,7 @@ macro_rules! pipelined {
         .await
     }};
     ($conn:ident; $c:ident => $a:expr, $b:expr, $d:expr $(,)?) => {{
-        let shared = &*$conn;
+        let shared: &diesel_async::AsyncPgConnection = &**$conn;
         futures_util::future::try_join3(
             {
                 let $c = &mut &*shared;

@@ -141,10 +141,16 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Reads share one pool: its connections run their statements on tokio's blocking
-    /// pool (or in place, see `ReadRuntime`), not on the thread that opened them.
-    fn read_pool(&self) -> Result<Pool<SqliteConn>, StoreError> {
-        Ok(self.pool.clone())
+    /// A connection of the pool for a read. Reads share one pool: its connections run
+    /// their statements on tokio's blocking pool (or in place, see `ReadRuntime`), not on
+    /// the thread that opened them.
+    async fn conn(&self) -> Result<ReadObject, StoreError> {
+        super::queries::checkout(&self.pool, self.acquire_timeout, "sqlite").await
+    }
+
+    /// A point read takes a connection of the pool like any other read.
+    async fn point_conn(&self) -> Result<ReadObject, StoreError> {
+        self.conn().await
     }
 }
 
@@ -199,7 +205,7 @@ impl SqliteStore {
     /// already `Unavailable`, see `StoreError::from`).
     async fn settle<T>(
         &self,
-        _conn: &mut SqliteConn,
+        _conn: &mut ReadObject,
         result: Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         result
@@ -842,12 +848,22 @@ async fn thread_rows(
 /// How the outbox's poll joins the deliveries it chose with their configs (`reads.rs`).
 const CONFIGS_OF_DUE: super::reads::ConfigsOfDue = super::reads::ConfigsOfDue::Joined;
 
+/// What the reads of `reads.rs` run on: the pool's connection itself.
+type StoreConn<'c> = SqliteConn;
+
+/// A checked-out read connection as the reads take it.
+macro_rules! lend {
+    ($conn:ident) => {
+        &mut *$conn
+    };
+}
+
 super::queries::store_impl!(
     SqliteStore,
-    SqliteConn,
     diesel::sqlite::Sqlite,
     "sqlite",
-    sequential
+    sequential,
+    lend
 );
 
 async fn establish(path: String, pragmas: String) -> ConnectionResult<SqliteConn> {

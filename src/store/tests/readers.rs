@@ -240,3 +240,89 @@ async fn busy_workers_leave_connections_to_the_other_threads() {
     }
     assert!(read.unwrap(), "{held} connections busy on {cores} threads");
 }
+
+#[tokio::test]
+async fn point_reads_of_a_thread_share_one_connection() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
+    let (store, _) = store(&db, 4 * (cores + 1), Duration::from_secs(5)).await;
+    assert!(store.readers().per_thread() >= 4);
+    // Many reloads at once on one thread (as an HTTP worker's requests are): each would
+    // take a connection of its own, up to the thread's share, if they did not share one.
+    let (acme, nobody) = (tenant("acme"), context("nobody"));
+    let reads = (0..32).map(|_| store.load_thread(&acme, &nobody, 4));
+    for read in futures_util::future::join_all(reads).await {
+        assert!(read.unwrap().is_none());
+    }
+    assert_eq!(store.readers().open_connections(), 1);
+    // A read that may scan takes a connection of its own beside it.
+    let thread = store.readers().thread().unwrap();
+    let _shared = thread.shared(Duration::from_secs(5)).await.unwrap();
+    let query = crate::domain::ListTasksQuery {
+        page_size: 10,
+        ..Default::default()
+    };
+    assert!(store.list_tasks(&acme, &query).await.unwrap().is_some());
+    assert_eq!(store.readers().open_connections(), 2);
+}
+
+#[tokio::test]
+async fn a_shared_connection_found_gone_is_replaced() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
+    let (store, url) = store(&db, 2 * (cores + 1), Duration::from_secs(5)).await;
+    assert!(store.readers().per_thread() >= 2);
+    let (acme, nobody) = (tenant("acme"), context("nobody"));
+    // A read keeps the shared connection in use while its server process is ended.
+    let held = store.readers().thread().unwrap();
+    let held = held.shared(Duration::from_secs(5)).await.unwrap();
+    let gone: i32 = diesel::select(diesel::dsl::sql::<Integer>("pg_backend_pid()"))
+        .get_result(&mut &*held)
+        .await
+        .unwrap();
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    tokio_postgres::Client::execute(&client, "SELECT pg_terminate_backend($1)", &[&gone])
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let row = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
+                &[&gone],
+            )
+            .await
+            .unwrap();
+        if row.get::<_, i64>(0) == 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{gone} still runs");
+        tokio::task::yield_now().await;
+    }
+    // The next point read shares it and finds it gone...
+    let read = store.load_thread(&acme, &nobody, 4).await;
+    assert!(matches!(read, Err(StoreError::Unavailable(_))), "{read:?}");
+    // ...and the one after is handed another, though the first is still held.
+    assert!(
+        store
+            .load_thread(&acme, &nobody, 4)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let replaced = store.readers().thread().unwrap();
+    let replaced = replaced.shared(Duration::from_secs(5)).await.unwrap();
+    let now: i32 = diesel::select(diesel::dsl::sql::<Integer>("pg_backend_pid()"))
+        .get_result(&mut &*replaced)
+        .await
+        .unwrap();
+    assert_ne!(now, gone);
+    drop(held);
+}
