@@ -10,7 +10,6 @@
 //! reload, the read a follow-up after eviction waits for, starts from the rows of
 //! [`thread_queries!`], which each backend's `thread_rows` runs its own cheapest way.
 
-use crate::domain::TaskState;
 use crate::store::schema::tasks;
 
 /// Generates the `reads` module for the connection type `super::StoreConn<'_>` (declared
@@ -737,27 +736,45 @@ macro_rules! read_queries {
 
 pub(super) use read_queries;
 
-/// A task's state differs from one given.
-type StateIsNot = diesel::dsl::NotEq<tasks::state, &'static str>;
+/// The condition of a task row in a state it can still leave (not one of
+/// [`TaskState::TERMINAL`](crate::domain::TaskState::TERMINAL)), as [`IsOpen`] writes it after the column and the partial index
+/// `tasks_open` has it in its `WHERE`.
+pub(crate) const NOT_TERMINAL: &str = " NOT IN ('completed', 'canceled', 'failed', 'rejected')";
 
-/// [`is_open`]'s expression: four [`StateIsNot`] joined by `AND`.
-type IsOpen = diesel::dsl::And<
-    diesel::dsl::And<diesel::dsl::And<StateIsNot, StateIsNot>, StateIsNot>,
-    StateIsNot,
->;
+/// A task row in a state it can still leave: `state` [`NOT_TERMINAL`], the states written
+/// into the SQL. A planner uses a partial index only for a condition it can prove implies
+/// the index's `WHERE`, which a bound parameter never does (Postgres' generic plans,
+/// SQLite's plans): written out, the condition is the index's own, and a thread's reload
+/// reads its open tasks from `tasks_open` — a few entries — rather than every task the
+/// thread ever had from `tasks_by_context`. A type of its own (not `diesel::dsl::sql`)
+/// so that diesel keeps the query prepared.
+#[derive(Debug, Clone, Copy, diesel::query_builder::QueryId, diesel::expression::ValidGrouping)]
+pub(super) struct IsOpen;
 
-/// Whether a task row is in a state it can still leave: not one of `TaskState::TERMINAL`,
-/// spelled out one by one rather than bound as a list (`NOT IN (…)` has a shape diesel
-/// does not keep prepared on SQLite, so every reload of a thread would compile the query
-/// again).
+impl diesel::Expression for IsOpen {
+    type SqlType = diesel::sql_types::Bool;
+}
+
+impl<QS> diesel::AppearsOnTable<QS> for IsOpen where tasks::state: diesel::AppearsOnTable<QS> {}
+
+impl<DB: diesel::backend::Backend> diesel::query_builder::QueryFragment<DB> for IsOpen
+where
+    tasks::state: diesel::query_builder::QueryFragment<DB>,
+{
+    fn walk_ast<'b>(
+        &'b self,
+        mut out: diesel::query_builder::AstPass<'_, 'b, DB>,
+    ) -> diesel::QueryResult<()> {
+        let state: &'static tasks::state = &tasks::state;
+        state.walk_ast(out.reborrow())?;
+        out.push_sql(NOT_TERMINAL);
+        Ok(())
+    }
+}
+
+/// Whether a task row is in a state it can still leave (see [`IsOpen`]).
 pub(super) fn is_open() -> IsOpen {
-    use diesel::{BoolExpressionMethods, ExpressionMethods};
-    let [a, b, c, d] = TaskState::TERMINAL.map(TaskState::as_str);
-    tasks::state
-        .ne(a)
-        .and(tasks::state.ne(b))
-        .and(tasks::state.ne(c))
-        .and(tasks::state.ne(d))
+    IsOpen
 }
 
 /// The SQL of `due_deliveries`: the earliest owed delivery of each config whose time has
@@ -914,3 +931,20 @@ macro_rules! sequential {
 }
 
 pub(super) use {pipelined, sequential};
+
+#[cfg(test)]
+mod tests {
+    use crate::domain::TaskState;
+
+    #[test]
+    fn not_terminal_names_the_terminal_states() {
+        let states: Vec<String> = TaskState::TERMINAL
+            .iter()
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
+        assert_eq!(
+            super::NOT_TERMINAL,
+            format!(" NOT IN ({})", states.join(", "))
+        );
+    }
+}

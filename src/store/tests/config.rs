@@ -9,7 +9,7 @@ use crate::store::{
 };
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 13] = [
+const ALL_MIGRATIONS: [&str; 14] = [
     "2026-11-22-000000_init",
     "2026-11-22-000100_memories",
     "2026-11-23-000000_thread_recovery",
@@ -23,6 +23,7 @@ const ALL_MIGRATIONS: [&str; 13] = [
     "2026-11-25-000500_rows_in_their_keys",
     "2026-11-26-000000_claims_in_order",
     "2026-11-27-000000_final_event_in_task_row",
+    "2026-11-27-000100_open_tasks_index",
 ];
 
 fn postgres_migrations() -> Vec<String> {
@@ -605,19 +606,19 @@ async fn sqlite_send_tables_keep_their_rows_in_their_keys() {
         ]
         .map(|(t, wr)| vec![text(t), text(wr)])
     );
-    // A thread's reload finds its open tasks through tasks_by_context (`reads.rs`
-    // `load_thread`), never by a scan of all the tenant's tasks.
-    let plan = crate::store::testing::query_text(
-        &cfg,
-        "EXPLAIN QUERY PLAN SELECT * FROM tasks WHERE tenant_id = 'a' AND context_id = 'c' \
-         AND state <> 'completed' AND state <> 'canceled' AND state <> 'failed' \
-         AND state <> 'rejected' ORDER BY created_at, task_id",
-    )
-    .await;
+    // A thread's reload finds its open tasks through tasks_open (`reads.rs` `IsOpen`),
+    // never among all the thread's tasks nor by a scan of all the tenant's.
+    let sql = super::open_tasks_sql!(diesel::sqlite::Sqlite)
+        .replacen('?', "'a'", 1)
+        .replacen('?', "'c'", 1);
+    let plan = crate::store::testing::query_text(&cfg, &format!("EXPLAIN QUERY PLAN {sql}")).await;
     let plan: Vec<String> = plan.into_iter().filter_map(|r| r[3].clone()).collect();
     assert!(
-        plan.iter()
-            .any(|step| step.contains("INDEX tasks_by_context")),
+        plan.iter().any(|step| step.contains("INDEX tasks_open")),
+        "{sql}: {plan:?}"
+    );
+    assert!(
+        !plan.iter().any(|step| step.contains("TEMP B-TREE")),
         "{plan:?}"
     );
 }

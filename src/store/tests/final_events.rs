@@ -228,7 +228,7 @@ async fn final_events_go_back_to_the_log_and_come_back(cfg: crate::store::StoreC
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(reverted, ["20261127000000"]);
+    assert_eq!(reverted, ["20261127000100", "20261127000000"]);
     let text = |v: &str| Some(v.to_owned());
     assert_eq!(
         query_text(

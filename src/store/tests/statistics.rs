@@ -82,3 +82,39 @@ async fn a_table_is_analyzed_each_time_it_has_doubled() {
     let estimate = tuples(&url, "tasks").await;
     assert!((4000.0..=5000.0).contains(&estimate), "{estimate}");
 }
+
+/// A thread's reload reads its open tasks through `tasks_open`, under the generic plan
+/// a statement kept prepared comes to (its parameters unknown): never among every task
+/// the thread has had.
+#[tokio::test]
+async fn a_reload_reads_open_tasks_through_their_own_index() {
+    use crate::store::testing::query_text;
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let cfg = db.config.clone();
+    drop(crate::store::open(&cfg).await.unwrap());
+    query_text(
+        &cfg,
+        "INSERT INTO tasks (tenant_id, task_id, context_id, state, status_timestamp, \
+         artifacts, transitions, created_at, updated_at, history) SELECT 'acme', 'k-' || i, \
+         'c', CASE WHEN i % 1000 = 0 THEN 'working' ELSE 'completed' END, 0, '[]', '[]', \
+         i, i, '' FROM generate_series(1, 20000) i; ANALYZE tasks",
+    )
+    .await;
+    let sql = super::open_tasks_sql!(diesel::pg::Pg);
+    let plan: Vec<String> = query_text(
+        &cfg,
+        &format!(
+            "SET plan_cache_mode = force_generic_plan; PREPARE open_tasks(text, text) AS {sql}; \
+             EXPLAIN (COSTS OFF) EXECUTE open_tasks('acme', 'c')"
+        ),
+    )
+    .await
+    .into_iter()
+    .filter_map(|r| r.into_iter().next().flatten())
+    .collect();
+    let plan = plan.join("\n");
+    assert!(plan.contains("tasks_open"), "{sql}\n{plan}");
+    assert!(!plan.contains("Sort"), "{sql}\n{plan}");
+}
