@@ -98,16 +98,16 @@ impl ThreadReads {
         if self.pool.status().max_size == 1 {
             return self.shared(timeout).await;
         }
-        Ok(PgRead::Own(
-            checkout(&self.pool, timeout, "postgres").await?,
-        ))
+        let conn = checkout(&self.pool, timeout, "postgres").await?;
+        Ok(PgRead::Own(Box::new(conn)))
     }
 }
 
 /// The connection a read runs on: one of its own, or the one its thread's point reads
 /// share (and the slot that hands it out).
 pub(super) enum PgRead {
-    Own(ReadObject),
+    /// (Boxed: a checked-out connection is large, and the shared one is one pointer.)
+    Own(Box<ReadObject>),
     Shared(Arc<ReadObject>, Arc<Mutex<Weak<ReadObject>>>),
 }
 
