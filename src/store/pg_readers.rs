@@ -80,14 +80,26 @@ pub(super) struct ThreadReads {
 impl ThreadReads {
     /// The connection the thread's point reads share: the one they already use, or one
     /// checked out of the pool (within `timeout`) if none is in use.
+    /// The wait for the slot counts against `timeout` too: reads queued behind a checkout
+    /// that cannot succeed fail with it, not one `timeout` after another.
     pub(super) async fn shared(&self, timeout: Duration) -> Result<PgRead, StoreError> {
+        let unavailable =
+            || StoreError::Unavailable(format!("postgres pool: no connection within {timeout:?}"));
+        let deadline = tokio::time::Instant::now() + timeout;
         // Held while a connection is checked out: the thread's other point reads wait for
         // it and share it, rather than each taking one of its own.
-        let mut slot = self.shared.lock().await;
+        let mut slot = tokio::time::timeout_at(deadline, self.shared.lock())
+            .await
+            .map_err(|_| unavailable())?;
         if let Some(conn) = slot.upgrade() {
             return Ok(PgRead::Shared(conn, self.shared.clone()));
         }
-        let conn = Arc::new(checkout(&self.pool, timeout, "postgres").await?);
+        let conn = match tokio::time::timeout_at(deadline, self.pool.get()).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => return Err(StoreError::Unavailable(format!("postgres pool: {e}"))),
+            Err(_) => return Err(unavailable()),
+        };
+        let conn = Arc::new(conn);
         *slot = Arc::downgrade(&conn);
         Ok(PgRead::Shared(conn, self.shared.clone()))
     }

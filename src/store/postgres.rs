@@ -207,8 +207,8 @@ impl PgStore {
     /// statement — an administrator or crash shutdown (57P01–57P03), a failover, a
     /// connection exception (08…) — and the failure is `Unavailable`, which clients may
     /// retry; otherwise it was the statement's own failure. Only failures pay for the
-    /// probe, bounded by the acquire timeout.
-    /// A connection found gone is not handed out to the thread's next point reads.
+    /// probe, bounded by the acquire timeout. A connection found gone is not handed out to
+    /// the thread's next point reads.
     async fn settle<T>(
         &self,
         conn: &mut PgRead,

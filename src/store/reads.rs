@@ -737,9 +737,9 @@ macro_rules! read_queries {
 pub(super) use read_queries;
 
 /// The condition of a task row in a state it can still leave (not one of
-/// [`TaskState::TERMINAL`](crate::domain::TaskState::TERMINAL)), as [`IsOpen`] writes it after the column and the partial index
-/// `tasks_open` has it in its `WHERE`.
-pub(crate) const NOT_TERMINAL: &str = " NOT IN ('completed', 'canceled', 'failed', 'rejected')";
+/// [`TaskState::TERMINAL`](crate::domain::TaskState::TERMINAL)), as [`IsOpen`] writes it
+/// after the column and the partial index `tasks_open` has it in its `WHERE`.
+const NOT_TERMINAL: &str = " NOT IN ('completed', 'canceled', 'failed', 'rejected')";
 
 /// A task row in a state it can still leave: `state` [`NOT_TERMINAL`], the states written
 /// into the SQL. A planner uses a partial index only for a condition it can prove implies

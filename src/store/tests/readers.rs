@@ -326,3 +326,35 @@ async fn a_shared_connection_found_gone_is_replaced() {
     assert_ne!(now, gone);
     drop(held);
 }
+
+#[tokio::test]
+async fn point_reads_waiting_for_a_connection_fail_together() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let acquire = Duration::from_millis(300);
+    let (store, _) = store(&db, 1, acquire).await;
+    assert_eq!(store.readers().per_thread(), 1);
+    // This thread's only connection is checked out and kept...
+    let held = store.readers().pool().unwrap().get().await.unwrap();
+    // ...so each of the reads queued behind the first one's checkout fails when the
+    // first does, within one acquire timeout, not one timeout after another.
+    let (acme, nobody) = (tenant("acme"), context("nobody"));
+    let started = tokio::time::Instant::now();
+    let reads = (0..8).map(|_| store.load_thread(&acme, &nobody, 4));
+    for read in futures_util::future::join_all(reads).await {
+        assert!(
+            matches!(&read, Err(StoreError::Unavailable(detail)) if detail.contains("no connection within")),
+            "{read:?}"
+        );
+    }
+    assert!(started.elapsed() < acquire * 4, "{:?}", started.elapsed());
+    drop(held);
+    assert!(
+        store
+            .load_thread(&acme, &nobody, 4)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
