@@ -10,6 +10,7 @@ use diesel::sql_types::Integer;
 use diesel_async::RunQueryDsl;
 
 use super::{context, tenant};
+use crate::store::pg_readers::PgRead;
 use crate::store::postgres::PgStore;
 use crate::store::testing::PgTestDb;
 use crate::store::{Store, StoreError};
@@ -241,14 +242,32 @@ async fn busy_workers_leave_connections_to_the_other_threads() {
     assert!(read.unwrap(), "{held} connections busy on {cores} threads");
 }
 
+/// A store whose pool gives each thread `per_thread` connections or more.
+async fn store_with_share(db: &PgTestDb, per_thread: usize) -> (Arc<PgStore>, String) {
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
+    let (store, url) = store(db, per_thread * (cores + 1), Duration::from_secs(5)).await;
+    assert!(store.readers().per_thread() >= per_thread);
+    (store, url)
+}
+
+/// The server process behind the connection this thread's point reads share, and that
+/// connection, kept in use for as long as it is held.
+async fn shared_connection(store: &PgStore) -> (i32, PgRead) {
+    let thread = store.readers().thread().unwrap();
+    let conn = thread.shared(Duration::from_secs(5)).await.unwrap();
+    let pid = diesel::select(diesel::dsl::sql::<Integer>("pg_backend_pid()"))
+        .get_result(&mut &*conn)
+        .await
+        .unwrap();
+    (pid, conn)
+}
+
 #[tokio::test]
 async fn point_reads_of_a_thread_share_one_connection() {
     let Some(db) = PgTestDb::create().await else {
         return;
     };
-    let cores = thread::available_parallelism().map_or(1, |n| n.get());
-    let (store, _) = store(&db, 4 * (cores + 1), Duration::from_secs(5)).await;
-    assert!(store.readers().per_thread() >= 4);
+    let (store, _) = store_with_share(&db, 4).await;
     // Many reloads at once on one thread (as an HTTP worker's requests are): each would
     // take a connection of its own, up to the thread's share, if they did not share one.
     let (acme, nobody) = (tenant("acme"), context("nobody"));
@@ -258,8 +277,7 @@ async fn point_reads_of_a_thread_share_one_connection() {
     }
     assert_eq!(store.readers().open_connections(), 1);
     // A read that may scan takes a connection of its own beside it.
-    let thread = store.readers().thread().unwrap();
-    let _shared = thread.shared(Duration::from_secs(5)).await.unwrap();
+    let _shared = shared_connection(&store).await;
     let query = crate::domain::ListTasksQuery {
         page_size: 10,
         ..Default::default()
@@ -273,17 +291,10 @@ async fn a_shared_connection_found_gone_is_replaced() {
     let Some(db) = PgTestDb::create().await else {
         return;
     };
-    let cores = thread::available_parallelism().map_or(1, |n| n.get());
-    let (store, url) = store(&db, 2 * (cores + 1), Duration::from_secs(5)).await;
-    assert!(store.readers().per_thread() >= 2);
+    let (store, url) = store_with_share(&db, 2).await;
     let (acme, nobody) = (tenant("acme"), context("nobody"));
     // A read keeps the shared connection in use while its server process is ended.
-    let held = store.readers().thread().unwrap();
-    let held = held.shared(Duration::from_secs(5)).await.unwrap();
-    let gone: i32 = diesel::select(diesel::dsl::sql::<Integer>("pg_backend_pid()"))
-        .get_result(&mut &*held)
-        .await
-        .unwrap();
+    let (gone, held) = shared_connection(&store).await;
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .unwrap();
@@ -317,12 +328,7 @@ async fn a_shared_connection_found_gone_is_replaced() {
             .unwrap()
             .is_none()
     );
-    let replaced = store.readers().thread().unwrap();
-    let replaced = replaced.shared(Duration::from_secs(5)).await.unwrap();
-    let now: i32 = diesel::select(diesel::dsl::sql::<Integer>("pg_backend_pid()"))
-        .get_result(&mut &*replaced)
-        .await
-        .unwrap();
+    let (now, _) = shared_connection(&store).await;
     assert_ne!(now, gone);
     drop(held);
 }
