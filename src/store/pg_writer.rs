@@ -610,9 +610,8 @@ pub(super) fn unavailable(code: &SqlState) -> bool {
 }
 
 /// A table's rows as one array per column, bound to its `unnest` statement in column
-/// order: `$name` over rows of type `$row` (`of` takes any iteration of them, e.g. a filtered
-/// one), each field `$field: Vec<$ty>` taken from a row `$r`
-/// by `$get`.
+/// order: `$name` over rows of type `$row` (`of` takes any iteration of them, e.g. a
+/// filtered one), each field `$field: Vec<$ty>` taken from a row `$r` by `$get`.
 macro_rules! columns {
     ($name:ident<$lt:lifetime>, $row:ident, { $($field:ident: $ty:ty = |$r:ident| $get:expr),+ $(,)? }) => {
         struct $name<$lt> {

@@ -548,10 +548,12 @@ fn plan_status(
     };
     let seq = entry.last_seq + 1;
     task.generation = seq + 1;
-    ops.push(match entry.materialized {
-        true => WriteOp::UpsertTask(TaskRecord::of(&task)),
+    let row = TaskRecord::of(&task);
+    ops.push(if entry.materialized {
+        WriteOp::UpsertTask(row)
+    } else {
         // A provisional task's first row.
-        false => WriteOp::InsertTask(TaskRecord::of(&task)),
+        WriteOp::InsertTask(row)
     });
     ops.push(event_op(key, &task.id, seq, &event, now));
     enqueue(&mut ops, key, &task, seq, &event, entry.push.iter(), now);
@@ -623,9 +625,10 @@ fn plan_session_event(
 /// The write of the thread's row: its first (an insert) when the store had no row of the
 /// thread as it was loaded, an upsert otherwise.
 fn thread_write(loaded: &Loaded, thread: &ThreadRecord) -> WriteOp {
-    match loaded.thread_persisted {
-        true => WriteOp::UpsertThread(thread.clone()),
-        false => WriteOp::InsertThread(thread.clone()),
+    if loaded.thread_persisted {
+        WriteOp::UpsertThread(thread.clone())
+    } else {
+        WriteOp::InsertThread(thread.clone())
     }
 }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::store::{Store, StoreError, TaskRecord};
+use crate::store::{Store, StoreError, TaskRecord, ThreadSnapshot};
 
 on_both_backends!(
     first_rows_are_inserted_and_later_writes_update_them,
@@ -13,19 +13,32 @@ on_both_backends!(
     a_first_row_whose_key_is_taken_refuses_the_batch,
 );
 
+/// Commits `ops`, then reads the thread `ctx` of `t` back as a reload does.
+async fn commit_then_reload(
+    store: &dyn Store,
+    t: &TenantId,
+    ctx: &ContextId,
+    ops: &[WriteOp],
+) -> ThreadSnapshot {
+    store.commit(ops).await.unwrap();
+    store.load_thread(t, ctx, 10).await.unwrap().unwrap()
+}
+
 async fn first_rows_are_inserted_and_later_writes_update_them(store: Arc<dyn Store>) {
     let t = tenant("acme");
     let ctx = context("thread-1");
     let mut th = thread(&t, &ctx, 10);
     let mut task = task(&t, &ctx, "task-1", TaskState::Working, 20);
-    store
-        .commit(&[
+    let stored = commit_then_reload(
+        &*store,
+        &t,
+        &ctx,
+        &[
             WriteOp::InsertThread(th.clone()),
             WriteOp::InsertTask(TaskRecord::of(&task)),
-        ])
-        .await
-        .unwrap();
-    let stored = store.load_thread(&t, &ctx, 10).await.unwrap().unwrap();
+        ],
+    )
+    .await;
     assert_eq!(stored.thread, th);
     assert_eq!(stored.open_tasks[0].task.status, task.status);
 
@@ -35,14 +48,16 @@ async fn first_rows_are_inserted_and_later_writes_update_them(store: Arc<dyn Sto
         message: None,
         timestamp: Timestamp(30),
     });
-    store
-        .commit(&[
+    let stored = commit_then_reload(
+        &*store,
+        &t,
+        &ctx,
+        &[
             WriteOp::UpsertThread(th.clone()),
             WriteOp::UpsertTask(TaskRecord::of(&task)),
-        ])
-        .await
-        .unwrap();
-    let stored = store.load_thread(&t, &ctx, 10).await.unwrap().unwrap();
+        ],
+    )
+    .await;
     assert_eq!(stored.thread, th);
     assert_eq!(stored.open_tasks[0].task.status, task.status);
 }
@@ -61,16 +76,18 @@ async fn a_batch_that_writes_a_first_row_twice_leaves_the_last_write(store: Arc<
         timestamp: Timestamp(40),
     });
     // Two turns of a new thread in one group commit: the first row, then the next write.
-    store
-        .commit(&[
+    let stored = commit_then_reload(
+        &*store,
+        &t,
+        &ctx,
+        &[
             WriteOp::InsertThread(first),
             WriteOp::InsertTask(created),
             WriteOp::UpsertThread(last.clone()),
             WriteOp::UpsertTask(TaskRecord::of(&task)),
-        ])
-        .await
-        .unwrap();
-    let stored = store.load_thread(&t, &ctx, 10).await.unwrap().unwrap();
+        ],
+    )
+    .await;
     assert_eq!(stored.thread, last);
     assert_eq!(stored.open_tasks.len(), 1);
     assert_eq!(stored.open_tasks[0].task.status, task.status);
