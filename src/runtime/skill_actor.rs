@@ -351,6 +351,7 @@ fn outcome(result: &Result<Value, SkillError>) -> &'static str {
         Err(SkillError::Blocked { .. }) => "blocked",
         Err(SkillError::Failed(_)) => "failed",
         Err(SkillError::Unavailable(_)) => "unavailable",
+        Err(SkillError::Fenced(_)) => "fenced",
     }
 }
 

@@ -35,8 +35,13 @@ pub enum BootstrapError {
     Join(String),
 }
 
-/// Builds the skills enabled in `settings`, in the order the card lists them.
-pub async fn configured(settings: &Settings) -> Result<SkillRegistry, BootstrapError> {
+/// Builds the skills enabled in `settings`, in the order the card lists them. The memory
+/// skill's repository opens on `store` (the store's database, and in cluster mode this
+/// node's fence, which its writes check under a turn's hold).
+pub async fn configured(
+    settings: &Settings,
+    store: &StoreConfig,
+) -> Result<SkillRegistry, BootstrapError> {
     let knowledge = if settings.knowledge.enabled {
         let path = settings.knowledge_repo();
         let knowledge_settings = settings.knowledge.clone();
@@ -60,7 +65,7 @@ pub async fn configured(settings: &Settings) -> Result<SkillRegistry, BootstrapE
     let mut registry = SkillRegistry::default();
     let memory = if settings.memory.enabled {
         // The memory tables share the store's database (migrated by `store::open`).
-        let repository = crate::store::open_memories(&StoreConfig::from_settings(settings))?;
+        let repository = crate::store::open_memories(store)?;
         let engine = Arc::new(MemoryEngine::new(
             repository,
             settings.memory.clone(),

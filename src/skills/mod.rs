@@ -16,6 +16,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::domain::{ContextId, TenantId};
+use crate::store::cluster::ThreadHold;
 
 /// One callable tool of a skill.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,11 +56,26 @@ pub mod output {
 pub struct Caller {
     pub tenant: TenantId,
     pub context_id: ContextId,
+    /// Cluster mode: the fencing token under which the calling turn's thread was placed
+    /// on this node. Tools' writes are checked against it as the turn's own commits are,
+    /// so a turn another node has taken over writes nothing (`SkillError::Fenced`).
+    /// `None` outside cluster mode.
+    pub fence_token: Option<i64>,
+}
+
+impl Caller {
+    /// The calling turn's hold on its thread, which writes made for it must check.
+    pub fn hold(&self) -> Option<ThreadHold<'_>> {
+        self.fence_token.map(|token| ThreadHold {
+            thread: &self.context_id,
+            token,
+        })
+    }
 }
 
 /// Why a tool call failed. The first four are the caller's business (the task is
-/// rejected with the message); `Failed` and `Unavailable` are ours (the detail is logged,
-/// the caller gets a generic message).
+/// rejected with the message); `Failed`, `Unavailable` and `Fenced` are ours (the detail
+/// is logged, the caller gets a generic message).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SkillError {
     /// The arguments are wrong; the text names the field.
@@ -80,6 +96,11 @@ pub enum SkillError {
     /// A dependency (the database, the embeddings endpoint) is down: retry later.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// Cluster mode: another node has taken the calling turn's thread over, so the call's
+    /// writes were refused and nothing was written. The turn's own commits are refused
+    /// too; its client retries on the thread's new owner.
+    #[error("fenced: {0}")]
+    Fenced(String),
 }
 
 /// What the agent card says about a skill, and the id it is known by.

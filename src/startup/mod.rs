@@ -202,7 +202,9 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
     };
     let skills = match agent.skills {
         SkillSource::Registry(registry) => registry,
-        SkillSource::Configured => crate::skills::bootstrap::configured(&settings).await?,
+        SkillSource::Configured => {
+            crate::skills::bootstrap::configured(&settings, &store_config).await?
+        }
     };
     let mut cards = skill_cards(&skills);
     cards.extend(agent.cards);

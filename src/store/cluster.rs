@@ -95,6 +95,25 @@ impl Fence {
     }
 }
 
+/// A turn's hold on its thread in cluster mode: the fencing token under which the
+/// thread's actor was placed on this node. A tool's write made under it (the memory
+/// skill's) checks it in the write's own statement, as every commit of the turn does:
+/// the node's row is read under a KEY SHARE lock (a takeover, which locks it exclusively
+/// before it raises the token, waits until the write has committed) and the thread must
+/// not be another node's. A moved token or another owner refuses the write
+/// ([`StoreError::Fenced`]): a turn fenced off by a takeover writes nothing anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadHold<'a> {
+    pub thread: &'a crate::domain::ContextId,
+    pub token: i64,
+}
+
+/// The messages `a2a_require` raises when a write under a [`ThreadHold`] finds the
+/// node's token moved, or the thread another node's (read back as
+/// [`StoreError::Fenced`]).
+pub const HOLD_LOST: &str = "fenced: this node no longer holds the lease the turn was placed under";
+pub const THREAD_ELSEWHERE: &str = "fenced: the turn's thread is another node's";
+
 /// Who serves a thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {

@@ -7,16 +7,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use agent_a2a::config::Settings;
+
 use crate::support::{
-    Backend, TestApp, TestDatabase, fresh_postgres, post_rpc, read_sse, spawn_app_in, user_message,
+    Backend, TestApp, TestDatabase, fresh_postgres, post_rpc, read_sse, spawn_app_in,
+    spawn_app_with_skills_in, user_message,
 };
 
 const SECRET: &str = "a-cluster-secret-for-tests";
 const LEASE_MS: u64 = 1500;
 
-async fn node(url: &str, id: &str) -> TestApp {
+fn cluster_settings(id: &str) -> impl FnOnce(&mut Settings) {
     let id = id.to_owned();
-    spawn_app_in(None, Backend::Postgres(url.to_owned()), move |s| {
+    move |s| {
         s.cluster.enabled = true;
         s.cluster.node_id = id;
         s.cluster.secret = SECRET.into();
@@ -25,7 +28,15 @@ async fn node(url: &str, id: &str) -> TestApp {
         // Streams across nodes must be woken by notifications, not by the poll.
         s.cluster.stream_poll_ms = 600_000;
         s.idempotency.enabled = true;
-    })
+    }
+}
+
+async fn node(url: &str, id: &str) -> TestApp {
+    spawn_app_in(
+        None,
+        Backend::Postgres(url.to_owned()),
+        cluster_settings(id),
+    )
     .await
 }
 
@@ -550,6 +561,77 @@ async fn a_node_whose_lease_was_taken_writes_nothing_and_rejoins() {
     assert_eq!(
         r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
         "{r}"
+    );
+}
+
+/// A turn whose node loses the thread while the turn runs (a takeover raises the node's
+/// token) writes nothing through its tools either: the memory it adds is refused, as
+/// its own commits are, and the client is told to retry.
+#[actix_web::test]
+async fn a_turn_fenced_off_while_it_runs_writes_nothing_through_its_tools() {
+    let Some(db) = fresh_postgres().await else {
+        return;
+    };
+    let backend = || Backend::Postgres(db.url.clone());
+    let a = spawn_app_with_skills_in(None, backend(), cluster_settings("node-a")).await;
+    let _b = spawn_app_with_skills_in(None, backend(), cluster_settings("node-b")).await;
+    let url = db.url.clone();
+    let memories = |url: String| async move {
+        query_one(
+            &url,
+            "SELECT string_agg(content, ',' ORDER BY content) FROM memories",
+        )
+        .await
+        .unwrap()[0]
+            .clone()
+    };
+    let remember = |text: &'static str| {
+        let (client, url) = (a.client.clone(), a.url.clone());
+        actix_web::rt::spawn(async move {
+            let params = json!({"message": user_message(text)});
+            post_rpc(&client, &url, "SendMessage", params).await
+        })
+    };
+    let held = |n: usize| {
+        let holding = a.holding.clone();
+        move || {
+            let holding = holding.clone();
+            async move { holding.load(std::sync::atomic::Ordering::SeqCst) == n }
+        }
+    };
+
+    // Held by A throughout: the memory is written and the task completes.
+    let kept = remember("remember kept");
+    eventually(Duration::from_secs(10), "the turn waits", held(1)).await;
+    a.release.notify_one();
+    let answer: Value = kept.await.unwrap().json().await.unwrap();
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answer}"
+    );
+    assert_eq!(memories(url.clone()).await, "kept");
+
+    // Another node fences A while the turn runs (as a takeover does), then the turn's
+    // tool writes.
+    let refused = remember("remember lost");
+    eventually(Duration::from_secs(10), "the turn waits", held(1)).await;
+    query_one(
+        &url,
+        "UPDATE cluster_nodes SET token = token + 1 WHERE node_id = 'node-a' RETURNING token",
+    )
+    .await;
+    a.release.notify_one();
+    let refused = refused.await.unwrap();
+    assert_eq!(refused.status(), 503, "refused, not acknowledged");
+    assert_eq!(
+        memories(url.clone()).await,
+        "kept",
+        "the fenced turn's memory is not stored"
+    );
+    let metrics = a.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains(r#"tool="memory_add",outcome="fenced""#),
+        "{metrics}"
     );
 }
 

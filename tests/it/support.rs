@@ -20,7 +20,9 @@ use tokio::sync::Notify;
 /// `reply` a message without a task; `input` input-required, then a follow-up completes;
 /// `panic` working → panic; `wait` working → waits for `release` → artifact → completed;
 /// `reject-request` fails the request with InvalidParams; `internal` an internal error;
-/// `chunks` two appended chunks → completed; `silent` returns without output.
+/// `chunks` two appended chunks → completed; `silent` returns without output;
+/// `remember <text>` working → waits in "hold" for `release` → `memory_add` of the text
+/// (user `u1`) through the turn's tools → completed, or failed with the tool's error.
 pub struct ScriptedExecutor {
     pub release: Arc<Notify>,
     /// Turns now waiting in "hold".
@@ -61,6 +63,24 @@ impl AgentExecutor for ScriptedExecutor {
                 sink.complete(None).await
             }
             "silent" => Ok(()),
+            "remember" => {
+                use std::sync::atomic::Ordering;
+                sink.working().await?;
+                self.holding.fetch_add(1, Ordering::SeqCst);
+                self.release.notified().await;
+                self.holding.fetch_sub(1, Ordering::SeqCst);
+                let content = text.trim_start_matches("remember").trim();
+                let arguments = json!({"content": content, "layer": "user", "userId": "u1"});
+                match turn
+                    .tools
+                    .call("memory_add", None, arguments, turn.caller())
+                    .await
+                {
+                    Some(Ok(_)) => sink.complete(Some(sink.text("remembered"))).await,
+                    Some(Err(e)) => sink.fail(sink.text(format!("memory_add: {e}"))).await,
+                    None => Err(Error::internal("no memory_add tool")),
+                }
+            }
             // Nothing at all until released: the turn's first writes wait with it (as on
             // a node frozen mid-turn, with `persistence.start_grace_ms` long enough).
             "hold" => {
@@ -356,6 +376,24 @@ pub async fn spawn_app_in(
     backend: Backend,
     tweak: impl FnOnce(&mut Settings),
 ) -> TestApp {
+    spawn_scripted(dir, backend, tweak, false).await
+}
+
+/// [`spawn_app_in`] with the configured skills as the scripted agent's tools.
+pub async fn spawn_app_with_skills_in(
+    dir: Option<tempfile::TempDir>,
+    backend: Backend,
+    tweak: impl FnOnce(&mut Settings),
+) -> TestApp {
+    spawn_scripted(dir, backend, tweak, true).await
+}
+
+async fn spawn_scripted(
+    dir: Option<tempfile::TempDir>,
+    backend: Backend,
+    tweak: impl FnOnce(&mut Settings),
+    skills: bool,
+) -> TestApp {
     let mut settings = test_settings(dir.as_ref());
     if let Backend::Postgres(url) = backend {
         settings.store.database_url = url;
@@ -363,10 +401,13 @@ pub async fn spawn_app_in(
     tweak(&mut settings);
     let release = Arc::new(Notify::new());
     let holding = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let agent = Agent::new(Arc::new(ScriptedExecutor {
+    let mut agent = Agent::new(Arc::new(ScriptedExecutor {
         release: release.clone(),
         holding: holding.clone(),
     }));
+    if skills {
+        agent.skills = agent_a2a::startup::SkillSource::Configured;
+    }
     start(settings, dir, agent, (release, holding)).await
 }
 

@@ -119,13 +119,14 @@ async fn session_context(turn: &Turn) -> String {
             arguments.insert(key.into(), Value::String(id.to_owned()));
         }
     }
-    let caller = Caller {
-        tenant: turn.tenant.clone(),
-        context_id: turn.context_id.clone(),
-    };
     match turn
         .tools
-        .call(SESSION_CONTEXT_TOOL, None, Value::Object(arguments), caller)
+        .call(
+            SESSION_CONTEXT_TOOL,
+            None,
+            Value::Object(arguments),
+            turn.caller(),
+        )
         .await
     {
         Some(Ok(value)) => value["systemPromptAdditions"]
@@ -195,10 +196,7 @@ impl SkillTools {
     fn new(turn: &Turn) -> Self {
         Self {
             tools: turn.tools.clone(),
-            caller: Caller {
-                tenant: turn.tenant.clone(),
-                context_id: turn.context_id.clone(),
-            },
+            caller: turn.caller(),
         }
     }
 }
@@ -232,6 +230,11 @@ fn model_error_text(tool: &str, error: SkillError) -> String {
         }
         SkillError::Unavailable(detail) => {
             tracing::warn!(tool, detail = %detail, "tool unavailable");
+            "the tool is temporarily unavailable".into()
+        }
+        // The turn's own next commit is refused the same way, which ends it.
+        SkillError::Fenced(detail) => {
+            tracing::warn!(tool, detail = %detail, "tool call fenced");
             "the tool is temporarily unavailable".into()
         }
         SkillError::Blocked { message, report } => {

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::runtime::skill_actor::Tools;
 use crate::runtime::thread::{Emit, ThreadActor, TurnEmit};
 use crate::session::{Event, StoredMessage};
+use crate::skills::Caller;
 
 /// The agent logic a deployment plugs in.
 #[async_trait]
@@ -46,6 +47,20 @@ pub struct Turn {
     pub metadata: Option<Metadata>,
     /// Every registered tool, called through its skill's actor.
     pub tools: Arc<Tools>,
+    /// Cluster mode: the fencing token the thread's actor was placed under, which the
+    /// turn's commits and its tools' writes are checked against (`Caller::fence_token`).
+    pub fence_token: Option<i64>,
+}
+
+impl Turn {
+    /// The turn as the caller of a tool: its tenant, thread and hold on the thread.
+    pub fn caller(&self) -> Caller {
+        Caller {
+            tenant: self.tenant.clone(),
+            context_id: self.context_id.clone(),
+            fence_token: self.fence_token,
+        }
+    }
 }
 
 /// Where an executor reports. Cheap to clone.

@@ -14,7 +14,7 @@ use super::executor::{AgentExecutor, Turn, TurnSink};
 use crate::domain::{Artifact, Part, PartContent};
 use crate::error::{Error, Result};
 use crate::runtime::skill_actor::Tools;
-use crate::skills::{Caller, SkillError};
+use crate::skills::SkillError;
 
 /// The default executor (no model): direct tool calls, and help for free text.
 #[derive(Debug, Default, Clone, Copy)]
@@ -100,10 +100,7 @@ impl AgentExecutor for ToolRoutingExecutor {
             return Err(unknown());
         }
         sink.working().await?;
-        let caller = Caller {
-            tenant: turn.tenant.clone(),
-            context_id: turn.context_id.clone(),
-        };
+        let caller = turn.caller();
         let result = turn
             .tools
             .call(&call.tool, call.skill.as_deref(), call.arguments, caller)
@@ -147,7 +144,9 @@ impl AgentExecutor for ToolRoutingExecutor {
                 ))
                 .await
             }
-            Err(SkillError::Unavailable(detail)) => {
+            // Fenced: the failure's commit is refused too, and the client retries on the
+            // thread's new owner.
+            Err(SkillError::Unavailable(detail) | SkillError::Fenced(detail)) => {
                 tracing::warn!(tool = %call.tool, detail = %detail, "tool unavailable");
                 let text = "temporarily unavailable; retry later";
                 sink.fail(failure(&sink, &call.tool, text, "UNAVAILABLE"))

@@ -279,6 +279,7 @@ impl ThreadActor {
                 .collect(),
             metadata: pending.cmd.metadata,
             tools: self.deps.tools.clone(),
+            fence_token: self.token,
         };
         let sink = TurnSink {
             addr: ctx.address(),

@@ -81,6 +81,7 @@ fn caller(tenant: &str) -> Caller {
     Caller {
         tenant: TenantId::parse(tenant).unwrap(),
         context_id: ContextId::generate(),
+        fence_token: None,
     }
 }
 

@@ -25,6 +25,7 @@ fn caller(tenant: &str) -> Caller {
     Caller {
         tenant: TenantId::parse(tenant).unwrap(),
         context_id: ContextId::generate(),
+        fence_token: None,
     }
 }
 
@@ -294,6 +295,7 @@ async fn bad_arguments_are_refused_naming_the_field() {
     let stored = Caller {
         tenant: TenantId::from_store("a/b").unwrap(),
         context_id: ContextId::generate(),
+        fence_token: None,
     };
     let odd_tenant = skill.invoke("knowledge_query", json!({}), &stored).await;
     assert!(invalid(odd_tenant).contains("tenant"));

@@ -24,6 +24,7 @@ use crate::domain::{TenantId, Timestamp};
 use crate::skills::SkillError;
 use crate::skills::governance::{EvalContext, Scope, Validator};
 use crate::store::StoreError;
+use crate::store::cluster::ThreadHold;
 use crate::store::memories::{
     Added, MemoryChange, MemoryLayer, MemoryRecord, MemoryRepository, MemoryScope, NewMemory,
     ScopeField, ScopeIds, ScoredMemory, TextQuery,
@@ -62,13 +63,18 @@ fn invalid(message: impl Into<String>) -> SkillError {
     SkillError::InvalidArguments(message.into())
 }
 
-/// The database being down is retryable; anything else is ours to look into.
+/// The database being down is retryable, and so is a write refused because another node
+/// took the turn's thread over; anything else is ours to look into.
 fn store_error(e: StoreError) -> SkillError {
     match e {
         StoreError::Unavailable(detail) => SkillError::Unavailable(detail),
+        StoreError::Fenced => SkillError::Fenced(
+            "this node no longer holds the turn's thread (another node took it over); \
+             nothing was written"
+                .into(),
+        ),
         StoreError::Conflict(_)
         | StoreError::Duplicate(_)
-        | StoreError::Fenced
         | StoreError::Query(_)
         | StoreError::Corrupt(_)
         | StoreError::Config(_)
@@ -127,7 +133,12 @@ impl MemoryEngine {
     }
 
     /// Stores a memory (or reports the existing duplicate).
-    pub async fn add(&self, tenant: &TenantId, request: AddMemory) -> Result<Added, SkillError> {
+    pub async fn add(
+        &self,
+        tenant: &TenantId,
+        request: AddMemory,
+        hold: Option<ThreadHold<'_>>,
+    ) -> Result<Added, SkillError> {
         check_ids(&request.ids)?;
         let scope =
             MemoryScope::new(request.layer, &request.ids).map_err(|e| invalid(e.to_string()))?;
@@ -146,7 +157,7 @@ impl MemoryEngine {
             embedding,
             at: Timestamp::now(),
         };
-        self.repo.add(&memory).await.map_err(store_error)
+        self.repo.add(&memory, hold).await.map_err(store_error)
     }
 
     /// Ranked memories of the requested (or all given) layers matching `query`.
@@ -235,6 +246,7 @@ impl MemoryEngine {
         &self,
         tenant: &TenantId,
         request: UpdateMemory,
+        hold: Option<ThreadHold<'_>>,
     ) -> Result<MemoryRecord, SkillError> {
         check_memory_id(&request.memory_id)?;
         let scopes = reachable_scopes(&request.ids)?;
@@ -259,7 +271,7 @@ impl MemoryEngine {
         change.metadata = metadata;
         match self
             .repo
-            .update(tenant, &scopes, &request.memory_id, &change)
+            .update(tenant, &scopes, &request.memory_id, &change, hold)
             .await
         {
             Ok(Some(memory)) => Ok(memory),
@@ -272,12 +284,17 @@ impl MemoryEngine {
     }
 
     /// Deletes one memory reachable with the given ids.
-    pub async fn delete(&self, tenant: &TenantId, request: MemoryRef) -> Result<(), SkillError> {
+    pub async fn delete(
+        &self,
+        tenant: &TenantId,
+        request: MemoryRef,
+        hold: Option<ThreadHold<'_>>,
+    ) -> Result<(), SkillError> {
         check_memory_id(&request.memory_id)?;
         let scopes = reachable_scopes(&request.ids)?;
         let deleted = self
             .repo
-            .delete(tenant, &scopes, &request.memory_id)
+            .delete(tenant, &scopes, &request.memory_id, hold)
             .await
             .map_err(store_error)?;
         if deleted {
@@ -292,6 +309,7 @@ impl MemoryEngine {
         &self,
         tenant: &TenantId,
         request: MemoryFeedback,
+        hold: Option<ThreadHold<'_>>,
     ) -> Result<f64, SkillError> {
         check_memory_id(&request.memory_id)?;
         let scopes = reachable_scopes(&request.ids)?;
@@ -301,7 +319,13 @@ impl MemoryEngine {
         }
         let importance = self
             .repo
-            .adjust_importance(tenant, &scopes, &request.memory_id, FEEDBACK_STEP * reward)
+            .adjust_importance(
+                tenant,
+                &scopes,
+                &request.memory_id,
+                FEEDBACK_STEP * reward,
+                hold,
+            )
             .await
             .map_err(store_error)?
             .ok_or_else(|| not_found(&request.memory_id))?;

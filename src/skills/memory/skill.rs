@@ -115,7 +115,7 @@ impl Skill for MemorySkill {
             "memory_add" => {
                 let (mut request, ids): (AddMemory, _) = parse(arguments)?;
                 request.ids = ids;
-                let added = self.engine.add(tenant, request).await?;
+                let added = self.engine.add(tenant, request, caller.hold()).await?;
                 Ok(json!({"memoryId": added.id, "duplicate": added.duplicate}))
             }
             "memory_search" => {
@@ -150,19 +150,21 @@ impl Skill for MemorySkill {
             "memory_update" => {
                 let (mut request, ids): (UpdateMemory, _) = parse(arguments)?;
                 request.ids = ids;
-                Ok(memory_json(&self.engine.update(tenant, request).await?))
+                Ok(memory_json(
+                    &self.engine.update(tenant, request, caller.hold()).await?,
+                ))
             }
             "memory_delete" => {
                 let (mut request, ids): (MemoryRef, _) = parse(arguments)?;
                 request.ids = ids;
-                self.engine.delete(tenant, request).await?;
+                self.engine.delete(tenant, request, caller.hold()).await?;
                 Ok(json!({"deleted": true}))
             }
             "memory_feedback" => {
                 let (mut request, ids): (MemoryFeedback, _) = parse(arguments)?;
                 request.ids = ids;
                 let memory_id = request.memory_id.clone();
-                let importance = self.engine.feedback(tenant, request).await?;
+                let importance = self.engine.feedback(tenant, request, caller.hold()).await?;
                 Ok(json!({"memoryId": memory_id, "importance": importance}))
             }
             other => Err(SkillError::NotFound(format!(

@@ -35,6 +35,7 @@ pub use scope::{
 };
 pub use text_query::{MAX_QUERY_TERMS, TextQuery};
 
+use super::cluster::ThreadHold;
 use super::{Location, StoreConfig, StoreError};
 use crate::domain::{TenantId, Timestamp};
 
@@ -126,7 +127,10 @@ pub fn content_hash(content: &str) -> String {
 }
 
 /// Durable memories. Every method is scoped by tenant; those taking `scopes` reach only
-/// memories of one of them (an empty slice reaches nothing).
+/// memories of one of them (an empty slice reaches nothing). The writes take the calling
+/// turn's `hold` on its thread: in cluster mode a write under a hold this node no longer
+/// has is refused with [`StoreError::Fenced`] and writes nothing (`ThreadHold`); without
+/// cluster mode, or without a hold (an operator's call), it is not checked.
 #[async_trait]
 pub trait MemoryRepository: Send + Sync + 'static {
     /// `"postgres"` or `"sqlite"`.
@@ -134,7 +138,11 @@ pub trait MemoryRepository: Send + Sync + 'static {
 
     /// Stores a memory, unless the same content exists in the same scope: then nothing is
     /// written and the existing id is returned as a duplicate.
-    async fn add(&self, memory: &NewMemory) -> Result<Added, StoreError>;
+    async fn add(
+        &self,
+        memory: &NewMemory,
+        hold: Option<ThreadHold<'_>>,
+    ) -> Result<Added, StoreError>;
 
     async fn get(
         &self,
@@ -152,6 +160,7 @@ pub trait MemoryRepository: Send + Sync + 'static {
         scopes: &[MemoryScope],
         id: &str,
         change: &MemoryChange,
+        hold: Option<ThreadHold<'_>>,
     ) -> Result<Option<MemoryRecord>, StoreError>;
 
     /// Whether a memory was deleted.
@@ -160,6 +169,7 @@ pub trait MemoryRepository: Send + Sync + 'static {
         tenant: &TenantId,
         scopes: &[MemoryScope],
         id: &str,
+        hold: Option<ThreadHold<'_>>,
     ) -> Result<bool, StoreError>;
 
     /// At most `max` memories of `scope` matching any word of `query` and carrying every
@@ -192,6 +202,7 @@ pub trait MemoryRepository: Send + Sync + 'static {
         scopes: &[MemoryScope],
         id: &str,
         delta: f64,
+        hold: Option<ThreadHold<'_>>,
     ) -> Result<Option<f64>, StoreError>;
 
     /// A real round trip to the memories table (at most one id read, of any tenant, and
@@ -209,6 +220,7 @@ pub fn open(cfg: &StoreConfig) -> Result<Arc<dyn MemoryRepository>, StoreError> 
             &url,
             pool_size,
             cfg.acquire_timeout(),
+            cfg.fence.as_ref().map(|(fence, _)| fence.clone()),
         )?),
         Location::Sqlite(path) => Arc::new(sqlite::SqliteMemories::new(
             &path,

@@ -5,6 +5,7 @@
 //! test query; a database that is down surfaces as `StoreError::Unavailable` within the
 //! acquire timeout.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use diesel_async::AsyncPgConnection;
@@ -14,19 +15,31 @@ use diesel_async::pooled_connection::deadpool::Pool;
 pub(crate) struct PgMemories {
     pool: Pool<AsyncPgConnection>,
     acquire_timeout: Duration,
+    /// Cluster mode: this node's lease, which writes under a turn's hold check.
+    fence: Option<Arc<crate::store::cluster::Fence>>,
 }
 
 impl PgMemories {
-    /// A repository over at most `pool_size` connections to `url` (none opened yet).
+    /// A repository over at most `pool_size` connections to `url` (none opened yet); with
+    /// a `fence` (cluster mode), writes under a turn's hold check it.
     pub(crate) fn new(
         url: &str,
         pool_size: usize,
         acquire_timeout: Duration,
+        fence: Option<Arc<crate::store::cluster::Fence>>,
     ) -> Result<Self, crate::store::StoreError> {
         Ok(Self {
             pool: crate::store::postgres::pool(url, pool_size, "postgres memory pool")?,
             acquire_timeout,
+            fence,
         })
+    }
+
+    /// This node's id in cluster mode.
+    fn node(&self) -> Option<&str> {
+        self.fence
+            .as_deref()
+            .map(crate::store::cluster::Fence::node_id)
     }
 }
 

@@ -7,9 +7,40 @@
 
 use serde_json::{Map, Value};
 
-use super::statements::{InsertRow, UpdateRow};
+use super::statements::{Gate, InsertRow, UpdateRow};
 use super::{MemoryChange, NewMemory, content_hash};
+use crate::domain::TenantId;
 use crate::store::StoreError;
+use crate::store::cluster::{HOLD_LOST, THREAD_ELSEWHERE, ThreadHold};
+
+/// The check a write under `hold` makes on a node with id `node` (cluster mode); none
+/// without either.
+pub(crate) fn gate<'a>(
+    node: Option<&'a str>,
+    tenant: &'a TenantId,
+    hold: Option<ThreadHold<'a>>,
+) -> Option<Gate<'a>> {
+    let (node, hold) = (node?, hold?);
+    Some(Gate {
+        node,
+        token: hold.token,
+        tenant: tenant.as_str(),
+        thread: hold.thread.as_str(),
+    })
+}
+
+/// A failed write: [`StoreError::Fenced`] when its hold's check refused it, else as any
+/// query error.
+pub(crate) fn write_error(e: diesel::result::Error) -> StoreError {
+    match &e {
+        diesel::result::Error::DatabaseError(_, info)
+            if [HOLD_LOST, THREAD_ELSEWHERE].contains(&info.message()) =>
+        {
+            StoreError::Fenced
+        }
+        _ => e.into(),
+    }
+}
 
 /// Encodes a new memory; refuses values the table's constraints would refuse less
 /// clearly (or, for non-finite numbers, not at all).
@@ -79,7 +110,8 @@ fn encode_embedding(embedding: Option<&[f32]>) -> Result<Option<String>, StoreEr
 }
 
 /// Implements [`MemoryRepository`](super::MemoryRepository) for `$repo`, a struct with a
-/// `pool: Pool<$conn>` and an `acquire_timeout: Duration`; `$backend` is the diesel
+/// `pool: Pool<$conn>`, an `acquire_timeout: Duration` and a `node()` (this node's id in
+/// cluster mode, which writes under a turn's hold check); `$backend` is the diesel
 /// backend of `$conn`, `$name` what `backend()` reports and `$dialect` the
 /// `statements::Dialect` of its SQL.
 macro_rules! memory_repository_impl {
@@ -88,7 +120,8 @@ macro_rules! memory_repository_impl {
 
         use $crate::domain::TenantId;
         use $crate::store::StoreError;
-        use $crate::store::memories::repository::{insert_row, update_row};
+        use $crate::store::cluster::ThreadHold;
+        use $crate::store::memories::repository::{gate, insert_row, update_row, write_error};
         use $crate::store::memories::rows::{IdRow, ImportanceRow, MemoryRow, ScoredRow};
         use $crate::store::memories::statements::{self, Bind, Statement};
         use $crate::store::memories::{
@@ -139,12 +172,19 @@ macro_rules! memory_repository_impl {
                 $name
             }
 
-            async fn add(&self, memory: &NewMemory) -> Result<Added, StoreError> {
+            async fn add(
+                &self,
+                memory: &NewMemory,
+                hold: Option<ThreadHold<'_>>,
+            ) -> Result<Added, StoreError> {
                 let id = uuid::Uuid::now_v7().to_string();
                 let hash = content_hash(&memory.content);
-                let insert = statements::insert(DIALECT, insert_row(memory, &id, &hash)?);
+                let hold = gate(self.node(), &memory.tenant, hold);
+                let insert =
+                    statements::insert(DIALECT, insert_row(memory, &id, &hash)?, hold.as_ref());
                 let mut conn = self.conn().await?;
-                let inserted: Vec<IdRow> = query(insert).load(&mut *conn).await?;
+                let inserted: Vec<IdRow> =
+                    query(insert).load(&mut *conn).await.map_err(write_error)?;
                 if let Some(row) = inserted.into_iter().next() {
                     return Ok(Added {
                         id: row.id,
@@ -190,13 +230,24 @@ macro_rules! memory_repository_impl {
                 scopes: &[MemoryScope],
                 id: &str,
                 change: &MemoryChange,
+                hold: Option<ThreadHold<'_>>,
             ) -> Result<Option<MemoryRecord>, StoreError> {
                 if scopes.is_empty() {
                     return Ok(None);
                 }
-                let update =
-                    statements::update(DIALECT, tenant.as_str(), scopes, id, update_row(change)?);
-                let rows: Vec<MemoryRow> = query(update).load(&mut *self.conn().await?).await?;
+                let hold = gate(self.node(), tenant, hold);
+                let update = statements::update(
+                    DIALECT,
+                    tenant.as_str(),
+                    scopes,
+                    id,
+                    update_row(change)?,
+                    hold.as_ref(),
+                );
+                let rows: Vec<MemoryRow> = query(update)
+                    .load(&mut *self.conn().await?)
+                    .await
+                    .map_err(write_error)?;
                 rows.into_iter().next().map(MemoryRow::into_record).transpose()
             }
 
@@ -205,12 +256,18 @@ macro_rules! memory_repository_impl {
                 tenant: &TenantId,
                 scopes: &[MemoryScope],
                 id: &str,
+                hold: Option<ThreadHold<'_>>,
             ) -> Result<bool, StoreError> {
                 if scopes.is_empty() {
                     return Ok(false);
                 }
-                let delete = statements::delete(DIALECT, tenant.as_str(), scopes, id);
-                let deleted = query(delete).execute(&mut *self.conn().await?).await?;
+                let hold = gate(self.node(), tenant, hold);
+                let delete =
+                    statements::delete(DIALECT, tenant.as_str(), scopes, id, hold.as_ref());
+                let deleted = query(delete)
+                    .execute(&mut *self.conn().await?)
+                    .await
+                    .map_err(write_error)?;
                 Ok(deleted > 0)
             }
 
@@ -253,6 +310,7 @@ macro_rules! memory_repository_impl {
                 scopes: &[MemoryScope],
                 id: &str,
                 delta: f64,
+                hold: Option<ThreadHold<'_>>,
             ) -> Result<Option<f64>, StoreError> {
                 if !delta.is_finite() {
                     return Err(StoreError::Query(format!(
@@ -262,10 +320,19 @@ macro_rules! memory_repository_impl {
                 if scopes.is_empty() {
                     return Ok(None);
                 }
-                let adjust =
-                    statements::adjust_importance(DIALECT, tenant.as_str(), scopes, id, delta);
-                let rows: Vec<ImportanceRow> =
-                    query(adjust).load(&mut *self.conn().await?).await?;
+                let hold = gate(self.node(), tenant, hold);
+                let adjust = statements::adjust_importance(
+                    DIALECT,
+                    tenant.as_str(),
+                    scopes,
+                    id,
+                    delta,
+                    hold.as_ref(),
+                );
+                let rows: Vec<ImportanceRow> = query(adjust)
+                    .load(&mut *self.conn().await?)
+                    .await
+                    .map_err(write_error)?;
                 Ok(rows.into_iter().next().map(|r| r.importance))
             }
 

@@ -36,6 +36,11 @@ impl SqliteMemories {
             _lock: lock,
         })
     }
+
+    /// No cluster mode on SQLite: nothing to check a turn's hold against.
+    fn node(&self) -> Option<&str> {
+        None
+    }
 }
 
 super::repository::memory_repository_impl!(

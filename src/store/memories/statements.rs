@@ -10,6 +10,7 @@ use std::fmt::Write;
 
 use super::scope::{MemoryScope, ScopeField};
 use super::text_query::TextQuery;
+use crate::store::cluster::{HOLD_LOST, THREAD_ELSEWHERE};
 
 /// Which SQL dialect a statement is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +133,49 @@ fn limit(st: &mut Statement, n: usize) {
         .bind(Bind::BigInt(i64::try_from(n).unwrap_or(i64::MAX)));
 }
 
+/// A write's check of the turn's hold on its thread (cluster mode, Postgres only): the
+/// node and token the turn holds (`store::cluster::ThreadHold`), and the thread.
+pub(crate) struct Gate<'a> {
+    pub(crate) node: &'a str,
+    pub(crate) token: i64,
+    pub(crate) tenant: &'a str,
+    pub(crate) thread: &'a str,
+}
+
+/// `AND <the hold holds>`: a one-time filter Postgres evaluates before the write touches
+/// a row, which reads the node's row under a KEY SHARE lock (kept until the write's
+/// transaction ends, so a takeover waits for it) and fails the statement through
+/// `a2a_require` with [`HOLD_LOST`] when the token moved, or with [`THREAD_ELSEWHERE`]
+/// when another node owns the thread.
+fn gate(st: &mut Statement, gate: Option<&Gate<'_>>) {
+    let Some(gate) = gate else {
+        return;
+    };
+    debug_assert_eq!(
+        st.dialect,
+        Dialect::Postgres,
+        "cluster mode runs on Postgres"
+    );
+    st.push(
+        " AND (SELECT true FROM (SELECT a2a_require(EXISTS (SELECT 1 FROM cluster_nodes \
+         WHERE node_id = ",
+    )
+    .text(gate.node)
+    .push(" AND token = ")
+    .bind(Bind::BigInt(gate.token))
+    .push(" FOR KEY SHARE), 'A2F01', ")
+    .text(HOLD_LOST)
+    .push("), a2a_require(NOT EXISTS (SELECT 1 FROM threads WHERE tenant_id = ")
+    .text(gate.tenant)
+    .push(" AND thread_id = ")
+    .text(gate.thread)
+    .push(" AND owner_node <> ")
+    .text(gate.node)
+    .push("), 'A2F02', ")
+    .text(THREAD_ELSEWHERE)
+    .push(")) AS hold)");
+}
+
 /// The row of a new memory, encoded for storage.
 pub(crate) struct InsertRow<'a> {
     pub(crate) id: &'a str,
@@ -147,14 +191,19 @@ pub(crate) struct InsertRow<'a> {
 }
 
 /// Inserts the memory unless its content already exists in its scope; returns `id` when
-/// inserted and no row when it was a duplicate.
-pub(crate) fn insert(dialect: Dialect, row: InsertRow<'_>) -> Statement {
+/// inserted and no row when it was a duplicate. Under a `hold`, only while it holds.
+pub(crate) fn insert(dialect: Dialect, row: InsertRow<'_>, hold: Option<&Gate<'_>>) -> Statement {
     let mut st = Statement::new(
         dialect,
         "INSERT INTO memories (id, tenant_id, layer, agent_id, user_id, session_id, \
          project_id, team_id, org_id, company_id, content, content_hash, tags, metadata, \
-         importance, embedding, created_at, updated_at) VALUES (",
+         importance, embedding, created_at, updated_at) ",
     );
+    st.push(if hold.is_some() {
+        "SELECT "
+    } else {
+        "VALUES ("
+    });
     st.text(row.id)
         .push(", ")
         .text(row.tenant)
@@ -178,8 +227,17 @@ pub(crate) fn insert(dialect: Dialect, row: InsertRow<'_>) -> Statement {
         .push(", ")
         .bind(Bind::BigInt(row.at))
         .push(", ")
-        .bind(Bind::BigInt(row.at))
-        .push(") ON CONFLICT (")
+        .bind(Bind::BigInt(row.at));
+    match hold {
+        Some(_) => {
+            st.push(" WHERE true");
+            gate(&mut st, hold);
+        }
+        None => {
+            st.push(")");
+        }
+    }
+    st.push(" ON CONFLICT (")
         .push(CONTENT_KEY)
         .push(") DO NOTHING RETURNING id");
     st
@@ -238,6 +296,7 @@ pub(crate) fn update(
     scopes: &[MemoryScope],
     id: &str,
     row: UpdateRow,
+    hold: Option<&Gate<'_>>,
 ) -> Statement {
     // Postgres and SQLite both accept an alias on the updated table.
     let mut st = Statement::new(dialect, "UPDATE memories AS m SET updated_at = ");
@@ -257,6 +316,7 @@ pub(crate) fn update(
         st.push(", metadata = ").bind(Bind::Text(metadata));
     }
     where_id(&mut st, tenant, scopes, id);
+    gate(&mut st, hold);
     st.push(" RETURNING ").push(RETURNING);
     st
 }
@@ -269,6 +329,7 @@ pub(crate) fn adjust_importance(
     scopes: &[MemoryScope],
     id: &str,
     delta: f64,
+    hold: Option<&Gate<'_>>,
 ) -> Statement {
     let (lower, upper) = match dialect {
         Dialect::Postgres => ("GREATEST", "LEAST"),
@@ -282,6 +343,7 @@ pub(crate) fn adjust_importance(
         .bind(Bind::Double(delta))
         .push(", 0.0), 1.0)");
     where_id(&mut st, tenant, scopes, id);
+    gate(&mut st, hold);
     st.push(" RETURNING importance");
     st
 }
@@ -292,9 +354,11 @@ pub(crate) fn delete(
     tenant: &str,
     scopes: &[MemoryScope],
     id: &str,
+    hold: Option<&Gate<'_>>,
 ) -> Statement {
     let mut st = Statement::new(dialect, "DELETE FROM memories AS m");
     where_id(&mut st, tenant, scopes, id);
+    gate(&mut st, hold);
     st
 }
 
@@ -394,7 +458,7 @@ mod tests {
 
     #[test]
     fn postgres_placeholders_are_numbered_in_bind_order() {
-        let st = delete(Dialect::Postgres, "t1", &[user_scope()], "m1");
+        let st = delete(Dialect::Postgres, "t1", &[user_scope()], "m1", None);
         assert!(
             st.sql
                 .contains("m.tenant_id = $1 AND m.id = $2 AND ((m.layer = $3")

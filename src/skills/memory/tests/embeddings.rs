@@ -61,11 +61,11 @@ async fn vectors_are_stored_and_blended_into_scores(repo: Arc<dyn MemoryReposito
     let engine = engine_at(repo, &server.url, "test-model");
     let t = tenant("t1");
     let coffee = engine
-        .add(&t, user_memory("I drink coffee every morning"))
+        .add(&t, user_memory("I drink coffee every morning"), None)
         .await
         .unwrap();
     engine
-        .add(&t, user_memory("my cat sleeps all day"))
+        .add(&t, user_memory("my cat sleeps all day"), None)
         .await
         .unwrap();
     let stored = engine.get(&t, user_ref(&coffee.id)).await.unwrap();
@@ -105,7 +105,7 @@ async fn vectors_are_stored_and_blended_into_scores(repo: Arc<dyn MemoryReposito
         metadata: None,
         ids: ids(&[(ScopeField::UserId, "u1")]),
     };
-    let updated = engine.update(&t, update).await.unwrap();
+    let updated = engine.update(&t, update, None).await.unwrap();
     assert_eq!(updated.embedding, Some(vector_for("matcha tea")));
 }
 
@@ -113,7 +113,7 @@ async fn an_unreachable_endpoint_fails_searches_but_not_writes(repo: Arc<dyn Mem
     let engine = engine_at(repo, &closed_port_url(), "test-model");
     let t = tenant("t1");
     let added = engine
-        .add(&t, user_memory("stored without a vector"))
+        .add(&t, user_memory("stored without a vector"), None)
         .await
         .unwrap();
     assert!(!added.duplicate);

@@ -29,7 +29,7 @@ async fn add_filler(engine: &MemoryEngine, t: &TenantId) {
         "bakes bread",
     ] {
         engine
-            .add(t, add(MemoryLayer::User, text, &other))
+            .add(t, add(MemoryLayer::User, text, &other), None)
             .await
             .unwrap();
     }
@@ -64,7 +64,7 @@ async fn search_ranks_by_layer_then_score_then_recency(repo: Arc<dyn MemoryRepos
         (MemoryLayer::User, "rust hobby", &all),
         (MemoryLayer::Agent, "notes about rust", &all),
     ] {
-        engine.add(&t, add(layer, text, scope)).await.unwrap();
+        engine.add(&t, add(layer, text, scope), None).await.unwrap();
         // Distinct update times, so that recency is observable.
         tokio::time::sleep(Duration::from_millis(3)).await;
     }
@@ -137,7 +137,7 @@ async fn threshold_and_limits_are_honoured(repo: Arc<dyn MemoryRepository>) {
     let u1 = ids(&[(UserId, "u1")]);
     for text in ["rust deploy service habits", "rust habits", "rust hobby"] {
         engine
-            .add(&t, add(MemoryLayer::User, text, &u1))
+            .add(&t, add(MemoryLayer::User, text, &u1), None)
             .await
             .unwrap();
     }
@@ -204,7 +204,7 @@ async fn threshold_and_limits_are_honoured(repo: Arc<dyn MemoryRepository>) {
         "query",
     );
     let long = add(MemoryLayer::User, &"x".repeat(1025), &u1);
-    invalid_naming(engine.add(&t, long).await, "content");
+    invalid_naming(engine.add(&t, long, None).await, "content");
     let mut heavy = add(MemoryLayer::User, "fine", &u1);
     heavy.metadata = Some(
         json!({"blob": "y".repeat(1100)})
@@ -212,7 +212,7 @@ async fn threshold_and_limits_are_honoured(repo: Arc<dyn MemoryRepository>) {
             .unwrap()
             .clone(),
     );
-    invalid_naming(engine.add(&t, heavy).await, "metadata");
+    invalid_naming(engine.add(&t, heavy, None).await, "metadata");
 }
 
 async fn missing_scope_ids_are_named(repo: Arc<dyn MemoryRepository>) {
@@ -221,19 +221,21 @@ async fn missing_scope_ids_are_named(repo: Arc<dyn MemoryRepository>) {
     let user_only = ids(&[(UserId, "u1")]);
     invalid_naming(
         engine
-            .add(&t, add(MemoryLayer::Session, "x", &user_only))
+            .add(&t, add(MemoryLayer::Session, "x", &user_only), None)
             .await,
         "sessionId",
     );
     let agent_only = ids(&[(AgentId, "a1")]);
     invalid_naming(
         engine
-            .add(&t, add(MemoryLayer::Agent, "x", &agent_only))
+            .add(&t, add(MemoryLayer::Agent, "x", &agent_only), None)
             .await,
         "userId",
     );
     invalid_naming(
-        engine.add(&t, add(MemoryLayer::Org, "x", &user_only)).await,
+        engine
+            .add(&t, add(MemoryLayer::Org, "x", &user_only), None)
+            .await,
         "orgId",
     );
 
@@ -258,7 +260,7 @@ async fn missing_scope_ids_are_named(repo: Arc<dyn MemoryRepository>) {
     let bad_unused = ids(&[(UserId, "u1"), (TeamId, "a\u{0}b")]);
     invalid_naming(
         engine
-            .add(&t, add(MemoryLayer::User, "x", &bad_unused))
+            .add(&t, add(MemoryLayer::User, "x", &bad_unused), None)
             .await,
         "teamId",
     );

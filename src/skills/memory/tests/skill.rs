@@ -15,6 +15,7 @@ fn caller(tenant_name: &str) -> Caller {
     Caller {
         tenant: tenant(tenant_name),
         context_id: ContextId::parse("ctx-1").unwrap(),
+        fence_token: None,
     }
 }
 

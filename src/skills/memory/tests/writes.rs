@@ -29,6 +29,7 @@ async fn governance_blocks_writes_before_they_are_stored(repo: Arc<dyn MemoryRep
         .add(
             &t,
             add(MemoryLayer::Project, "the db password is hunter2", &p1),
+            None,
         )
         .await;
     let Err(SkillError::Blocked { message, report }) = blocked else {
@@ -59,7 +60,7 @@ async fn governance_blocks_writes_before_they_are_stored(repo: Arc<dyn MemoryRep
 
     // Warnings do not block.
     let kept = engine
-        .add(&t, add(MemoryLayer::Project, "maybe use tabs", &p1))
+        .add(&t, add(MemoryLayer::Project, "maybe use tabs", &p1), None)
         .await
         .unwrap();
     let update = UpdateMemory {
@@ -70,7 +71,7 @@ async fn governance_blocks_writes_before_they_are_stored(repo: Arc<dyn MemoryRep
         ids: p1.clone(),
     };
     assert!(matches!(
-        engine.update(&t, update).await,
+        engine.update(&t, update, None).await,
         Err(SkillError::Blocked { .. })
     ));
     let stored = engine.get(&t, reference(&kept.id, &p1)).await.unwrap();
@@ -82,7 +83,7 @@ async fn feedback_moves_importance_by_a_quarter_of_the_reward(repo: Arc<dyn Memo
     let t = tenant("t1");
     let u1 = ids(&[(UserId, "u1")]);
     let id = engine
-        .add(&t, add(MemoryLayer::User, "likes jazz", &u1))
+        .add(&t, add(MemoryLayer::User, "likes jazz", &u1), None)
         .await
         .unwrap()
         .id;
@@ -95,18 +96,24 @@ async fn feedback_moves_importance_by_a_quarter_of_the_reward(repo: Arc<dyn Memo
     };
     for (reward, expected) in [(1.0, 0.75), (1.0, 1.0), (-0.5, 0.875), (-1.0, 0.625)] {
         assert_eq!(
-            engine.feedback(&t, feedback(reward, &u1)).await.unwrap(),
+            engine
+                .feedback(&t, feedback(reward, &u1), None)
+                .await
+                .unwrap(),
             expected
         );
     }
     for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1.5, -1.01] {
-        invalid_naming(engine.feedback(&t, feedback(bad, &u1)).await, "reward");
+        invalid_naming(
+            engine.feedback(&t, feedback(bad, &u1), None).await,
+            "reward",
+        );
     }
     let stored = engine.get(&t, reference(&id, &u1)).await.unwrap();
     assert_eq!(stored.importance, 0.625, "refused feedback changed nothing");
     let stranger = ids(&[(UserId, "u2")]);
     assert!(matches!(
-        engine.feedback(&t, feedback(1.0, &stranger)).await,
+        engine.feedback(&t, feedback(1.0, &stranger), None).await,
         Err(SkillError::NotFound(_))
     ));
 }
@@ -119,11 +126,11 @@ async fn users_and_tenants_never_see_each_other(repo: Arc<dyn MemoryRepository>)
     let mut own = Vec::new();
     for (t, who) in [(&t1, &u1), (&t1, &u2), (&t2, &u1)] {
         let user = engine
-            .add(t, add(MemoryLayer::User, "my secret plan", who))
+            .add(t, add(MemoryLayer::User, "my secret plan", who), None)
             .await
             .unwrap();
         let session = engine
-            .add(t, add(MemoryLayer::Session, "secret plan today", who))
+            .add(t, add(MemoryLayer::Session, "secret plan today", who), None)
             .await;
         own.push((t, who, [user.id, session.unwrap().id]));
     }
@@ -147,11 +154,11 @@ async fn updates_and_deletes_reach_only_existing_memories(repo: Arc<dyn MemoryRe
     let t = tenant("t1");
     let u1 = ids(&[(UserId, "u1")]);
     let first = engine
-        .add(&t, add(MemoryLayer::User, "first", &u1))
+        .add(&t, add(MemoryLayer::User, "first", &u1), None)
         .await
         .unwrap();
     let second = engine
-        .add(&t, add(MemoryLayer::User, "second", &u1))
+        .add(&t, add(MemoryLayer::User, "second", &u1), None)
         .await
         .unwrap();
     let update = |content: Option<&str>, tags: Option<Vec<String>>| UpdateMemory {
@@ -161,19 +168,22 @@ async fn updates_and_deletes_reach_only_existing_memories(repo: Arc<dyn MemoryRe
         metadata: None,
         ids: u1.clone(),
     };
-    invalid_naming(engine.update(&t, update(None, None)).await, "content");
+    invalid_naming(engine.update(&t, update(None, None), None).await, "content");
     invalid_naming(
-        engine.update(&t, update(Some("first"), None)).await,
+        engine.update(&t, update(Some("first"), None), None).await,
         "content",
     );
     let tagged = engine
-        .update(&t, update(None, Some(vec![" b ".into(), "a".into()])))
+        .update(&t, update(None, Some(vec![" b ".into(), "a".into()])), None)
         .await;
     assert_eq!(tagged.unwrap().tags, ["b", "a"]);
 
-    engine.delete(&t, reference(&first.id, &u1)).await.unwrap();
+    engine
+        .delete(&t, reference(&first.id, &u1), None)
+        .await
+        .unwrap();
     assert!(matches!(
-        engine.delete(&t, reference(&first.id, &u1)).await,
+        engine.delete(&t, reference(&first.id, &u1), None).await,
         Err(SkillError::NotFound(_))
     ));
     assert!(matches!(
@@ -181,7 +191,7 @@ async fn updates_and_deletes_reach_only_existing_memories(repo: Arc<dyn MemoryRe
         Err(SkillError::NotFound(_))
     ));
     let renamed = engine
-        .update(&t, update(Some("first"), None))
+        .update(&t, update(Some("first"), None), None)
         .await
         .unwrap();
     assert_eq!(

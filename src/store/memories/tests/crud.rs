@@ -23,7 +23,7 @@ async fn a_memory_is_added_read_updated_and_deleted(repo: Arc<dyn MemoryReposito
     let mut new = memory(&t, &u, "Prefers dark roast coffee ☕");
     new.tags = vec!["taste".into(), "coffee".into()];
     new.metadata = metadata(json!({"source": "chat", "n": 1}));
-    let added = repo.add(&new).await.unwrap();
+    let added = repo.add(&new, None).await.unwrap();
     assert!(!added.duplicate);
     assert!(uuid::Uuid::parse_str(&added.id).is_ok_and(|id| id.get_version_num() == 7));
 
@@ -52,7 +52,7 @@ async fn a_memory_is_added_read_updated_and_deleted(repo: Arc<dyn MemoryReposito
         ..MemoryChange::at(Timestamp(2_000))
     };
     let updated = repo
-        .update(&t, std::slice::from_ref(&u), &added.id, &change)
+        .update(&t, std::slice::from_ref(&u), &added.id, &change, None)
         .await
         .unwrap()
         .unwrap();
@@ -79,7 +79,13 @@ async fn a_memory_is_added_read_updated_and_deleted(repo: Arc<dyn MemoryReposito
         ..MemoryChange::at(Timestamp(3_000))
     };
     let updated = repo
-        .update(&t, std::slice::from_ref(&u), &added.id, &only_metadata)
+        .update(
+            &t,
+            std::slice::from_ref(&u),
+            &added.id,
+            &only_metadata,
+            None,
+        )
         .await
         .unwrap()
         .unwrap();
@@ -87,7 +93,7 @@ async fn a_memory_is_added_read_updated_and_deleted(repo: Arc<dyn MemoryReposito
     assert_eq!(updated.metadata, metadata(json!({"source": "review"})));
 
     assert!(
-        repo.delete(&t, std::slice::from_ref(&u), &added.id)
+        repo.delete(&t, std::slice::from_ref(&u), &added.id, None)
             .await
             .unwrap()
     );
@@ -99,18 +105,18 @@ async fn a_memory_is_added_read_updated_and_deleted(repo: Arc<dyn MemoryReposito
     );
     assert!(
         !repo
-            .delete(&t, std::slice::from_ref(&u), &added.id)
+            .delete(&t, std::slice::from_ref(&u), &added.id, None)
             .await
             .unwrap()
     );
     assert_eq!(
-        repo.update(&t, std::slice::from_ref(&u), &added.id, &change)
+        repo.update(&t, std::slice::from_ref(&u), &added.id, &change, None)
             .await
             .unwrap(),
         None
     );
     assert_eq!(
-        repo.adjust_importance(&t, &[u], &added.id, 0.1)
+        repo.adjust_importance(&t, &[u], &added.id, 0.1, None)
             .await
             .unwrap(),
         None
@@ -120,11 +126,11 @@ async fn a_memory_is_added_read_updated_and_deleted(repo: Arc<dyn MemoryReposito
 async fn duplicates_are_detected_per_tenant_and_scope(repo: Arc<dyn MemoryRepository>) {
     let t1 = tenant("t1");
     let first = repo
-        .add(&memory(&t1, &user("u1"), "likes jazz"))
+        .add(&memory(&t1, &user("u1"), "likes jazz"), None)
         .await
         .unwrap();
     let again = repo
-        .add(&memory(&t1, &user("u1"), "likes jazz"))
+        .add(&memory(&t1, &user("u1"), "likes jazz"), None)
         .await
         .unwrap();
     assert_eq!(
@@ -144,7 +150,7 @@ async fn duplicates_are_detected_per_tenant_and_scope(repo: Arc<dyn MemoryReposi
         memory(&tenant("t2"), &user("u1"), "likes jazz"),
         memory(&t1, &user("u1"), "likes jazz "),
     ] {
-        let added = repo.add(&other).await.unwrap();
+        let added = repo.add(&other, None).await.unwrap();
         assert!(!added.duplicate, "{other:?}");
         assert_ne!(added.id, first.id);
     }
@@ -153,14 +159,14 @@ async fn duplicates_are_detected_per_tenant_and_scope(repo: Arc<dyn MemoryReposi
 async fn updating_onto_existing_content_conflicts(repo: Arc<dyn MemoryRepository>) {
     let t = tenant("t1");
     let u = user("u1");
-    repo.add(&memory(&t, &u, "first")).await.unwrap();
-    let second = repo.add(&memory(&t, &u, "second")).await.unwrap();
+    repo.add(&memory(&t, &u, "first"), None).await.unwrap();
+    let second = repo.add(&memory(&t, &u, "second"), None).await.unwrap();
     let change = MemoryChange {
         content: Some("first".into()),
         ..MemoryChange::at(Timestamp(5_000))
     };
     let clash = repo
-        .update(&t, std::slice::from_ref(&u), &second.id, &change)
+        .update(&t, std::slice::from_ref(&u), &second.id, &change, None)
         .await;
     assert!(matches!(clash, Err(StoreError::Conflict(_))), "{clash:?}");
     let unchanged = repo.get(&t, &[u], &second.id).await.unwrap().unwrap();
@@ -175,7 +181,7 @@ async fn new_content_replaces_the_embedding(repo: Arc<dyn MemoryRepository>) {
     let u = user("u1");
     let mut new = memory(&t, &u, "sails on weekends");
     new.embedding = Some(vec![0.25, -1.5, 3.0]);
-    let id = repo.add(&new).await.unwrap().id;
+    let id = repo.add(&new, None).await.unwrap().id;
     let stored = repo
         .get(&t, std::slice::from_ref(&u), &id)
         .await
@@ -189,7 +195,7 @@ async fn new_content_replaces_the_embedding(repo: Arc<dyn MemoryRepository>) {
         ..MemoryChange::at(Timestamp(2_000))
     };
     let kept = repo
-        .update(&t, std::slice::from_ref(&u), &id, &tags_only)
+        .update(&t, std::slice::from_ref(&u), &id, &tags_only, None)
         .await
         .unwrap()
         .unwrap();
@@ -204,7 +210,7 @@ async fn new_content_replaces_the_embedding(repo: Arc<dyn MemoryRepository>) {
         ..MemoryChange::at(Timestamp(3_000))
     };
     let cleared = repo
-        .update(&t, std::slice::from_ref(&u), &id, &new_content)
+        .update(&t, std::slice::from_ref(&u), &id, &new_content, None)
         .await
         .unwrap()
         .unwrap();
@@ -215,16 +221,23 @@ async fn new_content_replaces_the_embedding(repo: Arc<dyn MemoryRepository>) {
 
     let mut bad = memory(&t, &u, "nan vector");
     bad.embedding = Some(vec![1.0, f32::NAN]);
-    assert!(matches!(repo.add(&bad).await, Err(StoreError::Query(_))));
+    assert!(matches!(
+        repo.add(&bad, None).await,
+        Err(StoreError::Query(_))
+    ));
 }
 
 async fn importance_moves_within_bounds(repo: Arc<dyn MemoryRepository>) {
     let t = tenant("t1");
     let u = user("u1");
-    let id = repo.add(&memory(&t, &u, "importance")).await.unwrap().id;
+    let id = repo
+        .add(&memory(&t, &u, "importance"), None)
+        .await
+        .unwrap()
+        .id;
     let adjust = |delta| {
         let (repo, t, u, id) = (repo.clone(), t.clone(), u.clone(), id.clone());
-        async move { repo.adjust_importance(&t, &[u], &id, delta).await }
+        async move { repo.adjust_importance(&t, &[u], &id, delta, None).await }
     };
     assert_eq!(adjust(0.25).await.unwrap(), Some(0.75));
     assert_eq!(adjust(1.0).await.unwrap(), Some(1.0));
@@ -248,7 +261,7 @@ async fn importance_moves_within_bounds(repo: Arc<dyn MemoryRepository>) {
     let mut out_of_range = memory(&t, &u, "too important");
     out_of_range.importance = 1.5;
     assert!(matches!(
-        repo.add(&out_of_range).await,
+        repo.add(&out_of_range, None).await,
         Err(StoreError::Query(_))
     ));
 }

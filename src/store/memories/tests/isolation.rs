@@ -48,7 +48,7 @@ async fn every_scope_sees_only_its_own_memories(repo: Arc<dyn MemoryRepository>)
     for t in &tenants {
         for (label, s) in scopes() {
             let content = format!("secret of {} {label}", t.as_str());
-            let id = repo.add(&memory(t, &s, &content)).await.unwrap().id;
+            let id = repo.add(&memory(t, &s, &content), None).await.unwrap().id;
             owned.push((t.clone(), s, content, id));
         }
     }
@@ -88,18 +88,21 @@ async fn every_scope_sees_only_its_own_memories(repo: Arc<dyn MemoryRepository>)
                 "{why}"
             );
             assert_eq!(
-                repo.update(reader_tenant, reader, other_id, &change)
+                repo.update(reader_tenant, reader, other_id, &change, None)
                     .await
                     .unwrap(),
                 None,
                 "{why}"
             );
             assert!(
-                !repo.delete(reader_tenant, reader, other_id).await.unwrap(),
+                !repo
+                    .delete(reader_tenant, reader, other_id, None)
+                    .await
+                    .unwrap(),
                 "{why}"
             );
             assert_eq!(
-                repo.adjust_importance(reader_tenant, reader, other_id, 0.5)
+                repo.adjust_importance(reader_tenant, reader, other_id, 0.5, None)
                     .await
                     .unwrap(),
                 None,

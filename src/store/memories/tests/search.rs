@@ -33,7 +33,7 @@ async fn add_filler(repo: &dyn MemoryRepository, t: &TenantId, s: &MemoryScope) 
         "reads poetry",
         "plays chess",
     ] {
-        repo.add(&memory(t, s, text)).await.unwrap();
+        repo.add(&memory(t, s, text), None).await.unwrap();
     }
 }
 
@@ -46,7 +46,7 @@ async fn more_matching_words_rank_higher(repo: Arc<dyn MemoryRepository>) {
         "writes rust services with tokio",
         "writes rust services with tokio on actix",
     ] {
-        repo.add(&memory(&t, &u, text)).await.unwrap();
+        repo.add(&memory(&t, &u, text), None).await.unwrap();
     }
     let hits = repo
         .search_text(&t, &u, &q("Rust tokio ACTIX"), &[], 10)
@@ -73,8 +73,8 @@ async fn scores_are_normalised_below_one(repo: Arc<dyn MemoryRepository>) {
     let u = user("u1");
     add_filler(&*repo, &t, &u).await;
     let dense = "alpha beta gamma ".repeat(50);
-    repo.add(&memory(&t, &u, &dense)).await.unwrap();
-    repo.add(&memory(&t, &u, "alpha and nothing else"))
+    repo.add(&memory(&t, &u, &dense), None).await.unwrap();
+    repo.add(&memory(&t, &u, "alpha and nothing else"), None)
         .await
         .unwrap();
     let hits = repo
@@ -101,7 +101,7 @@ async fn tags_filter_requires_every_tag(repo: Arc<dyn MemoryRepository>) {
     ] {
         let mut new = memory(&t, &u, text);
         new.tags = tags.into_iter().map(String::from).collect();
-        repo.add(&new).await.unwrap();
+        repo.add(&new, None).await.unwrap();
     }
     let search = |tags: &[&str]| {
         let tags: Vec<String> = tags.iter().map(|s| s.to_string()).collect();
@@ -134,11 +134,10 @@ async fn query_syntax_in_user_text_is_inert(repo: Arc<dyn MemoryRepository>) {
     let t = tenant("t1");
     let u = user("u1");
     add_filler(&*repo, &t, &u).await;
-    repo.add(&memory(
-        &t,
-        &u,
-        "the NEAR term and OR operator are words here",
-    ))
+    repo.add(
+        &memory(&t, &u, "the NEAR term and OR operator are words here"),
+        None,
+    )
     .await
     .unwrap();
     for text in [
@@ -161,7 +160,7 @@ async fn the_index_follows_updates_and_deletes(repo: Arc<dyn MemoryRepository>) 
     let u = user("u1");
     add_filler(&*repo, &t, &u).await;
     let id = repo
-        .add(&memory(&t, &u, "favourite colour is teal"))
+        .add(&memory(&t, &u, "favourite colour is teal"), None)
         .await
         .unwrap()
         .id;
@@ -169,7 +168,7 @@ async fn the_index_follows_updates_and_deletes(repo: Arc<dyn MemoryRepository>) 
         content: Some("favourite colour is orange".into()),
         ..MemoryChange::at(Timestamp(2_000))
     };
-    repo.update(&t, std::slice::from_ref(&u), &id, &change)
+    repo.update(&t, std::slice::from_ref(&u), &id, &change, None)
         .await
         .unwrap()
         .unwrap();
@@ -184,7 +183,7 @@ async fn the_index_follows_updates_and_deletes(repo: Arc<dyn MemoryRepository>) 
         .await
         .unwrap();
     assert_eq!(contents(&hits), ["favourite colour is orange"]);
-    repo.delete(&t, std::slice::from_ref(&u), &id)
+    repo.delete(&t, std::slice::from_ref(&u), &id, None)
         .await
         .unwrap();
     assert!(
@@ -207,11 +206,11 @@ async fn the_scan_returns_embedded_memories_newest_first(repo: Arc<dyn MemoryRep
         } else {
             Vec::new()
         };
-        repo.add(&new).await.unwrap();
+        repo.add(&new, None).await.unwrap();
     }
     let mut other = memory(&t, &user("u2"), "someone else's");
     other.embedding = Some(vec![1.0, 1.0]);
-    repo.add(&other).await.unwrap();
+    repo.add(&other, None).await.unwrap();
 
     let names = |records: Vec<crate::store::memories::MemoryRecord>| -> Vec<String> {
         records.into_iter().map(|r| r.content).collect()
