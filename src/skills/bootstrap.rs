@@ -78,7 +78,10 @@ pub async fn configured(
     };
     if let Some(knowledge) = knowledge {
         knowledge.set_validator(governance.clone());
-        registry.register(Arc::new(KnowledgeSkill::new(knowledge)));
+        let hold_check = crate::store::cluster::HoldCheck::open(store)?;
+        registry.register(Arc::new(
+            KnowledgeSkill::new(knowledge).with_hold_check(hold_check),
+        ));
     }
     registry.register(Arc::new(GovernanceSkill::new(governance.clone())));
     registry.register(Arc::new(SessionContextSkill::new(memory, governance)));

@@ -114,6 +114,70 @@ pub struct ThreadHold<'a> {
 pub const HOLD_LOST: &str = "fenced: this node no longer holds the lease the turn was placed under";
 pub const THREAD_ELSEWHERE: &str = "fenced: the turn's thread is another node's";
 
+/// Checks a turn's hold on its thread for a tool whose writes cannot join a database
+/// statement: the knowledge skill's git commits. It reads what the memory skill's writes
+/// check in their own statement (the node's token, the thread's owner) just before the
+/// write, so a node that was frozen and has woken up finds its hold gone and writes
+/// nothing; only a node frozen between this check and the end of its write (a git
+/// commit: milliseconds) can still write after a takeover.
+pub struct HoldCheck {
+    pool: diesel_async::pooled_connection::deadpool::Pool<diesel_async::AsyncPgConnection>,
+    fence: Arc<Fence>,
+    acquire_timeout: std::time::Duration,
+}
+
+#[derive(diesel::QueryableByName)]
+struct Holds {
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    held: bool,
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    owned: bool,
+}
+
+impl HoldCheck {
+    /// In cluster mode (`cfg.fence`), a check on the store's database over one connection
+    /// of its own (none opened yet); `None` otherwise.
+    pub fn open(cfg: &super::StoreConfig) -> Result<Option<Arc<HoldCheck>>, StoreError> {
+        let (Some((fence, _)), super::Location::Postgres(url)) = (&cfg.fence, cfg.location()?)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Arc::new(HoldCheck {
+            pool: super::postgres::pool(&url, 1, "postgres hold check")?,
+            fence: fence.clone(),
+            acquire_timeout: cfg.acquire_timeout(),
+        })))
+    }
+
+    /// `Ok` while this node holds `hold`'s token and no other node owns its thread;
+    /// [`StoreError::Fenced`] otherwise.
+    pub async fn check(
+        &self,
+        tenant: &crate::domain::TenantId,
+        hold: ThreadHold<'_>,
+    ) -> Result<(), StoreError> {
+        use diesel::sql_types::{BigInt, Text};
+        use diesel_async::RunQueryDsl;
+        let mut conn =
+            super::queries::checkout(&self.pool, self.acquire_timeout, "hold check").await?;
+        let holds: Holds = diesel::sql_query(
+            "SELECT EXISTS (SELECT 1 FROM cluster_nodes WHERE node_id = $1 AND token = $2) \
+             AS held, NOT EXISTS (SELECT 1 FROM threads WHERE tenant_id = $3 \
+             AND thread_id = $4 AND owner_node <> $1) AS owned",
+        )
+        .bind::<Text, _>(self.fence.node_id())
+        .bind::<BigInt, _>(hold.token)
+        .bind::<Text, _>(tenant.as_str())
+        .bind::<Text, _>(hold.thread.as_str())
+        .get_result(&mut *conn)
+        .await?;
+        match holds.held && holds.owned {
+            true => Ok(()),
+            false => Err(StoreError::Fenced),
+        }
+    }
+}
+
 /// Who serves a thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {

@@ -565,16 +565,22 @@ async fn a_node_whose_lease_was_taken_writes_nothing_and_rejoins() {
 }
 
 /// A turn whose node loses the thread while the turn runs (a takeover raises the node's
-/// token) writes nothing through its tools either: the memory it adds is refused, as
-/// its own commits are, and the client is told to retry.
+/// token) writes nothing through its tools either: the memory it adds and the knowledge
+/// item it proposes are refused, as its own commits are, and the client is told to
+/// retry.
 #[actix_web::test]
 async fn a_turn_fenced_off_while_it_runs_writes_nothing_through_its_tools() {
     let Some(db) = fresh_postgres().await else {
         return;
     };
-    let backend = || Backend::Postgres(db.url.clone());
-    let a = spawn_app_with_skills_in(None, backend(), cluster_settings("node-a")).await;
-    let _b = spawn_app_with_skills_in(None, backend(), cluster_settings("node-b")).await;
+    // Each node's knowledge repository in a directory of its own.
+    let node = |id: &'static str| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let backend = Backend::Postgres(db.url.clone());
+        spawn_app_with_skills_in(Some(dir), backend, cluster_settings(id))
+    };
+    let a = node("node-a").await;
+    let _b = node("node-b").await;
     let url = db.url.clone();
     let memories = |url: String| async move {
         query_one(
@@ -628,11 +634,14 @@ async fn a_turn_fenced_off_while_it_runs_writes_nothing_through_its_tools() {
         "kept",
         "the fenced turn's memory is not stored"
     );
+    // Both tools were refused (the knowledge item is checked before its git commit).
     let metrics = a.get("/metrics").await.text().await.unwrap();
-    assert!(
-        metrics.contains(r#"tool="memory_add",outcome="fenced""#),
-        "{metrics}"
-    );
+    for tool in ["memory_add", "knowledge_propose"] {
+        assert!(
+            metrics.contains(&format!(r#"tool="{tool}",outcome="fenced""#)),
+            "{tool}: {metrics}"
+        );
+    }
 }
 
 #[actix_web::test]

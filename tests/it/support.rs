@@ -21,8 +21,9 @@ use tokio::sync::Notify;
 /// `panic` working → panic; `wait` working → waits for `release` → artifact → completed;
 /// `reject-request` fails the request with InvalidParams; `internal` an internal error;
 /// `chunks` two appended chunks → completed; `silent` returns without output;
-/// `remember <text>` working → waits in "hold" for `release` → `memory_add` of the text
-/// (user `u1`) through the turn's tools → completed, or failed with the tool's error.
+/// `remember <text>` working → waits in "hold" for `release` → `knowledge_propose` of
+/// `project/adr/<text>` and `memory_add` of the text (user `u1`) through the turn's tools
+/// → completed, or failed with the tools' errors.
 pub struct ScriptedExecutor {
     pub release: Arc<Notify>,
     /// Turns now waiting in "hold".
@@ -70,15 +71,28 @@ impl AgentExecutor for ScriptedExecutor {
                 self.release.notified().await;
                 self.holding.fetch_sub(1, Ordering::SeqCst);
                 let content = text.trim_start_matches("remember").trim();
-                let arguments = json!({"content": content, "layer": "user", "userId": "u1"});
-                match turn
-                    .tools
-                    .call("memory_add", None, arguments, turn.caller())
-                    .await
-                {
-                    Some(Ok(_)) => sink.complete(Some(sink.text("remembered"))).await,
-                    Some(Err(e)) => sink.fail(sink.text(format!("memory_add: {e}"))).await,
-                    None => Err(Error::internal("no memory_add tool")),
+                let calls = [
+                    (
+                        "knowledge_propose",
+                        json!({"layer": "project", "path": format!("adr/{content}"),
+                               "type": "adr", "title": content, "body": content}),
+                    ),
+                    (
+                        "memory_add",
+                        json!({"content": content, "layer": "user", "userId": "u1"}),
+                    ),
+                ];
+                let mut failed = Vec::new();
+                for (tool, arguments) in calls {
+                    match turn.tools.call(tool, None, arguments, turn.caller()).await {
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => failed.push(format!("{tool}: {e}")),
+                        None => return Err(Error::internal(format!("no {tool} tool"))),
+                    }
+                }
+                match failed.is_empty() {
+                    true => sink.complete(Some(sink.text("remembered"))).await,
+                    false => sink.fail(sink.text(failed.join("; "))).await,
                 }
             }
             // Nothing at all until released: the turn's first writes wait with it (as on

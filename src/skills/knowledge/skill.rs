@@ -20,6 +20,8 @@ use super::repo::CommitInfo;
 use super::schema;
 use crate::skills::governance::{RuleSpec, Scope};
 use crate::skills::{Caller, Skill, SkillError, SkillInfo, ToolSpec};
+use crate::store::StoreError;
+use crate::store::cluster::HoldCheck;
 
 /// Characters of the body shown as a query result's summary.
 const SUMMARY_CHARS: usize = 200;
@@ -29,6 +31,9 @@ pub struct KnowledgeSkill {
     engine: Arc<KnowledgeEngine>,
     info: SkillInfo,
     tools: Vec<ToolSpec>,
+    /// Cluster mode: the check of a calling turn's hold on its thread, made before each
+    /// write (`HoldCheck`).
+    hold_check: Option<Arc<HoldCheck>>,
 }
 
 impl KnowledgeSkill {
@@ -52,6 +57,32 @@ impl KnowledgeSkill {
             engine,
             info,
             tools: schema::tools(),
+            hold_check: None,
+        }
+    }
+
+    /// In cluster mode: writes made for a turn first check its hold on its thread with
+    /// `check`, and a turn another node has taken over writes nothing.
+    pub fn with_hold_check(mut self, check: Option<Arc<HoldCheck>>) -> Self {
+        self.hold_check = check;
+        self
+    }
+
+    /// Before a write: refuses it ([`SkillError::Fenced`]) when the calling turn's node no
+    /// longer holds its thread.
+    async fn check_hold(&self, caller: &Caller) -> Result<(), SkillError> {
+        let (Some(check), Some(hold)) = (&self.hold_check, caller.hold()) else {
+            return Ok(());
+        };
+        match check.check(&caller.tenant, hold).await {
+            Ok(()) => Ok(()),
+            Err(StoreError::Fenced) => Err(SkillError::Fenced(
+                "this node no longer holds the turn's thread (another node took it over); \
+                 nothing was written"
+                    .into(),
+            )),
+            Err(StoreError::Unavailable(detail)) => Err(SkillError::Unavailable(detail)),
+            Err(e) => Err(SkillError::Failed(e.to_string())),
         }
     }
 
@@ -152,6 +183,7 @@ impl Skill for KnowledgeSkill {
                         project_id: args.take("projectId")?,
                     },
                 };
+                self.check_hold(caller).await?;
                 let item = self
                     .run(move |e| e.propose(&tenant, &author, input))
                     .await?;
@@ -170,6 +202,7 @@ impl Skill for KnowledgeSkill {
                     reason: args.take("reason")?,
                     superseded_by,
                 };
+                self.check_hold(caller).await?;
                 let updated = self
                     .run(move |e| e.update_status(&tenant, &author, &id, change))
                     .await?;
@@ -180,6 +213,7 @@ impl Skill for KnowledgeSkill {
             }
             schema::DELETE => {
                 let id = item_id(&mut args, "id")?;
+                self.check_hold(caller).await?;
                 let deleted = self.run(move |e| e.delete(&tenant, &author, &id)).await?;
                 Ok(json!({
                     "id": deleted.id.to_string(),

@@ -1,6 +1,7 @@
 //! Cluster mode (Postgres): the memory skill's writes under a turn's hold on its thread
 //! commit only while this node holds the token the turn was placed under and no other
-//! node owns the thread; otherwise they are refused (`Fenced`) and write nothing.
+//! node owns the thread; otherwise they are refused (`Fenced`) and write nothing. The
+//! check the knowledge skill makes before its git commits asks the same.
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use super::*;
 use crate::domain::ContextId;
 use crate::store::StoreError;
-use crate::store::cluster::{Fence, ThreadHold};
+use crate::store::cluster::{Fence, HoldCheck, ThreadHold};
 use crate::store::memories::MemoryChange;
 use crate::store::testing::PgTestDb;
 
@@ -140,4 +141,53 @@ async fn writes_under_a_hold_commit_only_while_the_node_holds_the_thread() {
             .unwrap()
     );
     assert_eq!(contents(&mut admin).await, ["by hand", "on a new thread"]);
+
+    // What the knowledge skill asks before its git commits: the same two conditions.
+    let check = HoldCheck::open(&config).unwrap().unwrap();
+    check
+        .check(
+            &t,
+            ThreadHold {
+                thread: &ours,
+                token: 7,
+            },
+        )
+        .await
+        .unwrap();
+    check
+        .check(
+            &t,
+            ThreadHold {
+                thread: &unstored,
+                token: 7,
+            },
+        )
+        .await
+        .unwrap();
+    fenced(
+        check
+            .check(
+                &t,
+                ThreadHold {
+                    thread: &ours,
+                    token: 6,
+                },
+            )
+            .await,
+        "check, moved token",
+    );
+    fenced(
+        check
+            .check(
+                &t,
+                ThreadHold {
+                    thread: &theirs,
+                    token: 7,
+                },
+            )
+            .await,
+        "check, another node's thread",
+    );
+    // Without cluster mode there is nothing to check.
+    assert!(HoldCheck::open(&db.config).unwrap().is_none());
 }
