@@ -573,11 +573,17 @@ async fn a_turn_fenced_off_while_it_runs_writes_nothing_through_its_tools() {
     let Some(db) = fresh_postgres().await else {
         return;
     };
-    // Each node's knowledge repository in a directory of its own.
+    // Each node's knowledge repository in a directory of its own. A renewal would find
+    // A's token moved and drop A's actors, cutting the turn short before its tools run:
+    // none comes within the test, which is what a node frozen past its lease meets.
     let node = |id: &'static str| {
         let dir = tempfile::tempdir().expect("temp dir");
         let backend = Backend::Postgres(db.url.clone());
-        spawn_app_with_skills_in(Some(dir), backend, cluster_settings(id))
+        spawn_app_with_skills_in(Some(dir), backend, |s| {
+            cluster_settings(id)(s);
+            s.cluster.lease_ttl_ms = 60_000;
+            s.cluster.heartbeat_ms = 30_000;
+        })
     };
     let a = node("node-a").await;
     let _b = node("node-b").await;
