@@ -365,6 +365,96 @@ async fn a_leaving_node_fails_readiness_and_ends_followed_streams_but_still_serv
     assert_eq!(r.status(), 503, "a draining node takes no new message");
 }
 
+/// The same over gRPC: a node that begins to leave ends the `SubscribeToTask` streams
+/// that follow another node's task, after what the log holds, and refuses new ones with
+/// `UNAVAILABLE`; the client resumes on another node with `last-event-id` and gets the
+/// rest, nothing repeated.
+#[actix_web::test]
+async fn a_leaving_node_ends_followed_grpc_streams_for_clients_to_resume_elsewhere() {
+    use a2a_pb::proto;
+    use futures_util::StreamExt;
+
+    use crate::grpc::{call, client, event_id, kind};
+
+    let Some((_db, a, b)) = two_nodes().await else {
+        return;
+    };
+    let id = a.start_waiting_task().await;
+    let subscribe = |last: Option<String>| {
+        let id = id.clone();
+        let last = last.unwrap_or_default();
+        move |mut c: a2a_pb::proto::a2a_service_client::A2aServiceClient<_>| async move {
+            let request = proto::SubscribeToTaskRequest {
+                id,
+                ..Default::default()
+            };
+            let metadata: &[(&'static str, &str)] = match last.as_str() {
+                "" => &[],
+                last => &[("last-event-id", last)],
+            };
+            c.subscribe_to_task(call(request, metadata)).await
+        }
+    };
+    let mut followed = subscribe(None)(client(&b).await)
+        .await
+        .expect("B follows A's task")
+        .into_inner();
+    let first = followed.next().await.unwrap().unwrap();
+    assert_eq!(kind(&first), "task", "{first:?}");
+
+    b.runtime.begin_leaving();
+    let started = Instant::now();
+    let mut seen = vec![event_id(&first).unwrap()];
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(10), followed.next())
+            .await
+            .expect("the followed stream ends although the task still runs on A");
+        match next {
+            Some(Ok(event)) => seen.push(event_id(&event).unwrap()),
+            Some(Err(status)) => panic!("ends cleanly, not with {status:?}"),
+            None => break,
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "ended within a second of the notice: {:?}",
+        started.elapsed()
+    );
+    let last = *seen.last().unwrap();
+    let refused = subscribe(Some(last.to_string()))(client(&b).await)
+        .await
+        .expect_err("no new subscription on a leaving node");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+
+    let mut resumed = subscribe(Some(last.to_string()))(client(&a).await)
+        .await
+        .expect("resumes on A")
+        .into_inner();
+    a.release.notify_one();
+    let mut rest = Vec::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(10), resumed.next())
+        .await
+        .expect("the resumed stream moves")
+    {
+        rest.push(event.unwrap());
+    }
+    let ids: Vec<i64> = rest.iter().map(|e| event_id(e).unwrap()).collect();
+    let expected: Vec<i64> = (last + 1..).take(ids.len()).collect();
+    assert_eq!(
+        ids, expected,
+        "from the next event on: none lost, none repeated"
+    );
+    let Some(proto::stream_response::Payload::StatusUpdate(done)) =
+        rest.last().and_then(|e| e.payload.as_ref())
+    else {
+        panic!("ends with a status update: {rest:?}");
+    };
+    assert_eq!(
+        done.status.as_ref().unwrap().state,
+        proto::TaskState::Completed as i32
+    );
+}
+
 /// A node that left (the end of a graceful shutdown) stays gone: its renewals do not
 /// take the lease again, so the other nodes take its threads over on their next request
 /// instead of after a lease's time.

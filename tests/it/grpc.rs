@@ -25,7 +25,7 @@ pub(crate) async fn client(app: &TestApp) -> A2aServiceClient<Channel> {
 }
 
 /// A request with metadata.
-fn call<T>(message: T, metadata: &[(&'static str, &str)]) -> Request<T> {
+pub(crate) fn call<T>(message: T, metadata: &[(&'static str, &str)]) -> Request<T> {
     let mut request = Request::new(message);
     for (key, value) in metadata {
         request
@@ -86,7 +86,7 @@ async fn completed_task(client: &mut A2aServiceClient<Channel>, text: &str) -> p
 }
 
 /// The event's id (`EVENT_ID_KEY` in the payload's metadata), `None` for a message.
-fn event_id(event: &proto::StreamResponse) -> Option<i64> {
+pub(crate) fn event_id(event: &proto::StreamResponse) -> Option<i64> {
     let metadata = match event.payload.as_ref()? {
         Payload::Task(t) => t.metadata.as_ref(),
         Payload::StatusUpdate(s) => s.metadata.as_ref(),
@@ -99,7 +99,7 @@ fn event_id(event: &proto::StreamResponse) -> Option<i64> {
     }
 }
 
-fn kind(event: &proto::StreamResponse) -> &'static str {
+pub(crate) fn kind(event: &proto::StreamResponse) -> &'static str {
     match event.payload.as_ref().expect("payload") {
         Payload::Task(_) => "task",
         Payload::Message(_) => "message",
