@@ -3,7 +3,8 @@
 //! nodes; SIGKILL of a node in a send storm (nothing acknowledged lost, nothing stored
 //! twice, its threads continue elsewhere); SIGSTOP of a node past its lease (it writes
 //! nothing after it wakes); a rolling restart under conversations (each node gives the
-//! balancer notice, so no send sees an error, and drains in its notice).
+//! balancer notice, so no send sees an error, and drains in its notice; subscribers
+//! resume on another node and miss and repeat nothing).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -356,6 +357,135 @@ fn follow_up(task: &Value, text: &str) -> Value {
     json!({"message": message})
 }
 
+/// Subscribers, each on a task of its own that is fed follow-ups, through `url`. Each
+/// reads its task's events from `SubscribeToTask` and, when its stream ends before the
+/// task has, subscribes again with `Last-Event-ID` (wherever the balancer sends it) —
+/// what the README asks of clients when a node leaves.
+struct Watchers {
+    feeders: Vec<actix_web::rt::task::JoinHandle<usize>>,
+    readers: Vec<actix_web::rt::task::JoinHandle<Watched>>,
+    tasks: Vec<Value>,
+    stop: Arc<AtomicBool>,
+}
+
+/// What one subscriber saw: the events' ids in order, and how often it subscribed again.
+#[derive(Debug)]
+struct Watched {
+    ids: Vec<i64>,
+    resubscribed: usize,
+}
+
+impl Watchers {
+    async fn start(url: &str, n: usize) -> Watchers {
+        let client = http_client();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (mut tasks, mut feeders, mut readers) = (Vec::new(), Vec::new(), Vec::new());
+        for w in 0..n {
+            let params = json!({"message": user_message(&format!("watched {w}"))});
+            let first = send_retrying(&client, url, &params, 50).await.unwrap();
+            let task = first["result"]["task"].clone();
+            assert_eq!(
+                task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+                "{task}"
+            );
+            let (feeding, to, stop, fed) =
+                (client.clone(), url.to_owned(), stop.clone(), task.clone());
+            feeders.push(actix_web::rt::spawn(async move {
+                let mut sent = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let params = follow_up(&fed, &format!("watched {w} follow-up {sent}"));
+                    send_retrying(&feeding, &to, &params, 100)
+                        .await
+                        .expect("follow-up answered");
+                    sent += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                sent
+            }));
+            let id = task["id"].as_str().unwrap().to_owned();
+            readers.push(actix_web::rt::spawn(watch(
+                client.clone(),
+                url.to_owned(),
+                id,
+            )));
+            tasks.push(task);
+        }
+        Watchers {
+            feeders,
+            readers,
+            tasks,
+            stop,
+        }
+    }
+
+    /// Stops the follow-ups, ends each task with a tool call, and waits for every
+    /// subscriber to have seen its task's end.
+    async fn finish(self, url: &str) -> Vec<Watched> {
+        self.stop.store(true, Ordering::SeqCst);
+        for feeder in self.feeders {
+            assert!(feeder.await.unwrap() > 0, "follow-ups were sent");
+        }
+        let client = http_client();
+        for task in &self.tasks {
+            let mut params = follow_up(task, "");
+            params["message"]["parts"] =
+                json!([{"data": {"tool": "knowledge_query", "arguments": {"query": "x"}}}]);
+            let done = send_retrying(&client, url, &params, 50).await.unwrap();
+            assert_eq!(
+                done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+                "{done}"
+            );
+        }
+        let mut seen = Vec::new();
+        for reader in self.readers {
+            seen.push(
+                tokio::time::timeout(Duration::from_secs(30), reader)
+                    .await
+                    .expect("every subscriber sees its task end")
+                    .unwrap(),
+            );
+        }
+        seen
+    }
+}
+
+/// One subscriber of task `id` through `url`, until it sees the task complete.
+async fn watch(client: reqwest::Client, url: String, id: String) -> Watched {
+    use eventsource_stream::Eventsource;
+    use futures_util::StreamExt;
+    let mut watched = Watched {
+        ids: Vec::new(),
+        resubscribed: 0,
+    };
+    loop {
+        let mut request = client.post(format!("{url}/tasks/{id}:subscribe"));
+        if let Some(last) = watched.ids.last() {
+            request = request.header("Last-Event-ID", last.to_string());
+        }
+        let stream = match request.send().await {
+            Ok(response) if response.status() == 200 => response.bytes_stream(),
+            // A leaving node refuses new subscriptions (503), retryably.
+            _ => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let mut events = stream.eventsource();
+        while let Ok(Some(Ok(event))) =
+            tokio::time::timeout(Duration::from_secs(30), events.next()).await
+        {
+            watched
+                .ids
+                .push(event.id.parse().expect("numeric event ids"));
+            let data: Value = serde_json::from_str(&event.data).expect("JSON");
+            if data["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED" {
+                return watched;
+            }
+        }
+        watched.resubscribed += 1;
+    }
+}
+
 #[actix_web::test]
 async fn three_nodes_behind_haproxy_serve_sends_follow_ups_streams_and_subscriptions() {
     let Some((db, nodes)) = three_nodes().await else {
@@ -615,6 +745,7 @@ async fn a_rolling_restart_under_conversations_fails_no_request_and_drains_each_
     let database = db.url.clone();
     let balancer = Balancer::start(&nodes.iter().collect::<Vec<_>>()).await;
     let storm = Storm::start(&balancer.url, 8);
+    let watchers = Watchers::start(&balancer.url, 3).await;
     storm.until_acked(100).await;
     let mut drains = Vec::new();
     for node in &mut nodes {
@@ -635,6 +766,16 @@ async fn a_rolling_restart_under_conversations_fails_no_request_and_drains_each_
     let troubled = storm.troubled.load(Ordering::SeqCst);
     let errors = storm.errors.lock().unwrap().clone();
     let (acked, failed) = storm.stop().await;
+    // Every subscriber's stream was on a node that restarted, so each subscribed again
+    // at least once, and resumed after the last event it had: none lost, none repeated.
+    let watched = watchers.finish(&balancer.url).await;
+    eprintln!("rolling restart: subscribers saw {watched:?}");
+    for seen in &watched {
+        assert!(seen.resubscribed >= 1, "{seen:?}");
+        let first = seen.ids[0];
+        let expected: Vec<i64> = (first..).take(seen.ids.len()).collect();
+        assert_eq!(seen.ids, expected, "every event once, in order");
+    }
     let mut kinds = std::collections::BTreeMap::<u16, usize>::new();
     for status in &errors {
         *kinds.entry(*status).or_default() += 1;
