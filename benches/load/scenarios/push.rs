@@ -193,7 +193,14 @@ impl Receiver {
     }
 }
 
-async fn receive(req: HttpRequest, arrivals: web::Data<Arrivals>) -> HttpResponse {
+/// Reads the event's body, as a webhook does: a request whose body is left unread makes
+/// actix-web close the connection after its answer, and the server would have to
+/// connect again for the next delivery.
+async fn receive(
+    req: HttpRequest,
+    _body: web::Bytes,
+    arrivals: web::Data<Arrivals>,
+) -> HttpResponse {
     let at = Instant::now();
     let task = req
         .headers()
