@@ -35,6 +35,13 @@ const RECOUNT_EVERY: Duration = Duration::from_secs(30);
 /// One config's queue: deliveries of one config go one at a time.
 type Lane = (TenantId, TaskId, String);
 
+/// Lanes in flight per attempt slot, counting those whose outcome is being committed.
+const SETTLING_PER_SLOT: usize = 4;
+
+/// Settled lanes, each with when its retry is due (`Ok(None)`: done with the row), or
+/// `Err` if the store refused the commit of its outcome.
+type Settled = Vec<(Lane, Result<Option<Instant>, ()>)>;
+
 /// How one attempt ended.
 enum Attempt {
     Delivered,
@@ -86,7 +93,12 @@ impl Deliverer {
     async fn run(self, mut stop: watch::Receiver<bool>) {
         let this = Arc::new(self);
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(Delivery, Attempt)>();
+        let (settled_tx, mut settled_rx) = mpsc::unbounded_channel::<Settled>();
+        // Lanes with an attempt, or an outcome not yet committed: their next row waits.
         let mut in_flight: HashSet<Lane> = HashSet::new();
+        // Attempts under way (`push.max_concurrent` at most). An attempt's slot is free
+        // once its answer is in, while its outcome is still being committed.
+        let mut attempting = 0usize;
         // Retries scheduled by this process, so the loop wakes when the first is due.
         let mut retries: HashMap<Lane, Instant> = HashMap::new();
         let mut recounted: Option<Instant> = None;
@@ -110,11 +122,21 @@ impl Deliverer {
                 }
                 recounted = Some(Instant::now());
             }
-            let room = this.settings.max_concurrent.saturating_sub(in_flight.len());
+            let max = this.settings.max_concurrent;
+            // Free slots, while the outcomes awaiting their commit stay few: each of
+            // their rows is still in the outbox, and read (and passed over) by every poll.
+            let room = max
+                .saturating_sub(attempting)
+                .min((max * SETTLING_PER_SLOT).saturating_sub(in_flight.len()));
             // In a cluster the leader alone delivers (a config's deliveries stay in
             // order); the others' commits reach it at its next poll.
             let leads = runtime.cluster().is_none_or(|c| c.is_leader());
-            if room > 0 && !stalled && leads {
+            // A poll per finished attempt would read the outbox once per delivery: it
+            // waits until half the slots are free (or none is busy).
+            let worth = room > 0 && (room * 2 >= max || attempting == 0);
+            if worth && !stalled && leads {
+                // Rows of lanes in flight come back too (and are passed over): ask for
+                // enough to fill the room besides them.
                 match runtime
                     .store()
                     .due_deliveries(Timestamp::now(), room + in_flight.len())
@@ -123,12 +145,13 @@ impl Deliverer {
                     Ok(due) => {
                         for delivery in due {
                             let lane = lane_of(&delivery);
-                            if in_flight.len() >= this.settings.max_concurrent
+                            if attempting >= this.settings.max_concurrent
                                 || !in_flight.insert(lane.clone())
                             {
                                 continue;
                             }
                             retries.remove(&lane);
+                            attempting += 1;
                             let this = this.clone();
                             let done = done_tx.clone();
                             let stop = stop.clone();
@@ -163,20 +186,33 @@ impl Deliverer {
                         return;
                     }
                 }
-                _ = hub.woken() => {}
                 Some(first) = done_rx.recv() => {
-                    // Every attempt finished by now is settled at once: their commits
-                    // share a group, and the outbox is read again once for all of them.
+                    // Every attempt answered by now is settled together, beside the next
+                    // attempts: their commits share a group, and their slots are free
+                    // for the rows read next.
                     let mut done = vec![first];
                     while let Ok(more) = done_rx.try_recv() {
                         done.push(more);
                     }
-                    let lanes: Vec<Lane> = done.iter().map(|(d, _)| lane_of(d)).collect();
-                    let settled = futures_util::future::join_all(
-                        done.into_iter().map(|(delivery, attempt)| this.settle(delivery, attempt)),
-                    )
-                    .await;
-                    for (lane, result) in lanes.into_iter().zip(settled) {
+                    attempting -= done.len();
+                    let (this, settled) = (this.clone(), settled_tx.clone());
+                    actix::spawn(async move {
+                        let lanes: Vec<Lane> = done.iter().map(|(d, _)| lane_of(d)).collect();
+                        let results = futures_util::future::join_all(
+                            done.into_iter()
+                                .map(|(delivery, attempt)| this.settle(delivery, attempt)),
+                        )
+                        .await;
+                        let _ = settled.send(lanes.into_iter().zip(results).collect());
+                    });
+                    continue;
+                }
+                Some(first) = settled_rx.recv() => {
+                    let mut batches = vec![first];
+                    while let Ok(more) = settled_rx.try_recv() {
+                        batches.push(more);
+                    }
+                    for (lane, result) in batches.into_iter().flatten() {
                         match result {
                             Ok(Some(next)) => {
                                 retries.insert(lane.clone(), next);
@@ -189,6 +225,7 @@ impl Deliverer {
                     }
                     continue;
                 }
+                _ = hub.woken() => {}
                 _ = tokio::time::sleep(wake) => {}
             }
             stalled = false;
