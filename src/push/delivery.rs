@@ -132,8 +132,10 @@ impl Deliverer {
             // order); the others' commits reach it at its next poll.
             let leads = runtime.cluster().is_none_or(|c| c.is_leader());
             // A poll per finished attempt would read the outbox once per delivery: it
-            // waits until half the slots are free (or none is busy).
-            let worth = room > 0 && (room * 2 >= max || attempting == 0);
+            // waits until half the slots are free (or none is busy, or a retry is due).
+            let now = Instant::now();
+            let retry_due = retries.values().any(|at| *at <= now);
+            let worth = room > 0 && (room * 2 >= max || attempting == 0 || retry_due);
             if worth && !stalled && leads {
                 // Rows of lanes in flight come back too (and are passed over): ask for
                 // enough to fill the room besides them.
@@ -143,6 +145,9 @@ impl Deliverer {
                     .await
                 {
                     Ok(due) => {
+                        // The retries due were read (those the poll left out are read by
+                        // a later poll): waking for them again would only spin.
+                        retries.retain(|_, at| *at > now);
                         for delivery in due {
                             let lane = lane_of(&delivery);
                             if attempting >= this.settings.max_concurrent
@@ -174,10 +179,15 @@ impl Deliverer {
                 }
             }
             drop(runtime);
+            // The next retry ahead. One already due waits for a poll, which the next
+            // finished attempt brings: sleeping for none of it would spin without yielding
+            // to the attempts on this thread.
             let poll = Duration::from_millis(this.settings.poll_interval_ms);
-            let wake = retries.values().min().map_or(poll, |at| {
-                at.saturating_duration_since(Instant::now()).min(poll)
-            });
+            let wake = retries
+                .values()
+                .filter(|at| **at > now)
+                .min()
+                .map_or(poll, |at| at.saturating_duration_since(now).min(poll));
             tokio::select! {
                 // The stop first: a ready stop is never passed over for other work.
                 biased;
