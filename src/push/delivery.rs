@@ -38,6 +38,12 @@ type Lane = (TenantId, TaskId, String);
 /// Lanes in flight per attempt slot, counting those whose outcome is being committed.
 const SETTLING_PER_SLOT: usize = 4;
 
+/// How soon the loop looks again for a retry that is due but was not read yet.
+const RETRY_AGAIN: Duration = Duration::from_millis(10);
+
+/// How long past its time a retry is still waited for.
+const STALE_RETRY: Duration = Duration::from_secs(1);
+
 /// Settled lanes, each with when its retry is due (`Ok(None)`: done with the row), or
 /// `Err` if the store refused the commit of its outcome.
 type Settled = Vec<(Lane, Result<Option<Instant>, ()>)>;
@@ -145,9 +151,10 @@ impl Deliverer {
                     .await
                 {
                     Ok(due) => {
-                        // The retries due were read (those the poll left out are read by
-                        // a later poll): waking for them again would only spin.
-                        retries.retain(|_, at| *at > now);
+                        // A retry this overdue is not coming back from the store (its
+                        // config was deleted, or a poll already left it out): a later
+                        // poll finds it if it is still owed.
+                        retries.retain(|_, at| *at + STALE_RETRY > now);
                         for delivery in due {
                             let lane = lane_of(&delivery);
                             if attempting >= this.settings.max_concurrent
@@ -179,15 +186,14 @@ impl Deliverer {
                 }
             }
             drop(runtime);
-            // The next retry ahead. One already due waits for a poll, which the next
-            // finished attempt brings: sleeping for none of it would spin without yielding
-            // to the attempts on this thread.
+            // The next retry; one already due (its row's time, in the store's
+            // milliseconds, may be a moment behind) is polled for again shortly, never
+            // at once: a zero-length sleep would spin without yielding to the attempts
+            // on this thread while the polls wait for free slots.
             let poll = Duration::from_millis(this.settings.poll_interval_ms);
-            let wake = retries
-                .values()
-                .filter(|at| **at > now)
-                .min()
-                .map_or(poll, |at| at.saturating_duration_since(now).min(poll));
+            let wake = retries.values().min().map_or(poll, |at| {
+                at.saturating_duration_since(now).max(RETRY_AGAIN).min(poll)
+            });
             tokio::select! {
                 // The stop first: a ready stop is never passed over for other work.
                 biased;
