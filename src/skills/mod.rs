@@ -16,6 +16,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::domain::{ContextId, TenantId};
+use crate::store::StoreError;
 use crate::store::cluster::ThreadHold;
 
 /// One callable tool of a skill.
@@ -101,6 +102,29 @@ pub enum SkillError {
     /// too; its client retries on the thread's new owner.
     #[error("fenced: {0}")]
     Fenced(String),
+}
+
+/// A store error as a tool's caller sees it: the database being down is retryable, and
+/// so is a write refused because another node took the turn's thread over; anything
+/// else is ours to look into.
+impl From<StoreError> for SkillError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(detail) => SkillError::Unavailable(detail),
+            StoreError::Fenced => SkillError::Fenced(
+                "this node no longer holds the turn's thread (another node took it over); \
+                 nothing was written"
+                    .into(),
+            ),
+            StoreError::Conflict(_)
+            | StoreError::Duplicate(_)
+            | StoreError::Query(_)
+            | StoreError::Corrupt(_)
+            | StoreError::Config(_)
+            | StoreError::InUse { .. }
+            | StoreError::Held(_) => SkillError::Failed(e.to_string()),
+        }
+    }
 }
 
 /// What the agent card says about a skill, and the id it is known by.

@@ -126,14 +126,6 @@ pub struct HoldCheck {
     acquire_timeout: std::time::Duration,
 }
 
-#[derive(diesel::QueryableByName)]
-struct Holds {
-    #[diesel(sql_type = diesel::sql_types::Bool)]
-    held: bool,
-    #[diesel(sql_type = diesel::sql_types::Bool)]
-    owned: bool,
-}
-
 impl HoldCheck {
     /// In cluster mode (`cfg.fence`), a check on the store's database over one connection
     /// of its own (none opened yet); `None` otherwise.
@@ -150,31 +142,16 @@ impl HoldCheck {
     }
 
     /// `Ok` while this node holds `hold`'s token and no other node owns its thread;
-    /// [`StoreError::Fenced`] otherwise.
+    /// [`StoreError::Fenced`] otherwise (the memory writes' own condition,
+    /// `memories::check_hold`).
     pub async fn check(
         &self,
         tenant: &crate::domain::TenantId,
         hold: ThreadHold<'_>,
     ) -> Result<(), StoreError> {
-        use diesel::sql_types::{BigInt, Text};
-        use diesel_async::RunQueryDsl;
         let mut conn =
             super::queries::checkout(&self.pool, self.acquire_timeout, "hold check").await?;
-        let holds: Holds = diesel::sql_query(
-            "SELECT EXISTS (SELECT 1 FROM cluster_nodes WHERE node_id = $1 AND token = $2) \
-             AS held, NOT EXISTS (SELECT 1 FROM threads WHERE tenant_id = $3 \
-             AND thread_id = $4 AND owner_node <> $1) AS owned",
-        )
-        .bind::<Text, _>(self.fence.node_id())
-        .bind::<BigInt, _>(hold.token)
-        .bind::<Text, _>(tenant.as_str())
-        .bind::<Text, _>(hold.thread.as_str())
-        .get_result(&mut *conn)
-        .await?;
-        match holds.held && holds.owned {
-            true => Ok(()),
-            false => Err(StoreError::Fenced),
-        }
+        super::memories::check_hold(&mut conn, self.fence.node_id(), tenant, hold).await
     }
 }
 

@@ -20,7 +20,6 @@ use super::repo::CommitInfo;
 use super::schema;
 use crate::skills::governance::{RuleSpec, Scope};
 use crate::skills::{Caller, Skill, SkillError, SkillInfo, ToolSpec};
-use crate::store::StoreError;
 use crate::store::cluster::HoldCheck;
 
 /// Characters of the body shown as a query result's summary.
@@ -74,16 +73,7 @@ impl KnowledgeSkill {
         let (Some(check), Some(hold)) = (&self.hold_check, caller.hold()) else {
             return Ok(());
         };
-        match check.check(&caller.tenant, hold).await {
-            Ok(()) => Ok(()),
-            Err(StoreError::Fenced) => Err(SkillError::Fenced(
-                "this node no longer holds the turn's thread (another node took it over); \
-                 nothing was written"
-                    .into(),
-            )),
-            Err(StoreError::Unavailable(detail)) => Err(SkillError::Unavailable(detail)),
-            Err(e) => Err(SkillError::Failed(e.to_string())),
-        }
+        Ok(check.check(&caller.tenant, hold).await?)
     }
 
     /// Runs `op` on the blocking pool.

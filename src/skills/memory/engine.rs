@@ -63,26 +63,6 @@ fn invalid(message: impl Into<String>) -> SkillError {
     SkillError::InvalidArguments(message.into())
 }
 
-/// The database being down is retryable, and so is a write refused because another node
-/// took the turn's thread over; anything else is ours to look into.
-fn store_error(e: StoreError) -> SkillError {
-    match e {
-        StoreError::Unavailable(detail) => SkillError::Unavailable(detail),
-        StoreError::Fenced => SkillError::Fenced(
-            "this node no longer holds the turn's thread (another node took it over); \
-             nothing was written"
-                .into(),
-        ),
-        StoreError::Conflict(_)
-        | StoreError::Duplicate(_)
-        | StoreError::Query(_)
-        | StoreError::Corrupt(_)
-        | StoreError::Config(_)
-        | StoreError::InUse { .. }
-        | StoreError::Held(_) => SkillError::Failed(e.to_string()),
-    }
-}
-
 fn not_found(id: &str) -> SkillError {
     SkillError::NotFound(format!("memory {id} (in the scopes given)"))
 }
@@ -129,7 +109,7 @@ impl MemoryEngine {
     /// endpoint is not called (it may be paid for per request; a failing one shows in
     /// search errors).
     pub async fn health(&self) -> Result<(), SkillError> {
-        self.repo.ping().await.map_err(store_error)
+        self.repo.ping().await.map_err(SkillError::from)
     }
 
     /// Stores a memory (or reports the existing duplicate).
@@ -157,7 +137,7 @@ impl MemoryEngine {
             embedding,
             at: Timestamp::now(),
         };
-        self.repo.add(&memory, hold).await.map_err(store_error)
+        self.repo.add(&memory, hold).await.map_err(SkillError::from)
     }
 
     /// Ranked memories of the requested (or all given) layers matching `query`.
@@ -201,14 +181,15 @@ impl MemoryEngine {
                     .repo
                     .search_text(tenant, scope, &query, &tags, limit)
                     .await
-                    .map_err(store_error)?,
+                    .map_err(SkillError::from)?,
                 Some(vector) => {
                     // Every scanned memory needs its text score too, so the text side
                     // is asked for as many candidates as the scan.
                     let max = self.settings.max_scan;
                     let text = self.repo.search_text(tenant, scope, &query, &tags, max);
                     let scanned = self.repo.scan_with_embeddings(tenant, scope, &tags, max);
-                    let (text, scanned) = tokio::try_join!(text, scanned).map_err(store_error)?;
+                    let (text, scanned) =
+                        tokio::try_join!(text, scanned).map_err(SkillError::from)?;
                     ranking::blend(text, scanned, vector)
                 }
             };
@@ -237,7 +218,7 @@ impl MemoryEngine {
         self.repo
             .get(tenant, &scopes, &request.memory_id)
             .await
-            .map_err(store_error)?
+            .map_err(SkillError::from)?
             .ok_or_else(|| not_found(&request.memory_id))
     }
 
@@ -279,7 +260,7 @@ impl MemoryEngine {
             Err(StoreError::Conflict(_)) => Err(invalid(
                 "content: another memory of the same scope already has this content",
             )),
-            Err(e) => Err(store_error(e)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -296,7 +277,7 @@ impl MemoryEngine {
             .repo
             .delete(tenant, &scopes, &request.memory_id, hold)
             .await
-            .map_err(store_error)?;
+            .map_err(SkillError::from)?;
         if deleted {
             Ok(())
         } else {
@@ -327,7 +308,7 @@ impl MemoryEngine {
                 hold,
             )
             .await
-            .map_err(store_error)?
+            .map_err(SkillError::from)?
             .ok_or_else(|| not_found(&request.memory_id))?;
         tracing::info!(
             tenant = tenant.as_str(),

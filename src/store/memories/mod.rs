@@ -210,6 +210,24 @@ pub trait MemoryRepository: Send + Sync + 'static {
     async fn ping(&self) -> Result<(), StoreError>;
 }
 
+/// Checks, on Postgres connection `conn`, that node `node` still holds `hold` and no
+/// other node owns its thread — the condition every memory write under a hold makes —
+/// without writing anything: [`StoreError::Fenced`] otherwise.
+pub(crate) async fn check_hold(
+    conn: &mut diesel_async::AsyncPgConnection,
+    node: &str,
+    tenant: &TenantId,
+    hold: ThreadHold<'_>,
+) -> Result<(), StoreError> {
+    use diesel_async::RunQueryDsl;
+    let gate = statements::Gate::new(node, tenant, hold);
+    postgres::query(statements::check_hold(&gate))
+        .execute(conn)
+        .await
+        .map_err(repository::write_error)?;
+    Ok(())
+}
+
 /// The memory repository on the configured database, with a pool of its own of at most
 /// [`MAX_POOL_SIZE`] connections. Connects nothing yet; the schema must have been
 /// migrated ([`crate::store::open`] or [`crate::store::migrate`]).

@@ -20,13 +20,7 @@ pub(crate) fn gate<'a>(
     tenant: &'a TenantId,
     hold: Option<ThreadHold<'a>>,
 ) -> Option<Gate<'a>> {
-    let (node, hold) = (node?, hold?);
-    Some(Gate {
-        node,
-        token: hold.token,
-        tenant: tenant.as_str(),
-        thread: hold.thread.as_str(),
-    })
+    Some(Gate::new(node?, tenant, hold?))
 }
 
 /// A failed write: [`StoreError::Fenced`] when its hold's check refused it, else as any
@@ -132,7 +126,7 @@ macro_rules! memory_repository_impl {
         const DIALECT: statements::Dialect = $dialect;
 
         /// `st` as a diesel query with its values bound in order.
-        fn query(
+        pub(crate) fn query(
             st: Statement,
         ) -> diesel::query_builder::BoxedSqlQuery<'static, $backend, diesel::query_builder::SqlQuery>
         {

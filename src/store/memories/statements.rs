@@ -142,6 +142,22 @@ pub(crate) struct Gate<'a> {
     pub(crate) thread: &'a str,
 }
 
+impl<'a> Gate<'a> {
+    /// Node `node`'s check of `hold`, a turn of `tenant`'s.
+    pub(crate) fn new(
+        node: &'a str,
+        tenant: &'a crate::domain::TenantId,
+        hold: crate::store::cluster::ThreadHold<'a>,
+    ) -> Self {
+        Gate {
+            node,
+            token: hold.token,
+            tenant: tenant.as_str(),
+            thread: hold.thread.as_str(),
+        }
+    }
+}
+
 /// `AND <the hold holds>`: a one-time filter Postgres evaluates before the write touches
 /// a row, which reads the node's row under a KEY SHARE lock (kept until the write's
 /// transaction ends, so a takeover waits for it) and fails the statement through
@@ -174,6 +190,15 @@ fn gate(st: &mut Statement, gate: Option<&Gate<'_>>) {
     .push("), 'A2F02', ")
     .text(THREAD_ELSEWHERE)
     .push(")) AS hold)");
+}
+
+/// A statement that writes nothing and fails as a write under `hold` would: what a tool
+/// whose writes cannot join a statement (the knowledge skill's git commits) asks just
+/// before it writes.
+pub(crate) fn check_hold(hold: &Gate<'_>) -> Statement {
+    let mut st = Statement::new(Dialect::Postgres, "SELECT 1 WHERE true");
+    gate(&mut st, Some(hold));
+    st
 }
 
 /// The row of a new memory, encoded for storage.
