@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use tokio_postgres::Client;
 
 use super::StoreError;
+use super::packed::{PgPacked, PgUnpacked};
 
 /// The database's clock in epoch milliseconds.
 const NOW_MS: &str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
@@ -284,7 +285,7 @@ pub async fn ownership(
          WHERE t.tenant_id = $1 AND t.thread_id = $2"
     );
     let rows = client
-        .query(&sql, &[&tenant, &thread])
+        .query(&sql, &[&tenant, &PgPacked(thread)])
         .await
         .map_err(failed)?;
     let Some(row) = rows.first() else {
@@ -312,7 +313,7 @@ pub async fn claim_free(
         .execute(
             "UPDATE threads SET owner_node = $3 \
              WHERE tenant_id = $1 AND thread_id = $2 AND owner_node IS NULL",
-            &[&tenant, &thread, &node_id],
+            &[&tenant, &PgPacked(thread), &node_id],
         )
         .await
         .map_err(failed)?;
@@ -334,7 +335,7 @@ pub async fn release(
             "UPDATE threads SET owner_node = NULL \
              WHERE tenant_id = $1 AND thread_id = $2 AND owner_node = $3 \
              AND EXISTS (SELECT 1 FROM cluster_nodes WHERE node_id = $3 AND token = $4)",
-            &[&tenant, &thread, &node_id, &token],
+            &[&tenant, &PgPacked(thread), &node_id, &token],
         )
         .await
         .map_err(failed)?;
@@ -363,7 +364,7 @@ pub async fn take_over(
          WHERE t.tenant_id = $1 AND t.thread_id = $2 AND t.owner_node = fenced.node_id"
     );
     match client
-        .execute(&sql, &[&tenant, &thread, &node_id, &dead])
+        .execute(&sql, &[&tenant, &PgPacked(thread), &node_id, &dead])
         .await
     {
         Ok(1) => Ok(Taken::Yes),
@@ -431,7 +432,10 @@ pub async fn left_working(
         )
         .await
         .map_err(failed)?;
-    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    Ok(rows
+        .iter()
+        .map(|row| (row.get(0), row.get::<_, PgUnpacked>(1).0))
+        .collect())
 }
 
 /// The live nodes (id, URL), ordered by id: for `/health` and the operators' page.

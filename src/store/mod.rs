@@ -16,6 +16,7 @@
 pub mod cluster;
 pub mod memories;
 pub mod node_lock;
+pub(crate) mod packed;
 mod page_token;
 mod pg_readers;
 mod pg_writer;

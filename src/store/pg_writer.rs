@@ -25,6 +25,7 @@ use tokio_postgres::{Client, NoTls, Statement};
 
 use super::StoreError;
 use super::cluster::{self, Fence};
+use super::packed::PgPacked;
 use super::rows::{NewMessage, NewTask, NewTaskEvent, NewThread};
 use super::writes::{HistoryAppend, PushRow, Rows};
 
@@ -104,7 +105,7 @@ pub(super) mod sql {
     pub const WRITE: &str = concat!(
         "WITH claimed AS (INSERT INTO idempotency_keys (tenant_id, \
         idem_key, context_id, task_id, digest, reply, created_at) \
-        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+        SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], \
         $6::text[], $7::int8[]) \
         ON CONFLICT (tenant_id, idem_key) DO UPDATE SET context_id = excluded.context_id, \
         task_id = excluded.task_id, digest = excluded.digest, reply = excluded.reply, \
@@ -113,7 +114,7 @@ pub(super) mod sql {
         RETURNING tenant_id, idem_key), \
         written AS (INSERT INTO threads (tenant_id, thread_id, created_at, updated_at, \
         expires_at, status, conversation_context, owner_node) \
-        SELECT * FROM unnest($9::text[], $10::text[], $11::int8[], $12::int8[], $13::int8[], \
+        SELECT * FROM unnest($9::text[], $10::bytea[], $11::int8[], $12::int8[], $13::int8[], \
         $14::text[], $15::text[], $16::text[]) \
         ON CONFLICT (tenant_id, thread_id) DO UPDATE SET updated_at = excluded.updated_at, \
         expires_at = excluded.expires_at, status = excluded.status, \
@@ -124,13 +125,13 @@ pub(super) mod sql {
         m AS (INSERT INTO messages (tenant_id, thread_id, seq, message_id, task_id, role, \
         author, content, parts, tool_calls, metadata, created_at, extensions, \
         reference_task_ids) \
-        SELECT * FROM unnest($17::text[], $18::text[], $19::int8[], $20::text[], $21::text[], \
+        SELECT * FROM unnest($17::text[], $18::bytea[], $19::int8[], $20::bytea[], $21::bytea[], \
         $22::text[], $23::text[], $24::text[], $25::text[], $26::text[], $27::text[], \
         $28::int8[], $29::text[], $30::text[])), \
         t AS (INSERT INTO tasks (tenant_id, task_id, context_id, state, status_message, \
         status_timestamp, artifacts, transitions, metadata, created_at, updated_at, history, \
         status_entry, final_event_seq) \
-        SELECT * FROM unnest($31::text[], $32::text[], $33::text[], $34::text[], $35::text[], \
+        SELECT * FROM unnest($31::text[], $32::bytea[], $33::bytea[], $34::text[], $35::text[], \
         $36::int8[], $37::text[], $38::text[], $39::text[], $40::int8[], $41::int8[], \
         $42::text[], $43::int8[], $44::int8[]) \
         ON CONFLICT (tenant_id, task_id) DO UPDATE SET context_id = excluded.context_id, \
@@ -143,20 +144,20 @@ pub(super) mod sql {
         appended_history!("tasks.history", "excluded.history"),
         "), e AS (INSERT INTO task_events (tenant_id, task_id, seq, kind, payload, created_at, \
         message_seq) \
-        SELECT * FROM unnest($45::text[], $46::text[], $47::int8[], $48::text[], $49::text[], \
+        SELECT * FROM unnest($45::text[], $46::bytea[], $47::int8[], $48::text[], $49::text[], \
         $50::int8[], $51::int8[])), \
         first_threads AS (INSERT INTO threads (tenant_id, thread_id, created_at, updated_at, \
         expires_at, status, conversation_context, owner_node) \
-        SELECT * FROM unnest($52::text[], $53::text[], $54::int8[], $55::int8[], $56::int8[], \
+        SELECT * FROM unnest($52::text[], $53::bytea[], $54::int8[], $55::int8[], $56::int8[], \
         $57::text[], $58::text[], $59::text[])), \
         first_tasks AS (INSERT INTO tasks (tenant_id, task_id, context_id, state, \
         status_message, status_timestamp, artifacts, transitions, metadata, created_at, \
         updated_at, history, status_entry, final_event_seq) \
-        SELECT * FROM unnest($60::text[], $61::text[], $62::text[], $63::text[], $64::text[], \
+        SELECT * FROM unnest($60::text[], $61::bytea[], $62::bytea[], $63::text[], $64::text[], \
         $65::int8[], $66::text[], $67::text[], $68::text[], $69::int8[], $70::int8[], \
         $71::text[], $72::int8[], $73::int8[])) \
         SELECT CASE WHEN (SELECT count(*) FROM claimed) <> cardinality($1::text[]) \
-        THEN a2a_require(false, 'A2D01', (SELECT u.k FROM unnest($1::text[], $2::text[]) \
+        THEN a2a_require(false, 'A2D01', (SELECT a2a_id_text(u.k) FROM unnest($1::text[], $2::bytea[]) \
         WITH ORDINALITY AS u(t, k, n) WHERE NOT EXISTS (SELECT 1 FROM claimed c \
         WHERE c.tenant_id = u.t AND c.idem_key = u.k) ORDER BY u.n LIMIT 1)) \
         WHEN (SELECT count(*) FROM written) <> cardinality($9::text[]) \
@@ -168,7 +169,7 @@ pub(super) mod sql {
     pub const APPEND_HISTORY: &str = concat!(
         "UPDATE tasks SET history = ",
         appended_history!("tasks.history", "u.seqs"),
-        " FROM unnest($1::text[], $2::text[], $3::text[]) AS u(tenant_id, task_id, seqs) \
+        " FROM unnest($1::text[], $2::bytea[], $3::text[]) AS u(tenant_id, task_id, seqs) \
         WHERE tasks.tenant_id = u.tenant_id AND tasks.task_id = u.task_id"
     );
 
@@ -176,7 +177,7 @@ pub(super) mod sql {
     /// has one window), as [`WRITE`] claims them.
     pub const CLAIM: &str = "WITH claimed AS (INSERT INTO idempotency_keys (tenant_id, \
         idem_key, context_id, task_id, digest, reply, created_at) \
-        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+        SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], \
         $6::text[], $7::int8[]) \
         ON CONFLICT (tenant_id, idem_key) DO UPDATE SET context_id = excluded.context_id, \
         task_id = excluded.task_id, digest = excluded.digest, reply = excluded.reply, \
@@ -184,7 +185,7 @@ pub(super) mod sql {
         WHERE idempotency_keys.created_at < excluded.created_at - $8::int8 \
         RETURNING tenant_id, idem_key) \
         SELECT CASE WHEN (SELECT count(*) FROM claimed) = cardinality($1::text[]) THEN NULL \
-        ELSE a2a_require(false, 'A2D01', (SELECT u.k FROM unnest($1::text[], $2::text[]) \
+        ELSE a2a_require(false, 'A2D01', (SELECT a2a_id_text(u.k) FROM unnest($1::text[], $2::bytea[]) \
         WITH ORDINALITY AS u(t, k, n) WHERE NOT EXISTS (SELECT 1 FROM claimed c \
         WHERE c.tenant_id = u.t AND c.idem_key = u.k) ORDER BY u.n LIMIT 1)) END";
 
@@ -197,7 +198,7 @@ pub(super) mod sql {
     /// them (`|| ''`, `+ 0`): through `threads_by_expiry` Postgres read every thread due
     /// (a bitmap of them, for each page's statement) rather than each id by the key.
     pub const EXPIRE: &str = "UPDATE threads SET status = 'expired' WHERE tenant_id = $1 \
-        AND thread_id = ANY($2::text[]) AND status || '' = 'active' AND expires_at + 0 <= $3";
+        AND thread_id = ANY($2::bytea[]) AND status || '' = 'active' AND expires_at + 0 <= $3";
 
     /// [`WriteOp::RetireThreads`]: the tenant's threads among `$2` marked expired with an
     /// expiry at or before `$3`, and everything in them (every sub-statement sees the
@@ -209,11 +210,11 @@ pub(super) mod sql {
     /// keys' order, so Postgres read every event and outbox row of the tenant for each
     /// statement. The thread's conditions are written as in [`EXPIRE`].
     pub const RETIRE: &str = "WITH gone AS (DELETE FROM threads WHERE tenant_id = $1 \
-        AND thread_id = ANY($2::text[]) AND status || '' = 'expired' AND expires_at + 0 <= $3 \
+        AND thread_id = ANY($2::bytea[]) AND status || '' = 'expired' AND expires_at + 0 <= $3 \
         RETURNING thread_id), \
         tasks_gone AS (DELETE FROM tasks WHERE tenant_id = $1 \
         AND context_id = ANY(ARRAY(SELECT thread_id FROM gone)) \
-        RETURNING task_id COLLATE \"default\" AS task_id), \
+        RETURNING task_id), \
         events_gone AS (DELETE FROM task_events WHERE tenant_id = $1 \
         AND task_id = ANY(ARRAY(SELECT task_id FROM tasks_gone))), \
         owed_gone AS (DELETE FROM push_outbox WHERE tenant_id = $1 \
@@ -353,7 +354,22 @@ pub(super) async fn commit(
             ));
         }
     };
-    let push_keys: Vec<[&str; 3]> = rows.push.iter().map(push_key).collect();
+    let push_keys: Vec<PushKey> = rows.push.iter().map(push_key).collect();
+    // The id arrays of the expirations and retirements, packed (`packed.rs`).
+    let expiring: Vec<Vec<PgPacked>> = (rows.expirations.iter())
+        .map(|e| e.thread_ids.iter().map(|id| PgPacked(id)).collect())
+        .collect();
+    let retiring: Vec<Vec<PgPacked>> = (rows.retirements.iter())
+        .map(|r| r.thread_ids.iter().map(|id| PgPacked(id)).collect())
+        .collect();
+    let settled_keys: Vec<PgPacked> = rows.settled.iter().map(|s| PgPacked(s.key)).collect();
+    let pushed_tasks: Vec<PgPacked> = (rows.push.iter())
+        .map(|row| match row {
+            PushRow::PutConfig(r) => PgPacked(r.task_id),
+            PushRow::Enqueue(r) => PgPacked(r.task_id),
+            _ => PgPacked(""),
+        })
+        .collect();
 
     let no_claims = ClaimColumns::default();
     let (first_claims, other_claims) = match claims.split_first() {
@@ -416,26 +432,21 @@ pub(super) async fn commit(
     for (window, claims) in other_claims {
         steps.push((Step::Write, run(client, &s.claim, claims.params(window))));
     }
-    for settled in &rows.settled {
+    for (settled, key) in rows.settled.iter().zip(&settled_keys) {
         steps.push((
             Step::Write,
             run(
                 client,
                 &s.settle,
-                vec![
-                    &settled.tenant_id,
-                    &settled.key,
-                    &settled.reply,
-                    &settled.reply_seq,
-                ],
+                vec![&settled.tenant_id, key, &settled.reply, &settled.reply_seq],
             ),
         ));
     }
     for before in &rows.forget_before {
         steps.push((Step::Write, run(client, &s.forget, vec![before])));
     }
-    for e in &rows.expirations {
-        let params: Vec<&(dyn ToSql + Sync)> = vec![&e.tenant, &e.thread_ids, &e.at];
+    for (e, ids) in rows.expirations.iter().zip(&expiring) {
+        let params: Vec<&(dyn ToSql + Sync)> = vec![&e.tenant, ids, &e.at];
         steps.push((Step::Write, run(client, &s.expire, params)));
     }
     // Delivered to the listening nodes only if the transaction commits.
@@ -443,12 +454,14 @@ pub(super) async fn commit(
         let params: Vec<&(dyn ToSql + Sync)> = vec![channel, payload];
         steps.push((Step::Write, run(client, &s.notify, params)));
     }
-    for (row, [tenant, task, config]) in rows.push.iter().zip(&push_keys) {
+    for ((row, (tenant, task, config)), row_task) in
+        rows.push.iter().zip(&push_keys).zip(&pushed_tasks)
+    {
         match row {
             PushRow::PutConfig(r) => {
                 let params: Vec<&(dyn ToSql + Sync)> = vec![
                     &r.tenant_id,
-                    &r.task_id,
+                    row_task,
                     &r.config_id,
                     &r.dialect,
                     &r.url,
@@ -472,7 +485,7 @@ pub(super) async fn commit(
             PushRow::Enqueue(r) => {
                 let params: Vec<&(dyn ToSql + Sync)> = vec![
                     &r.tenant_id,
-                    &r.task_id,
+                    row_task,
                     &r.config_id,
                     &r.seq,
                     &r.payload,
@@ -499,8 +512,8 @@ pub(super) async fn commit(
             }
         }
     }
-    for r in &rows.retirements {
-        let params: Vec<&(dyn ToSql + Sync)> = vec![&r.tenant, &r.thread_ids, &r.at];
+    for (r, ids) in rows.retirements.iter().zip(&retiring) {
+        let params: Vec<&(dyn ToSql + Sync)> = vec![&r.tenant, ids, &r.at];
         steps.push((Step::Write, run(client, &s.retire, params)));
     }
     steps.push((
@@ -531,20 +544,23 @@ fn run<'f>(
     Box::pin(client.execute_raw(statement, params))
 }
 
+/// The key columns of a push row's statements: tenant, task (packed), config.
+type PushKey<'a> = (&'a str, PgPacked<'a>, &'a str);
+
 /// The key columns a push row's statements bind (empty for the rows that bind others).
-fn push_key<'a>(row: &PushRow<'a>) -> [&'a str; 3] {
+fn push_key<'a>(row: &PushRow<'a>) -> PushKey<'a> {
     match row {
         PushRow::DeleteConfig {
             tenant_id,
             task_id,
             config_id,
-        } => [tenant_id, task_id, config_id],
-        PushRow::Done(key) | PushRow::Retry { key, .. } => [
+        } => (tenant_id, PgPacked(task_id), config_id),
+        PushRow::Done(key) | PushRow::Retry { key, .. } => (
             key.tenant.as_str(),
-            key.task_id.as_str(),
+            PgPacked(key.task_id.as_str()),
             key.config_id.as_str(),
-        ],
-        PushRow::PutConfig(_) | PushRow::Enqueue(_) => ["", "", ""],
+        ),
+        PushRow::PutConfig(_) | PushRow::Enqueue(_) => ("", PgPacked(""), ""),
     }
 }
 
@@ -637,10 +653,10 @@ macro_rules! columns {
 #[derive(Default)]
 struct ClaimColumns<'a> {
     tenant: Vec<&'a str>,
-    key: Vec<&'a str>,
-    context: Vec<&'a str>,
-    task: Vec<&'a str>,
-    digest: Vec<&'a str>,
+    key: Vec<PgPacked<'a>>,
+    context: Vec<PgPacked<'a>>,
+    task: Vec<PgPacked<'a>>,
+    digest: Vec<PgPacked<'a>>,
     reply: Vec<Option<&'a str>>,
     created: Vec<i64>,
 }
@@ -659,10 +675,10 @@ impl<'a> ClaimColumns<'a> {
             };
             let set = &mut sets[i].1;
             set.tenant.push(row.tenant_id);
-            set.key.push(row.idem_key);
-            set.context.push(row.context_id);
-            set.task.push(row.task_id);
-            set.digest.push(row.digest);
+            set.key.push(PgPacked(row.idem_key));
+            set.context.push(PgPacked(row.context_id));
+            set.task.push(PgPacked(row.task_id));
+            set.digest.push(PgPacked(row.digest));
             set.reply.push(row.reply.as_deref());
             set.created.push(row.created_at);
         }
@@ -685,7 +701,7 @@ impl<'a> ClaimColumns<'a> {
 
 columns!(ThreadColumns<'a>, NewThread, {
     tenant: &'a str = |r| r.tenant_id,
-    thread: &'a str = |r| r.thread_id,
+    thread: PgPacked<'a> = |r| PgPacked(r.thread_id),
     created: i64 = |r| r.created_at,
     updated: i64 = |r| r.updated_at,
     expires: i64 = |r| r.expires_at,
@@ -696,10 +712,10 @@ columns!(ThreadColumns<'a>, NewThread, {
 
 columns!(MessageColumns<'a>, NewMessage, {
     tenant: &'a str = |r| r.tenant_id,
-    thread: &'a str = |r| r.thread_id,
+    thread: PgPacked<'a> = |r| PgPacked(r.thread_id),
     seq: i64 = |r| r.seq,
-    message_id: Option<&'a str> = |r| r.message_id,
-    task_id: Option<&'a str> = |r| r.task_id,
+    message_id: Option<PgPacked<'a>> = |r| r.message_id.map(PgPacked),
+    task_id: Option<PgPacked<'a>> = |r| r.task_id.map(PgPacked),
     role: &'a str = |r| r.role,
     author: Option<&'a str> = |r| r.author,
     content: &'a str = |r| r.content,
@@ -713,8 +729,8 @@ columns!(MessageColumns<'a>, NewMessage, {
 
 columns!(TaskColumns<'a>, NewTask, {
     tenant: &'a str = |r| r.tenant_id,
-    task: &'a str = |r| r.task_id,
-    context: &'a str = |r| r.context_id,
+    task: PgPacked<'a> = |r| PgPacked(r.task_id),
+    context: PgPacked<'a> = |r| PgPacked(r.context_id),
     state: &'a str = |r| r.state,
     status_message: Option<&'a str> = |r| r.status_message.as_deref(),
     status_timestamp: i64 = |r| r.status_timestamp,
@@ -730,13 +746,13 @@ columns!(TaskColumns<'a>, NewTask, {
 
 columns!(AppendColumns<'a>, HistoryAppend, {
     tenant: &'a str = |r| r.tenant_id,
-    task: &'a str = |r| r.task_id,
+    task: PgPacked<'a> = |r| PgPacked(r.task_id),
     seqs: &'a str = |r| r.seqs.as_str(),
 });
 
 columns!(EventColumns<'a>, NewTaskEvent, {
     tenant: &'a str = |r| r.tenant_id,
-    task: &'a str = |r| r.task_id,
+    task: PgPacked<'a> = |r| PgPacked(r.task_id),
     seq: i64 = |r| r.seq,
     kind: &'a str = |r| r.kind,
     payload: &'a str = |r| r.payload.as_str(),

@@ -33,6 +33,7 @@ macro_rules! read_queries {
                 ContextId, ListTasksQuery, Message, StreamEvent, TaskId, TaskPage,
                 TenantId,
             };
+            use $crate::store::packed::Id;
             use $crate::store::page_token::Cursor;
             use $crate::store::rows::{EventRow, MessageRow, TaskRow, decode_event};
             use $crate::store::schema::{messages, push_configs, task_events, tasks, threads};
@@ -48,7 +49,7 @@ macro_rules! read_queries {
                 ($tenant:expr, $ids:expr) => {
                     task_events::table
                         .filter(task_events::tenant_id.eq($tenant.as_str()))
-                        .filter(task_events::task_id.eq_any($ids))
+                        .filter(task_events::task_id.eq_any($ids.iter().map(|id| Id(id))))
                         .group_by(task_events::task_id)
                         .select((task_events::task_id, max(task_events::seq)))
                 };
@@ -60,7 +61,7 @@ macro_rules! read_queries {
                 ($tenant:expr, $ids:expr) => {
                     push_configs::table
                         .filter(push_configs::tenant_id.eq($tenant.as_str()))
-                        .filter(push_configs::task_id.eq_any($ids))
+                        .filter(push_configs::task_id.eq_any($ids.iter().map(|id| Id(id))))
                         .order((
                             push_configs::task_id.asc(),
                             push_configs::created_at.asc(),
@@ -95,7 +96,7 @@ macro_rules! read_queries {
                     None if window > 0 => 0,
                     None => messages::table
                         .filter(messages::tenant_id.eq(tenant.as_str()))
-                        .filter(messages::thread_id.eq(thread_id.as_str()))
+                        .filter(messages::thread_id.eq(Id(thread_id.as_str())))
                         .select(max(messages::seq))
                         .first::<Option<i64>>(conn)
                         .await?
@@ -146,7 +147,7 @@ macro_rules! read_queries {
             ) -> Result<Option<ContextId>, StoreError> {
                 let context: Option<String> = tasks::table
                     .filter(tasks::tenant_id.eq(tenant.as_str()))
-                    .filter(tasks::task_id.eq(task_id.as_str()))
+                    .filter(tasks::task_id.eq(Id(task_id.as_str())))
                     .select(tasks::context_id)
                     .first(conn)
                     .await
@@ -169,13 +170,13 @@ macro_rules! read_queries {
                 let (mut row, last_seq): (Vec<TaskRow>, Option<i64>) = independent!(conn; c =>
                     tasks::table
                         .filter(tasks::tenant_id.eq(tenant.as_str()))
-                        .filter(tasks::task_id.eq(task_id.as_str()))
+                        .filter(tasks::task_id.eq(Id(task_id.as_str())))
                         .select(TaskRow::as_select())
                         .limit(1)
                         .load(c),
                     task_events::table
                         .filter(task_events::tenant_id.eq(tenant.as_str()))
-                        .filter(task_events::task_id.eq(task_id.as_str()))
+                        .filter(task_events::task_id.eq(Id(task_id.as_str())))
                         .select(max(task_events::seq))
                         .get_result(c),
                 )?;
@@ -280,7 +281,7 @@ macro_rules! read_queries {
                     read.extend(
                         messages::table
                             .filter(messages::tenant_id.eq(tenant.as_str()))
-                            .filter(messages::thread_id.eq_any(&threads))
+                            .filter(messages::thread_id.eq_any(threads.iter().map(|id| Id(id))))
                             .filter(messages::seq.eq_any(chunk))
                             .select(MessageRow::as_select())
                             .load::<MessageRow>(conn)
@@ -330,7 +331,7 @@ macro_rules! read_queries {
                     .filter(tasks::tenant_id.eq(tenant.as_str()))
                     .into_boxed();
                 if let Some(context_id) = &query.context_id {
-                    q = q.filter(tasks::context_id.eq(context_id.as_str()));
+                    q = q.filter(tasks::context_id.eq(Id(context_id.as_str())));
                 }
                 if let Some(state) = query.status {
                     q = q.filter(tasks::state.eq(state.as_str()));
@@ -361,7 +362,7 @@ macro_rules! read_queries {
                             .lt(c.status_timestamp)
                             .or(tasks::status_timestamp
                                 .eq(c.status_timestamp)
-                                .and(tasks::task_id.lt(c.task_id.as_str()))),
+                                .and(tasks::task_id.lt(Id(c.task_id.as_str())))),
                     );
                 }
                 let page_size = query.page_size as usize;
@@ -425,7 +426,7 @@ macro_rules! read_queries {
                 let (rows, mut task): (Vec<EventRow>, Vec<TaskRow>) = independent!(conn; c =>
                     task_events::table
                         .filter(task_events::tenant_id.eq(tenant.as_str()))
-                        .filter(task_events::task_id.eq(task_id.as_str()))
+                        .filter(task_events::task_id.eq(Id(task_id.as_str())))
                         .filter(task_events::seq.gt(after_seq))
                         .order(task_events::seq.asc())
                         .limit(limit(max_events))
@@ -433,7 +434,7 @@ macro_rules! read_queries {
                         .load(c),
                     tasks::table
                         .filter(tasks::tenant_id.eq(tenant.as_str()))
-                        .filter(tasks::task_id.eq(task_id.as_str()))
+                        .filter(tasks::task_id.eq(Id(task_id.as_str())))
                         .filter(tasks::final_event_seq.gt(after_seq))
                         .select(TaskRow::as_select())
                         .limit(1)
@@ -460,7 +461,7 @@ macro_rules! read_queries {
                     wanted.dedup();
                     let found: HashMap<i64, MessageRow> = messages::table
                         .filter(messages::tenant_id.eq(tenant.as_str()))
-                        .filter(messages::thread_id.eq(thread.as_str()))
+                        .filter(messages::thread_id.eq(Id(thread.as_str())))
                         .filter(messages::seq.eq_any(&wanted))
                         .select(MessageRow::as_select())
                         .load::<MessageRow>(conn)
@@ -569,7 +570,7 @@ macro_rules! read_queries {
                                     .gt(c.tenant.as_str())
                                     .or(threads::tenant_id
                                         .eq(c.tenant.as_str())
-                                        .and(threads::thread_id.gt(c.thread_id.as_str()))),
+                                        .and(threads::thread_id.gt(Id(c.thread_id.as_str())))),
                             )),
                     );
                 }
@@ -661,7 +662,7 @@ macro_rules! read_queries {
                 use $crate::store::schema::idempotency_keys;
                 let Some(row) = idempotency_keys::table
                     .filter(idempotency_keys::tenant_id.eq(tenant.as_str()))
-                    .filter(idempotency_keys::idem_key.eq(key))
+                    .filter(idempotency_keys::idem_key.eq(Id(key)))
                     .select(ClaimRow::as_select())
                     .first(conn)
                     .await
@@ -674,7 +675,7 @@ macro_rules! read_queries {
                     Some(seq) => {
                         let message: Option<MessageRow> = messages::table
                             .filter(messages::tenant_id.eq(tenant.as_str()))
-                            .filter(messages::thread_id.eq(row.context_id.as_str()))
+                            .filter(messages::thread_id.eq(Id(row.context_id.as_str())))
                             .filter(messages::seq.eq(seq))
                             .select(MessageRow::as_select())
                             .first(conn)
@@ -839,24 +840,25 @@ pub(super) fn limit(n: usize) -> i64 {
 macro_rules! thread_queries {
     ($tenant:expr, $thread_id:expr, $window:expr) => {{
         use diesel::{ExpressionMethods, QueryDsl, SelectableHelper};
+        use $crate::store::packed::Id;
         use $crate::store::rows::{MessageRow, TaskRow, ThreadRow};
         use $crate::store::schema::{messages, tasks, threads};
         let (tenant, thread_id): (&str, &str) = ($tenant, $thread_id);
         (
             threads::table
                 .filter(threads::tenant_id.eq(tenant))
-                .filter(threads::thread_id.eq(thread_id))
+                .filter(threads::thread_id.eq(Id(thread_id)))
                 .select(ThreadRow::as_select())
                 .limit(1),
             messages::table
                 .filter(messages::tenant_id.eq(tenant))
-                .filter(messages::thread_id.eq(thread_id))
+                .filter(messages::thread_id.eq(Id(thread_id)))
                 .order(messages::seq.desc())
                 .limit($crate::store::reads::limit($window))
                 .select(MessageRow::as_select()),
             tasks::table
                 .filter(tasks::tenant_id.eq(tenant))
-                .filter(tasks::context_id.eq(thread_id))
+                .filter(tasks::context_id.eq(Id(thread_id)))
                 .filter($crate::store::reads::is_open())
                 .order((tasks::created_at.asc(), tasks::task_id.asc()))
                 .select(TaskRow::as_select()),

@@ -5,13 +5,11 @@
 //! borrow from the record being written; loaded rows own their data and are decoded
 //! with [`StoreError::Corrupt`] for anything the database should never have held.
 
-use diesel::{Insertable, Queryable, QueryableByName, Selectable};
+use diesel::{Queryable, QueryableByName, Selectable};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::schema::{
-    idempotency_keys, messages, push_configs, push_outbox, task_events, tasks, threads,
-};
+use super::schema::{idempotency_keys, messages, push_configs, task_events, tasks, threads};
 use super::{
     Claim, Delivery, MessageRecord, OutboxKey, StoreError, TaskRecord, ThreadRecord, ThreadStatus,
 };
@@ -53,8 +51,6 @@ pub(super) fn thread_key(
     ))
 }
 
-#[derive(Insertable)]
-#[diesel(table_name = threads, treat_none_as_default_value = false)]
 pub(super) struct NewThread<'a> {
     pub(super) tenant_id: &'a str,
     pub(super) thread_id: &'a str,
@@ -67,7 +63,6 @@ pub(super) struct NewThread<'a> {
     /// store; `None` otherwise).
     pub(super) owner_node: Option<&'a str>,
     /// The thread's first row ([`super::WriteOp::InsertThread`]): inserted, not upserted.
-    #[diesel(skip_insertion)]
     pub(super) first: bool,
 }
 
@@ -119,8 +114,6 @@ impl ThreadRow {
     }
 }
 
-#[derive(Insertable)]
-#[diesel(table_name = messages, treat_none_as_default_value = false)]
 pub(super) struct NewMessage<'a> {
     pub(super) tenant_id: &'a str,
     pub(super) thread_id: &'a str,
@@ -296,8 +289,6 @@ impl MessageRow {
     }
 }
 
-#[derive(Insertable)]
-#[diesel(table_name = tasks, treat_none_as_default_value = false)]
 pub(super) struct NewTask<'a> {
     pub(super) tenant_id: &'a str,
     pub(super) task_id: &'a str,
@@ -318,7 +309,6 @@ pub(super) struct NewTask<'a> {
     /// (`schema::tasks::final_event_seq`, [`super::writes`]).
     pub(super) final_event_seq: Option<i64>,
     /// The task's first row ([`super::WriteOp::InsertTask`]): inserted, not upserted.
-    #[diesel(skip_insertion)]
     pub(super) first: bool,
 }
 
@@ -521,8 +511,6 @@ impl TaskRow {
     }
 }
 
-#[derive(Insertable)]
-#[diesel(table_name = task_events, treat_none_as_default_value = false)]
 pub(super) struct NewTaskEvent<'a> {
     pub(super) tenant_id: &'a str,
     pub(super) task_id: &'a str,
@@ -623,8 +611,6 @@ pub(super) struct EventRow {
     pub(super) message_seq: Option<i64>,
 }
 
-#[derive(Insertable)]
-#[diesel(table_name = push_configs, treat_none_as_default_value = false)]
 pub(super) struct NewPushConfig<'a> {
     pub(super) tenant_id: &'a str,
     pub(super) task_id: &'a str,
@@ -689,8 +675,6 @@ impl PushConfigRow {
     }
 }
 
-#[derive(Insertable)]
-#[diesel(table_name = push_outbox)]
 pub(super) struct NewOutboxRow<'a> {
     pub(super) tenant_id: &'a str,
     pub(super) task_id: &'a str,
@@ -757,8 +741,6 @@ impl DeliveryRow {
     }
 }
 
-#[derive(Insertable)]
-#[diesel(table_name = idempotency_keys, treat_none_as_default_value = false)]
 pub(super) struct NewClaim<'a> {
     pub(super) tenant_id: &'a str,
     pub(super) idem_key: &'a str,

@@ -1,16 +1,20 @@
 //! The diesel schema, written by hand and shared by both backends.
 //!
-//! Only `Text` and `BigInt` (and their `Nullable`s) appear here, because those are the
-//! types Postgres and SQLite agree on: JSON is stored as TEXT in the serde encoding of the
-//! domain types and every instant as BIGINT epoch milliseconds. It must match
+//! Only `Text`, `Packed` and `BigInt` (and their `Nullable`s) appear here, because those
+//! are the types Postgres and SQLite agree on: JSON is stored as TEXT in the serde
+//! encoding of the domain types, every instant as BIGINT epoch milliseconds, and ids (and
+//! digests) as `Packed` text — bytes on Postgres, text on SQLite (`packed.rs`). It must match
 //! `migrations/postgres` and `migrations/sqlite` column for column. Every table stays at
 //! or under 16 columns so diesel needs no `32-column-tables` feature.
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use super::super::packed::Packed;
+
     /// One conversation thread (an A2A `contextId`) of a tenant.
     threads (tenant_id, thread_id) {
         tenant_id -> Text,
-        thread_id -> Text,
+        thread_id -> Packed,
         created_at -> BigInt,
         updated_at -> BigInt,
         expires_at -> BigInt,
@@ -24,13 +28,16 @@ diesel::table! {
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use super::super::packed::Packed;
+
     /// The ordered history of a thread; `seq` is monotonic per thread from 1.
     messages (tenant_id, thread_id, seq) {
         tenant_id -> Text,
-        thread_id -> Text,
+        thread_id -> Packed,
         seq -> BigInt,
-        message_id -> Nullable<Text>,
-        task_id -> Nullable<Text>,
+        message_id -> Nullable<Packed>,
+        task_id -> Nullable<Packed>,
         role -> Text,
         author -> Nullable<Text>,
         /// The message's text, or `''` when that is the text of its parts (every A2A
@@ -51,11 +58,14 @@ diesel::table! {
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use super::super::packed::Packed;
+
     /// Tasks; their history is a list of references to their thread's messages.
     tasks (tenant_id, task_id) {
         tenant_id -> Text,
-        task_id -> Text,
-        context_id -> Text,
+        task_id -> Packed,
+        context_id -> Packed,
         /// `TaskState::as_str`.
         state -> Text,
         /// JSON `domain::Message` of a status message that is not an entry of the task's
@@ -83,10 +93,13 @@ diesel::table! {
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use super::super::packed::Packed;
+
     /// The durable per-task event log that stream resubscription replays.
     task_events (tenant_id, task_id, seq) {
         tenant_id -> Text,
-        task_id -> Text,
+        task_id -> Packed,
         seq -> BigInt,
         /// The serde tag of the event (`status_update`, `artifact_update`, `message`).
         kind -> Text,
@@ -100,10 +113,13 @@ diesel::table! {
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use super::super::packed::Packed;
+
     /// Push-notification configs, several per task.
     push_configs (tenant_id, task_id, config_id) {
         tenant_id -> Text,
-        task_id -> Text,
+        task_id -> Packed,
         config_id -> Text,
         /// `PushDialect::as_str`: which payload the receiver gets.
         dialect -> Text,
@@ -116,10 +132,13 @@ diesel::table! {
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use super::super::packed::Packed;
+
     /// Deliveries still owed: one row per (config, task event), written with the event.
     push_outbox (tenant_id, task_id, config_id, seq) {
         tenant_id -> Text,
-        task_id -> Text,
+        task_id -> Packed,
         config_id -> Text,
         seq -> BigInt,
         /// JSON `domain::PushPayload`.
@@ -131,14 +150,17 @@ diesel::table! {
 }
 
 diesel::table! {
+    use diesel::sql_types::*;
+    use super::super::packed::Packed;
+
     /// The first message accepted under an idempotency key, per tenant.
     idempotency_keys (tenant_id, idem_key) {
         tenant_id -> Text,
-        idem_key -> Text,
-        context_id -> Text,
-        task_id -> Text,
+        idem_key -> Packed,
+        context_id -> Packed,
+        task_id -> Packed,
         /// SHA-256 (hex) of the message as sent and the request metadata.
-        digest -> Text,
+        digest -> Packed,
         /// JSON `domain::Message`, when the turn answered without a task and the reply
         /// is no row of its thread (`reply_seq`).
         reply -> Nullable<Text>,

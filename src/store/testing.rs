@@ -194,8 +194,20 @@ mod tests {
     }
 }
 
+/// A value as `simple_query` renders it, a `bytea` (`\\x…`) unpacked (`packed.rs`).
+fn unpacked(value: &str) -> String {
+    let Some(hex) = value.strip_prefix("\\x") else {
+        return value.to_owned();
+    };
+    let bytes: Vec<u8> = (0..hex.len() / 2)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex from Postgres"))
+        .collect();
+    super::packed::unpack(&bytes).expect("a packed value")
+}
+
 /// Runs `sql` on the store's database and returns every row, each column as text (NULL:
-/// `None`): a look at how the store lays its rows out, beside what it reads back.
+/// `None`; a Postgres `bytea`, a packed id, as the text it stands for): a look at how the
+/// store lays its rows out, beside what it reads back.
 pub(crate) async fn query_text(config: &StoreConfig, sql: &str) -> Vec<Vec<Option<String>>> {
     match config.location().expect("a store location") {
         super::Location::Postgres(url) => {
@@ -209,11 +221,9 @@ pub(crate) async fn query_text(config: &StoreConfig, sql: &str) -> Vec<Vec<Optio
                 .expect("query the test database")
                 .into_iter()
                 .filter_map(|m| match m {
-                    tokio_postgres::SimpleQueryMessage::Row(row) => Some(
-                        (0..row.len())
-                            .map(|i| row.get(i).map(str::to_owned))
-                            .collect(),
-                    ),
+                    tokio_postgres::SimpleQueryMessage::Row(row) => {
+                        Some((0..row.len()).map(|i| row.get(i).map(unpacked)).collect())
+                    }
                     _ => None,
                 })
                 .collect();

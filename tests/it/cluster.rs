@@ -67,7 +67,7 @@ pub(crate) async fn query_one(url: &str, sql: &str) -> Option<Vec<String>> {
 pub(crate) async fn owner_of(url: &str, context_id: &str) -> Option<String> {
     query_one(
         url,
-        &format!("SELECT owner_node FROM threads WHERE thread_id = '{context_id}'"),
+        &format!("SELECT owner_node FROM threads WHERE thread_id = a2a_id('{context_id}')"),
     )
     .await
     .map(|row| row[0].clone())
@@ -609,7 +609,7 @@ async fn a_node_whose_lease_was_taken_writes_nothing_and_rejoins() {
     let messages = |url: String, context: String| async move {
         query_one(
             &url,
-            &format!("SELECT count(*) FROM messages WHERE thread_id = '{context}'"),
+            &format!("SELECT count(*) FROM messages WHERE thread_id = a2a_id('{context}')"),
         )
         .await
         .unwrap()[0]

@@ -665,7 +665,7 @@ async fn a_node_frozen_past_its_lease_writes_nothing_after_it_wakes() {
         query_one(
             &database,
             &format!(
-                "SELECT count(*) FROM messages WHERE thread_id = '{context}' AND role = 'user'"
+                "SELECT count(*) FROM messages WHERE thread_id = a2a_id('{context}') AND role = 'user'"
             ),
         )
         .await

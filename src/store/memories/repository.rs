@@ -135,6 +135,7 @@ macro_rules! memory_repository_impl {
             for bind in st.binds {
                 query = match bind {
                     Bind::Text(v) => query.bind::<Text, _>(v),
+                    Bind::Packed(v) => query.bind::<$crate::store::packed::Packed, _>(v),
                     Bind::NullableText(v) => query.bind::<Nullable<Text>, _>(v),
                     Bind::Double(v) => query.bind::<Double, _>(v),
                     Bind::BigInt(v) => query.bind::<BigInt, _>(v),

@@ -23,6 +23,8 @@ pub(crate) enum Dialect {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Bind {
     Text(String),
+    /// Text of a `Packed` column (an id of the tables `packed.rs` describes).
+    Packed(String),
     NullableText(Option<String>),
     Double(f64),
     BigInt(i64),
@@ -184,7 +186,7 @@ fn gate(st: &mut Statement, gate: Option<&Gate<'_>>) {
     .push("), a2a_require(NOT EXISTS (SELECT 1 FROM threads WHERE tenant_id = ")
     .text(gate.tenant)
     .push(" AND thread_id = ")
-    .text(gate.thread)
+    .bind(Bind::Packed(gate.thread.to_owned()))
     .push(" AND owner_node <> ")
     .text(gate.node)
     .push("), 'A2F02', ")

@@ -9,7 +9,7 @@ use crate::store::{
 };
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 14] = [
+const ALL_MIGRATIONS: [&str; 15] = [
     "2026-11-22-000000_init",
     "2026-11-22-000100_memories",
     "2026-11-23-000000_thread_recovery",
@@ -24,6 +24,7 @@ const ALL_MIGRATIONS: [&str; 14] = [
     "2026-11-26-000000_claims_in_order",
     "2026-11-27-000000_final_event_in_task_row",
     "2026-11-27-000100_open_tasks_index",
+    "2026-11-27-000200_binary_ids",
 ];
 
 fn postgres_migrations() -> Vec<String> {
@@ -31,12 +32,12 @@ fn postgres_migrations() -> Vec<String> {
 }
 
 /// The migrations of `cfg`'s backend, in the order they apply: SQLite has no
-/// `a2a_require` (its commits read their answers before they commit), Postgres no rowid
-/// tables to rebuild and no claims log (its claims stay under their key's unique index,
-/// which is what several nodes agree through).
+/// `a2a_require` (its commits read their answers before they commit) and keeps its ids as
+/// text, Postgres no rowid tables to rebuild and no claims log (its claims stay under
+/// their key's unique index, which is what several nodes agree through).
 fn migrations_of(cfg: &StoreConfig) -> Vec<String> {
     let skipped: &[&str] = match cfg.database_url {
-        None => &["_write_checks"],
+        None => &["_write_checks", "_binary_ids"],
         Some(_) => &["_rows_in_their_keys", "_claims_in_order"],
     };
     ALL_MIGRATIONS

@@ -228,7 +228,15 @@ async fn final_events_go_back_to_the_log_and_come_back(cfg: crate::store::StoreC
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(reverted, ["20261127000100", "20261127000000"]);
+    // Postgres reverts its ids to text first.
+    let newer: &[&str] = match cfg.database_url {
+        Some(_) => &["20261127000200"],
+        None => &[],
+    };
+    assert_eq!(
+        reverted,
+        [newer, &["20261127000100", "20261127000000"]].concat()
+    );
     let text = |v: &str| Some(v.to_owned());
     assert_eq!(
         query_text(

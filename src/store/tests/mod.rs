@@ -54,6 +54,7 @@ mod first_rows;
 mod isolation;
 mod listing;
 mod node_lock;
+mod packed_ids;
 mod pipelined;
 mod prepared;
 mod push;

@@ -239,11 +239,11 @@ async fn the_outbox_poll_reads_only_the_deliveries_it_returns_on_postgres() {
     client
         .batch_execute(
             "INSERT INTO push_configs (tenant_id, task_id, config_id, dialect, url, created_at) \
-               SELECT 'acme', 'task-' || i, 'c', 'v1', 'https://hooks.example.org/', i \
+               SELECT 'acme', a2a_id('task-' || i), 'c', 'v1', 'https://hooks.example.org/', i \
                FROM generate_series(1, 5000) i; \
              INSERT INTO push_outbox (tenant_id, task_id, config_id, seq, payload, created_at, \
                attempts, next_attempt_at) \
-               SELECT 'acme', 'task-' || i, 'c', s, '{}', i, 0, i \
+               SELECT 'acme', a2a_id('task-' || i), 'c', s, '{}', i, 0, i \
                FROM generate_series(1, 5000) i, generate_series(1, 2) s",
         )
         .await

@@ -295,27 +295,27 @@ async fn postgres_the_janitors_statements_go_through_the_key() {
     // depend on them.
     query_text(
         &cfg,
-        "ANALYZE; INSERT INTO threads SELECT 'acme', 't-' || i, 0, 0, i, 'expired', '{}' \
+        "ANALYZE; INSERT INTO threads SELECT 'acme', a2a_id('t-' || i), 0, 0, i, 'expired', '{}' \
          FROM generate_series(1, 20000) i; \
          INSERT INTO tasks (tenant_id, task_id, context_id, state, status_timestamp, \
-         artifacts, transitions, created_at, updated_at, history) SELECT 'acme', 'k-' || i, \
-         't-' || i, 'completed', 0, '[]', '[]', 0, 0, '' FROM generate_series(1, 20000) i; \
+         artifacts, transitions, created_at, updated_at, history) SELECT 'acme', a2a_id('k-' || i), \
+         a2a_id('t-' || i), 'completed', 0, '[]', '[]', 0, 0, '' FROM generate_series(1, 20000) i; \
          INSERT INTO task_events (tenant_id, task_id, seq, kind, payload, created_at) \
-         SELECT 'acme', 'k-' || i, s, 'status_update', '{}', 0 \
+         SELECT 'acme', a2a_id('k-' || i), s, 'status_update', '{}', 0 \
          FROM generate_series(1, 20000) i, generate_series(1, 2) s; \
          INSERT INTO push_configs (tenant_id, task_id, config_id, dialect, url, created_at) \
-         SELECT 'acme', 'k-' || i, 'c', 'v1', 'https://h', 0 FROM generate_series(1, 20000) i; \
-         INSERT INTO push_outbox SELECT 'acme', 'k-' || i, 'c', 1, '{}', 0, 0, 0 \
+         SELECT 'acme', a2a_id('k-' || i), 'c', 'v1', 'https://h', 0 FROM generate_series(1, 20000) i; \
+         INSERT INTO push_outbox SELECT 'acme', a2a_id('k-' || i), 'c', 1, '{}', 0, 0, 0 \
          FROM generate_series(1, 20000) i; \
          INSERT INTO messages (tenant_id, thread_id, seq, role, content, parts, tool_calls, \
-         created_at) SELECT 'acme', 't-' || i, s, 'user', '', '[]', '[]', 0 \
+         created_at) SELECT 'acme', a2a_id('t-' || i), s, 'user', '', '[]', '[]', 0 \
          FROM generate_series(1, 20000) i, generate_series(1, 2) s",
     )
     .await;
     for statement in [EXPIRE, RETIRE] {
         let sql = statement
             .replace("$1", "'acme'")
-            .replace("$2::text[]", "ARRAY['t-1', 't-2']")
+            .replace("$2::bytea[]", "ARRAY[a2a_id('t-1'), a2a_id('t-2')]")
             .replace("$3", "1000");
         let explain = format!("EXPLAIN (COSTS OFF) {sql}");
         let plan: Vec<String> = query_text(&cfg, &explain)

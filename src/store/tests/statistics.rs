@@ -97,8 +97,8 @@ async fn a_reload_reads_open_tasks_through_their_own_index() {
     query_text(
         &cfg,
         "INSERT INTO tasks (tenant_id, task_id, context_id, state, status_timestamp, \
-         artifacts, transitions, created_at, updated_at, history) SELECT 'acme', 'k-' || i, \
-         'c', CASE WHEN i % 1000 = 0 THEN 'working' ELSE 'completed' END, 0, '[]', '[]', \
+         artifacts, transitions, created_at, updated_at, history) SELECT 'acme', a2a_id('k-' || i), \
+         a2a_id('c'), CASE WHEN i % 1000 = 0 THEN 'working' ELSE 'completed' END, 0, '[]', '[]', \
          i, i, '' FROM generate_series(1, 20000) i; ANALYZE tasks",
     )
     .await;
@@ -106,8 +106,8 @@ async fn a_reload_reads_open_tasks_through_their_own_index() {
     let plan: Vec<String> = query_text(
         &cfg,
         &format!(
-            "SET plan_cache_mode = force_generic_plan; PREPARE open_tasks(text, text) AS {sql}; \
-             EXPLAIN (COSTS OFF) EXECUTE open_tasks('acme', 'c')"
+            "SET plan_cache_mode = force_generic_plan; PREPARE open_tasks(text, bytea) AS {sql}; \
+             EXPLAIN (COSTS OFF) EXECUTE open_tasks('acme', a2a_id('c'))"
         ),
     )
     .await
