@@ -205,10 +205,10 @@ pub(super) mod sql {
     /// rows as they were before the statement, so each finds its rows through the
     /// deleted threads and tasks).
     /// Each table's rows are found by their key, with the ids as an array
-    /// (`= ANY(ARRAY(…))`). The task ids are returned in the default collation: `tasks`
-    /// keeps its ids in "C", and compared in "C" the other tables' ids are not in their
-    /// keys' order, so Postgres read every event and outbox row of the tenant for each
-    /// statement. The thread's conditions are written as in [`EXPIRE`].
+    /// (`= ANY(ARRAY(…))`) of bytes, as every table keeps them (`packed.rs`): ids that
+    /// compared otherwise than their keys (text in another collation, once) had Postgres
+    /// read every event and outbox row of the tenant for each statement. The thread's
+    /// conditions are written as in [`EXPIRE`].
     pub const RETIRE: &str = "WITH gone AS (DELETE FROM threads WHERE tenant_id = $1 \
         AND thread_id = ANY($2::bytea[]) AND status || '' = 'expired' AND expires_at + 0 <= $3 \
         RETURNING thread_id), \
