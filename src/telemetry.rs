@@ -112,6 +112,14 @@ pub const PUSH_ATTEMPTS: &str = "agent_a2a_push_attempts_total";
 pub const PUSH_OUTBOX_DEPTH: &str = "agent_a2a_push_outbox_depth";
 /// From an event's commit to its receiver's 2xx, in milliseconds (retries included).
 pub const PUSH_DELIVERY_MS: &str = "agent_a2a_push_delivery_latency_ms";
+/// Deliveries whose next attempt was put off because their receiver had its fill of
+/// attempts (`push.max_concurrent_per_receiver`), its breaker was open, or a probe of it
+/// was under way.
+pub const PUSH_DEFERRED: &str = "agent_a2a_push_deferred_total";
+/// Receiver breakers opened (`push.breaker_failures` failures in a row, or a failed probe).
+pub const PUSH_BREAKER_OPENED: &str = "agent_a2a_push_breaker_opened_total";
+/// Receivers whose breaker is open or probing.
+pub const PUSH_BREAKERS_OPEN: &str = "agent_a2a_push_breakers_open";
 
 /// Sends answered with the outcome of an earlier send of the same idempotency key
 /// (message id or `Idempotency-Key`), without running the agent again.
@@ -369,6 +377,9 @@ pub fn metrics_handle() -> PrometheusHandle {
                 metrics::counter!(PUSH_DELIVERIES, "outcome" => outcome).increment(0);
             }
             metrics::gauge!(PUSH_OUTBOX_DEPTH).increment(0.0);
+            metrics::counter!(PUSH_DEFERRED).increment(0);
+            metrics::counter!(PUSH_BREAKER_OPENED).increment(0);
+            metrics::gauge!(PUSH_BREAKERS_OPEN).increment(0.0);
             metrics::counter!(IDEMPOTENT_REPLAYS).increment(0);
             metrics::counter!(IDEMPOTENCY_KEY_READS).increment(0);
             handle
@@ -478,6 +489,18 @@ fn describe() {
         "Push delivery attempts by result: ok, http_error, failed, refused."
     );
     describe_gauge!(PUSH_OUTBOX_DEPTH, "Push deliveries owed (outbox rows).");
+    describe_counter!(
+        PUSH_DEFERRED,
+        "Push deliveries put off because their receiver was busy, failing, or being probed."
+    );
+    describe_counter!(
+        PUSH_BREAKER_OPENED,
+        "Push receiver breakers opened (failures in a row, or a failed probe)."
+    );
+    describe_gauge!(
+        PUSH_BREAKERS_OPEN,
+        "Push receivers whose breaker is open or probing."
+    );
     describe_histogram!(
         PUSH_DELIVERY_MS,
         "From a task event's commit to its receiver's 2xx, in milliseconds (retries included)."

@@ -23,6 +23,16 @@ pub struct PushSettings {
     pub max_age_secs: u64,
     /// Deliveries in flight at once (each config still gets one at a time, in order).
     pub max_concurrent: usize,
+    /// Deliveries in flight at once to one receiver (a URL's scheme, host and port), so
+    /// that a slow one leaves the other slots to the others (`max_concurrent` if that is
+    /// lower).
+    pub max_concurrent_per_receiver: usize,
+    /// Failed attempts in a row (no answer, or not a 2xx) that open a receiver's breaker:
+    /// nothing is sent to it for `breaker_open_ms`, then one delivery probes it.
+    pub breaker_failures: u32,
+    /// How long an opened breaker stays open, in ms; doubled after each failed probe, up
+    /// to `backoff_max_ms`.
+    pub breaker_open_ms: u64,
     /// One delivery's time limit (connect, send, response head), in ms.
     pub timeout_ms: u64,
     /// First retry delay, in ms; doubled per attempt (with jitter) up to `backoff_max_ms`.
@@ -53,6 +63,9 @@ impl Default for PushSettings {
             max_attempts: 12,
             max_age_secs: 86_400,
             max_concurrent: 32,
+            max_concurrent_per_receiver: 8,
+            breaker_failures: 5,
+            breaker_open_ms: 5_000,
             timeout_ms: 10_000,
             backoff_initial_ms: 500,
             backoff_max_ms: 300_000,
@@ -76,6 +89,12 @@ impl PushSettings {
         positive("push.max_attempts", self.max_attempts.into())?;
         positive("push.max_age_secs", self.max_age_secs)?;
         positive("push.max_concurrent", self.max_concurrent as u64)?;
+        positive(
+            "push.max_concurrent_per_receiver",
+            self.max_concurrent_per_receiver as u64,
+        )?;
+        positive("push.breaker_failures", self.breaker_failures.into())?;
+        positive("push.breaker_open_ms", self.breaker_open_ms)?;
         positive("push.timeout_ms", self.timeout_ms)?;
         positive("push.backoff_initial_ms", self.backoff_initial_ms)?;
         positive("push.poll_interval_ms", self.poll_interval_ms)?;
@@ -83,6 +102,12 @@ impl PushSettings {
             return Err(ConfigError::Key {
                 key: "push.backoff_max_ms",
                 problem: "must be at least push.backoff_initial_ms".into(),
+            });
+        }
+        if self.breaker_open_ms > self.backoff_max_ms {
+            return Err(ConfigError::Key {
+                key: "push.breaker_open_ms",
+                problem: "must be at most push.backoff_max_ms".into(),
             });
         }
         Ok(())

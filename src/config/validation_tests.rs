@@ -452,3 +452,35 @@ fn the_postgres_analyze_interval_is_bounded() {
         );
     }
 }
+
+#[test]
+fn push_receiver_limits_and_breaker_are_bounded() {
+    let refused = |toml: &str, key: &str, problem: &str| {
+        let (_d, o) = with_file(&format!("auth.enabled = false\n[push]\n{toml}\n"));
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(problem), "{toml}: {e}");
+    };
+    for key in [
+        "max_concurrent_per_receiver",
+        "breaker_failures",
+        "breaker_open_ms",
+    ] {
+        refused(
+            &format!("{key} = 0"),
+            &format!("push.{key}"),
+            "greater than 0",
+        );
+    }
+    refused(
+        "backoff_max_ms = 1000\nbreaker_open_ms = 1001",
+        "push.breaker_open_ms",
+        "at most push.backoff_max_ms",
+    );
+    // Below the per-receiver default, `max_concurrent` is the limit for one receiver too.
+    let (_d, o) = with_file("auth.enabled = false\n[push]\nmax_concurrent = 4\n");
+    let push = load(&[], o).unwrap().push;
+    assert_eq!(
+        (push.max_concurrent_per_receiver, push.breaker_failures),
+        (8, 5)
+    );
+}

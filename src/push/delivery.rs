@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use super::policy::{CheckedResolver, POLICY_REFUSAL, UrlPolicy, refused_at_delivery};
+use super::receivers::{Admit, Change, Outcome, Receivers};
 use crate::a2a::encode_push_payload;
 use crate::config::PushSettings;
 use crate::domain::{TaskId, TenantId, Timestamp};
@@ -107,6 +108,8 @@ impl Deliverer {
         let mut attempting = 0usize;
         // Retries scheduled by this process, so the loop wakes when the first is due.
         let mut retries: HashMap<Lane, Instant> = HashMap::new();
+        // Per receiver: attempts under way, failures in a row, its breaker.
+        let mut receivers = Receivers::new(&this.settings);
         let mut recounted: Option<Instant> = None;
         let mut stalled = false;
         loop {
@@ -155,13 +158,22 @@ impl Deliverer {
                         // config was deleted, or a poll already left it out): a later
                         // poll finds it if it is still owed.
                         retries.retain(|_, at| *at + STALE_RETRY > now);
+                        // Rows whose receiver cannot take them now, with when it may.
+                        let mut waiting: Vec<(Delivery, Instant)> = Vec::new();
                         for delivery in due {
                             let lane = lane_of(&delivery);
                             if attempting >= this.settings.max_concurrent
-                                || !in_flight.insert(lane.clone())
+                                || in_flight.contains(&lane)
                             {
                                 continue;
                             }
+                            let receiver = Receivers::of(&delivery.config.url);
+                            if let Admit::Wait(until) = receivers.admit(&receiver, now) {
+                                in_flight.insert(lane);
+                                waiting.push((delivery, until));
+                                continue;
+                            }
+                            in_flight.insert(lane.clone());
                             retries.remove(&lane);
                             attempting += 1;
                             let this = this.clone();
@@ -176,6 +188,12 @@ impl Deliverer {
                                 }
                                 let attempt = this.attempt(&delivery).await;
                                 let _ = done.send((delivery, attempt));
+                            });
+                        }
+                        if !waiting.is_empty() {
+                            let (this, settled) = (this.clone(), settled_tx.clone());
+                            actix::spawn(async move {
+                                let _ = settled.send(this.defer(waiting, now).await);
                             });
                         }
                     }
@@ -211,6 +229,14 @@ impl Deliverer {
                         done.push(more);
                     }
                     attempting -= done.len();
+                    let finished = Instant::now();
+                    for (delivery, attempt) in &done {
+                        let receiver = Receivers::of(&delivery.config.url);
+                        let change = receivers.finished(&receiver, attempt.outcome(), finished);
+                        if let Some(change) = change {
+                            report(&change, receivers.open());
+                        }
+                    }
                     let (this, settled) = (this.clone(), settled_tx.clone());
                     actix::spawn(async move {
                         let lanes: Vec<Lane> = done.iter().map(|(d, _)| lane_of(d)).collect();
@@ -302,6 +328,43 @@ impl Deliverer {
         }
     }
 
+    /// Moves the next attempt of rows whose receiver cannot take them now to when it may
+    /// (`until`; their attempts unchanged), in one commit, so that the outbox's next read
+    /// finds the other receivers' rows rather than these again.
+    async fn defer(&self, rows: Vec<(Delivery, Instant)>, now: Instant) -> Settled {
+        let lanes: Vec<Lane> = rows.iter().map(|(d, _)| lane_of(d)).collect();
+        let Some(runtime) = self.runtime.upgrade() else {
+            return lanes.into_iter().map(|lane| (lane, Err(()))).collect();
+        };
+        let stamp = Timestamp::now().millis();
+        let ops = (rows.iter())
+            .map(|(d, until)| WriteOp::PushRetry {
+                key: d.key.clone(),
+                attempts: d.attempts,
+                next_attempt_at: Timestamp(
+                    stamp.saturating_add(
+                        i64::try_from(until.saturating_duration_since(now).as_millis())
+                            .unwrap_or(i64::MAX),
+                    ),
+                ),
+            })
+            .collect();
+        match runtime.commit(ops).await {
+            Ok(()) => {
+                metrics::counter!(telemetry::PUSH_DEFERRED).increment(rows.len() as u64);
+                lanes
+                    .into_iter()
+                    .zip(rows)
+                    .map(|(lane, (_, until))| (lane, Ok(Some(until))))
+                    .collect()
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, rows = lanes.len(), "push outbox: cannot defer deliveries to a busy or failing receiver; they stay due");
+                lanes.into_iter().map(|lane| (lane, Err(()))).collect()
+            }
+        }
+    }
+
     /// Commits what an attempt decided: the row goes (delivered or given up) or is
     /// rescheduled. Returns when a retry is due; `Err` if the store refused the commit.
     async fn settle(&self, delivery: Delivery, attempt: Attempt) -> Result<Option<Instant>, ()> {
@@ -373,6 +436,35 @@ impl Deliverer {
             .min(self.settings.backoff_max_ms);
         Duration::from_millis(full / 2 + fastrand::u64(0..=full / 2))
     }
+}
+
+impl Attempt {
+    /// What the attempt says of its receiver, for its breaker.
+    fn outcome(&self) -> Outcome {
+        match self {
+            Attempt::Delivered => Outcome::Answered,
+            Attempt::Failed { .. } => Outcome::Failed,
+            Attempt::Refused(_) => Outcome::Neither,
+        }
+    }
+}
+
+/// Logs a breaker that opened or closed, and counts the open ones.
+fn report(change: &Change, open: usize) {
+    match change {
+        Change::Opened { receiver, open_for } => {
+            metrics::counter!(telemetry::PUSH_BREAKER_OPENED).increment(1);
+            tracing::warn!(
+                receiver,
+                open_for_ms = open_for.as_millis() as u64,
+                "push receiver failing: nothing is sent to it for a while (push.breaker_failures, push.breaker_open_ms)"
+            );
+        }
+        Change::Closed { receiver } => {
+            tracing::info!(receiver, "push receiver answers again");
+        }
+    }
+    metrics::gauge!(telemetry::PUSH_BREAKERS_OPEN).set(open as f64);
 }
 
 fn lane_of(d: &Delivery) -> Lane {

@@ -1,16 +1,18 @@
-//! Push notifications: the receiver URL policy (`policy.rs`) and the delivery of the
-//! durable outbox (`delivery.rs`).
+//! Push notifications: the receiver URL policy (`policy.rs`), the delivery of the
+//! durable outbox (`delivery.rs`), and what it keeps per receiver (`receivers.rs`).
 //!
 //! A config's deliveries are owed from the moment the event they carry is committed:
 //! thread actors write one outbox row per (config, event) in the event's own
 //! transaction. The delivery reads the rows that are due, POSTs each to its receiver —
-//! one at a time per config, in event order, up to `push.max_concurrent` at once —
-//! and acknowledges it (row deleted) or reschedules it with exponential backoff and
+//! one at a time per config, in event order, up to `push.max_concurrent` at once and
+//! `push.max_concurrent_per_receiver` to one receiver, none to a receiver whose breaker
+//! is open — and acknowledges it (row deleted) or reschedules it with exponential backoff and
 //! jitter, through the persistence actor like every other write. A restart finds the
 //! rows still owed and goes on: at-least-once, in order per task and config.
 
 mod delivery;
 pub mod policy;
+mod receivers;
 
 pub use delivery::{DELIVERY_ID_HEADER, start};
 pub use policy::UrlPolicy;

@@ -243,6 +243,140 @@ async fn a_receiver_that_fails_gets_each_event_again_and_never_out_of_order() {
     assert!(first_three.windows(2).all(|w| w[0].body == w[1].body));
 }
 
+const BREAKER_OPENED: &str = "agent_a2a_push_breaker_opened_total";
+
+/// `(task id:seq, status)` of every request `receiver` got, in order.
+fn requests(receiver: &Receiver) -> Vec<(String, u16)> {
+    (receiver.all().iter())
+        .map(|r| (r.event_id().to_owned(), r.status))
+        .collect()
+}
+
+/// Waits (at most 10 s) until `check` holds.
+async fn until<F: std::future::Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[actix_web::test]
+async fn a_receiver_that_never_answers_leaves_the_others_their_deliveries() {
+    // It takes connections (the kernel's backlog) and never answers a request.
+    let hanging = loopback();
+    let hanging_url = format!("http://{}/hook", hanging.local_addr().unwrap());
+    let live = Receiver::start(loopback(), 0);
+    let app = spawn_app_with(Backend::Sqlite, |s| {
+        quick(s);
+        s.push.max_concurrent = 4;
+        s.push.max_concurrent_per_receiver = 2;
+        // Longer than the test: its attempts hang throughout, its breaker never opens.
+        s.push.timeout_ms = 120_000;
+    })
+    .await;
+    // Its deliveries first, so they are the oldest owed: more of them than all the slots.
+    for _ in 0..6 {
+        send_with(&app, "complete", json!({"url": hanging_url})).await;
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        tasks.push(send_with(&app, "complete", json!({"url": live.url})).await);
+    }
+    // Two slots hang on it; the others carry every delivery to the live receiver, each
+    // task's in order.
+    let got = live.delivered(9).await;
+    for task in &tasks {
+        let mine: Vec<&str> = (got.iter())
+            .map(Received::event_id)
+            .filter(|id| id.starts_with(task.as_str()))
+            .collect();
+        assert_eq!(
+            mine,
+            (1..=3).map(|n| format!("{task}:{n}")).collect::<Vec<_>>()
+        );
+    }
+    drop(hanging);
+}
+
+#[actix_web::test]
+async fn a_failing_receiver_gets_nothing_while_its_breaker_is_open() {
+    let failing = Receiver::start(loopback(), usize::MAX);
+    let live = Receiver::start(loopback(), 0);
+    let app = spawn_app_with(Backend::Sqlite, |s| {
+        quick(s);
+        s.push.breaker_failures = 3;
+        // Open for longer than the test.
+        s.push.backoff_max_ms = 600_000;
+        s.push.breaker_open_ms = 600_000;
+    })
+    .await;
+    let opened = counter(&app, BREAKER_OPENED).await;
+    let failing_tasks = [
+        send_with(&app, "complete", json!({"url": failing.url})).await,
+        send_with(&app, "complete", json!({"url": failing.url})).await,
+    ];
+    until("the breaker opens", || async {
+        counter(&app, BREAKER_OPENED).await - opened >= 1.0
+    })
+    .await;
+    // Its rows are put off until the breaker would let a probe through: none is due
+    // within the next minute, and both tasks still owe every event.
+    let store = app.runtime.store().clone();
+    until("its rows are put off", || async {
+        let soon = agent_a2a::domain::Timestamp(agent_a2a::domain::Timestamp::now().0 + 60_000);
+        let due = store.due_deliveries(soon, 100).await.unwrap();
+        !due.iter()
+            .any(|d| failing_tasks.iter().any(|t| d.key.task_id.as_str() == t))
+    })
+    .await;
+    assert_eq!(
+        store.outbox_depth().await.unwrap(),
+        6,
+        "nothing of theirs is lost"
+    );
+    let seen = requests(&failing);
+    assert!(
+        seen.len() >= 3 && seen.iter().all(|(_, status)| *status == 503),
+        "{seen:?}"
+    );
+
+    // The loop goes on for the others, and sends the failing receiver nothing more.
+    let task = send_with(&app, "complete", json!({"url": live.url})).await;
+    let got = live.delivered(3).await;
+    assert!(got.iter().all(|r| r.event_id().starts_with(task.as_str())));
+    assert_eq!(requests(&failing), seen);
+}
+
+#[actix_web::test]
+async fn a_receiver_back_after_its_breaker_opened_gets_every_event_in_order() {
+    // Three failures open its breaker; the probe after it is answered.
+    let receiver = Receiver::start(loopback(), 3);
+    let app = spawn_app_with(Backend::Sqlite, |s| {
+        quick(s);
+        s.push.breaker_failures = 3;
+        s.push.breaker_open_ms = 100;
+    })
+    .await;
+    let opened = counter(&app, BREAKER_OPENED).await;
+    let task = send_with(&app, "complete", json!({"url": receiver.url})).await;
+    receiver.delivered(3).await;
+    let event = |n: u32, status: u16| (format!("{task}:{n}"), status);
+    assert_eq!(
+        requests(&receiver),
+        [
+            event(1, 503),
+            event(1, 503),
+            event(1, 503),
+            event(1, 200),
+            event(2, 200),
+            event(3, 200),
+        ]
+    );
+    assert!(counter(&app, BREAKER_OPENED).await - opened >= 1.0);
+    drained(&app).await;
+}
+
 #[actix_web::test]
 async fn deliveries_owed_when_the_server_stops_are_made_after_it_restarts() {
     // The receiver's port, with nobody listening until the server has restarted.
