@@ -101,6 +101,16 @@ pub struct Args {
     /// arguments) or NAME=JSON; repeat to alternate [default: memory_add, memory_search].
     #[arg(long = "tool", value_name = "NAME[=JSON]")]
     pub tools: Vec<String>,
+    /// push: webhook receivers (each on a port of its own, so a receiver of its own to the
+    /// server) the tasks' configs are spread over, in turn.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub push_receivers: u32,
+    /// push: receivers that take connections and never answer, among the others (every
+    /// `(receivers + dead)`-th config names one); their tasks' events are not waited for.
+    #[arg(long, default_value_t = 0, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub push_dead: u32,
     /// subscribe: tasks the subscribers are spread over.
     #[arg(long, default_value_t = 10, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=100_000))]

@@ -159,6 +159,8 @@ async fn load(args: &Args, url: &reqwest::Url, in_process: bool) -> anyhow::Resu
     let settings = scenarios::Settings {
         text: args.text.as_str().into(),
         turns: args.turns,
+        push_receivers: args.push_receivers as usize,
+        push_dead: args.push_dead as usize,
         tools: if scenario == Scenario::Tool {
             args.tool_calls().into()
         } else {

@@ -63,7 +63,7 @@ impl Default for PushSettings {
             max_attempts: 12,
             max_age_secs: 86_400,
             max_concurrent: 32,
-            max_concurrent_per_receiver: 8,
+            max_concurrent_per_receiver: 32,
             breaker_failures: 5,
             breaker_open_ms: 5_000,
             timeout_ms: 10_000,

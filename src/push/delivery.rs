@@ -131,6 +131,9 @@ impl Deliverer {
                 }
                 recounted = Some(Instant::now());
             }
+            // Attempts to a receiver that has answered none of them for a while keep
+            // going (to their timeout) without holding slots from the others.
+            attempting -= receivers.sweep(Instant::now());
             let max = this.settings.max_concurrent;
             // Free slots, while the outcomes awaiting their commit stay few: each of
             // their rows is still in the outbox, and read (and passed over) by every poll.
@@ -168,10 +171,14 @@ impl Deliverer {
                                 continue;
                             }
                             let receiver = Receivers::of(&delivery.config.url);
-                            if let Admit::Wait(until) = receivers.admit(&receiver, now) {
-                                in_flight.insert(lane);
-                                waiting.push((delivery, until));
-                                continue;
+                            match receivers.admit(&receiver, now) {
+                                Admit::Go => {}
+                                Admit::Pass => continue,
+                                Admit::Wait(until) => {
+                                    in_flight.insert(lane);
+                                    waiting.push((delivery, until));
+                                    continue;
+                                }
                             }
                             in_flight.insert(lane.clone());
                             retries.remove(&lane);
@@ -228,11 +235,15 @@ impl Deliverer {
                     while let Ok(more) = done_rx.try_recv() {
                         done.push(more);
                     }
-                    attempting -= done.len();
                     let finished = Instant::now();
                     for (delivery, attempt) in &done {
                         let receiver = Receivers::of(&delivery.config.url);
-                        let change = receivers.finished(&receiver, attempt.outcome(), finished);
+                        let (held, change) =
+                            receivers.finished(&receiver, attempt.outcome(), finished);
+                        // (A stalled receiver's attempts gave their slots back already.)
+                        if held {
+                            attempting -= 1;
+                        }
                         if let Some(change) = change {
                             report(&change, receivers.open());
                         }

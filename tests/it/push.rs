@@ -269,8 +269,9 @@ async fn a_receiver_that_never_answers_leaves_the_others_their_deliveries() {
     let live = Receiver::start(loopback(), 0);
     let app = spawn_app_with(Backend::Sqlite, |s| {
         quick(s);
+        // As many slots as it has configs, and no cap of its own: all are taken until
+        // it counts as stalled and they are given back.
         s.push.max_concurrent = 4;
-        s.push.max_concurrent_per_receiver = 2;
         // Longer than the test: its attempts hang throughout, its breaker never opens.
         s.push.timeout_ms = 120_000;
     })
@@ -283,7 +284,7 @@ async fn a_receiver_that_never_answers_leaves_the_others_their_deliveries() {
     for _ in 0..3 {
         tasks.push(send_with(&app, "complete", json!({"url": live.url})).await);
     }
-    // Two slots hang on it; the others carry every delivery to the live receiver, each
+    // Its attempts hang on; the slots carry every delivery to the live receiver, each
     // task's in order.
     let got = live.delivered(9).await;
     for task in &tasks {

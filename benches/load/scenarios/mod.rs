@@ -78,6 +78,9 @@ impl Scenario {
 pub struct Settings {
     pub text: Arc<str>,
     pub turns: u32,
+    /// push: live receivers, and receivers that never answer.
+    pub push_receivers: usize,
+    pub push_dead: usize,
     pub tools: Arc<[ToolCall]>,
     pub tasks: usize,
     /// Names the data a run writes (the tool scenario's users), so runs do not mix.
@@ -137,6 +140,8 @@ pub async fn run(
             let push = push::Push {
                 client,
                 text: text.clone(),
+                receivers: settings.push_receivers,
+                dead: settings.push_dead,
             };
             push.run(plan, live, stop).await?
         }

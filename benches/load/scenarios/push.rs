@@ -10,6 +10,11 @@
 //! them; the latency is from a send's intended start to each of its events' arrival.
 //! The server must accept loopback receivers (`push.allow_loopback`; the in-process
 //! server does).
+//!
+//! `--push-receivers N` spreads the configs over N receivers (ports of their own), in
+//! turn; `--push-dead N` adds N receivers that take connections and never answer: what
+//! is measured then is how the live receivers fare beside them (their events only; the
+//! dead ones' tasks are counted apart).
 
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -35,6 +40,9 @@ type Arrivals = Arc<Mutex<HashMap<String, Vec<Instant>>>>;
 pub struct Push {
     pub client: Arc<Client>,
     pub text: Arc<str>,
+    /// Live receivers, and receivers that never answer.
+    pub receivers: usize,
+    pub dead: usize,
 }
 
 impl Push {
@@ -45,15 +53,33 @@ impl Push {
         stop: watch::Receiver<bool>,
     ) -> anyhow::Result<Measured> {
         let arrivals: Arrivals = Arc::default();
-        let receiver = Receiver::start(arrivals.clone())?;
+        let mut receivers = Vec::new();
+        for _ in 0..self.receivers.max(1) {
+            receivers.push(Receiver::start(arrivals.clone())?);
+        }
+        // Listening, never accepting: connections wait in the kernel's backlog, requests
+        // are never answered.
+        let dead: Vec<TcpListener> = (0..self.dead)
+            .map(|_| TcpListener::bind("127.0.0.1:0"))
+            .collect::<Result<_, _>>()?;
+        let mut urls: Vec<(String, bool)> =
+            receivers.iter().map(|r| (r.url.clone(), true)).collect();
+        for listener in &dead {
+            urls.push((format!("http://{}/hook", listener.local_addr()?), false));
+        }
+        let urls: Arc<[(String, bool)]> = urls.into();
+        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let sent: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let to_dead = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let measure_from = Instant::now() + plan.warmup;
         let workers = (0..plan.connections)
             .map(|_| PushOp {
                 client: self.client.clone(),
                 text: self.text.clone(),
-                url: receiver.url.clone(),
+                urls: urls.clone(),
+                next: next.clone(),
                 sent: sent.clone(),
+                to_dead: to_dead.clone(),
                 measure_from,
             })
             .collect();
@@ -74,7 +100,10 @@ impl Push {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        receiver.stop().await;
+        for receiver in receivers {
+            receiver.stop().await;
+        }
+        drop(dead);
 
         let mut stats = Stats::new();
         let sent = std::mem::take(&mut *sent.lock().unwrap());
@@ -94,6 +123,10 @@ impl Push {
             }
         }
         stats.count("tasks sent (measured)", sent.len() as u64);
+        let to_dead = to_dead.load(std::sync::atomic::Ordering::Relaxed);
+        if to_dead > 0 {
+            stats.count("tasks sent to receivers that never answer", to_dead);
+        }
         if tasks_without_events > 0 {
             stats.count("tasks none of whose events arrived", tasks_without_events);
         }
@@ -113,8 +146,11 @@ impl Push {
 struct PushOp {
     client: Arc<Client>,
     text: Arc<str>,
-    url: String,
+    /// The receivers' URLs, and whether each answers; configs name them in turn.
+    urls: Arc<[(String, bool)]>,
+    next: Arc<std::sync::atomic::AtomicUsize>,
     sent: Arc<Mutex<HashMap<String, Instant>>>,
+    to_dead: Arc<std::sync::atomic::AtomicU64>,
     measure_from: Instant,
 }
 
@@ -129,16 +165,23 @@ impl Operation for PushOp {
             None,
             None,
         );
+        let turn = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (url, answers) = &self.urls[turn % self.urls.len()];
         let params = json!({
             "message": message,
-            "configuration": {"taskPushNotificationConfig": {"url": self.url}},
+            "configuration": {"taskPushNotificationConfig": {"url": url}},
         });
         let result = self.client.call(dialect.send_method(), params).await?;
         let reply = Reply::parse(dialect, &result)?;
         if let Reply::Task { id, .. } = &reply
             && intended >= self.measure_from
         {
-            self.sent.lock().unwrap().insert(id.clone(), intended);
+            if *answers {
+                self.sent.lock().unwrap().insert(id.clone(), intended);
+            } else {
+                self.to_dead
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
         }
         reply.outcome()
     }
