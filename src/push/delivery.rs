@@ -133,7 +133,9 @@ impl Deliverer {
             }
             // Attempts to a receiver that has answered none of them for a while keep
             // going (to their timeout) without holding slots from the others.
-            attempting -= receivers.sweep(Instant::now());
+            let freed = receivers.sweep(Instant::now());
+            debug_assert!(freed <= attempting, "slots given back that were not held");
+            attempting = attempting.saturating_sub(freed);
             let max = this.settings.max_concurrent;
             // Free slots, while the outcomes awaiting their commit stay few: each of
             // their rows is still in the outbox, and read (and passed over) by every poll.
@@ -242,7 +244,8 @@ impl Deliverer {
                             receivers.finished(&receiver, attempt.outcome(), finished);
                         // (A stalled receiver's attempts gave their slots back already.)
                         if held {
-                            attempting -= 1;
+                            debug_assert!(attempting > 0, "an attempt ended that held no slot");
+                            attempting = attempting.saturating_sub(1);
                         }
                         if let Some(change) = change {
                             report(&change, receivers.open());

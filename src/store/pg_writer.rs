@@ -363,13 +363,6 @@ pub(super) async fn commit(
         .map(|r| r.thread_ids.iter().map(|id| PgPacked(id)).collect())
         .collect();
     let settled_keys: Vec<PgPacked> = rows.settled.iter().map(|s| PgPacked(s.key)).collect();
-    let pushed_tasks: Vec<PgPacked> = (rows.push.iter())
-        .map(|row| match row {
-            PushRow::PutConfig(r) => PgPacked(r.task_id),
-            PushRow::Enqueue(r) => PgPacked(r.task_id),
-            _ => PgPacked(""),
-        })
-        .collect();
 
     let no_claims = ClaimColumns::default();
     let (first_claims, other_claims) = match claims.split_first() {
@@ -454,14 +447,12 @@ pub(super) async fn commit(
         let params: Vec<&(dyn ToSql + Sync)> = vec![channel, payload];
         steps.push((Step::Write, run(client, &s.notify, params)));
     }
-    for ((row, (tenant, task, config)), row_task) in
-        rows.push.iter().zip(&push_keys).zip(&pushed_tasks)
-    {
+    for (row, (tenant, task, config)) in rows.push.iter().zip(&push_keys) {
         match row {
             PushRow::PutConfig(r) => {
                 let params: Vec<&(dyn ToSql + Sync)> = vec![
                     &r.tenant_id,
-                    row_task,
+                    task,
                     &r.config_id,
                     &r.dialect,
                     &r.url,
@@ -485,7 +476,7 @@ pub(super) async fn commit(
             PushRow::Enqueue(r) => {
                 let params: Vec<&(dyn ToSql + Sync)> = vec![
                     &r.tenant_id,
-                    row_task,
+                    task,
                     &r.config_id,
                     &r.seq,
                     &r.payload,
@@ -547,7 +538,7 @@ fn run<'f>(
 /// The key columns of a push row's statements: tenant, task (packed), config.
 type PushKey<'a> = (&'a str, PgPacked<'a>, &'a str);
 
-/// The key columns a push row's statements bind (empty for the rows that bind others).
+/// The key columns a push row's statements bind.
 fn push_key<'a>(row: &PushRow<'a>) -> PushKey<'a> {
     match row {
         PushRow::DeleteConfig {
@@ -560,7 +551,8 @@ fn push_key<'a>(row: &PushRow<'a>) -> PushKey<'a> {
             PgPacked(key.task_id.as_str()),
             key.config_id.as_str(),
         ),
-        PushRow::PutConfig(_) | PushRow::Enqueue(_) => ("", PgPacked(""), ""),
+        PushRow::PutConfig(r) => (r.tenant_id, PgPacked(r.task_id), r.config_id),
+        PushRow::Enqueue(r) => (r.tenant_id, PgPacked(r.task_id), r.config_id),
     }
 }
 
