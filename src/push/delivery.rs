@@ -99,7 +99,8 @@ struct Deliverer {
 impl Deliverer {
     async fn run(self, mut stop: watch::Receiver<bool>) {
         let this = Arc::new(self);
-        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(Delivery, Attempt)>();
+        // Answered attempts, each with its receiver (`Receivers::of` its URL).
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(Delivery, String, Attempt)>();
         let (settled_tx, mut settled_rx) = mpsc::unbounded_channel::<Settled>();
         // Lanes with an attempt, or an outcome not yet committed: their next row waits.
         let mut in_flight: HashSet<Lane> = HashSet::new();
@@ -196,7 +197,7 @@ impl Deliverer {
                                     return;
                                 }
                                 let attempt = this.attempt(&delivery).await;
-                                let _ = done.send((delivery, attempt));
+                                let _ = done.send((delivery, receiver, attempt));
                             });
                         }
                         if !waiting.is_empty() {
@@ -238,19 +239,21 @@ impl Deliverer {
                         done.push(more);
                     }
                     let finished = Instant::now();
-                    for (delivery, attempt) in &done {
-                        let receiver = Receivers::of(&delivery.config.url);
-                        let (held, change) =
-                            receivers.finished(&receiver, attempt.outcome(), finished);
-                        // (A stalled receiver's attempts gave their slots back already.)
-                        if held {
-                            debug_assert!(attempting > 0, "an attempt ended that held no slot");
-                            attempting = attempting.saturating_sub(1);
-                        }
-                        if let Some(change) = change {
-                            report(&change, receivers.open());
-                        }
-                    }
+                    let done: Vec<(Delivery, Attempt)> = (done.into_iter())
+                        .map(|(delivery, receiver, attempt)| {
+                            let (held, change) =
+                                receivers.finished(&receiver, attempt.outcome(), finished);
+                            // (A stalled receiver's attempts gave their slots back already.)
+                            if held {
+                                debug_assert!(attempting > 0, "an attempt ended that held no slot");
+                                attempting = attempting.saturating_sub(1);
+                            }
+                            if let Some(change) = change {
+                                report(&change, receivers.open());
+                            }
+                            (delivery, attempt)
+                        })
+                        .collect();
                     let (this, settled) = (this.clone(), settled_tx.clone());
                     actix::spawn(async move {
                         let lanes: Vec<Lane> = done.iter().map(|(d, _)| lane_of(d)).collect();

@@ -49,17 +49,18 @@ pub(super) fn pack<'a>(value: &'a str, buf: &'a mut [u8; 32]) -> (&'a [u8], &'st
 
 /// The text a stored value stands for.
 pub(super) fn unpack(bytes: &[u8]) -> Result<String, String> {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     match bytes.len() {
         16 => {
             let uuid = uuid::Uuid::from_slice(bytes).map_err(|e| e.to_string())?;
             Ok(uuid.hyphenated().to_string())
         }
-        32 => Ok(bytes
-            .iter()
-            .flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]])
-            .map(char::from)
-            .collect()),
+        // As the digests are written (`runtime::idempotency::digest`).
+        32 => Ok(format!(
+            "{:x}",
+            sha2::digest::generic_array::GenericArray::<u8, sha2::digest::consts::U32>::from_slice(
+                bytes
+            )
+        )),
         17 | 33 if bytes.last() == Some(&MARKER) => utf8(&bytes[..bytes.len() - 1]),
         _ => utf8(bytes),
     }
@@ -168,7 +169,7 @@ impl ToSql<Packed, Pg> for Id<'_> {
 
 impl ToSql<Packed, Sqlite> for Id<'_> {
     fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Sqlite>) -> serialize::Result {
-        <str as ToSql<Text, Sqlite>>::to_sql(self.0, out)
+        <str as ToSql<Packed, Sqlite>>::to_sql(self.0, out)
     }
 }
 
