@@ -135,6 +135,9 @@ pub const IDEMPOTENCY_KEY_READS: &str = "agent_a2a_idempotency_key_reads_total";
 pub const CLUSTER_NODES: &str = "agent_a2a_cluster_nodes";
 /// Threads this node took over from a node whose lease had expired.
 pub const CLUSTER_TAKEOVERS: &str = "agent_a2a_cluster_takeovers_total";
+/// Owed push deliveries this node took over from nodes whose lease had expired (or from
+/// a server that ran without cluster mode), to deliver them itself.
+pub const CLUSTER_PUSH_ADOPTED: &str = "agent_a2a_cluster_push_adopted_total";
 /// Writes refused because another node had taken their thread over: the turn's work for
 /// them (a model call, tool calls) was for nothing, and may be done again there.
 pub const CLUSTER_FENCED_WRITES: &str = "agent_a2a_cluster_fenced_writes_total";
@@ -520,6 +523,10 @@ fn describe() {
     describe_counter!(
         CLUSTER_TAKEOVERS,
         "Threads taken over from nodes whose lease expired."
+    );
+    describe_counter!(
+        CLUSTER_PUSH_ADOPTED,
+        "Owed push deliveries taken over from nodes whose lease expired."
     );
     describe_counter!(
         CLUSTER_FENCED_WRITES,

@@ -21,9 +21,12 @@
 //!   events they log; a subscriber on another node reads them from the log.
 //! - **Idempotency keys across nodes** (`notify.rs`): commits notify the keys they claim,
 //!   which every other node's claim filter adds, so a new key reads nothing on any node.
-//! - **Work done once for the cluster** (the janitor, push deliveries) runs on the
-//!   *leader*: the live node with the smallest id, as every node reads it at each
-//!   renewal.
+//! - **Push deliveries** are made by the node that committed their events (each outbox
+//!   row names it); a dead node's are taken over by the next live node that looks
+//!   ([`Cluster::adopt_owed`]), fenced like a thread's takeover.
+//! - **Work done once for the cluster** (the janitor's store-wide pass, the sweep of
+//!   dead nodes' threads) runs on the *leader*: the live node with the smallest id, as
+//!   every node reads it at each renewal.
 //!
 //! The SQL is in `crate::store::cluster`. No consensus of our own: Postgres decides.
 
@@ -210,7 +213,8 @@ impl Cluster {
         self.stream_poll
     }
 
-    /// Whether this node leads the work done once for the cluster (janitor, push).
+    /// Whether this node leads the work done once for the cluster (the janitor's
+    /// store-wide pass, the sweep of dead nodes' threads).
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::SeqCst) && self.holds_lease()
     }
@@ -299,6 +303,30 @@ impl Cluster {
     /// The fencing token commits carry now.
     pub fn token(&self) -> i64 {
         self.fence.token()
+    }
+
+    /// How often the lease is renewed: how often a node looks for owed push deliveries
+    /// to take over from dead nodes.
+    pub fn heartbeat(&self) -> Duration {
+        self.heartbeat
+    }
+
+    /// Takes over the owed push deliveries of dead nodes (and of no node), at most
+    /// [`sql::ADOPT_BATCH`]; how many. Nothing while this node does not hold its lease.
+    pub async fn adopt_owed(&self) -> Result<u64> {
+        if !self.holds_lease() {
+            return Ok(0);
+        }
+        let client = self.claims.get().await?;
+        let adopted = sql::adopt_owed(&client, &self.node_id).await?;
+        if adopted > 0 {
+            metrics::counter!(crate::telemetry::CLUSTER_PUSH_ADOPTED).increment(adopted);
+            tracing::info!(
+                adopted,
+                "took over owed push deliveries of nodes whose lease expired"
+            );
+        }
+        Ok(adopted)
     }
 
     /// The dead nodes whose threads nobody has looked through since they died.

@@ -112,6 +112,10 @@ impl Deliverer {
         // Per receiver: attempts under way, failures in a row, its breaker.
         let mut receivers = Receivers::new(&this.settings);
         let mut recounted: Option<Instant> = None;
+        // Cluster mode: when this node last looked for dead nodes' owed deliveries, and
+        // whether that look took a full batch (then it looks again at once).
+        let mut adopted: Option<Instant> = None;
+        let mut adopt_more = false;
         let mut stalled = false;
         loop {
             // A stopped runtime starts no attempt more, whatever else woke the loop (a
@@ -143,15 +147,31 @@ impl Deliverer {
             let room = max
                 .saturating_sub(attempting)
                 .min((max * SETTLING_PER_SLOT).saturating_sub(in_flight.len()));
-            // In a cluster the leader alone delivers (a config's deliveries stay in
-            // order); the others' commits reach it at its next poll.
-            let leads = runtime.cluster().is_none_or(|c| c.is_leader());
+            // In a cluster each node delivers the rows it owns (the store's poll reads
+            // only those: the events it committed, and those it took over), and only
+            // while it holds its lease: once the lease lapses, another node may take
+            // its rows over. A config's rows split between two nodes are read in order.
+            let holds = runtime.cluster().is_none_or(|c| c.holds_lease());
+            if let Some(cluster) = runtime.cluster()
+                && holds
+                && !runtime.is_draining()
+                && (adopt_more || adopted.is_none_or(|at| at.elapsed() >= cluster.heartbeat()))
+            {
+                adopted = Some(Instant::now());
+                adopt_more = match cluster.adopt_owed().await {
+                    Ok(n) => n >= crate::store::cluster::ADOPT_BATCH as u64,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "push outbox: cannot take over the deliveries of dead nodes");
+                        false
+                    }
+                };
+            }
             // A poll per finished attempt would read the outbox once per delivery: it
             // waits until half the slots are free (or none is busy, or a retry is due).
             let now = Instant::now();
             let retry_due = retries.values().any(|at| *at <= now);
             let worth = room > 0 && (room * 2 >= max || attempting == 0 || retry_due);
-            if worth && !stalled && leads {
+            if worth && !stalled && holds {
                 // Rows of lanes in flight come back too (and are passed over): ask for
                 // enough to fill the room besides them.
                 match runtime

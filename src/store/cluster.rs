@@ -376,6 +376,43 @@ pub async fn take_over(
     }
 }
 
+/// Owed push deliveries taken over per statement of [`adopt_owed`].
+pub const ADOPT_BATCH: i64 = 10_000;
+
+/// Takes over, for `node_id`, at most [`ADOPT_BATCH`] owed push deliveries of nodes whose
+/// lease has expired, and of no node (rows written outside cluster mode); returns how
+/// many. In one statement: each dead node with rows owed is locked (one locked by a
+/// commit in flight, or by another node taking it over, is passed over for now) and its
+/// token raised, as a thread's takeover does, so a node that was only frozen learns at
+/// its next renewal that it lost its lease; then the rows move, each locked first and
+/// passed over if another node holds it (two nodes taking over at once split the rows,
+/// never deliver one twice or wait on each other). A config's rows may end on several
+/// nodes; the outbox's poll keeps them in order (`reads::due_deliveries_sql`), and
+/// outcomes are written only by the row's node (`pg_writer` `DONE`, `RETRY`).
+pub async fn adopt_owed(client: &Client, node_id: &str) -> Result<u64, StoreError> {
+    let sql = format!(
+        "WITH dead AS ( \
+             SELECT n.node_id FROM cluster_nodes n \
+             WHERE n.expires_at < {NOW_MS} AND n.node_id <> $1 \
+             AND EXISTS (SELECT 1 FROM push_outbox o WHERE o.node_id = n.node_id) \
+             FOR UPDATE SKIP LOCKED \
+         ), fenced AS ( \
+             UPDATE cluster_nodes c SET token = c.token + 1 FROM dead \
+             WHERE c.node_id = dead.node_id RETURNING c.node_id \
+         ), owed AS ( \
+             SELECT o.ctid AS row_id FROM push_outbox o \
+             WHERE o.node_id = ANY(ARRAY(SELECT node_id FROM fenced)) OR o.node_id IS NULL \
+             LIMIT $2 FOR UPDATE SKIP LOCKED \
+         ) \
+         UPDATE push_outbox SET node_id = $1 \
+         WHERE ctid = ANY(ARRAY(SELECT row_id FROM owed))"
+    );
+    client
+        .execute(&sql, &[&node_id, &ADOPT_BATCH])
+        .await
+        .map_err(failed)
+}
+
 /// A dead node whose threads nobody has looked through since it died: its id and the
 /// `started_at` of the incarnation that died.
 #[derive(Debug, Clone, PartialEq, Eq)]

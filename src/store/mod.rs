@@ -760,10 +760,12 @@ pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
         _ => None,
     };
     let to_migrate = cfg.clone();
+    // A server alone on its database delivers every owed push row, a cluster's included.
+    let alone = cfg.fence.is_none() && cfg.hold == Some(node_lock::Hold::Alone);
     // Migrations block (file and network I/O); keep them off the caller's runtime thread.
     // On SQLite the migration's hold on the file is kept until the store holds it too.
     let (applied, _held) = tokio::task::spawn_blocking(move || match to_migrate.location()? {
-        Location::Postgres(url) => postgres::migrate(&url).map(|applied| (applied, None)),
+        Location::Postgres(url) => postgres::migrate(&url, alone).map(|applied| (applied, None)),
         Location::Sqlite(path) => {
             sqlite::migrate_holding(&path).map(|(applied, lock)| (applied, Some(lock)))
         }
@@ -801,7 +803,7 @@ pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
 /// async runtime or via `spawn_blocking`).
 pub fn migrate(cfg: &StoreConfig) -> Result<Vec<String>, StoreError> {
     match cfg.location()? {
-        Location::Postgres(url) => postgres::migrate(&url),
+        Location::Postgres(url) => postgres::migrate(&url, false),
         Location::Sqlite(path) => sqlite::migrate(&path),
     }
 }

@@ -240,14 +240,20 @@ pub(super) mod sql {
     pub const DELETE_OWED: &str =
         "DELETE FROM push_outbox WHERE tenant_id = $1 AND task_id = $2 AND config_id = $3";
 
+    /// An owed delivery, the committing node's to make (`$9`: NULL outside cluster mode).
     pub const ENQUEUE: &str = "INSERT INTO push_outbox (tenant_id, task_id, config_id, seq, \
-        payload, created_at, attempts, next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+        payload, created_at, attempts, next_attempt_at, node_id) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
+    /// A delivery's outcomes are written only while the row is still the writing node's
+    /// (`$5`, `$7`): a node whose rows were taken over after its lease expired
+    /// (`store::cluster::adopt_owed`) changes nothing of them when it wakes up.
     pub const DONE: &str = "DELETE FROM push_outbox WHERE tenant_id = $1 AND task_id = $2 \
-        AND config_id = $3 AND seq = $4";
+        AND config_id = $3 AND seq = $4 AND node_id IS NOT DISTINCT FROM $5";
 
     pub const RETRY: &str = "UPDATE push_outbox SET attempts = $5, next_attempt_at = $6 \
-        WHERE tenant_id = $1 AND task_id = $2 AND config_id = $3 AND seq = $4";
+        WHERE tenant_id = $1 AND task_id = $2 AND config_id = $3 AND seq = $4 \
+        AND node_id IS NOT DISTINCT FROM $7";
 }
 
 /// [`Prepared`]: a field per statement, each named once with its text; `on` sends every
@@ -354,6 +360,9 @@ pub(super) async fn commit(
             ));
         }
     };
+    // The node whose delivery loop makes the deliveries this batch owes (none outside
+    // cluster mode), and whose outcomes it writes.
+    let owner: Option<&str> = fence.map(|f| f.node_id());
     let push_keys: Vec<PushKey> = rows.push.iter().map(push_key).collect();
     // The id arrays of the expirations and retirements, packed (`packed.rs`).
     let expiring: Vec<Vec<PgPacked>> = (rows.expirations.iter())
@@ -483,13 +492,18 @@ pub(super) async fn commit(
                     &r.created_at,
                     &r.attempts,
                     &r.next_attempt_at,
+                    &owner,
                 ];
                 steps.push((Step::Write, run(client, &s.enqueue, params)));
             }
             PushRow::Done(key) => {
                 steps.push((
                     Step::Write,
-                    run(client, &s.done, vec![tenant, task, config, &key.seq]),
+                    run(
+                        client,
+                        &s.done,
+                        vec![tenant, task, config, &key.seq, &owner],
+                    ),
                 ));
             }
             PushRow::Retry {
@@ -497,8 +511,15 @@ pub(super) async fn commit(
                 attempts,
                 next_attempt_at,
             } => {
-                let params: Vec<&(dyn ToSql + Sync)> =
-                    vec![tenant, task, config, &key.seq, attempts, next_attempt_at];
+                let params: Vec<&(dyn ToSql + Sync)> = vec![
+                    tenant,
+                    task,
+                    config,
+                    &key.seq,
+                    attempts,
+                    next_attempt_at,
+                    &owner,
+                ];
                 steps.push((Step::Write, run(client, &s.retry, params)));
             }
         }

@@ -195,6 +195,16 @@ impl PgStore {
 }
 
 impl PgStore {
+    /// The outbox rows this server's deliveries read: in cluster mode this node's,
+    /// otherwise those of no node (all of them, once the store is open: `open` gives a
+    /// server alone every row back).
+    fn outbox_share(&self) -> super::reads::OutboxShare<'_> {
+        match &self.fence {
+            Some(fence) => super::reads::OutboxShare::Node(fence.node_id()),
+            None => super::reads::OutboxShare::Unowned,
+        }
+    }
+
     /// A point read, as any other: the Postgres connection's I/O is asynchronous.
     fn point_read<F: std::future::Future>(&self, read: F) -> F {
         read
@@ -364,7 +374,11 @@ pub(super) fn revert_through_then(
 /// The migration harness is synchronous, so it runs over `AsyncConnectionWrapper` on a
 /// thread of its own: outside any tokio context the wrapper drives its own runtime, which
 /// it could not do on (or `block_in_place` from) the caller's, e.g. an actix arbiter.
-pub(super) fn migrate(url: &str) -> Result<Vec<String>, StoreError> {
+///
+/// `alone`: the server opening the store runs without cluster mode (and holds the
+/// database alone): every owed push delivery becomes its own (`push_outbox.node_id`
+/// NULL), those a cluster's nodes owned included.
+pub(super) fn migrate(url: &str, alone: bool) -> Result<Vec<String>, StoreError> {
     let url = url.to_owned();
     std::thread::Builder::new()
         .name("pg-migrate".into())
@@ -380,11 +394,32 @@ pub(super) fn migrate(url: &str) -> Result<Vec<String>, StoreError> {
             conn.batch_execute(&format!("SELECT pg_advisory_unlock({MIGRATION_LOCK})"))?;
             let applied = applied?;
             warn_if_not_vacuumed(&mut conn);
+            if alone {
+                release_owed(&mut conn)?;
+            }
             Ok(applied)
         })
         .map_err(|e| StoreError::Query(format!("cannot start the migration thread: {e}")))?
         .join()
         .map_err(|_| StoreError::Query("the postgres migration thread panicked".into()))?
+}
+
+/// Makes every owed push delivery a server's without cluster mode: rows a cluster's
+/// nodes owned (`push_outbox.node_id`) are nobody's, which is what such a server
+/// delivers.
+fn release_owed(conn: &mut AsyncConnectionWrapper<AsyncPgConnection>) -> Result<(), StoreError> {
+    use diesel::RunQueryDsl;
+    let released =
+        diesel::sql_query("UPDATE push_outbox SET node_id = NULL WHERE node_id IS NOT NULL")
+            .execute(conn)?;
+    if released > 0 {
+        tracing::info!(
+            released,
+            "owed push deliveries of cluster nodes are this server's: it runs without \
+             cluster mode"
+        );
+    }
+    Ok(())
 }
 
 /// Why autovacuum would leave the server's tables alone: the server's settings that

@@ -188,7 +188,8 @@ macro_rules! store_impl {
                 limit: usize,
             ) -> Result<Vec<$crate::store::Delivery>, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
-                let result = reads::due_deliveries($lend!(conn), now, limit).await;
+                let result =
+                    reads::due_deliveries($lend!(conn), now, limit, self.outbox_share()).await;
                 self.settle(&mut conn, result).await
             }
 

@@ -643,13 +643,26 @@ macro_rules! read_queries {
                 conn: &mut Conn<'_>,
                 now: $crate::domain::Timestamp,
                 max: usize,
+                share: $crate::store::reads::OutboxShare<'_>,
             ) -> Result<Vec<$crate::store::Delivery>, StoreError> {
+                use $crate::store::reads::OutboxShare;
                 use $crate::store::rows::DeliveryRow;
                 if max == 0 {
                     return Ok(Vec::new());
                 }
-                let sql = $crate::store::reads::due_deliveries_sql(now, max, super::CONFIGS_OF_DUE);
-                let rows: Vec<DeliveryRow> = diesel::sql_query(sql).load(conn).await?;
+                let sql =
+                    $crate::store::reads::due_deliveries_sql(now, max, super::CONFIGS_OF_DUE, share);
+                let rows: Vec<DeliveryRow> = match share {
+                    OutboxShare::Node(node) => {
+                        diesel::sql_query(sql)
+                            .bind::<diesel::sql_types::Text, _>(node)
+                            .load(conn)
+                            .await?
+                    }
+                    OutboxShare::All | OutboxShare::Unowned => {
+                        diesel::sql_query(sql).load(conn).await?
+                    }
+                };
                 rows.into_iter().map(DeliveryRow::into_delivery).collect()
             }
 
@@ -786,12 +799,23 @@ pub(super) fn is_open() -> IsOpen {
 /// reading every config). Joined in one query, Postgres misjudged the join's size on
 /// tables without statistics and read both whole on every poll (76 ms a poll at 28 000
 /// owed). The two numbers are formatted into the SQL (they are integers), so one text
-/// serves both backends' placeholder styles.
+/// serves both backends' placeholder styles; a node's id (`share`) is bound as `$1`.
+///
+/// On Postgres each node reads only the rows it owns (`push_outbox.node_id`, the
+/// index `push_outbox_due` leading with it), and the earliest row of a config may be
+/// another node's: the config's later rows then wait for that node (a config's events
+/// stay in order while a thread's rows are shared between its old and new owner).
 pub(super) fn due_deliveries_sql(
     now: crate::domain::Timestamp,
     max: usize,
     configs: ConfigsOfDue,
+    share: OutboxShare<'_>,
 ) -> String {
+    let owned = match share {
+        OutboxShare::All => "",
+        OutboxShare::Unowned => "d.node_id IS NULL AND ",
+        OutboxShare::Node(_) => "d.node_id = $1 AND ",
+    };
     let configs = match configs {
         ConfigsOfDue::EachByKey => {
             "CROSS JOIN LATERAL (SELECT * FROM push_configs k WHERE k.tenant_id = o.tenant_id \
@@ -806,7 +830,7 @@ pub(super) fn due_deliveries_sql(
         "SELECT c.tenant_id, c.task_id, c.config_id, c.dialect, c.url, c.token, \
          c.auth_scheme, c.auth_credentials, c.created_at, o.seq, o.payload, \
          o.created_at AS logged_at, o.attempts \
-         FROM (SELECT * FROM push_outbox d WHERE d.next_attempt_at <= {now} \
+         FROM (SELECT * FROM push_outbox d WHERE {owned}d.next_attempt_at <= {now} \
              AND NOT EXISTS (SELECT 1 FROM push_outbox p \
                  WHERE p.tenant_id = d.tenant_id AND p.task_id = d.task_id \
                  AND p.config_id = d.config_id AND p.seq < d.seq) \
@@ -815,6 +839,18 @@ pub(super) fn due_deliveries_sql(
         now = now.millis(),
         max = limit(max),
     )
+}
+
+/// Which owed rows a store's poll of the outbox reads ([`due_deliveries_sql`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OutboxShare<'a> {
+    /// Every row (SQLite: one process, and no owner column).
+    All,
+    /// The rows no node owns (Postgres outside cluster mode, where the server gives
+    /// every row back to no node when it opens the store).
+    Unowned,
+    /// The rows of this cluster node.
+    Node(&'a str),
 }
 
 /// How [`due_deliveries_sql`] joins the owed rows it chose with their configs.

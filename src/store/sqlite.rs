@@ -148,6 +148,11 @@ impl SqliteStore {
         super::queries::checkout(&self.pool, self.acquire_timeout, "sqlite").await
     }
 
+    /// One process delivers every owed row.
+    fn outbox_share(&self) -> super::reads::OutboxShare<'static> {
+        super::reads::OutboxShare::All
+    }
+
     /// A point read takes a connection of the pool like any other read.
     async fn point_conn(&self) -> Result<ReadObject, StoreError> {
         self.conn().await

@@ -130,7 +130,7 @@ impl PgTestDb {
     pub(crate) async fn migrated_url(&self) -> String {
         let url = self.config.database_url.clone().expect("a Postgres URL");
         let to_migrate = url.clone();
-        tokio::task::spawn_blocking(move || super::postgres::migrate(&to_migrate))
+        tokio::task::spawn_blocking(move || super::postgres::migrate(&to_migrate, false))
             .await
             .expect("the migration thread")
             .expect("migrate the test database");

@@ -6,6 +6,7 @@
 //! balancer notice, so no send sees an error, and drains in its notice; subscribers
 //! resume on another node and miss and repeat nothing).
 
+use std::collections::{BTreeMap, HashSet};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -65,6 +66,12 @@ impl Node {
             .env("AGENT_A2A__CLUSTER__LEASE_TTL_MS", LEASE_MS.to_string())
             .env("AGENT_A2A__CLUSTER__HEARTBEAT_MS", "400")
             .env("AGENT_A2A__SERVER__SHUTDOWN_TIMEOUT_SECS", "10")
+            // Push receivers on loopback, retried quickly.
+            .env("AGENT_A2A__PUSH__ALLOW_LOOPBACK", "true")
+            .env("AGENT_A2A__PUSH__BACKOFF_INITIAL_MS", "20")
+            .env("AGENT_A2A__PUSH__BACKOFF_MAX_MS", "200")
+            .env("AGENT_A2A__PUSH__BREAKER_OPEN_MS", "100")
+            .env("AGENT_A2A__PUSH__POLL_INTERVAL_MS", "100")
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
@@ -810,4 +817,189 @@ async fn a_rolling_restart_under_conversations_fails_no_request_and_drains_each_
     for drain in &drains {
         assert!(*drain < Duration::from_secs(5), "drained in {drains:?}");
     }
+}
+
+/// A send straight to `node` registering a push config for `receiver`; the task id.
+async fn send_pushing(client: &reqwest::Client, node: &Node, text: &str, receiver: &str) -> String {
+    let r = rpc(
+        client,
+        &node.url(),
+        "SendMessage",
+        json!({"message": user_message(text),
+               "configuration": {"taskPushNotificationConfig": {"url": receiver}}}),
+    )
+    .await;
+    r["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {r}"))
+        .to_owned()
+}
+
+/// The events of each of `tasks` the receiver acknowledged (2xx), in the order they
+/// arrived, once there are `at_least` and a status each task's turn ended in is among
+/// them (at most 30 s).
+async fn delivered_to_the_end(
+    receiver: &crate::push::Receiver,
+    tasks: &[String],
+    at_least: usize,
+) -> BTreeMap<String, Vec<i64>> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut got: BTreeMap<String, Vec<i64>> =
+            tasks.iter().map(|t| (t.clone(), Vec::new())).collect();
+        let mut finished = HashSet::new();
+        for r in receiver.all().iter().filter(|r| r.status == 200) {
+            let (task, seq) = r.event_id().rsplit_once(':').expect("task:seq");
+            if let Some(seqs) = got.get_mut(task) {
+                seqs.push(seq.parse().expect("a sequence number"));
+                // The turn's last event: the agent answers by asking for input.
+                let state = &r.body["statusUpdate"]["status"]["state"];
+                if [
+                    "TASK_STATE_INPUT_REQUIRED",
+                    "TASK_STATE_COMPLETED",
+                    "TASK_STATE_FAILED",
+                ]
+                .iter()
+                .any(|s| state == s)
+                {
+                    finished.insert(task.to_owned());
+                }
+            }
+        }
+        if finished.len() == tasks.len() && got.values().map(Vec::len).sum::<usize>() >= at_least {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} tasks delivered to their end: {got:?}",
+            finished.len(),
+            tasks.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A counter of `node`'s `/metrics` (0 before its first sample).
+async fn node_counter(client: &reqwest::Client, node: &Node, series: &str) -> f64 {
+    let text = client
+        .get(format!("{}/metrics", node.url()))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+const DELIVERED: &str = "agent_a2a_push_deliveries_total{outcome=\"delivered\"}";
+
+/// Push deliveries in a cluster: each node delivers the events of the tasks it ran — no
+/// event twice, each task's in order; and the events a node still owed when it was
+/// SIGKILLed (its receiver failing until then) are delivered by the survivors once its
+/// lease expired, each once, in order.
+#[actix_web::test]
+async fn each_node_delivers_its_own_events_and_a_killed_nodes_owed_events_go_to_another() {
+    let Some((db, mut nodes)) = three_nodes().await else {
+        return;
+    };
+    let database = db.url.clone();
+    let client = http_client();
+    let receiver =
+        crate::push::Receiver::start(std::net::TcpListener::bind("127.0.0.1:0").unwrap(), 0);
+    let mut tasks: Vec<(usize, String)> = Vec::new();
+    for (n, node) in nodes.iter().enumerate() {
+        for i in 0..3 {
+            let task = send_pushing(&client, node, &format!("to {n}, {i}"), &receiver.url).await;
+            tasks.push((n, task));
+        }
+    }
+    let ids: Vec<String> = tasks.iter().map(|(_, t)| t.clone()).collect();
+    let got = delivered_to_the_end(&receiver, &ids, ids.len()).await;
+    for (task, seqs) in &got {
+        let expected: Vec<i64> = (1..=seqs.len() as i64).collect();
+        assert_eq!(seqs, &expected, "{task}: each event once, in order");
+    }
+    // Each node delivered its own tasks' events: no node's count is another's.
+    for (n, node) in nodes.iter().enumerate() {
+        let own: usize = (tasks.iter().filter(|(m, _)| *m == n))
+            .map(|(_, t)| got[t].len())
+            .sum();
+        let delivered = node_counter(&client, node, DELIVERED).await;
+        assert_eq!(
+            delivered, own as f64,
+            "node {} delivered its {own} events",
+            node.id
+        );
+    }
+
+    // n2's receiver fails while n2 lives: n2 owes every event of its new tasks, several
+    // per task (each follow-up's turn adds its own).
+    let failing = crate::push::Receiver::start(
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
+        usize::MAX / 2,
+    );
+    let mut owed = Vec::new();
+    for i in 0..3 {
+        let task = send_pushing(&client, &nodes[1], &format!("owed {i}"), &failing.url).await;
+        let task = json!({"id": task, "contextId": context_of(&database, &task).await});
+        for j in 0..2 {
+            rpc(
+                &client,
+                &nodes[1].url(),
+                "SendMessage",
+                follow_up(&task, &format!("more {i}.{j}")),
+            )
+            .await;
+        }
+        owed.push(task["id"].as_str().unwrap().to_owned());
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while failing.all().len() < 3 {
+        assert!(Instant::now() < deadline, "n2 attempts its deliveries");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    nodes[1].signal(libc::SIGKILL);
+    nodes[1].wait();
+    let killed = Instant::now();
+    let rows: usize = query_one(&database, "SELECT count(*) FROM push_outbox")
+        .await
+        .unwrap()[0]
+        .parse()
+        .unwrap();
+    assert!(
+        rows >= 3 * 3,
+        "{rows} owed rows, three turns of three tasks"
+    );
+    failing.heal();
+    let got = delivered_to_the_end(&failing, &owed, rows).await;
+    let took = killed.elapsed();
+    for (task, seqs) in &got {
+        let expected: Vec<i64> = (1..=seqs.len() as i64).collect();
+        assert_eq!(seqs, &expected, "{task}: each owed event once, in order");
+    }
+    let mut adopted = 0.0;
+    for node in [&nodes[0], &nodes[2]] {
+        adopted += node_counter(&client, node, "agent_a2a_cluster_push_adopted_total").await;
+    }
+    let owed_events: usize = got.values().map(Vec::len).sum();
+    assert_eq!(owed_events, rows, "every owed event delivered once");
+    eprintln!(
+        "{owed_events} events owed by the killed node delivered by the survivors {took:?} \
+         after the kill (lease {LEASE_MS} ms); {adopted} rows taken over"
+    );
+    assert!(adopted >= owed_events as f64, "{adopted} rows taken over");
+}
+
+/// The `contextId` of a task, from the store.
+async fn context_of(database: &str, task: &str) -> String {
+    query_one(
+        database,
+        &format!("SELECT a2a_id_text(context_id) FROM tasks WHERE task_id = a2a_id('{task}')"),
+    )
+    .await
+    .unwrap()[0]
+        .clone()
 }

@@ -64,6 +64,7 @@ const CATALOGUE: &[&str] = &[
     // exported by a node in a cluster only (tests/it/cluster.rs scrapes them)
     t::CLUSTER_NODES,
     t::CLUSTER_TAKEOVERS,
+    t::CLUSTER_PUSH_ADOPTED,
     t::CLUSTER_LEASE_LOSSES,
     t::CLUSTER_FORWARDED,
     t::CLUSTER_FORWARD_MS,

@@ -22,13 +22,13 @@ use crate::support::{
 #[derive(Debug, Clone)]
 pub(crate) struct Received {
     headers: HashMap<String, String>,
-    body: Value,
+    pub(crate) body: Value,
     /// What the receiver answered.
-    status: u16,
+    pub(crate) status: u16,
 }
 
 impl Received {
-    fn event_id(&self) -> &str {
+    pub(crate) fn event_id(&self) -> &str {
         &self.headers["x-a2a-event-id"]
     }
 }
@@ -88,8 +88,13 @@ impl Receiver {
         }
     }
 
-    fn all(&self) -> Vec<Received> {
+    pub(crate) fn all(&self) -> Vec<Received> {
         self.log.requests.lock().unwrap().clone()
+    }
+
+    /// Answers every request from now on with 200.
+    pub(crate) fn heal(&self) {
+        self.log.fail.store(0, Ordering::SeqCst);
     }
 }
 

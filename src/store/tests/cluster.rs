@@ -11,7 +11,10 @@ use crate::store::testing::PgTestDb;
 use crate::store::{Store, StoreError, WriteOp, open};
 
 /// A store of node `id` on `db`, joined (its token set).
-async fn node(db: &PgTestDb, id: &str) -> (Arc<dyn Store>, Arc<Fence>, tokio_postgres::Client) {
+pub(super) async fn node(
+    db: &PgTestDb,
+    id: &str,
+) -> (Arc<dyn Store>, Arc<Fence>, tokio_postgres::Client) {
     let fence = Fence::new(id);
     let mut config = db.config.clone();
     config.fence = Some((fence.clone(), Duration::from_secs(10)));

@@ -248,19 +248,195 @@ async fn the_outbox_poll_reads_only_the_deliveries_it_returns_on_postgres() {
         )
         .await
         .unwrap();
-    let sql = crate::store::reads::due_deliveries_sql(
-        Timestamp(10_000),
-        32,
-        crate::store::reads::ConfigsOfDue::EachByKey,
-    );
-    let plan: Vec<String> = client
-        .query(&format!("EXPLAIN {sql}"), &[])
+    // Outside cluster mode (the rows of no node), and a cluster node's (its id bound).
+    use crate::store::reads::OutboxShare;
+    for share in [OutboxShare::Unowned, OutboxShare::Node("node-1")] {
+        let sql = crate::store::reads::due_deliveries_sql(
+            Timestamp(10_000),
+            32,
+            crate::store::reads::ConfigsOfDue::EachByKey,
+            share,
+        );
+        let sql = sql.replace("$1", "'node-1'");
+        let plan: Vec<String> = client
+            .query(&format!("EXPLAIN {sql}"), &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let plan = plan.join("\n");
+        assert!(!plan.contains("Seq Scan"), "{share:?}: {plan}");
+        assert!(plan.contains("push_outbox_due"), "{share:?}: {plan}");
+    }
+}
+
+/// Postgres in cluster mode: a node's poll reads the owed rows it committed; rows of no
+/// node, and a dead node's, are taken over by one live node (the dead node's token
+/// raised, as a thread's takeover raises it); a dead node's outcome for a row taken
+/// from it changes nothing; a config whose rows are split between two nodes is still
+/// delivered in order.
+#[tokio::test]
+async fn owed_deliveries_are_their_nodes_and_a_dead_nodes_are_taken_over_on_postgres() {
+    let Some(db) = crate::store::testing::PgTestDb::create().await else {
+        return;
+    };
+    let (a, _, client) = super::cluster::node(&db, "a").await;
+    let (b, _, _) = super::cluster::node(&db, "b").await;
+    let acme = tenant("acme");
+    let on = |id: &str| {
+        task(
+            &acme,
+            &context(&format!("ctx-{id}")),
+            id,
+            TaskState::Working,
+            100,
+        )
+    };
+    let (t1, t2, t3, t4) = (on("task-1"), on("task-2"), on("task-3"), on("task-4"));
+    let configs =
+        [&t1, &t2, &t3, &t4].map(|t| WriteOp::PutPushConfig(config(&acme, &t.id, "c", 100)));
+    a.commit(&configs).await.unwrap();
+    a.commit(&[
+        enqueue(&t1, "c", 1, 100),
+        enqueue(&t1, "c", 2, 110),
+        enqueue(&t4, "c", 1, 100),
+    ])
+    .await
+    .unwrap();
+    b.commit(&[
+        enqueue(&t2, "c", 1, 100),
+        enqueue(&t3, "c", 1, 100),
+        enqueue(&t4, "c", 2, 120),
+    ])
+    .await
+    .unwrap();
+    // t-3's row as a server without cluster mode left it.
+    client
+        .execute(
+            "UPDATE push_outbox SET node_id = NULL WHERE task_id = a2a_id('task-3')",
+            &[],
+        )
         .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    let plan = plan.join("\n");
-    assert!(!plan.contains("Seq Scan"), "{plan}");
-    assert!(plan.contains("push_outbox_due"), "{plan}");
+        .unwrap();
+    let due = |store: Arc<dyn Store>| async move {
+        let mut keys: Vec<(String, i64)> = (store.due_deliveries(Timestamp(1000), 10).await)
+            .unwrap()
+            .into_iter()
+            .map(|d| (d.key.task_id.as_str().to_owned(), d.key.seq))
+            .collect();
+        keys.sort();
+        keys
+    };
+    let keys = |k: &[(&str, i64)]| -> Vec<(String, i64)> {
+        k.iter().map(|(t, s)| ((*t).to_owned(), *s)).collect()
+    };
+    assert_eq!(due(a.clone()).await, keys(&[("task-1", 1), ("task-4", 1)]));
+    // t-4's second event is b's, but waits for a to deliver its first.
+    assert_eq!(due(b.clone()).await, keys(&[("task-2", 1)]));
+    a.commit(&[WriteOp::PushDone(key(&t4, "c", 1))])
+        .await
+        .unwrap();
+    assert_eq!(due(b.clone()).await, keys(&[("task-2", 1), ("task-4", 2)]));
+
+    // With a alive, b takes over only the row of no node.
+    assert_eq!(
+        crate::store::cluster::adopt_owed(&client, "b")
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        due(b.clone()).await,
+        keys(&[("task-2", 1), ("task-3", 1), ("task-4", 2)])
+    );
+    // a's lease runs out: b takes its rows over, and raises its token.
+    let before = a_token(&client).await;
+    client
+        .execute(
+            "UPDATE cluster_nodes SET expires_at = 0 WHERE node_id = 'a'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        crate::store::cluster::adopt_owed(&client, "b")
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(a_token(&client).await, before + 1);
+    assert_eq!(
+        crate::store::cluster::adopt_owed(&client, "b")
+            .await
+            .unwrap(),
+        0
+    );
+    assert!(due(a.clone()).await.is_empty());
+    assert_eq!(
+        due(b.clone()).await,
+        keys(&[("task-1", 1), ("task-2", 1), ("task-3", 1), ("task-4", 2)])
+    );
+    // a wakes up and writes the outcome of an attempt it made before: nothing changes.
+    a.commit(&[WriteOp::PushDone(key(&t1, "c", 1))])
+        .await
+        .unwrap();
+    a.commit(&[WriteOp::PushRetry {
+        key: key(&t2, "c", 1),
+        attempts: 3,
+        next_attempt_at: Timestamp(9_000),
+    }])
+    .await
+    .unwrap();
+    assert_eq!(store_depth(&b).await, 5);
+    assert_eq!(
+        due(b.clone()).await,
+        keys(&[("task-1", 1), ("task-2", 1), ("task-3", 1), ("task-4", 2)])
+    );
+    // b delivers t-1's first event: its second is due, in order.
+    b.commit(&[WriteOp::PushDone(key(&t1, "c", 1))])
+        .await
+        .unwrap();
+    assert_eq!(
+        due(b.clone()).await,
+        keys(&[("task-1", 2), ("task-2", 1), ("task-3", 1), ("task-4", 2)])
+    );
+}
+
+/// Node `a`'s fencing token.
+async fn a_token(client: &tokio_postgres::Client) -> i64 {
+    let row = client
+        .query_one("SELECT token FROM cluster_nodes WHERE node_id = 'a'", &[])
+        .await
+        .unwrap();
+    row.get(0)
+}
+
+async fn store_depth(store: &Arc<dyn Store>) -> u64 {
+    store.outbox_depth().await.unwrap()
+}
+
+/// Postgres: a server without cluster mode, opening a database cluster nodes used,
+/// makes every owed delivery its own — it reads the rows of no node.
+#[tokio::test]
+async fn a_server_alone_delivers_what_cluster_nodes_owed_on_postgres() {
+    let Some(db) = crate::store::testing::PgTestDb::create().await else {
+        return;
+    };
+    let (a, _, _) = super::cluster::node(&db, "a").await;
+    let acme = tenant("acme");
+    let t = task(&acme, &context("ctx-1"), "task-1", TaskState::Working, 100);
+    a.commit(&[
+        WriteOp::PutPushConfig(config(&acme, &t.id, "c", 100)),
+        enqueue(&t, "c", 1, 100),
+    ])
+    .await
+    .unwrap();
+    drop(a);
+    let mut alone = db.config.clone();
+    alone.hold = Some(crate::store::node_lock::Hold::Alone);
+    let store = crate::store::open(&alone).await.unwrap();
+    let due = store.due_deliveries(Timestamp(1000), 10).await.unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].key.task_id, t.id);
 }

@@ -22,7 +22,7 @@ async fn the_tables_left_out_of_autovacuum_and_the_server_settings_that_turn_it_
     };
     let url = db.config.database_url.clone().unwrap();
     tokio::task::spawn_blocking(move || {
-        migrate(&url).unwrap();
+        migrate(&url, false).unwrap();
         let mut conn = AsyncConnectionWrapper::<AsyncPgConnection>::establish(&url).unwrap();
         let setting = |conn: &mut AsyncConnectionWrapper<AsyncPgConnection>, name: &str| {
             diesel::sql_query(format!("SELECT current_setting('{name}') AS value"))
