@@ -376,11 +376,12 @@ pub async fn take_over(
     }
 }
 
-/// Owed push deliveries taken over per statement of [`adopt_owed`].
+/// Owed push deliveries taken over per statement of [`adopt_owed`] (of dead nodes, and
+/// as many of no node).
 pub const ADOPT_BATCH: i64 = 10_000;
 
 /// Takes over, for `node_id`, at most [`ADOPT_BATCH`] owed push deliveries of nodes whose
-/// lease has expired, and of no node (rows written outside cluster mode); returns how
+/// lease has expired, and of no node (`''`: rows written outside cluster mode); returns how
 /// many. In one statement: each dead node with rows owed is locked (one locked by a
 /// commit in flight, or by another node taking it over, is passed over for now) and its
 /// token raised, as a thread's takeover does, so a node that was only frozen learns at
@@ -394,18 +395,22 @@ pub async fn adopt_owed(client: &Client, node_id: &str) -> Result<u64, StoreErro
         "WITH dead AS ( \
              SELECT n.node_id FROM cluster_nodes n \
              WHERE n.expires_at < {NOW_MS} AND n.node_id <> $1 \
-             AND EXISTS (SELECT 1 FROM push_outbox o WHERE o.node_id = n.node_id) \
+             AND EXISTS (SELECT 1 FROM push_outbox o WHERE o.node_id > '' \
+                 AND o.node_id = n.node_id) \
              FOR UPDATE SKIP LOCKED \
          ), fenced AS ( \
              UPDATE cluster_nodes c SET token = c.token + 1 FROM dead \
              WHERE c.node_id = dead.node_id RETURNING c.node_id \
-         ), owed AS ( \
+         ), of_dead AS ( \
              SELECT o.ctid AS row_id FROM push_outbox o \
-             WHERE o.node_id = ANY(ARRAY(SELECT node_id FROM fenced)) OR o.node_id IS NULL \
+             WHERE o.node_id > '' AND o.node_id = ANY(ARRAY(SELECT node_id FROM fenced)) \
+             LIMIT $2 FOR UPDATE SKIP LOCKED \
+         ), of_none AS ( \
+             SELECT o.ctid AS row_id FROM push_outbox o WHERE o.node_id = '' \
              LIMIT $2 FOR UPDATE SKIP LOCKED \
          ) \
          UPDATE push_outbox SET node_id = $1 \
-         WHERE ctid = ANY(ARRAY(SELECT row_id FROM owed))"
+         WHERE ctid = ANY(ARRAY(SELECT row_id FROM of_dead) || ARRAY(SELECT row_id FROM of_none))"
     );
     client
         .execute(&sql, &[&node_id, &ADOPT_BATCH])

@@ -240,20 +240,21 @@ pub(super) mod sql {
     pub const DELETE_OWED: &str =
         "DELETE FROM push_outbox WHERE tenant_id = $1 AND task_id = $2 AND config_id = $3";
 
-    /// An owed delivery, the committing node's to make (`$9`: NULL outside cluster mode).
+    /// An owed delivery, the committing node's to make (`$9`: '' outside cluster mode).
     pub const ENQUEUE: &str = "INSERT INTO push_outbox (tenant_id, task_id, config_id, seq, \
         payload, created_at, attempts, next_attempt_at, node_id) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
-    /// A delivery's outcomes are written only while the row is still the writing node's
+    /// A cluster node writes a delivery's outcome only while the row is still its own
     /// (`$5`, `$7`): a node whose rows were taken over after its lease expired
-    /// (`store::cluster::adopt_owed`) changes nothing of them when it wakes up.
+    /// (`store::cluster::adopt_owed`) changes nothing of them when it wakes up. A server
+    /// without cluster mode (`''`) owns every row.
     pub const DONE: &str = "DELETE FROM push_outbox WHERE tenant_id = $1 AND task_id = $2 \
-        AND config_id = $3 AND seq = $4 AND node_id IS NOT DISTINCT FROM $5";
+        AND config_id = $3 AND seq = $4 AND ($5 = '' OR node_id = $5)";
 
     pub const RETRY: &str = "UPDATE push_outbox SET attempts = $5, next_attempt_at = $6 \
         WHERE tenant_id = $1 AND task_id = $2 AND config_id = $3 AND seq = $4 \
-        AND node_id IS NOT DISTINCT FROM $7";
+        AND ($7 = '' OR node_id = $7)";
 }
 
 /// [`Prepared`]: a field per statement, each named once with its text; `on` sends every
@@ -360,9 +361,9 @@ pub(super) async fn commit(
             ));
         }
     };
-    // The node whose delivery loop makes the deliveries this batch owes (none outside
-    // cluster mode), and whose outcomes it writes.
-    let owner: Option<&str> = fence.map(|f| f.node_id());
+    // The node whose delivery loop makes the deliveries this batch owes ('' outside
+    // cluster mode: no node), and whose outcomes it writes.
+    let owner: &str = fence.map_or("", |f| f.node_id());
     let push_keys: Vec<PushKey> = rows.push.iter().map(push_key).collect();
     // The id arrays of the expirations and retirements, packed (`packed.rs`).
     let expiring: Vec<Vec<PgPacked>> = (rows.expirations.iter())

@@ -196,12 +196,11 @@ impl PgStore {
 
 impl PgStore {
     /// The outbox rows this server's deliveries read: in cluster mode this node's,
-    /// otherwise those of no node (all of them, once the store is open: `open` gives a
-    /// server alone every row back).
+    /// otherwise all of them.
     fn outbox_share(&self) -> super::reads::OutboxShare<'_> {
         match &self.fence {
             Some(fence) => super::reads::OutboxShare::Node(fence.node_id()),
-            None => super::reads::OutboxShare::Unowned,
+            None => super::reads::OutboxShare::All,
         }
     }
 
@@ -377,7 +376,7 @@ pub(super) fn revert_through_then(
 ///
 /// `alone`: the server opening the store runs without cluster mode (and holds the
 /// database alone): every owed push delivery becomes its own (`push_outbox.node_id`
-/// NULL), those a cluster's nodes owned included.
+/// '', no node), those a cluster's nodes owned included.
 pub(super) fn migrate(url: &str, alone: bool) -> Result<Vec<String>, StoreError> {
     let url = url.to_owned();
     std::thread::Builder::new()
@@ -409,9 +408,8 @@ pub(super) fn migrate(url: &str, alone: bool) -> Result<Vec<String>, StoreError>
 /// delivers.
 fn release_owed(conn: &mut AsyncConnectionWrapper<AsyncPgConnection>) -> Result<(), StoreError> {
     use diesel::RunQueryDsl;
-    let released =
-        diesel::sql_query("UPDATE push_outbox SET node_id = NULL WHERE node_id IS NOT NULL")
-            .execute(conn)?;
+    let released = diesel::sql_query("UPDATE push_outbox SET node_id = '' WHERE node_id > ''")
+        .execute(conn)?;
     if released > 0 {
         tracing::info!(
             released,

@@ -659,7 +659,7 @@ macro_rules! read_queries {
                             .load(conn)
                             .await?
                     }
-                    OutboxShare::All | OutboxShare::Unowned => {
+                    OutboxShare::All => {
                         diesel::sql_query(sql).load(conn).await?
                     }
                 };
@@ -801,8 +801,8 @@ pub(super) fn is_open() -> IsOpen {
 /// owed). The two numbers are formatted into the SQL (they are integers), so one text
 /// serves both backends' placeholder styles; a node's id (`share`) is bound as `$1`.
 ///
-/// On Postgres each node reads only the rows it owns (`push_outbox.node_id`, the
-/// index `push_outbox_due` leading with it), and the earliest row of a config may be
+/// On Postgres each cluster node reads only the rows it owns (`push_outbox.node_id`,
+/// through `push_outbox_owned`), and the earliest row of a config may be
 /// another node's: the config's later rows then wait for that node (a config's events
 /// stay in order while a thread's rows are shared between its old and new owner).
 pub(super) fn due_deliveries_sql(
@@ -813,8 +813,9 @@ pub(super) fn due_deliveries_sql(
 ) -> String {
     let owned = match share {
         OutboxShare::All => "",
-        OutboxShare::Unowned => "d.node_id IS NULL AND ",
-        OutboxShare::Node(_) => "d.node_id = $1 AND ",
+        // The condition of `push_outbox_owned` written out, which a bound id alone would
+        // not let the planner prove.
+        OutboxShare::Node(_) => "d.node_id > '' AND d.node_id = $1 AND ",
     };
     let configs = match configs {
         ConfigsOfDue::EachByKey => {
@@ -844,11 +845,10 @@ pub(super) fn due_deliveries_sql(
 /// Which owed rows a store's poll of the outbox reads ([`due_deliveries_sql`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum OutboxShare<'a> {
-    /// Every row (SQLite: one process, and no owner column).
+    /// Every row: a server without cluster mode (on SQLite, which has no owner
+    /// column; on Postgres, where such a server makes every row one of no node when it
+    /// opens the store).
     All,
-    /// The rows no node owns (Postgres outside cluster mode, where the server gives
-    /// every row back to no node when it opens the store).
-    Unowned,
     /// The rows of this cluster node.
     Node(&'a str),
 }

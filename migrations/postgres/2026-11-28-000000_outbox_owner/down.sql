@@ -1,3 +1,2 @@
-DROP INDEX push_outbox_due;
+DROP INDEX push_outbox_owned;
 ALTER TABLE push_outbox DROP COLUMN node_id;
-CREATE INDEX push_outbox_due ON push_outbox (next_attempt_at);

@@ -234,23 +234,28 @@ async fn the_outbox_poll_reads_only_the_deliveries_it_returns_on_postgres() {
         .await
         .unwrap();
     tokio::spawn(connection);
-    // 5 000 configs, each owed two events, all due, in tables never analyzed (as a young
-    // server's are, between the analyses).
+    // 5 000 configs, each owed two events, all due, half of them of no node and half a
+    // cluster node's, in tables never analyzed (as a young server's are, between the
+    // analyses).
     client
         .batch_execute(
             "INSERT INTO push_configs (tenant_id, task_id, config_id, dialect, url, created_at) \
                SELECT 'acme', a2a_id('task-' || i), 'c', 'v1', 'https://hooks.example.org/', i \
                FROM generate_series(1, 5000) i; \
              INSERT INTO push_outbox (tenant_id, task_id, config_id, seq, payload, created_at, \
-               attempts, next_attempt_at) \
-               SELECT 'acme', a2a_id('task-' || i), 'c', s, '{}', i, 0, i \
+               attempts, next_attempt_at, node_id) \
+               SELECT 'acme', a2a_id('task-' || i), 'c', s, '{}', i, 0, i, \
+               CASE WHEN i % 2 = 0 THEN 'node-1' ELSE '' END \
                FROM generate_series(1, 5000) i, generate_series(1, 2) s",
         )
         .await
         .unwrap();
-    // Outside cluster mode (the rows of no node), and a cluster node's (its id bound).
+    // Outside cluster mode (every row), and a cluster node's (its id bound).
     use crate::store::reads::OutboxShare;
-    for share in [OutboxShare::Unowned, OutboxShare::Node("node-1")] {
+    for (share, index) in [
+        (OutboxShare::All, "push_outbox_due"),
+        (OutboxShare::Node("node-1"), "push_outbox_owned"),
+    ] {
         let sql = crate::store::reads::due_deliveries_sql(
             Timestamp(10_000),
             32,
@@ -267,7 +272,7 @@ async fn the_outbox_poll_reads_only_the_deliveries_it_returns_on_postgres() {
             .collect();
         let plan = plan.join("\n");
         assert!(!plan.contains("Seq Scan"), "{share:?}: {plan}");
-        assert!(plan.contains("push_outbox_due"), "{share:?}: {plan}");
+        assert!(plan.contains(index), "{share:?}: {plan}");
     }
 }
 
@@ -314,7 +319,7 @@ async fn owed_deliveries_are_their_nodes_and_a_dead_nodes_are_taken_over_on_post
     // t-3's row as a server without cluster mode left it.
     client
         .execute(
-            "UPDATE push_outbox SET node_id = NULL WHERE task_id = a2a_id('task-3')",
+            "UPDATE push_outbox SET node_id = '' WHERE task_id = a2a_id('task-3')",
             &[],
         )
         .await
@@ -417,13 +422,14 @@ async fn store_depth(store: &Arc<dyn Store>) -> u64 {
 }
 
 /// Postgres: a server without cluster mode, opening a database cluster nodes used,
-/// makes every owed delivery its own — it reads the rows of no node.
+/// makes every owed delivery one of no node (which cluster nodes take over, should
+/// cluster mode come back), and delivers it.
 #[tokio::test]
 async fn a_server_alone_delivers_what_cluster_nodes_owed_on_postgres() {
     let Some(db) = crate::store::testing::PgTestDb::create().await else {
         return;
     };
-    let (a, _, _) = super::cluster::node(&db, "a").await;
+    let (a, _, client) = super::cluster::node(&db, "a").await;
     let acme = tenant("acme");
     let t = task(&acme, &context("ctx-1"), "task-1", TaskState::Working, 100);
     a.commit(&[
@@ -436,7 +442,18 @@ async fn a_server_alone_delivers_what_cluster_nodes_owed_on_postgres() {
     let mut alone = db.config.clone();
     alone.hold = Some(crate::store::node_lock::Hold::Alone);
     let store = crate::store::open(&alone).await.unwrap();
+    let owners: Vec<String> = (client.query("SELECT node_id FROM push_outbox", &[]).await)
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(owners, [""]);
     let due = store.due_deliveries(Timestamp(1000), 10).await.unwrap();
     assert_eq!(due.len(), 1);
     assert_eq!(due[0].key.task_id, t.id);
+    store
+        .commit(&[WriteOp::PushDone(key(&t, "c", 1))])
+        .await
+        .unwrap();
+    assert_eq!(store_depth(&store).await, 0);
 }
