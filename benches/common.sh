@@ -35,6 +35,10 @@ print(f"{setup:<9} {scenario:<11} round {rnd}: {r['succeeded_per_sec']:8.0f} ok/
       f"p50 {lat['p50_ms']:6.2f} ms  p99 {lat['p99_ms']:7.2f} ms  failed {r['failed']:4d}  "
       f"cpu {cpu_us:5.0f} us/req  switches {int(switches) / max(ops, 1):5.2f}/req "
       f"(includes warm-up)")
+# The scenario's other measures (push: from each send to its event's arrival).
+for other in r["latencies"][1:]:
+    print(f"{'':<9} {'':<11}          {other['name']}: p50 {other['p50_ms']:8.2f} ms  "
+          f"p99 {other['p99_ms']:8.2f} ms  ({other.get('count', '?')} measured)")
 PY
 }
 

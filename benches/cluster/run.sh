@@ -15,6 +15,7 @@
 #   benches/cluster/run.sh                                  # send and multi-turn, 2 rounds
 #   benches/cluster/run.sh --scenarios send --rounds 3 --duration 10s
 #   benches/cluster/run.sh --setups roll --scenarios multi-turn --rounds 2
+#   benches/cluster/run.sh --setups single,cluster3 --scenarios push   # deliveries by node
 #
 # Needs: cargo, haproxy, psql, and a Postgres server at --pg-url whose user may
 # CREATE DATABASE. Everything listens on 127.0.0.1.
@@ -40,7 +41,7 @@ TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 SERVER_GIVEN=""
 
 usage() {
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
     cat <<EOF
 
 Options:
@@ -102,7 +103,7 @@ trap cleanup EXIT
 start_node() {
     mkdir -p "$WORK/$2"
     DATABASE_URL="$1" RUST_LOG=warn \
-        AGENT_A2A__AUTH__ENABLED=false \
+        AGENT_A2A__AUTH__ENABLED=false AGENT_A2A__PUSH__ALLOW_LOOPBACK=true \
         AGENT_A2A__CLUSTER__ENABLED="$4" AGENT_A2A__CLUSTER__NODE_ID="$2" \
         AGENT_A2A__CLUSTER__SECRET=cluster-bench-secret-0123456789 \
         "$SERVER" serve --bind "127.0.0.1:$3" --grpc-bind "" --data-dir "$WORK/$2" \
