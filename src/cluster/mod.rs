@@ -311,14 +311,15 @@ impl Cluster {
         self.heartbeat
     }
 
-    /// Takes over the owed push deliveries of dead nodes (and of no node), at most
-    /// [`sql::ADOPT_BATCH`]; how many. Nothing while this node does not hold its lease.
-    pub async fn adopt_owed(&self) -> Result<u64> {
+    /// Takes over the owed push deliveries of dead nodes (and with `free` those of no
+    /// node, which reads the whole outbox), at most [`sql::ADOPT_BATCH`] of each; how
+    /// many. Nothing while this node does not hold its lease.
+    pub async fn adopt_owed(&self, free: bool) -> Result<u64> {
         if !self.holds_lease() {
             return Ok(0);
         }
         let client = self.claims.get().await?;
-        let adopted = sql::adopt_owed(&client, &self.node_id).await?;
+        let adopted = sql::adopt_owed(&client, &self.node_id, free).await?;
         if adopted > 0 {
             metrics::counter!(crate::telemetry::CLUSTER_PUSH_ADOPTED).increment(adopted);
             tracing::info!(

@@ -113,9 +113,12 @@ impl Deliverer {
         let mut receivers = Receivers::new(&this.settings);
         let mut recounted: Option<Instant> = None;
         // Cluster mode: when this node last looked for dead nodes' owed deliveries, and
-        // whether that look took a full batch (then it looks again at once).
+        // whether that look took a full batch (then it looks again at once); when it
+        // last looked for rows of no node (the leader's, once a lease: a read of the
+        // whole outbox).
         let mut adopted: Option<Instant> = None;
         let mut adopt_more = false;
+        let mut adopted_free: Option<Instant> = None;
         let mut stalled = false;
         loop {
             // A stopped runtime starts no attempt more, whatever else woke the loop (a
@@ -158,7 +161,13 @@ impl Deliverer {
                 && (adopt_more || adopted.is_none_or(|at| at.elapsed() >= cluster.heartbeat()))
             {
                 adopted = Some(Instant::now());
-                adopt_more = match cluster.adopt_owed().await {
+                let free = cluster.is_leader()
+                    && (adopt_more
+                        || adopted_free.is_none_or(|at| at.elapsed() >= cluster.sweep_interval()));
+                if free {
+                    adopted_free = adopted;
+                }
+                adopt_more = match cluster.adopt_owed(free).await {
                     Ok(n) => n >= crate::store::cluster::ADOPT_BATCH as u64,
                     Err(e) => {
                         tracing::warn!(error = %e, "push outbox: cannot take over the deliveries of dead nodes");

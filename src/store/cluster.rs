@@ -381,8 +381,11 @@ pub async fn take_over(
 pub const ADOPT_BATCH: i64 = 10_000;
 
 /// Takes over, for `node_id`, at most [`ADOPT_BATCH`] owed push deliveries of nodes whose
-/// lease has expired, and of no node (`''`: rows written outside cluster mode); returns how
-/// many. In one statement: each dead node with rows owed is locked (one locked by a
+/// lease has expired, and with `free` as many of no node (`''`: rows written outside
+/// cluster mode, or by a node of an earlier release); returns how many. Finding the rows
+/// of no node reads the whole outbox (no index holds them: a server without cluster mode
+/// would pay for it with every row), so the caller asks for them seldom; a dead node's
+/// are found by `push_outbox_owned`. In one statement: each dead node with rows owed is locked (one locked by a
 /// commit in flight, or by another node taking it over, is passed over for now) and its
 /// token raised, as a thread's takeover does, so a node that was only frozen learns at
 /// its next renewal that it lost its lease; then the rows move, each locked first and
@@ -390,7 +393,7 @@ pub const ADOPT_BATCH: i64 = 10_000;
 /// never deliver one twice or wait on each other). A config's rows may end on several
 /// nodes; the outbox's poll keeps them in order (`reads::due_deliveries_sql`), and
 /// outcomes are written only by the row's node (`pg_writer` `DONE`, `RETRY`).
-pub async fn adopt_owed(client: &Client, node_id: &str) -> Result<u64, StoreError> {
+pub async fn adopt_owed(client: &Client, node_id: &str, free: bool) -> Result<u64, StoreError> {
     let sql = format!(
         "WITH dead AS ( \
              SELECT n.node_id FROM cluster_nodes n \
@@ -406,14 +409,14 @@ pub async fn adopt_owed(client: &Client, node_id: &str) -> Result<u64, StoreErro
              WHERE o.node_id > '' AND o.node_id = ANY(ARRAY(SELECT node_id FROM fenced)) \
              LIMIT $2 FOR UPDATE SKIP LOCKED \
          ), of_none AS ( \
-             SELECT o.ctid AS row_id FROM push_outbox o WHERE o.node_id = '' \
+             SELECT o.ctid AS row_id FROM push_outbox o WHERE $3 AND o.node_id = '' \
              LIMIT $2 FOR UPDATE SKIP LOCKED \
          ) \
          UPDATE push_outbox SET node_id = $1 \
          WHERE ctid = ANY(ARRAY(SELECT row_id FROM of_dead) || ARRAY(SELECT row_id FROM of_none))"
     );
     client
-        .execute(&sql, &[&node_id, &ADOPT_BATCH])
+        .execute(&sql, &[&node_id, &ADOPT_BATCH, &free])
         .await
         .map_err(failed)
 }

@@ -819,3 +819,78 @@ async fn a_key_claimed_on_one_node_is_known_to_the_others_without_a_read() {
 fn tenant() -> agent_a2a::domain::TenantId {
     agent_a2a::domain::TenantId::default_tenant()
 }
+
+/// Deliveries a server without cluster mode still owed when it stopped (rows of no
+/// node) are made once cluster mode is on: the cluster's leader takes them over.
+#[actix_web::test]
+async fn deliveries_owed_from_before_cluster_mode_are_made_by_the_cluster() {
+    let Some(db) = fresh_postgres().await else {
+        return;
+    };
+    // The receiver's port, with nobody listening while the lone server runs.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let hook = format!("http://127.0.0.1:{port}/hook");
+    let quick = |s: &mut Settings| {
+        s.push.allow_loopback = true;
+        s.push.backoff_initial_ms = 20;
+        s.push.backoff_max_ms = 200;
+        s.push.breaker_open_ms = 100;
+        s.push.poll_interval_ms = 100;
+    };
+    let alone = spawn_app_in(None, Backend::Postgres(db.url.clone()), quick).await;
+    let r = alone
+        .rpc(
+            "SendMessage",
+            json!({"message": user_message("complete"),
+                   "configuration": {"taskPushNotificationConfig": {"url": hook}}}),
+        )
+        .await;
+    let task = r["result"]["task"]["id"].as_str().unwrap().to_owned();
+    alone.stop().await;
+    let owed = query_one(&db.url, "SELECT count(*), min(node_id) FROM push_outbox")
+        .await
+        .unwrap();
+    assert_eq!(owed, ["3", ""], "three events owed, of no node");
+
+    let in_cluster = |id: &str| {
+        let id = id.to_owned();
+        move |s: &mut Settings| {
+            cluster_settings(&id)(s);
+            quick(s);
+        }
+    };
+    let _a = spawn_app_in(
+        None,
+        Backend::Postgres(db.url.clone()),
+        in_cluster("node-a"),
+    )
+    .await;
+    let _b = spawn_app_in(
+        None,
+        Backend::Postgres(db.url.clone()),
+        in_cluster("node-b"),
+    )
+    .await;
+    let receiver =
+        crate::push::Receiver::start(std::net::TcpListener::bind(("127.0.0.1", port)).unwrap(), 0);
+    let got = receiver.delivered(3).await;
+    let ids: Vec<&str> = got.iter().map(|r| r.event_id()).collect();
+    assert_eq!(
+        ids,
+        (1..=3).map(|n| format!("{task}:{n}")).collect::<Vec<_>>()
+    );
+    eventually(Duration::from_secs(10), "the outbox drains", || {
+        let url = db.url.clone();
+        async move {
+            query_one(&url, "SELECT count(*) FROM push_outbox")
+                .await
+                .unwrap()[0]
+                == "0"
+        }
+    })
+    .await;
+}

@@ -346,7 +346,7 @@ async fn owed_deliveries_are_their_nodes_and_a_dead_nodes_are_taken_over_on_post
 
     // With a alive, b takes over only the row of no node.
     assert_eq!(
-        crate::store::cluster::adopt_owed(&client, "b")
+        crate::store::cluster::adopt_owed(&client, "b", true)
             .await
             .unwrap(),
         1
@@ -365,14 +365,14 @@ async fn owed_deliveries_are_their_nodes_and_a_dead_nodes_are_taken_over_on_post
         .await
         .unwrap();
     assert_eq!(
-        crate::store::cluster::adopt_owed(&client, "b")
+        crate::store::cluster::adopt_owed(&client, "b", true)
             .await
             .unwrap(),
         2
     );
     assert_eq!(a_token(&client).await, before + 1);
     assert_eq!(
-        crate::store::cluster::adopt_owed(&client, "b")
+        crate::store::cluster::adopt_owed(&client, "b", true)
             .await
             .unwrap(),
         0
