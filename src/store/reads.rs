@@ -801,44 +801,48 @@ pub(super) fn is_open() -> IsOpen {
 /// owed). The two numbers are formatted into the SQL (they are integers), so one text
 /// serves both backends' placeholder styles; a node's id (`share`) is bound as `$1`.
 ///
-/// On Postgres each cluster node reads only the rows it owns (`push_outbox.node_id`,
-/// through `push_outbox_owned`), and the earliest row of a config may be
-/// another node's: the config's later rows then wait for that node (a config's events
-/// stay in order while a thread's rows are shared between its old and new owner).
+/// On Postgres the owed rows come from the functions `a2a_due_deliveries` and
+/// `a2a_owned_due_deliveries` (migration `…_due_plan`), which hold the plan that walks
+/// the index in order whatever the statistics say: inline, a plan made from statistics
+/// of a smaller outbox read every due row per poll. Each cluster node reads only the
+/// rows it owns (`push_outbox.node_id`, through `push_outbox_owned`), and the earliest
+/// row of a config may be another node's: the config's later rows then wait for that
+/// node (a config's events stay in order while a thread's rows are shared between its
+/// old and new owner).
 pub(super) fn due_deliveries_sql(
     now: crate::domain::Timestamp,
     max: usize,
     configs: ConfigsOfDue,
     share: OutboxShare<'_>,
 ) -> String {
-    let owned = match share {
-        OutboxShare::All => "",
-        // The condition of `push_outbox_owned` written out, which a bound id alone would
-        // not let the planner prove.
-        OutboxShare::Node(_) => "d.node_id > '' AND d.node_id = $1 AND ",
-    };
-    let configs = match configs {
-        ConfigsOfDue::EachByKey => {
+    let (now, max) = (now.millis(), limit(max));
+    let (owed, configs) = match configs {
+        ConfigsOfDue::EachByKey => (
+            match share {
+                OutboxShare::All => format!("a2a_due_deliveries({now}, {max})"),
+                OutboxShare::Node(_) => format!("a2a_owned_due_deliveries({now}, {max}, $1)"),
+            },
             "CROSS JOIN LATERAL (SELECT * FROM push_configs k WHERE k.tenant_id = o.tenant_id \
-             AND k.task_id = o.task_id AND k.config_id = o.config_id OFFSET 0) c"
-        }
-        ConfigsOfDue::Joined => {
+             AND k.task_id = o.task_id AND k.config_id = o.config_id OFFSET 0) c",
+        ),
+        ConfigsOfDue::Joined => (
+            // (SQLite: one process, every row its own.)
+            format!(
+                "(SELECT * FROM push_outbox d WHERE d.next_attempt_at <= {now} \
+                 AND NOT EXISTS (SELECT 1 FROM push_outbox p \
+                     WHERE p.tenant_id = d.tenant_id AND p.task_id = d.task_id \
+                     AND p.config_id = d.config_id AND p.seq < d.seq) \
+                 ORDER BY d.next_attempt_at, d.seq LIMIT {max})"
+            ),
             "JOIN push_configs c ON c.tenant_id = o.tenant_id \
-             AND c.task_id = o.task_id AND c.config_id = o.config_id"
-        }
+             AND c.task_id = o.task_id AND c.config_id = o.config_id",
+        ),
     };
     format!(
         "SELECT c.tenant_id, c.task_id, c.config_id, c.dialect, c.url, c.token, \
          c.auth_scheme, c.auth_credentials, c.created_at, o.seq, o.payload, \
          o.created_at AS logged_at, o.attempts \
-         FROM (SELECT * FROM push_outbox d WHERE {owned}d.next_attempt_at <= {now} \
-             AND NOT EXISTS (SELECT 1 FROM push_outbox p \
-                 WHERE p.tenant_id = d.tenant_id AND p.task_id = d.task_id \
-                 AND p.config_id = d.config_id AND p.seq < d.seq) \
-             ORDER BY d.next_attempt_at, d.seq LIMIT {max}) o \
-         {configs} ORDER BY o.next_attempt_at, o.seq",
-        now = now.millis(),
-        max = limit(max),
+         FROM {owed} o {configs} ORDER BY o.next_attempt_at, o.seq"
     )
 }
 

@@ -9,7 +9,7 @@ use crate::store::{
 };
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 16] = [
+const ALL_MIGRATIONS: [&str; 17] = [
     "2026-11-22-000000_init",
     "2026-11-22-000100_memories",
     "2026-11-23-000000_thread_recovery",
@@ -26,6 +26,7 @@ const ALL_MIGRATIONS: [&str; 16] = [
     "2026-11-27-000100_open_tasks_index",
     "2026-11-27-000200_binary_ids",
     "2026-11-28-000000_outbox_owner",
+    "2026-11-28-000100_due_plan",
 ];
 
 fn postgres_migrations() -> Vec<String> {
@@ -38,7 +39,7 @@ fn postgres_migrations() -> Vec<String> {
 /// their key's unique index, which is what several nodes agree through).
 fn migrations_of(cfg: &StoreConfig) -> Vec<String> {
     let skipped: &[&str] = match cfg.database_url {
-        None => &["_write_checks", "_binary_ids", "_outbox_owner"],
+        None => &["_write_checks", "_binary_ids", "_outbox_owner", "_due_plan"],
         Some(_) => &["_rows_in_their_keys", "_claims_in_order"],
     };
     ALL_MIGRATIONS

@@ -187,7 +187,10 @@ async fn postgres_packs_uuids_and_digests_and_carries_text_ids_over() {
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(reverted, ["20261128000000", "20261127000200"]);
+    assert_eq!(
+        reverted,
+        ["20261128000100", "20261128000000", "20261127000200"]
+    );
     let as_text = query_text(
         &cfg,
         "SELECT task_id, pg_typeof(task_id)::text, t.context_id, digest FROM tasks t \

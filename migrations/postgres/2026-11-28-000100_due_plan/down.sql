@@ -1,0 +1,2 @@
+DROP FUNCTION a2a_owned_due_deliveries(BIGINT, BIGINT, TEXT);
+DROP FUNCTION a2a_due_deliveries(BIGINT, BIGINT);
