@@ -481,6 +481,6 @@ fn push_receiver_limits_and_breaker_are_bounded() {
     let push = load(&[], o).unwrap().push;
     assert_eq!(
         (push.max_concurrent_per_receiver, push.breaker_failures),
-        (32, 5)
+        (64, 5)
     );
 }
