@@ -84,6 +84,7 @@ impl Push {
             })
             .collect();
         let sends = driver::run(plan, workers, live, stop).await;
+        let sends_ended = Instant::now();
         // Every measured task's events, delivered or not within the timeout.
         let deadline = Instant::now() + plan.timeout;
         let mut quiet_since = Instant::now();
@@ -110,6 +111,10 @@ impl Push {
         let arrivals = std::mem::take(&mut *arrivals.lock().unwrap());
         let mut last = measure_from;
         let mut tasks_without_events = 0;
+        // Whether the deliveries kept pace: those that arrived while the sends ran, and
+        // how long the rest took once they stopped.
+        let mut during = 0u64;
+        let mut after = 0u64;
         for (task, started) in &sent {
             match arrivals.get(task) {
                 Some(times) => {
@@ -117,12 +122,31 @@ impl Push {
                         stats.success("event delivered");
                         stats.latency(DELIVERY, at.saturating_duration_since(*started));
                         last = last.max(*at);
+                        if *at <= sends_ended {
+                            during += 1;
+                        } else {
+                            after += 1;
+                        }
                     }
                 }
                 None => tasks_without_events += 1,
             }
         }
         stats.count("tasks sent (measured)", sent.len() as u64);
+        let sending = sends_ended
+            .saturating_duration_since(measure_from)
+            .as_secs_f64();
+        if sending > 0.0 {
+            stats.count(
+                "events delivered per second while the sends ran",
+                (during as f64 / sending).round() as u64,
+            );
+        }
+        stats.count("events that arrived after the sends stopped", after);
+        stats.count(
+            "ms from the last send to the last event",
+            last.saturating_duration_since(sends_ended).as_millis() as u64,
+        );
         let to_dead = to_dead.load(std::sync::atomic::Ordering::Relaxed);
         if to_dead > 0 {
             stats.count("tasks sent to receivers that never answer", to_dead);
