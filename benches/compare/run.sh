@@ -71,6 +71,9 @@ Options:
                       keeps at most 16 threads in memory, so a follow-up mostly finds
                       its thread evicted and reloads it from the store
   --turns N           messages per conversation of multi-turn (default 4)
+                      push: sends registering a push config whose receiver the load
+                      generator runs; the events delivered there are measured (agent-a2a
+                      only: no peer delivers durably; its loopback receivers allowed)
 EOF
 }
 
@@ -97,9 +100,17 @@ for t in $TARGETS; do
     [[ " $ALL_TARGETS " == *" $t "* ]] || { echo "run.sh: unknown target $t" >&2; exit 2; }
 done
 case "$SCENARIO" in
-    send | multi-turn | stream) ;;
-    *) echo "run.sh: --scenario is send, multi-turn or stream" >&2; exit 2 ;;
+    send | multi-turn | stream | push) ;;
+    *) echo "run.sh: --scenario is send, multi-turn, stream or push" >&2; exit 2 ;;
 esac
+if [[ "$SCENARIO" == push ]]; then
+    # Only agent-a2a delivers push notifications from a durable outbox.
+    kept=""
+    for t in $TARGETS; do [[ "$t" == agent-a2a-* ]] && kept+=" $t"; done
+    [[ "$kept" != "$TARGETS" ]] && echo "run.sh: --scenario push runs agent-a2a only" >&2
+    TARGETS="${kept# }"
+    [[ -n "$TARGETS" ]] || { echo "run.sh: --scenario push needs an agent-a2a target" >&2; exit 2; }
+fi
 if [[ "$SCENARIO" == stream && " $TARGETS " == *" ceiling "* ]]; then
     # The bare handler answers one JSON body; it has no stream to measure.
     TARGETS="${TARGETS/ceiling/}"
@@ -314,6 +325,10 @@ write_agent_config() {
         # and reload it from the store, as on a node with more conversations than memory.
         if [[ "$SCENARIO" == multi-turn ]]; then
             printf '[threads]\nmax_resident_actors = 16\n'
+        fi
+        # push: the load generator's receivers listen on loopback.
+        if [[ "$SCENARIO" == push ]]; then
+            printf '[push]\nallow_loopback = true\n'
         fi
     } >"$AGENT_CONFIG"
 }
