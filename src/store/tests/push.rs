@@ -388,12 +388,7 @@ async fn owed_deliveries_are_their_nodes_and_a_dead_nodes_are_taken_over_on_post
     assert_eq!(due(b.clone()).await, keys(&[("task-2", 1), ("task-4", 2)]));
 
     // With a alive, b takes over only the row of no node.
-    assert_eq!(
-        crate::store::cluster::adopt_owed(&client, "b", true)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(adopt_for_b(&client).await, 1);
     assert_eq!(
         due(b.clone()).await,
         keys(&[("task-2", 1), ("task-3", 1), ("task-4", 2)])
@@ -407,19 +402,9 @@ async fn owed_deliveries_are_their_nodes_and_a_dead_nodes_are_taken_over_on_post
         )
         .await
         .unwrap();
-    assert_eq!(
-        crate::store::cluster::adopt_owed(&client, "b", true)
-            .await
-            .unwrap(),
-        2
-    );
+    assert_eq!(adopt_for_b(&client).await, 2);
     assert_eq!(a_token(&client).await, before + 1);
-    assert_eq!(
-        crate::store::cluster::adopt_owed(&client, "b", true)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(adopt_for_b(&client).await, 0);
     assert!(due(a.clone()).await.is_empty());
     assert_eq!(
         due(b.clone()).await,
@@ -436,7 +421,7 @@ async fn owed_deliveries_are_their_nodes_and_a_dead_nodes_are_taken_over_on_post
     }])
     .await
     .unwrap();
-    assert_eq!(store_depth(&b).await, 5);
+    assert_eq!(b.outbox_depth().await.unwrap(), 5);
     assert_eq!(
         due(b.clone()).await,
         keys(&[("task-1", 1), ("task-2", 1), ("task-3", 1), ("task-4", 2)])
@@ -451,6 +436,13 @@ async fn owed_deliveries_are_their_nodes_and_a_dead_nodes_are_taken_over_on_post
     );
 }
 
+/// What node `b` takes over, rows of no node included.
+async fn adopt_for_b(client: &tokio_postgres::Client) -> u64 {
+    crate::store::cluster::adopt_owed(client, "b", true)
+        .await
+        .unwrap()
+}
+
 /// Node `a`'s fencing token.
 async fn a_token(client: &tokio_postgres::Client) -> i64 {
     let row = client
@@ -458,10 +450,6 @@ async fn a_token(client: &tokio_postgres::Client) -> i64 {
         .await
         .unwrap();
     row.get(0)
-}
-
-async fn store_depth(store: &Arc<dyn Store>) -> u64 {
-    store.outbox_depth().await.unwrap()
 }
 
 /// Postgres: a server without cluster mode, opening a database cluster nodes used,
@@ -498,5 +486,5 @@ async fn a_server_alone_delivers_what_cluster_nodes_owed_on_postgres() {
         .commit(&[WriteOp::PushDone(key(&t, "c", 1))])
         .await
         .unwrap();
-    assert_eq!(store_depth(&store).await, 0);
+    assert_eq!(store.outbox_depth().await.unwrap(), 0);
 }
