@@ -120,6 +120,13 @@ pub const PUSH_DEFERRED: &str = "agent_a2a_push_deferred_total";
 pub const PUSH_BREAKER_OPENED: &str = "agent_a2a_push_breaker_opened_total";
 /// Receivers whose breaker is open or probing.
 pub const PUSH_BREAKERS_OPEN: &str = "agent_a2a_push_breakers_open";
+/// 1 while the delivery holds every owed delivery in memory and is handed each one at
+/// commit (the outbox written, not read); 0 while it reads the outbox.
+pub const PUSH_FROM_MEMORY: &str = "agent_a2a_push_from_memory";
+/// Times the delivery went back to reading the outbox, by `reason`: `full` (more owed
+/// than `push.memory_rows`), `retired` (threads past their retention took owed rows with
+/// them), `store_error` (a write of the delivery's failed).
+pub const PUSH_FROM_MEMORY_LEFT: &str = "agent_a2a_push_from_memory_left_total";
 
 /// Sends answered with the outcome of an earlier send of the same idempotency key
 /// (message id or `Idempotency-Key`), without running the agent again.
@@ -383,6 +390,10 @@ pub fn metrics_handle() -> PrometheusHandle {
             metrics::counter!(PUSH_DEFERRED).increment(0);
             metrics::counter!(PUSH_BREAKER_OPENED).increment(0);
             metrics::gauge!(PUSH_BREAKERS_OPEN).increment(0.0);
+            metrics::gauge!(PUSH_FROM_MEMORY).increment(0.0);
+            for reason in ["full", "retired", "store_error"] {
+                metrics::counter!(PUSH_FROM_MEMORY_LEFT, "reason" => reason).increment(0);
+            }
             metrics::counter!(IDEMPOTENT_REPLAYS).increment(0);
             metrics::counter!(IDEMPOTENCY_KEY_READS).increment(0);
             handle
@@ -503,6 +514,14 @@ fn describe() {
     describe_gauge!(
         PUSH_BREAKERS_OPEN,
         "Push receivers whose breaker is open or probing."
+    );
+    describe_gauge!(
+        PUSH_FROM_MEMORY,
+        "1 while push deliveries are handed over at commit (the outbox is not read), 0 while the outbox is read."
+    );
+    describe_counter!(
+        PUSH_FROM_MEMORY_LEFT,
+        "Times the push delivery went back to reading the outbox, by reason (full, retired, store_error)."
     );
     describe_histogram!(
         PUSH_DELIVERY_MS,

@@ -52,6 +52,11 @@ pub struct PushSettings {
     pub deny_hosts: Vec<String>,
     /// How often the delivery looks at the outbox when nothing woke it, in ms.
     pub poll_interval_ms: u64,
+    /// Owed deliveries the delivery may hold in memory. While every owed delivery fits,
+    /// each event is handed to the delivery as it is committed and the outbox is only
+    /// written (never read); past it, the delivery reads the outbox until it fits again.
+    /// 0: always read the outbox.
+    pub memory_rows: usize,
 }
 
 impl Default for PushSettings {
@@ -75,6 +80,7 @@ impl Default for PushSettings {
             allow_hosts: Vec::new(),
             deny_hosts: Vec::new(),
             poll_interval_ms: 1000,
+            memory_rows: 10_000,
         }
     }
 }

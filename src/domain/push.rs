@@ -85,17 +85,27 @@ impl PushConfig {
     /// What a thread actor keeps of it to enqueue deliveries.
     pub fn target(&self) -> PushTarget {
         PushTarget {
-            config_id: self.id.clone(),
-            dialect: self.dialect,
+            config: std::sync::Arc::new(self.clone()),
         }
     }
 }
 
-/// A config as its task's thread actor knows it: enough to write outbox rows.
+/// A config as its task's thread actor knows it: each outbox row it writes carries the
+/// config, so the delivery can make an event it is handed at commit without reading the
+/// config back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PushTarget {
-    pub config_id: String,
-    pub dialect: PushDialect,
+    pub config: std::sync::Arc<PushConfig>,
+}
+
+impl PushTarget {
+    pub fn config_id(&self) -> &str {
+        &self.config.id
+    }
+
+    pub fn dialect(&self) -> PushDialect {
+        self.config.dialect
+    }
 }
 
 /// What one outbox row delivers, in the storage encoding; the delivery renders it in the

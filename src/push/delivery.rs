@@ -8,19 +8,30 @@
 //! duplicates by it). Redirects are not followed; a 2xx is an acknowledgement, anything
 //! else (or no answer within `push.timeout_ms`) a failure; at most
 //! `push.max_response_bytes` of a failed answer's body are read, for the log.
+//!
+//! The loop takes what is due from one of two sources. From the store: it polls the
+//! outbox (`Store::due_deliveries`) for the earliest owed row of each config. From
+//! memory: while every owed row fits in `push.memory_rows` (outside cluster mode), it
+//! holds them all ([`Mirror`]) — read once while commits are paused, then handed over by
+//! each commit (`runtime::push::PushHub`) — and the outbox is written, never read. It
+//! goes back to the store when more is owed than fits, when threads past their
+//! retention took rows with them, or when a write of its own fails; it tries memory
+//! again once a poll finds everything due and the depth fits.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
+use super::mirror::{Lane, Mirror, lane_of};
 use super::policy::{CheckedResolver, POLICY_REFUSAL, UrlPolicy, refused_at_delivery};
 use super::receivers::{Admit, Change, Outcome, Receivers};
 use crate::a2a::encode_push_payload;
 use crate::config::PushSettings;
-use crate::domain::{TaskId, TenantId, Timestamp};
+use crate::domain::Timestamp;
 use crate::runtime::Runtime;
+use crate::runtime::push::{Handed, LeftMemory};
 use crate::store::{Delivery, WriteOp};
 use crate::telemetry;
 
@@ -33,9 +44,6 @@ const CONTENT_TYPE: &str = "application/a2a+json";
 /// when a deleted config takes its owed rows with it).
 const RECOUNT_EVERY: Duration = Duration::from_secs(30);
 
-/// One config's queue: deliveries of one config go one at a time.
-type Lane = (TenantId, TaskId, String);
-
 /// Lanes in flight per attempt slot, counting those whose outcome is being committed.
 const SETTLING_PER_SLOT: usize = 4;
 
@@ -45,9 +53,13 @@ const RETRY_AGAIN: Duration = Duration::from_millis(10);
 /// How long past its time a retry is still waited for.
 const STALE_RETRY: Duration = Duration::from_secs(1);
 
-/// Settled lanes, each with when its retry is due (`Ok(None)`: done with the row), or
-/// `Err` if the store refused the commit of its outcome.
-type Settled = Vec<(Lane, Result<Option<Instant>, ()>)>;
+/// How soon after a try the loop tries again to hold every owed delivery in memory.
+const HOLD_AGAIN: Duration = Duration::from_secs(1);
+
+/// Settled lanes, each with its delivery and when it is next due if it stays owed
+/// (`Ok(None)`: done with the row), or `Err` if the store refused the commit of its
+/// outcome.
+type Settled = Vec<(Lane, Result<Option<(Instant, Delivery)>, ()>)>;
 
 /// How one attempt ended.
 enum Attempt {
@@ -102,13 +114,22 @@ impl Deliverer {
         // Answered attempts, each with its receiver (`Receivers::of` its URL).
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(Delivery, String, Attempt)>();
         let (settled_tx, mut settled_rx) = mpsc::unbounded_channel::<Settled>();
-        // Lanes with an attempt, or an outcome not yet committed: their next row waits.
-        let mut in_flight: HashSet<Lane> = HashSet::new();
+        // Lanes with an attempt, or an outcome not yet committed, and that row's `seq`:
+        // their next row waits.
+        let mut in_flight: HashMap<Lane, i64> = HashMap::new();
         // Attempts under way (`push.max_concurrent` at most). An attempt's slot is free
         // once its answer is in, while its outcome is still being committed.
         let mut attempting = 0usize;
-        // Retries scheduled by this process, so the loop wakes when the first is due.
+        // Reading the outbox: retries scheduled by this process, so the loop wakes when
+        // the first is due.
         let mut retries: HashMap<Lane, Instant> = HashMap::new();
+        // Every owed delivery, while they fit in memory (outside cluster mode); what
+        // commits handed over since the last look; when the loop last tried to hold them.
+        let mut mirror: Option<Mirror> = None;
+        let mut handed: Vec<Handed> = Vec::new();
+        let mut tried_memory: Option<Instant> = None;
+        // The last poll found every row that was due (it returned less than it asked for).
+        let mut polled_all = true;
         // Per receiver: attempts under way, failures in a row, its breaker.
         let mut receivers = Receivers::new(&this.settings);
         let mut recounted: Option<Instant> = None;
@@ -130,7 +151,35 @@ impl Deliverer {
                 return;
             };
             let hub = runtime.push_hub().clone();
-            if recounted.is_none_or(|at| at.elapsed() >= RECOUNT_EVERY) {
+            // What commits handed over; or, if the hand-over stopped, back to the store.
+            if let Some(held) = mirror.as_mut() {
+                match hub.take(&mut handed) {
+                    Ok(()) => {
+                        let now = Instant::now();
+                        let mut gone = 0;
+                        for item in handed.drain(..) {
+                            match item {
+                                Handed::Owed(delivery) => held.add(delivery, now),
+                                Handed::Config(config) => held.reconfigure(&config),
+                                Handed::Forget {
+                                    tenant,
+                                    task_id,
+                                    config_id,
+                                } => gone += held.forget(&(tenant, task_id, config_id)),
+                            }
+                        }
+                        if gone > 0 {
+                            hub.finished(gone as u64);
+                        }
+                    }
+                    Err(_) => {
+                        mirror = None;
+                        recounted = None;
+                        polled_all = false;
+                    }
+                }
+            }
+            if mirror.is_none() && recounted.is_none_or(|at| at.elapsed() >= RECOUNT_EVERY) {
                 match runtime.store().outbox_depth().await {
                     Ok(depth) => hub.set_depth(depth),
                     Err(e) => {
@@ -145,11 +194,6 @@ impl Deliverer {
             debug_assert!(freed <= attempting, "slots given back that were not held");
             attempting = attempting.saturating_sub(freed);
             let max = this.settings.max_concurrent;
-            // Free slots, while the outcomes awaiting their commit stay few: each of
-            // their rows is still in the outbox, and read (and passed over) by every poll.
-            let room = max
-                .saturating_sub(attempting)
-                .min((max * SETTLING_PER_SLOT).saturating_sub(in_flight.len()));
             // In a cluster each node delivers the rows it owns (the store's poll reads
             // only those: the events it committed, and those it took over), and only
             // while it holds its lease: once the lease lapses, another node may take
@@ -175,70 +219,117 @@ impl Deliverer {
                     }
                 };
             }
-            // A poll per finished attempt would read the outbox once per delivery: it
-            // waits until half the slots are free (or none is busy, or a retry is due).
+            // Hold every owed delivery in memory once they fit: not in a cluster, where
+            // a config's earlier rows may be another node's.
+            let memory_rows = hub.memory_rows();
+            if mirror.is_none()
+                && memory_rows > 0
+                && runtime.cluster().is_none()
+                && polled_all
+                && !stalled
+                && hub.depth() <= memory_rows as u64
+                && tried_memory.is_none_or(|at| at.elapsed() >= HOLD_AGAIN)
+            {
+                tried_memory = Some(Instant::now());
+                mirror = hold_all(&runtime, &in_flight, memory_rows).await;
+                if mirror.is_some() {
+                    retries.clear();
+                }
+            }
             let now = Instant::now();
-            let retry_due = retries.values().any(|at| *at <= now);
-            let worth = room > 0 && (room * 2 >= max || attempting == 0 || retry_due);
-            if worth && !stalled && holds {
-                // Rows of lanes in flight come back too (and are passed over): ask for
-                // enough to fill the room besides them.
-                match runtime
-                    .store()
-                    .due_deliveries(Timestamp::now(), room + in_flight.len())
-                    .await
-                {
-                    Ok(due) => {
-                        // A retry this overdue is not coming back from the store (its
-                        // config was deleted, or a poll already left it out): a later
-                        // poll finds it if it is still owed.
-                        retries.retain(|_, at| *at + STALE_RETRY > now);
-                        // Rows whose receiver cannot take them now, with when it may.
-                        let mut waiting: Vec<(Delivery, Instant)> = Vec::new();
-                        for delivery in due {
-                            let lane = lane_of(&delivery);
-                            if attempting >= this.settings.max_concurrent
-                                || in_flight.contains(&lane)
-                            {
-                                continue;
-                            }
-                            let receiver = Receivers::of(&delivery.config.url);
-                            match receivers.admit(&receiver, now) {
-                                Admit::Go => {}
-                                Admit::Pass => continue,
-                                Admit::Wait(until) => {
-                                    in_flight.insert(lane);
-                                    waiting.push((delivery, until));
-                                    continue;
-                                }
-                            }
-                            in_flight.insert(lane.clone());
-                            retries.remove(&lane);
-                            attempting += 1;
-                            let this = this.clone();
-                            let done = done_tx.clone();
-                            let stop = stop.clone();
-                            actix::spawn(async move {
-                                // Spawned before a stop, it may first run after it (and
-                                // after the next process started delivering the same
-                                // rows): then it attempts nothing.
-                                if *stop.borrow() {
-                                    return;
-                                }
-                                let attempt = this.attempt(&delivery).await;
-                                let _ = done.send((delivery, receiver, attempt));
-                            });
+            if let Some(held) = mirror.as_mut() {
+                // Rows whose receiver is at its limit now (tried again once an attempt
+                // ends), and rows whose receiver cannot take them until a time.
+                let mut busy: Vec<Delivery> = Vec::new();
+                let mut waiting: Vec<(Delivery, Instant)> = Vec::new();
+                while attempting < max && busy.len() < max {
+                    let Some(delivery) = held.next(now) else {
+                        break;
+                    };
+                    let receiver = Receivers::of(&delivery.config.url);
+                    match receivers.admit(&receiver, now) {
+                        Admit::Go => {}
+                        Admit::Pass => {
+                            busy.push(delivery);
+                            continue;
                         }
-                        if !waiting.is_empty() {
-                            let (this, settled) = (this.clone(), settled_tx.clone());
-                            actix::spawn(async move {
-                                let _ = settled.send(this.defer(waiting, now).await);
-                            });
+                        Admit::Wait(until) => {
+                            waiting.push((delivery, until));
+                            continue;
                         }
                     }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "push outbox: cannot read the due deliveries");
-                        stalled = true;
+                    in_flight.insert(lane_of(&delivery), delivery.key.seq);
+                    attempting += 1;
+                    this.spawn_attempt(delivery, receiver, &done_tx, &stop);
+                }
+                if !waiting.is_empty() {
+                    metrics::counter!(telemetry::PUSH_DEFERRED).increment(waiting.len() as u64);
+                }
+                for delivery in busy {
+                    held.put_back(delivery, now, now);
+                }
+                for (delivery, until) in waiting {
+                    held.put_back(delivery, until, now);
+                }
+            } else {
+                // Free slots, while the outcomes awaiting their commit stay few: each of
+                // their rows is still in the outbox, and read (and passed over) by every
+                // poll.
+                let room = max
+                    .saturating_sub(attempting)
+                    .min((max * SETTLING_PER_SLOT).saturating_sub(in_flight.len()));
+                // A poll per finished attempt would read the outbox once per delivery: it
+                // waits until half the slots are free (or none is busy, or a retry is due).
+                let retry_due = retries.values().any(|at| *at <= now);
+                let worth = room > 0 && (room * 2 >= max || attempting == 0 || retry_due);
+                if worth && !stalled && holds {
+                    // Rows of lanes in flight come back too (and are passed over): ask for
+                    // enough to fill the room besides them.
+                    let asked = room + in_flight.len();
+                    match runtime
+                        .store()
+                        .due_deliveries(Timestamp::now(), asked)
+                        .await
+                    {
+                        Ok(due) => {
+                            polled_all = due.len() < asked;
+                            // A retry this overdue is not coming back from the store (its
+                            // config was deleted, or a poll already left it out): a later
+                            // poll finds it if it is still owed.
+                            retries.retain(|_, at| *at + STALE_RETRY > now);
+                            // Rows whose receiver cannot take them now, with when it may.
+                            let mut waiting: Vec<(Delivery, Instant)> = Vec::new();
+                            for delivery in due {
+                                let lane = lane_of(&delivery);
+                                if attempting >= max || in_flight.contains_key(&lane) {
+                                    continue;
+                                }
+                                let receiver = Receivers::of(&delivery.config.url);
+                                match receivers.admit(&receiver, now) {
+                                    Admit::Go => {}
+                                    Admit::Pass => continue,
+                                    Admit::Wait(until) => {
+                                        in_flight.insert(lane, delivery.key.seq);
+                                        waiting.push((delivery, until));
+                                        continue;
+                                    }
+                                }
+                                in_flight.insert(lane.clone(), delivery.key.seq);
+                                retries.remove(&lane);
+                                attempting += 1;
+                                this.spawn_attempt(delivery, receiver, &done_tx, &stop);
+                            }
+                            if !waiting.is_empty() {
+                                let (this, settled) = (this.clone(), settled_tx.clone());
+                                actix::spawn(async move {
+                                    let _ = settled.send(this.defer(waiting, now).await);
+                                });
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "push outbox: cannot read the due deliveries");
+                            stalled = true;
+                        }
                     }
                 }
             }
@@ -248,7 +339,11 @@ impl Deliverer {
             // at once: a zero-length sleep would spin without yielding to the attempts
             // on this thread while the polls wait for free slots.
             let poll = Duration::from_millis(this.settings.poll_interval_ms);
-            let wake = retries.values().min().map_or(poll, |at| {
+            let next = match &mirror {
+                Some(held) => held.next_due(),
+                None => retries.values().min().copied(),
+            };
+            let wake = next.map_or(poll, |at| {
                 at.saturating_duration_since(now).max(RETRY_AGAIN).min(poll)
             });
             tokio::select! {
@@ -300,16 +395,29 @@ impl Deliverer {
                     while let Ok(more) = settled_rx.try_recv() {
                         batches.push(more);
                     }
+                    let now = Instant::now();
                     for (lane, result) in batches.into_iter().flatten() {
-                        match result {
-                            Ok(Some(next)) => {
-                                retries.insert(lane.clone(), next);
-                            }
-                            Ok(None) => {}
-                            // The row stays owed; it is tried again once the store answers.
-                            Err(()) => stalled = true,
-                        }
                         in_flight.remove(&lane);
+                        match (result, mirror.as_mut()) {
+                            (Ok(Some((next, delivery))), Some(held)) => {
+                                held.put_back(delivery, next, now)
+                            }
+                            (Ok(Some((next, _))), None) => {
+                                retries.insert(lane, next);
+                            }
+                            (Ok(None), Some(held)) => held.done(&lane, now),
+                            (Ok(None), None) => {}
+                            // The row stays owed and is read from the store again: what
+                            // memory holds may differ from it now.
+                            (Err(()), _) => {
+                                stalled = true;
+                                if mirror.take().is_some() {
+                                    hub.stop_hand_over(LeftMemory::StoreError);
+                                    recounted = None;
+                                    polled_all = false;
+                                }
+                            }
+                        }
                     }
                     continue;
                 }
@@ -318,6 +426,26 @@ impl Deliverer {
             }
             stalled = false;
         }
+    }
+
+    /// Starts one attempt of `delivery`; its answer comes back on `done`.
+    fn spawn_attempt(
+        self: &Arc<Self>,
+        delivery: Delivery,
+        receiver: String,
+        done: &mpsc::UnboundedSender<(Delivery, String, Attempt)>,
+        stop: &watch::Receiver<bool>,
+    ) {
+        let (this, done, stop) = (self.clone(), done.clone(), stop.clone());
+        actix::spawn(async move {
+            // Spawned before a stop, it may first run after it (and after the next
+            // process started delivering the same rows): then it attempts nothing.
+            if *stop.borrow() {
+                return;
+            }
+            let attempt = this.attempt(&delivery).await;
+            let _ = done.send((delivery, receiver, attempt));
+        });
     }
 
     /// One POST of `delivery`.
@@ -401,7 +529,7 @@ impl Deliverer {
                 lanes
                     .into_iter()
                     .zip(rows)
-                    .map(|(lane, (_, until))| (lane, Ok(Some(until))))
+                    .map(|(lane, (delivery, until))| (lane, Ok(Some((until, delivery)))))
                     .collect()
             }
             Err(e) => {
@@ -412,8 +540,13 @@ impl Deliverer {
     }
 
     /// Commits what an attempt decided: the row goes (delivered or given up) or is
-    /// rescheduled. Returns when a retry is due; `Err` if the store refused the commit.
-    async fn settle(&self, delivery: Delivery, attempt: Attempt) -> Result<Option<Instant>, ()> {
+    /// rescheduled. Returns the row as it stays owed and when its retry is due; `Err` if
+    /// the store refused the commit.
+    async fn settle(
+        &self,
+        mut delivery: Delivery,
+        attempt: Attempt,
+    ) -> Result<Option<(Instant, Delivery)>, ()> {
         let Some(runtime) = self.runtime.upgrade() else {
             return Err(());
         };
@@ -465,7 +598,8 @@ impl Deliverer {
             metrics::counter!(telemetry::PUSH_DELIVERIES, "outcome" => outcome).increment(1);
             runtime.push_hub().finished(1);
         }
-        Ok(next)
+        delivery.attempts = attempts;
+        Ok(next.map(|at| (at, delivery)))
     }
 
     /// The delay before attempt `attempts + 1`: the initial delay doubled per attempt
@@ -495,6 +629,47 @@ impl Attempt {
     }
 }
 
+/// Reads every owed delivery while no commit runs, and has each commit hand its rows
+/// over from then on — if they fit in `max_rows`. Rows of `out` lanes up to their `seq`
+/// are being attempted or settled: passed over.
+async fn hold_all(runtime: &Runtime, out: &HashMap<Lane, i64>, max_rows: usize) -> Option<Mirror> {
+    let hub = runtime.push_hub();
+    let paused = runtime.pause_commits().await;
+    hub.hand_over();
+    let read = runtime
+        .store()
+        .owed_deliveries(max_rows.saturating_add(1))
+        .await;
+    let owed = match read {
+        Ok(owed) if owed.len() <= max_rows => owed,
+        Ok(_) => {
+            hub.abandon_hand_over();
+            return None;
+        }
+        Err(e) => {
+            hub.abandon_hand_over();
+            tracing::warn!(error = %e, "push outbox: cannot read the owed deliveries");
+            return None;
+        }
+    };
+    hub.set_depth(owed.len() as u64);
+    drop(paused);
+    let (now, stamp) = (Instant::now(), Timestamp::now().millis());
+    let owed = (owed.into_iter())
+        .map(|(delivery, due)| {
+            let wait = u64::try_from(due.millis().saturating_sub(stamp)).unwrap_or(0);
+            (delivery, now + Duration::from_millis(wait))
+        })
+        .collect();
+    let mirror = Mirror::load(owed, out, now);
+    metrics::gauge!(telemetry::PUSH_FROM_MEMORY).set(1.0);
+    tracing::debug!(
+        owed = mirror.len(),
+        "push delivery holds every owed delivery: the outbox is not read"
+    );
+    Some(mirror)
+}
+
 /// Logs a breaker that opened or closed, and counts the open ones.
 fn report(change: &Change, open: usize) {
     match change {
@@ -511,14 +686,6 @@ fn report(change: &Change, open: usize) {
         }
     }
     metrics::gauge!(telemetry::PUSH_BREAKERS_OPEN).set(open as f64);
-}
-
-fn lane_of(d: &Delivery) -> Lane {
-    (
-        d.key.tenant.clone(),
-        d.key.task_id.clone(),
-        d.key.config_id.clone(),
-    )
 }
 
 /// The policy's resolver refused every address of the host.

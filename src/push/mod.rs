@@ -1,9 +1,12 @@
 //! Push notifications: the receiver URL policy (`policy.rs`), the delivery of the
-//! durable outbox (`delivery.rs`), and what it keeps per receiver (`receivers.rs`).
+//! durable outbox (`delivery.rs`), what it keeps per receiver (`receivers.rs`), and the
+//! owed deliveries it holds in memory while they fit (`mirror.rs`).
 //!
 //! A config's deliveries are owed from the moment the event they carry is committed:
 //! thread actors write one outbox row per (config, event) in the event's own
-//! transaction. The delivery reads the rows that are due, POSTs each to its receiver —
+//! transaction. The delivery takes the rows that are due — handed over by each commit
+//! while every owed row fits in memory (`push.memory_rows`), else read from the
+//! outbox — POSTs each to its receiver —
 //! one at a time per config, in event order, up to `push.max_concurrent` at once and
 //! `push.max_concurrent_per_receiver` to one receiver, none to a receiver whose breaker
 //! is open — and acknowledges it (row deleted) or reschedules it with exponential backoff and
@@ -11,6 +14,7 @@
 //! rows still owed and goes on: at-least-once, in order per task and config.
 
 mod delivery;
+mod mirror;
 pub mod policy;
 mod receivers;
 

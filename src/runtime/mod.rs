@@ -144,10 +144,12 @@ impl Runtime {
         cluster: Option<Arc<Cluster>>,
     ) -> Result<Runtime, StartError> {
         let persistence_arbiter = Arbiter::new();
+        let push = Arc::new(push::PushHub::new(&settings.push));
         let persistence = persistence::start(
             store.clone(),
             &settings.persistence,
             &persistence_arbiter.handle(),
+            push.clone(),
         );
         let actor_arbiters: Vec<Arbiter> = (0..settings.threads.arbiter_count())
             .map(|_| Arbiter::new())
@@ -180,7 +182,6 @@ impl Runtime {
             }
         };
         let shared = Arc::new(Shared::new());
-        let push = Arc::new(push::PushHub::new(&settings.push));
         let claim_filter = (settings.idempotency.enabled && settings.idempotency.filter_keys > 0)
             .then(|| {
                 Arc::new(claim_filter::ClaimFilter::new(
@@ -343,6 +344,12 @@ impl Runtime {
     /// through the persistence actor.
     pub async fn commit(&self, ops: Vec<crate::store::WriteOp>) -> Result<()> {
         self.persistence.commit(ops).await
+    }
+
+    /// Holds every commit back until the guard is dropped, once those running returned
+    /// ([`persistence::PersistenceHandle::pause`]).
+    pub async fn pause_commits(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+        self.persistence.pause().await
     }
 
     /// Stops at once: background work, the actor arbiters, then the persistence

@@ -13,6 +13,11 @@
 //! task on the persistence arbiter, where the writer connections live, with up to
 //! `persistence.commits_in_flight` group commits running at once.
 //!
+//! Before acknowledging a batch it tells the push hub what the batch wrote
+//! ([`PushHub::committed`]): the outbox rows to deliver and the configs that changed. A
+//! [`PersistenceHandle::pause`] holds every commit back (after those running returned),
+//! so that what the store holds and what was handed over agree while the guard is held.
+//!
 //! **Architecture invariant:** nothing is acknowledged to a client before the commit that
 //! holds it has returned; per-thread order is preserved because each `ThreadActor` waits
 //! for one batch before sending the next.
@@ -23,10 +28,11 @@ use std::time::{Duration, Instant};
 
 use actix::ArbiterHandle;
 use tokio::sync::mpsc::error::SendTimeoutError;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedRwLockWriteGuard, RwLock, mpsc, oneshot};
 
 use crate::config::PersistenceSettings;
 use crate::error::{Error, Result};
+use crate::runtime::push::PushHub;
 use crate::store::{BlockingCommit, Store, StoreError, WriteOp};
 use crate::telemetry;
 
@@ -43,6 +49,9 @@ pub struct PersistenceHandle {
     tx: mpsc::Sender<WriteRequest>,
     queued: Arc<AtomicI64>,
     enqueue_timeout: Duration,
+    /// Held shared by each group commit, from its start until its batches are
+    /// acknowledged; exclusively by a pause.
+    gate: Arc<RwLock<()>>,
 }
 
 impl PersistenceHandle {
@@ -90,6 +99,13 @@ impl PersistenceHandle {
         }
     }
 
+    /// Resolves once no commit is running, and holds every further commit back until
+    /// the guard is dropped: a read made meanwhile sees exactly the commits whose writes
+    /// were handed to the push hub. Hold it briefly (writers queue behind it).
+    pub async fn pause(&self) -> OwnedRwLockWriteGuard<()> {
+        self.gate.clone().write_owned().await
+    }
+
     fn unavailable(&self, detail: &str) -> Error {
         // The HTTP layer replaces the hint with `server.retry_after_secs`.
         Error::Unavailable {
@@ -107,13 +123,17 @@ pub fn start(
     store: Arc<dyn Store>,
     settings: &PersistenceSettings,
     arbiter: &ArbiterHandle,
+    push: Arc<PushHub>,
 ) -> PersistenceHandle {
     let (tx, rx) = mpsc::channel(settings.queue_capacity);
     let queued = Arc::new(AtomicI64::new(0));
+    let gate = Arc::new(RwLock::new(()));
     let queue = Queue {
         rx,
         queued: queued.clone(),
         max_batch: settings.max_batch,
+        push,
+        gate: gate.clone(),
     };
     match store.blocking_commit() {
         Some(writer) => {
@@ -134,6 +154,7 @@ pub fn start(
         tx,
         queued,
         enqueue_timeout: Duration::from_millis(settings.enqueue_timeout_ms),
+        gate,
     }
 }
 
@@ -142,6 +163,8 @@ struct Queue {
     rx: mpsc::Receiver<WriteRequest>,
     queued: Arc<AtomicI64>,
     max_batch: usize,
+    push: Arc<PushHub>,
+    gate: Arc<RwLock<()>>,
 }
 
 impl Queue {
@@ -171,12 +194,14 @@ fn run_blocking(mut queue: Queue, writer: &dyn BlockingCommit) {
     let mut group: Vec<WriteRequest> = Vec::with_capacity(queue.max_batch);
     while let Some(first) = queue.rx.blocking_recv() {
         queue.gather(first, &mut group);
+        let gate = queue.gate.clone();
+        let _open = gate.blocking_read();
         let batches: Vec<&[WriteOp]> = group.iter().map(|r| r.ops.as_slice()).collect();
         let result = timed(|| writer.commit_blocking(&batches));
         drop(batches);
-        for request in settle(&mut group, result) {
+        for request in settle(&mut group, result, &queue.push) {
             let result = timed(|| writer.commit_blocking(&[&request.ops]));
-            acknowledge(request, result);
+            acknowledge(request, result, &queue.push);
         }
     }
     tracing::info!("persistence thread stopped: no more writers");
@@ -206,10 +231,11 @@ async fn run_async(mut queue: Queue, store: Arc<dyn Store>, in_flight: usize) {
         } else {
             None
         };
-        let store = store.clone();
+        let (store, push, gate) = (store.clone(), queue.push.clone(), queue.gate.clone());
         actix::spawn(async move {
-            commit_group_async(store.as_ref(), group).await;
-            drop((slot, all));
+            let open = gate.read_owned().await;
+            commit_group_async(store.as_ref(), group, &push).await;
+            drop((open, slot, all));
         });
     }
     // Every commit still running holds a slot: wait for them all.
@@ -219,27 +245,32 @@ async fn run_async(mut queue: Queue, store: Arc<dyn Store>, in_flight: usize) {
     tracing::info!("persistence actor stopped: no more writers");
 }
 
-async fn commit_group_async(store: &dyn Store, mut group: Vec<WriteRequest>) {
+async fn commit_group_async(store: &dyn Store, mut group: Vec<WriteRequest>, push: &PushHub) {
     let started = Instant::now();
     let batches: Vec<&[WriteOp]> = group.iter().map(|r| r.ops.as_slice()).collect();
     let result = store.commit_group(&batches).await;
     drop(batches);
     record_commit(started, &result);
-    for request in settle(&mut group, result) {
+    for request in settle(&mut group, result, push) {
         let started = Instant::now();
         let result = store.commit(&request.ops).await;
         record_commit(started, &result);
-        acknowledge(request, result);
+        acknowledge(request, result, push);
     }
 }
 
 /// Acknowledges the group after its commit returned; returns the batches to commit again
 /// one by one — after a failure other than an unreachable database, so that one bad
 /// batch cannot fail its neighbours.
-fn settle(group: &mut Vec<WriteRequest>, result: Result<(), StoreError>) -> Vec<WriteRequest> {
+fn settle(
+    group: &mut Vec<WriteRequest>,
+    result: Result<(), StoreError>,
+    push: &PushHub,
+) -> Vec<WriteRequest> {
     match result {
         Ok(()) => {
             for request in group.drain(..) {
+                push.committed(request.ops);
                 let _ = request.ack.send(Ok(()));
             }
             Vec::new()
@@ -276,12 +307,12 @@ fn fenced(e: &StoreError) {
     tracing::warn!(error = %e, "commit refused");
 }
 
-fn acknowledge(request: WriteRequest, result: Result<(), StoreError>) {
+fn acknowledge(request: WriteRequest, result: Result<(), StoreError>, push: &PushHub) {
     match &result {
         // Cluster mode: another node took a thread of this one over; expected once.
         Err(e @ StoreError::Fenced) => fenced(e),
         Err(e) => tracing::error!(error = %e, "commit failed"),
-        Ok(()) => {}
+        Ok(()) => push.committed(request.ops),
     }
     let _ = request.ack.send(result);
 }
@@ -412,6 +443,12 @@ mod tests {
         async fn outbox_depth(&self) -> Result<u64, StoreError> {
             Ok(0)
         }
+        async fn owed_deliveries(
+            &self,
+            _: usize,
+        ) -> Result<Vec<(crate::store::Delivery, crate::domain::Timestamp)>, StoreError> {
+            Ok(Vec::new())
+        }
         async fn claim(
             &self,
             _: &TenantId,
@@ -443,7 +480,12 @@ mod tests {
             ..PersistenceSettings::default()
         };
         let arbiter = actix::Arbiter::new();
-        let handle = start(store.clone(), &settings, &arbiter.handle());
+        let handle = start(
+            store.clone(),
+            &settings,
+            &arbiter.handle(),
+            Arc::new(PushHub::new(&Default::default())),
+        );
         // The first write occupies the actor (its commit waits at the gate)…
         let first = actix_web::rt::spawn({
             let handle = handle.clone();
@@ -473,6 +515,92 @@ mod tests {
     }
 
     #[actix_web::test]
+    async fn a_pause_waits_for_running_commits_holds_the_next_and_commits_hand_rows_over_first() {
+        let store = Arc::new(GatedStore {
+            entered: Notify::new(),
+            gate: Notify::new(),
+            entries: Default::default(),
+        });
+        let settings = PersistenceSettings {
+            max_batch: 1,
+            commits_in_flight: 2,
+            ..PersistenceSettings::default()
+        };
+        let arbiter = actix::Arbiter::new();
+        let hub = Arc::new(PushHub::new(&Default::default()));
+        let handle = start(store.clone(), &settings, &arbiter.handle(), hub.clone());
+        hub.hand_over();
+        let config = Arc::new(crate::domain::PushConfig {
+            tenant: TenantId::default_tenant(),
+            task_id: TaskId::parse("task-1").unwrap(),
+            id: "hook".into(),
+            url: "https://hooks.example.org/".into(),
+            token: None,
+            auth: None,
+            dialect: crate::domain::PushDialect::V1,
+            created_at: crate::domain::Timestamp(1),
+        });
+        let owed = |seq: i64| WriteOp::EnqueuePush {
+            config: config.clone(),
+            seq,
+            payload: crate::domain::PushPayload::Event {
+                event: Box::new(StreamEvent::StatusUpdate {
+                    task_id: config.task_id.clone(),
+                    context_id: ContextId::parse("ctx-1").unwrap(),
+                    status: crate::domain::TaskStatus {
+                        state: crate::domain::TaskState::Working,
+                        message: None,
+                        timestamp: crate::domain::Timestamp(1),
+                    },
+                    metadata: None,
+                }),
+            },
+            created_at: crate::domain::Timestamp(1),
+        };
+        let commit = |ops: Vec<WriteOp>| {
+            let handle = handle.clone();
+            actix_web::rt::spawn(async move { handle.commit(ops).await })
+        };
+        let first = commit(vec![owed(1)]);
+        store.entered.notified().await;
+        // The pause waits for the commit inside the store.
+        let pausing = {
+            let handle = handle.clone();
+            actix_web::rt::spawn(async move { handle.pause().await })
+        };
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!pausing.is_finished(), "paused while a commit ran");
+        store.gate.notify_one();
+        assert_eq!(first.await.unwrap(), Ok(()));
+        // Acknowledged after its row was handed over.
+        let mut handed = Vec::new();
+        hub.take(&mut handed).unwrap();
+        assert!(matches!(&handed[..], [crate::runtime::push::Handed::Owed(d)] if d.key.seq == 1));
+        assert_eq!(hub.depth(), 1);
+        let paused = pausing.await.unwrap();
+        // Paused: the next commit waits outside the store.
+        let second = commit(vec![owed(2)]);
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            store.entries.load(Ordering::SeqCst),
+            1,
+            "a commit ran while paused"
+        );
+        drop(paused);
+        store.entered.notified().await;
+        store.gate.notify_one();
+        assert_eq!(second.await.unwrap(), Ok(()));
+        let mut handed = Vec::new();
+        hub.take(&mut handed).unwrap();
+        assert_eq!(handed.len(), 1);
+        arbiter.stop();
+    }
+
+    #[actix_web::test]
     async fn commits_run_side_by_side_and_a_flush_waits_for_them() {
         let store = Arc::new(GatedStore {
             entered: Notify::new(),
@@ -485,7 +613,12 @@ mod tests {
             ..PersistenceSettings::default()
         };
         let arbiter = actix::Arbiter::new();
-        let handle = start(store.clone(), &settings, &arbiter.handle());
+        let handle = start(
+            store.clone(),
+            &settings,
+            &arbiter.handle(),
+            Arc::new(PushHub::new(&Default::default())),
+        );
         let write = || {
             vec![WriteOp::ExpireThreads {
                 tenant: TenantId::default_tenant(),

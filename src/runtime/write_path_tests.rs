@@ -188,6 +188,12 @@ impl Store for Handle {
     ) -> Result<Vec<crate::domain::PushConfig>, StoreError> {
         self.0.inner.push_configs(tenant, task_ids).await
     }
+    async fn owed_deliveries(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<(crate::store::Delivery, Timestamp)>, StoreError> {
+        self.0.inner.owed_deliveries(limit).await
+    }
     async fn due_deliveries(
         &self,
         now: Timestamp,

@@ -238,10 +238,10 @@ pub enum WriteOp {
     },
     /// Owes `config_id` the delivery of the task's event `seq`: written in the batch that
     /// logs the event, so an event is never logged without its deliveries.
+    /// The row names the config's tenant, task and id; the config itself rides along for
+    /// the delivery, which is handed the row once it is committed.
     EnqueuePush {
-        tenant: TenantId,
-        task_id: TaskId,
-        config_id: String,
+        config: Arc<PushConfig>,
         seq: i64,
         payload: PushPayload,
         created_at: Timestamp,
@@ -327,7 +327,7 @@ pub struct Delivery {
     pub created_at: Timestamp,
     /// Attempts made so far.
     pub attempts: i64,
-    pub config: PushConfig,
+    pub config: Arc<PushConfig>,
 }
 
 /// A thread still marked active whose expiry has passed: the janitor's work. The list
@@ -576,6 +576,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deliveries owed across every tenant (the outbox's depth).
     async fn outbox_depth(&self) -> Result<u64, StoreError>;
+
+    /// Every owed delivery, due or not, with when it is next due — at most `limit`, in no
+    /// particular order: what the push delivery holds in memory once it knows all of them
+    /// (only outside cluster mode, where every row is this process's).
+    async fn owed_deliveries(&self, limit: usize)
+    -> Result<Vec<(Delivery, Timestamp)>, StoreError>;
 
     /// The tenant's claim of an idempotency key, whatever its age (`taken_over_before`
     /// reads 0).

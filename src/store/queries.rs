@@ -193,6 +193,18 @@ macro_rules! store_impl {
                 self.settle(&mut conn, result).await
             }
 
+            async fn owed_deliveries(
+                &self,
+                limit: usize,
+            ) -> Result<
+                Vec<($crate::store::Delivery, $crate::domain::Timestamp)>,
+                $crate::store::StoreError,
+            > {
+                let mut conn = self.conn().await?;
+                let result = reads::owed_deliveries($lend!(conn), limit).await;
+                self.settle(&mut conn, result).await
+            }
+
             async fn outbox_depth(&self) -> Result<u64, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
                 let result = reads::outbox_depth($lend!(conn)).await;

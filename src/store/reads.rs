@@ -739,6 +739,27 @@ macro_rules! read_queries {
                     .collect()
             }
 
+            /// Every owed delivery with its config and next attempt, at most `max`.
+            pub(super) async fn owed_deliveries(
+                conn: &mut Conn<'_>,
+                max: usize,
+            ) -> Result<Vec<($crate::store::Delivery, $crate::domain::Timestamp)>, StoreError> {
+                use $crate::store::rows::OwedRow;
+                if max == 0 {
+                    return Ok(Vec::new());
+                }
+                let sql = format!(
+                    "SELECT c.tenant_id, c.task_id, c.config_id, c.dialect, c.url, c.token, \
+                     c.auth_scheme, c.auth_credentials, c.created_at, o.seq, o.payload, \
+                     o.created_at AS logged_at, o.attempts, o.next_attempt_at \
+                     FROM push_outbox o JOIN push_configs c ON c.tenant_id = o.tenant_id \
+                     AND c.task_id = o.task_id AND c.config_id = o.config_id LIMIT {}",
+                    $crate::store::reads::limit(max)
+                );
+                let rows: Vec<OwedRow> = diesel::sql_query(sql).load(conn).await?;
+                rows.into_iter().map(OwedRow::into_owed).collect()
+            }
+
             pub(super) async fn outbox_depth(conn: &mut Conn<'_>) -> Result<u64, StoreError> {
                 use $crate::store::schema::push_outbox;
                 let n: i64 = push_outbox::table.count().get_result(conn).await?;

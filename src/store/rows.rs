@@ -736,8 +736,26 @@ impl DeliveryRow {
             payload: decode("push payload", &self.payload)?,
             created_at: Timestamp(self.logged_at),
             attempts: self.attempts,
-            config,
+            config: std::sync::Arc::new(config),
         })
+    }
+}
+
+/// An owed delivery with when it is next due ([`reads::owed_deliveries`]).
+#[derive(diesel::QueryableByName)]
+pub(super) struct OwedRow {
+    #[diesel(embed)]
+    delivery: DeliveryRow,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    next_attempt_at: i64,
+}
+
+impl OwedRow {
+    pub(super) fn into_owed(self) -> Result<(Delivery, Timestamp), StoreError> {
+        Ok((
+            self.delivery.into_delivery()?,
+            Timestamp(self.next_attempt_at),
+        ))
     }
 }
 

@@ -248,6 +248,136 @@ async fn a_receiver_that_fails_gets_each_event_again_and_never_out_of_order() {
     assert!(first_three.windows(2).all(|w| w[0].body == w[1].body));
 }
 
+const LEFT_MEMORY_FULL: &str = "agent_a2a_push_from_memory_left_total{reason=\"full\"}";
+
+/// The `200`s of each task, by event id, in the order they arrived.
+fn delivered_per_task(receiver: &Receiver) -> HashMap<String, Vec<String>> {
+    let mut per_task: HashMap<String, Vec<String>> = HashMap::new();
+    for r in receiver.all().iter().filter(|r| r.status == 200) {
+        let id = r.event_id();
+        let (task, _) = id.rsplit_once(':').unwrap();
+        per_task
+            .entry(task.to_owned())
+            .or_default()
+            .push(id.to_owned());
+    }
+    per_task
+}
+
+#[actix_web::test]
+async fn more_owed_than_memory_holds_is_read_from_the_outbox_in_order_and_memory_comes_back() {
+    // Every event owed while the receiver fails: more than the delivery may hold.
+    let receiver = Receiver::start(loopback(), usize::MAX);
+    let app = spawn_app_with(Backend::Sqlite, |s| {
+        quick(s);
+        s.push.memory_rows = 4;
+        s.push.breaker_failures = 1_000;
+    })
+    .await;
+    let full = counter(&app, LEFT_MEMORY_FULL).await;
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        tasks.push(send_with(&app, "complete", json!({"url": receiver.url})).await);
+    }
+    until("more is owed than memory holds", || async {
+        counter(&app, LEFT_MEMORY_FULL).await - full >= 1.0
+    })
+    .await;
+    assert!(!app.runtime.push_hub().handing_over());
+    receiver.heal();
+    drained(&app).await;
+    // Every event of every task once, in order.
+    let per_task = delivered_per_task(&receiver);
+    for task in &tasks {
+        assert_eq!(
+            per_task[task],
+            (1..=3).map(|n| format!("{task}:{n}")).collect::<Vec<_>>()
+        );
+    }
+    // Held in memory again once the outbox fits, and overflowing the same way.
+    until("memory holds every owed delivery again", || async {
+        app.runtime.push_hub().handing_over()
+    })
+    .await;
+    receiver.log.fail.store(usize::MAX, Ordering::SeqCst);
+    for _ in 0..3 {
+        tasks.push(send_with(&app, "complete", json!({"url": receiver.url})).await);
+    }
+    until("memory held them again, and overflowed again", || async {
+        counter(&app, LEFT_MEMORY_FULL).await - full >= 2.0
+    })
+    .await;
+    receiver.heal();
+    drained(&app).await;
+    let per_task = delivered_per_task(&receiver);
+    assert_eq!(per_task.len(), 6);
+    for task in &tasks {
+        assert_eq!(
+            per_task[task],
+            (1..=3).map(|n| format!("{task}:{n}")).collect::<Vec<_>>()
+        );
+    }
+}
+
+#[actix_web::test]
+async fn deliveries_held_in_memory_follow_their_config_when_it_is_replaced_or_deleted() {
+    let old = Receiver::start(loopback(), usize::MAX);
+    let new = Receiver::start(loopback(), 0);
+    let app = spawn_app_with(Backend::Sqlite, |s| {
+        quick(s);
+        s.push.breaker_failures = 1_000;
+    })
+    .await;
+    until("the delivery holds every owed delivery", || async {
+        app.runtime.push_hub().handing_over()
+    })
+    .await;
+    // Owed to a receiver that fails, then the config is pointed elsewhere: what is owed
+    // goes to the new address, in order.
+    let moved = send_with(&app, "complete", json!({"id": "hook", "url": old.url})).await;
+    old.log.arrived.notified().await;
+    let replaced = app
+        .rpc(
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": moved, "id": "hook", "url": new.url}),
+        )
+        .await;
+    assert_eq!(replaced["result"]["url"], new.url, "{replaced}");
+    let got = new.delivered(3).await;
+    let ids: Vec<&str> = got.iter().map(Received::event_id).collect();
+    assert_eq!(
+        ids,
+        (1..=3).map(|n| format!("{moved}:{n}")).collect::<Vec<_>>()
+    );
+    assert!(old.all().iter().all(|r| r.status == 503));
+
+    // Owed to a receiver that fails, then the config is deleted: nothing more is owed
+    // or sent.
+    let dropped = send_with(&app, "complete", json!({"id": "gone", "url": old.url})).await;
+    let tried = |receiver: &Receiver| {
+        (receiver.all().iter())
+            .filter(|r| r.event_id().starts_with(dropped.as_str()))
+            .count()
+    };
+    while tried(&old) == 0 {
+        old.log.arrived.notified().await;
+    }
+    let deleted = app
+        .rpc(
+            "DeleteTaskPushNotificationConfig",
+            json!({"taskId": dropped, "id": "gone"}),
+        )
+        .await;
+    assert_eq!(deleted["result"], Value::Null, "{deleted}");
+    drained(&app).await;
+    // An attempt under way when the config went may still end; none starts after it
+    // (retries come every 200 ms at most).
+    let after = tried(&old);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(tried(&old) <= after + 1, "{:?}", requests(&old));
+    assert_eq!(tried(&new), 0);
+}
+
 const BREAKER_OPENED: &str = "agent_a2a_push_breaker_opened_total";
 
 /// `(task id:seq, status)` of every request `receiver` got, in order.
@@ -307,6 +437,17 @@ async fn a_receiver_that_never_answers_leaves_the_others_their_deliveries() {
 
 #[actix_web::test]
 async fn a_failing_receiver_gets_nothing_while_its_breaker_is_open() {
+    failing_receiver_gets_nothing_while_its_breaker_is_open(10_000).await;
+}
+
+#[actix_web::test]
+async fn a_failing_receiver_gets_nothing_while_its_breaker_is_open_reading_the_outbox() {
+    failing_receiver_gets_nothing_while_its_breaker_is_open(0).await;
+}
+
+/// With `memory_rows` 0 the delivery reads the outbox, and puts the failing receiver's
+/// rows off in the store; otherwise it holds them in memory, put off there.
+async fn failing_receiver_gets_nothing_while_its_breaker_is_open(memory_rows: usize) {
     let failing = Receiver::start(loopback(), usize::MAX);
     let live = Receiver::start(loopback(), 0);
     let app = spawn_app_with(Backend::Sqlite, |s| {
@@ -315,8 +456,10 @@ async fn a_failing_receiver_gets_nothing_while_its_breaker_is_open() {
         // Open for longer than the test.
         s.push.backoff_max_ms = 600_000;
         s.push.breaker_open_ms = 600_000;
+        s.push.memory_rows = memory_rows;
     })
     .await;
+    let deferred = counter(&app, "agent_a2a_push_deferred_total").await;
     let opened = counter(&app, BREAKER_OPENED).await;
     let failing_tasks = [
         send_with(&app, "complete", json!({"url": failing.url})).await,
@@ -326,10 +469,13 @@ async fn a_failing_receiver_gets_nothing_while_its_breaker_is_open() {
         counter(&app, BREAKER_OPENED).await - opened >= 1.0
     })
     .await;
-    // Its rows are put off until the breaker would let a probe through: none is due
-    // within the next minute, and both tasks still owe every event.
+    // Its rows are put off until the breaker would let a probe through (read from the
+    // outbox: none is due within the next minute), and both tasks still owe every event.
     let store = app.runtime.store().clone();
     until("its rows are put off", || async {
+        if memory_rows > 0 {
+            return counter(&app, "agent_a2a_push_deferred_total").await - deferred >= 2.0;
+        }
         let soon = agent_a2a::domain::Timestamp(agent_a2a::domain::Timestamp::now().0 + 60_000);
         let due = store.due_deliveries(soon, 100).await.unwrap();
         !due.iter()

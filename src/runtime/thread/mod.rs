@@ -415,7 +415,7 @@ impl ThreadActor {
                 ctx.cancel_future(timer);
             }
         }
-        let enqueued = self.deps.push.admit(&mut ops);
+        self.deps.push.admit(&mut ops);
         self.fence(&mut ops);
         // The running turn's span parents the commit (only when traces are on).
         let span = match telemetry::trace::on().then(|| self.loaded_quietly()) {
@@ -429,9 +429,6 @@ impl ThreadActor {
         futures_util::future::Either::Right(
             fut::wrap_future(async move { persistence.commit(ops).instrument(span).await }).map(
                 move |result, act: &mut Self, ctx| {
-                    if result.is_ok() {
-                        act.deps.push.committed(enqueued);
-                    }
                     if carried {
                         match &result {
                             Ok(()) => act.publish_unpublished(),

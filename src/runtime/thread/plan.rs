@@ -213,7 +213,11 @@ pub(in crate::runtime) fn plan_start(
             let targets = entry
                 .push
                 .iter()
-                .filter(|t| added.as_ref().is_none_or(|a| a.config_id != t.config_id))
+                .filter(|t| {
+                    added
+                        .as_ref()
+                        .is_none_or(|a| a.config_id() != t.config_id())
+                })
                 .chain(added.as_ref());
             enqueue(&mut ops, key, &task, ev_seq, &ev, targets, now);
             event = Some((ev_seq, ev));
@@ -259,7 +263,7 @@ pub(in crate::runtime) fn check_push_room(
     config: &PushConfig,
     max: usize,
 ) -> Result<(), Error> {
-    let replaces = current.iter().any(|t| t.config_id == config.id);
+    let replaces = current.iter().any(|t| t.config_id() == config.id);
     if !replaces && current.len() >= max {
         return Err(Error::invalid_params(format!(
             "task {} already has {max} push notification configs (push.max_configs_per_task); \
@@ -282,12 +286,11 @@ fn enqueue<'a>(
     now: Timestamp,
 ) {
     for target in targets {
+        debug_assert!(target.config.tenant == key.tenant && target.config.task_id == task.id);
         ops.push(WriteOp::EnqueuePush {
-            tenant: key.tenant.clone(),
-            task_id: task.id.clone(),
-            config_id: target.config_id.clone(),
+            config: target.config.clone(),
             seq,
-            payload: PushPayload::of(target.dialect, event, task),
+            payload: PushPayload::of(target.dialect(), event, task),
             created_at: now,
         });
     }

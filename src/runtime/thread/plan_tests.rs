@@ -506,6 +506,17 @@ fn a_forced_status_needs_a_materialized_task_that_is_not_terminal() {
     assert!(matches!(unknown, Err(Error::TaskNotFound(_))));
 }
 
+fn push_config(task_id: &TaskId, id: &str, dialect: PushDialect) -> crate::domain::PushConfig {
+    PushSpec {
+        id: Some(id.into()),
+        url: "https://hooks.example.org/a2a".into(),
+        token: None,
+        auth: None,
+        dialect,
+    }
+    .into_config(key().tenant, task_id.clone(), NOW)
+}
+
 fn with_push(mut cmd: SendMessage, id: &str, dialect: PushDialect) -> SendMessage {
     cmd.config.push = Some(PushSpec {
         id: Some(id.into()),
@@ -537,7 +548,7 @@ fn a_push_config_sent_with_a_new_task_is_written_with_the_task_and_gets_its_firs
         ["link", "push_config", "task", "event", "enqueue"]
     );
     let Some(WriteOp::EnqueuePush {
-        config_id,
+        config,
         seq,
         payload,
         ..
@@ -545,7 +556,8 @@ fn a_push_config_sent_with_a_new_task_is_written_with_the_task_and_gets_its_firs
     else {
         panic!("an outbox row last")
     };
-    assert_eq!((config_id.as_str(), *seq), ("c-1", 1));
+    assert_eq!((config.id.as_str(), *seq), ("c-1", 1));
+    assert_eq!(config.task_id, task_id);
     assert!(matches!(
         payload,
         PushPayload::Event { event } if matches!(**event, StreamEvent::StatusUpdate { .. })
@@ -558,10 +570,7 @@ fn every_event_of_a_task_is_queued_for_each_config_in_its_dialects_payload() {
     let task_id = stored_task(&mut loaded, TaskState::InputRequired);
     let entry = loaded.tasks.get_mut(&task_id).unwrap();
     for (id, dialect) in [("a", PushDialect::V1), ("b", PushDialect::V03)] {
-        entry.push.push(crate::domain::PushTarget {
-            config_id: id.into(),
-            dialect,
-        });
+        entry.push.push(push_config(&task_id, id, dialect).target());
     }
     let plan = plan_forced_status(&key(), &loaded, &task_id, TaskState::Canceled, None, NOW)
         .expect("a plan");
@@ -592,10 +601,9 @@ fn a_follow_up_past_the_config_limit_is_refused_but_one_replacing_an_id_is_not()
     let task_id = stored_task(&mut loaded, TaskState::InputRequired);
     let entry = loaded.tasks.get_mut(&task_id).unwrap();
     for id in ["a", "b"] {
-        entry.push.push(crate::domain::PushTarget {
-            config_id: id.into(),
-            dialect: PushDialect::V1,
-        });
+        entry
+            .push
+            .push(push_config(&task_id, id, PushDialect::V1).target());
     }
     let third = with_push(user("more", Some(&task_id)), "c", PushDialect::V1);
     let refused = start_blocking(&loaded, &third);

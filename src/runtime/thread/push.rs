@@ -110,7 +110,7 @@ impl Handler<RemovePushConfig> for ThreadActor {
                     result?;
                     let loaded = act.loaded()?;
                     if let Some(entry) = loaded.tasks.get_mut(&task_id) {
-                        entry.push.retain(|t| t.config_id != config_id);
+                        entry.push.retain(|t| t.config_id() != config_id);
                     }
                     Ok(())
                 }))

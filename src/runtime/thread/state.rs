@@ -59,7 +59,7 @@ impl TaskEntry {
     /// Adds a config (replacing one of the same id); a task not yet materialized writes
     /// it when it is.
     pub(in crate::runtime) fn add_push(&mut self, config: PushConfig) {
-        self.push.retain(|t| t.config_id != config.id);
+        self.push.retain(|t| t.config_id() != config.id);
         self.push.push(config.target());
         if !self.materialized {
             self.push_unwritten.retain(|c| c.id != config.id);

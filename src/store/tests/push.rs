@@ -10,6 +10,7 @@ use crate::store::{OutboxKey, Store, WriteOp};
 on_both_backends!(
     configs_are_kept_per_task_and_tenant_and_replaced_by_id,
     only_the_earliest_owed_delivery_of_a_config_is_due,
+    every_owed_delivery_is_read_due_or_not_with_its_config_and_time,
     removing_a_config_removes_what_is_owed_to_it,
 );
 
@@ -31,9 +32,7 @@ pub(super) fn config(tenant: &TenantId, task: &TaskId, id: &str, at: i64) -> Pus
 
 fn enqueue(task: &Task, config_id: &str, seq: i64, at: i64) -> WriteOp {
     WriteOp::EnqueuePush {
-        tenant: task.tenant.clone(),
-        task_id: task.id.clone(),
-        config_id: config_id.into(),
+        config: Arc::new(config(&task.tenant, &task.id, config_id, at)),
         seq,
         payload: PushPayload::Event {
             event: Box::new(status_event(task, TaskState::Working, at)),
@@ -102,6 +101,55 @@ async fn configs_are_kept_per_task_and_tenant_and_replaced_by_id(store: Arc<dyn 
         .unwrap();
     assert_eq!(found.len(), 2);
     assert!(found.contains(&replaced));
+}
+
+async fn every_owed_delivery_is_read_due_or_not_with_its_config_and_time(store: Arc<dyn Store>) {
+    let t = tenant("acme");
+    let ctx = context("thread-1");
+    let task = task(&t, &ctx, "task-1", TaskState::Working, 100);
+    assert!(store.owed_deliveries(10).await.unwrap().is_empty());
+    store
+        .commit(&[
+            WriteOp::PutPushConfig(config(&t, &task.id, "a", 100)),
+            WriteOp::PutPushConfig(config(&t, &task.id, "b", 100)),
+            enqueue(&task, "a", 1, 100),
+            enqueue(&task, "a", 2, 110),
+            enqueue(&task, "b", 1, 120),
+            WriteOp::PushRetry {
+                key: key(&task, "a", 1),
+                attempts: 3,
+                next_attempt_at: Timestamp(5000),
+            },
+        ])
+        .await
+        .unwrap();
+    let mut owed = store.owed_deliveries(10).await.unwrap();
+    owed.sort_by_key(|(d, _)| (d.key.config_id.clone(), d.key.seq));
+    let rows: Vec<(&str, i64, i64, i64, i64)> = (owed.iter())
+        .map(|(d, due)| {
+            (
+                d.key.config_id.as_str(),
+                d.key.seq,
+                d.attempts,
+                d.created_at.millis(),
+                due.millis(),
+            )
+        })
+        .collect();
+    // Every row, the one in backoff and the one behind it included.
+    assert_eq!(
+        rows,
+        [
+            ("a", 1, 3, 100, 5000),
+            ("a", 2, 0, 110, 110),
+            ("b", 1, 0, 120, 120)
+        ]
+    );
+    assert_eq!(*owed[0].0.config, config(&t, &task.id, "a", 100));
+    assert!(matches!(owed[2].0.payload, PushPayload::Event { .. }));
+    // At most the limit.
+    assert_eq!(store.owed_deliveries(2).await.unwrap().len(), 2);
+    assert!(store.owed_deliveries(0).await.unwrap().is_empty());
 }
 
 async fn only_the_earliest_owed_delivery_of_a_config_is_due(store: Arc<dyn Store>) {

@@ -37,7 +37,7 @@ fn filled_thread(
         2,
         status_event(&task, TaskState::Completed, 20),
     ));
-    ops.push(WriteOp::PutPushConfig(PushConfig {
+    let config = PushConfig {
         tenant: t.clone(),
         task_id: task.id.clone(),
         id: "hook".into(),
@@ -46,11 +46,10 @@ fn filled_thread(
         auth: None,
         dialect: PushDialect::V1,
         created_at: Timestamp(20),
-    }));
+    };
+    ops.push(WriteOp::PutPushConfig(config.clone()));
     ops.push(WriteOp::EnqueuePush {
-        tenant: t.clone(),
-        task_id: task.id.clone(),
-        config_id: "hook".into(),
+        config: std::sync::Arc::new(config),
         seq: 1,
         payload: PushPayload::Event {
             event: Box::new(event),
