@@ -39,6 +39,9 @@ print(f"{setup:<9} {scenario:<11} round {rnd}: {r['succeeded_per_sec']:8.0f} ok/
 for other in r["latencies"][1:]:
     print(f"{'':<9} {'':<11}          {other['name']}: p50 {other['p50_ms']:8.2f} ms  "
           f"p99 {other['p99_ms']:8.2f} ms  ({other.get('count', '?')} measured)")
+# ... and its counters (push: events delivered while the sends ran, and after).
+for name, n in r.get("counters", {}).items():
+    print(f"{'':<9} {'':<11}          {name}: {n}")
 PY
 }
 

@@ -75,6 +75,8 @@ printf '[auth]\nenabled = false\n' >"$WORK/bench.toml"
 # multi-turn: follow-ups find their thread evicted and reload it from the store (as in
 # benches/compare/run.sh: 16 threads in memory for the load's 64 conversations).
 printf '[auth]\nenabled = false\n[threads]\nmax_resident_actors = 16\n' >"$WORK/bench-multi-turn.toml"
+# push: the load generator's receivers listen on loopback.
+printf '[auth]\nenabled = false\n[push]\nallow_loopback = true\n' >"$WORK/bench-push.toml"
 
 # CPU ticks of every process named postgres (the server and its backends).
 postgres_ticks() {
@@ -97,6 +99,7 @@ run_one() { # build-label binary store scenario round
     fi
     local config="$WORK/bench.toml"
     [[ "$scenario" == multi-turn ]] && config="$WORK/bench-multi-turn.toml"
+    [[ "$scenario" == push ]] && config="$WORK/bench-push.toml"
     "${env[@]}" "$bin" --config "$config" --bind "127.0.0.1:$PORT" --grpc-bind "" \
         --data-dir "$WORK/data" >"$WORK/server.log" 2>&1 &
     PIDS=("$!")

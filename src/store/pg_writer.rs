@@ -17,6 +17,9 @@
 //! (`A2D01`). A failed statement aborts the transaction, the statements after it fail
 //! too, and the `COMMIT` becomes a rollback; the first failure says why.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
 use futures_util::future::BoxFuture;
 use tokio_postgres::error::SqlState;
@@ -26,7 +29,7 @@ use tokio_postgres::{Client, NoTls, Statement};
 use super::StoreError;
 use super::cluster::{self, Fence};
 use super::packed::PgPacked;
-use super::rows::{NewMessage, NewTask, NewTaskEvent, NewThread};
+use super::rows::{NewMessage, NewPushConfig, NewTask, NewTaskEvent, NewThread};
 use super::writes::{HistoryAppend, PushRow, Rows};
 
 /// A writer connection and its prepared statements.
@@ -245,6 +248,21 @@ pub(super) mod sql {
         payload, created_at, attempts, next_attempt_at, node_id) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
+    /// [`PUT_CONFIG`] for many configs at once (each key at most once).
+    pub const PUT_CONFIGS: &str = "INSERT INTO push_configs (tenant_id, task_id, config_id, \
+        dialect, url, token, auth_scheme, auth_credentials, created_at) \
+        SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[], $5::text[], \
+        $6::text[], $7::text[], $8::text[], $9::bigint[]) \
+        ON CONFLICT (tenant_id, task_id, config_id) DO UPDATE SET dialect = excluded.dialect, \
+        url = excluded.url, token = excluded.token, auth_scheme = excluded.auth_scheme, \
+        auth_credentials = excluded.auth_credentials, created_at = excluded.created_at";
+
+    /// [`ENQUEUE`] for many rows at once.
+    pub const ENQUEUES: &str = "INSERT INTO push_outbox (tenant_id, task_id, config_id, seq, \
+        payload, created_at, attempts, next_attempt_at, node_id) \
+        SELECT u.*, $9 FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bigint[], \
+        $5::text[], $6::bigint[], $7::bigint[], $8::bigint[]) AS u";
+
     /// A cluster node writes a delivery's outcome only while the row is still its own
     /// (`$5`, `$7`): a node whose rows were taken over after its lease expired
     /// (`store::cluster::adopt_owed`) changes nothing of them when it wakes up. A server
@@ -291,9 +309,11 @@ prepared! {
     retire = sql::RETIRE,
     notify = sql::NOTIFY,
     put_config = sql::PUT_CONFIG,
+    put_configs = sql::PUT_CONFIGS,
     delete_config = sql::DELETE_CONFIG,
     delete_owed = sql::DELETE_OWED,
     enqueue = sql::ENQUEUE,
+    enqueues = sql::ENQUEUES,
     done = sql::DONE,
     retry = sql::RETRY,
 }
@@ -365,6 +385,15 @@ pub(super) async fn commit(
     // cluster mode: no node), and whose outcomes it writes.
     let owner: &str = fence.map_or("", |f| f.node_id());
     let push_keys: Vec<PushKey> = rows.push.iter().map(push_key).collect();
+    // The common push rows — configs registered, deliveries owed and done — as one
+    // statement per kind: configs before the rows owed to them, outcomes last (a row's
+    // outcome never shares a commit with the row). A commit that also deletes a config
+    // or reschedules a delivery writes its push rows one by one, in order.
+    let by_kind = rows.push.iter().all(PushRow::is_common);
+    let (configs, owed) = match by_kind {
+        true => (ConfigColumns::of(&rows.push), OwedColumns::of(&rows.push)),
+        false => (ConfigColumns::default(), OwedColumns::default()),
+    };
     // The id arrays of the expirations and retirements, packed (`packed.rs`).
     let expiring: Vec<Vec<PgPacked>> = (rows.expirations.iter())
         .map(|e| e.thread_ids.iter().map(|id| PgPacked(id)).collect())
@@ -457,7 +486,18 @@ pub(super) async fn commit(
         let params: Vec<&(dyn ToSql + Sync)> = vec![channel, payload];
         steps.push((Step::Write, run(client, &s.notify, params)));
     }
+    if !configs.tenant.is_empty() {
+        steps.push((Step::Write, run(client, &s.put_configs, configs.params())));
+    }
+    if !owed.tenant.is_empty() {
+        let mut params = owed.params();
+        params.push(&owner);
+        steps.push((Step::Write, run(client, &s.enqueues, params)));
+    }
     for (row, (tenant, task, config)) in rows.push.iter().zip(&push_keys) {
+        if by_kind && matches!(row, PushRow::PutConfig(_) | PushRow::Enqueue(_)) {
+            continue;
+        }
         match row {
             PushRow::PutConfig(r) => {
                 let params: Vec<&(dyn ToSql + Sync)> = vec![
@@ -660,6 +700,112 @@ macro_rules! columns {
             }
         }
     };
+}
+
+/// The configs a commit registers, as column arrays: each key once, as its last write
+/// leaves it (one `INSERT … ON CONFLICT` may not touch a row twice).
+#[derive(Default)]
+struct ConfigColumns<'a> {
+    tenant: Vec<&'a str>,
+    task: Vec<PgPacked<'a>>,
+    config: Vec<&'a str>,
+    dialect: Vec<&'static str>,
+    url: Vec<&'a str>,
+    token: Vec<Option<&'a str>>,
+    auth_scheme: Vec<Option<&'a str>>,
+    auth_credentials: Vec<Option<&'a str>>,
+    created: Vec<i64>,
+}
+
+impl<'a> ConfigColumns<'a> {
+    fn of(rows: &'a [PushRow<'_>]) -> Self {
+        let mut last: Vec<&'a NewPushConfig<'_>> = Vec::new();
+        let mut at: HashMap<(&str, &str, &str), usize> = HashMap::new();
+        for row in rows {
+            if let PushRow::PutConfig(c) = row {
+                match at.entry((c.tenant_id, c.task_id, c.config_id)) {
+                    Entry::Occupied(i) => last[*i.get()] = c,
+                    Entry::Vacant(v) => {
+                        v.insert(last.len());
+                        last.push(c);
+                    }
+                }
+            }
+        }
+        let mut columns = Self::default();
+        for c in last {
+            columns.tenant.push(c.tenant_id);
+            columns.task.push(PgPacked(c.task_id));
+            columns.config.push(c.config_id);
+            columns.dialect.push(c.dialect);
+            columns.url.push(c.url);
+            columns.token.push(c.token);
+            columns.auth_scheme.push(c.auth_scheme);
+            columns.auth_credentials.push(c.auth_credentials);
+            columns.created.push(c.created_at);
+        }
+        columns
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.tenant,
+            &self.task,
+            &self.config,
+            &self.dialect,
+            &self.url,
+            &self.token,
+            &self.auth_scheme,
+            &self.auth_credentials,
+            &self.created,
+        ]
+    }
+}
+
+/// The outbox rows a commit writes, as column arrays (the owner is the statement's
+/// scalar).
+#[derive(Default)]
+struct OwedColumns<'a> {
+    tenant: Vec<&'a str>,
+    task: Vec<PgPacked<'a>>,
+    config: Vec<&'a str>,
+    seq: Vec<i64>,
+    payload: Vec<&'a str>,
+    created: Vec<i64>,
+    attempts: Vec<i64>,
+    next_attempt: Vec<i64>,
+}
+
+impl<'a> OwedColumns<'a> {
+    fn of(rows: &'a [PushRow<'_>]) -> Self {
+        let mut columns = Self::default();
+        for row in rows {
+            if let PushRow::Enqueue(r) = row {
+                columns.tenant.push(r.tenant_id);
+                columns.task.push(PgPacked(r.task_id));
+                columns.config.push(r.config_id);
+                columns.seq.push(r.seq);
+                columns.payload.push(&r.payload);
+                columns.created.push(r.created_at);
+                columns.attempts.push(r.attempts);
+                columns.next_attempt.push(r.next_attempt_at);
+            }
+        }
+        columns
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.tenant,
+            &self.task,
+            &self.config,
+            &self.seq,
+            &self.payload,
+            &self.created,
+            &self.attempts,
+            &self.next_attempt,
+        ]
+    }
 }
 
 /// The claims of a commit as column arrays, one set per window (in practice one: a

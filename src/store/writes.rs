@@ -130,6 +130,18 @@ pub(super) enum PushRow<'a> {
     },
 }
 
+impl PushRow<'_> {
+    /// A config registered, a delivery owed or one done: rows a commit may write in any
+    /// order by kind (`pg_writer`), unlike a config's deletion (which takes its owed rows
+    /// with it) or a rescheduling.
+    pub(super) fn is_common(&self) -> bool {
+        matches!(
+            self,
+            PushRow::PutConfig(_) | PushRow::Enqueue(_) | PushRow::Done(_)
+        )
+    }
+}
+
 impl<'a> Rows<'a> {
     /// The rows `ops` write, upserts deduplicated to the last write of each key.
     pub fn collect(ops: impl IntoIterator<Item = &'a WriteOp>) -> Result<Self, StoreError> {

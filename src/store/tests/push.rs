@@ -12,6 +12,7 @@ on_both_backends!(
     only_the_earliest_owed_delivery_of_a_config_is_due,
     every_owed_delivery_is_read_due_or_not_with_its_config_and_time,
     removing_a_config_removes_what_is_owed_to_it,
+    a_commits_configs_and_owed_rows_end_as_written_in_order,
 );
 
 pub(super) fn config(tenant: &TenantId, task: &TaskId, id: &str, at: i64) -> PushConfig {
@@ -219,6 +220,48 @@ async fn only_the_earliest_owed_delivery_of_a_config_is_due(store: Arc<dyn Store
     let due = store.due_deliveries(Timestamp(1000), 10).await.unwrap();
     assert!(due.iter().any(|d| d.key.config_id == "a" && d.key.seq == 2));
     assert_eq!(store.outbox_depth().await.unwrap(), 2);
+}
+
+async fn a_commits_configs_and_owed_rows_end_as_written_in_order(store: Arc<dyn Store>) {
+    let t = tenant("acme");
+    let ctx = context("thread-1");
+    let task = task(&t, &ctx, "task-1", TaskState::Working, 100);
+    let mut moved = config(&t, &task.id, "a", 150);
+    moved.url = "https://elsewhere.example.org/a".into();
+    // A config registered twice in one commit (Postgres writes the commit's configs in
+    // one statement): the last registration holds.
+    store
+        .commit(&[
+            WriteOp::PutPushConfig(config(&t, &task.id, "a", 100)),
+            WriteOp::PutPushConfig(config(&t, &task.id, "b", 100)),
+            enqueue(&task, "a", 1, 100),
+            WriteOp::PutPushConfig(moved.clone()),
+            enqueue(&task, "b", 1, 100),
+            enqueue(&task, "a", 2, 110),
+        ])
+        .await
+        .unwrap();
+    let configs = store
+        .push_configs(&t, std::slice::from_ref(&task.id))
+        .await
+        .unwrap();
+    assert_eq!(configs.len(), 2);
+    assert!(configs.contains(&moved), "{configs:?}");
+    assert_eq!(store.outbox_depth().await.unwrap(), 3);
+    // Owed, then deleted, in one commit: nothing stays owed to it.
+    store
+        .commit(&[
+            enqueue(&task, "a", 3, 120),
+            WriteOp::DeletePushConfig {
+                tenant: t.clone(),
+                task_id: task.id.clone(),
+                config_id: "a".into(),
+            },
+            WriteOp::PushDone(key(&task, "b", 1)),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(store.outbox_depth().await.unwrap(), 0);
 }
 
 async fn removing_a_config_removes_what_is_owed_to_it(store: Arc<dyn Store>) {
