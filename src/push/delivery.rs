@@ -380,13 +380,7 @@ impl Deliverer {
                         .collect();
                     let (this, settled) = (this.clone(), settled_tx.clone());
                     actix::spawn(async move {
-                        let lanes: Vec<Lane> = done.iter().map(|(d, _)| lane_of(d)).collect();
-                        let results = futures_util::future::join_all(
-                            done.into_iter()
-                                .map(|(delivery, attempt)| this.settle(delivery, attempt)),
-                        )
-                        .await;
-                        let _ = settled.send(lanes.into_iter().zip(results).collect());
+                        let _ = settled.send(this.settle(done).await);
                     });
                     continue;
                 }
@@ -539,32 +533,66 @@ impl Deliverer {
         }
     }
 
-    /// Commits what an attempt decided: the row goes (delivered or given up) or is
-    /// rescheduled. Returns the row as it stays owed and when its retry is due; `Err` if
-    /// the store refused the commit.
-    async fn settle(
-        &self,
-        mut delivery: Delivery,
-        attempt: Attempt,
-    ) -> Result<Option<(Instant, Delivery)>, ()> {
+    /// Commits what the attempts that answered together decided, in one batch: each row
+    /// goes (delivered or given up) or is rescheduled. Returns, per lane, the row as it
+    /// stays owed and when its retry is due; `Err` for all if the store refused the
+    /// commit (the rows stay owed as they were).
+    async fn settle(&self, done: Vec<(Delivery, Attempt)>) -> Settled {
+        let lanes: Vec<Lane> = done.iter().map(|(d, _)| lane_of(d)).collect();
         let Some(runtime) = self.runtime.upgrade() else {
-            return Err(());
+            return lanes.into_iter().map(|lane| (lane, Err(()))).collect();
         };
+        let mut ops = Vec::with_capacity(done.len());
+        let mut decided = Vec::with_capacity(done.len());
+        for (mut delivery, attempt) in done {
+            let (op, outcome, next) = self.decide(&delivery, attempt);
+            ops.push(op);
+            delivery.attempts += 1;
+            decided.push((delivery, outcome, next));
+        }
+        if let Err(e) = runtime.commit(ops).await {
+            tracing::warn!(rows = lanes.len(), error = %e, "push outbox: cannot record deliveries' outcomes; they stay owed");
+            return lanes.into_iter().map(|lane| (lane, Err(()))).collect();
+        }
+        let mut finished = 0;
+        let settled = (lanes.into_iter().zip(decided))
+            .map(|(lane, (delivery, outcome, next))| {
+                if let Some(outcome) = outcome {
+                    metrics::counter!(telemetry::PUSH_DELIVERIES, "outcome" => outcome)
+                        .increment(1);
+                    finished += 1;
+                }
+                (lane, Ok(next.map(|at| (at, delivery))))
+            })
+            .collect();
+        if finished > 0 {
+            runtime.push_hub().finished(finished);
+        }
+        settled
+    }
+
+    /// What an attempt decided for its row: its write, how the delivery ended if it did,
+    /// and when its retry is due if not.
+    fn decide(
+        &self,
+        delivery: &Delivery,
+        attempt: Attempt,
+    ) -> (WriteOp, Option<&'static str>, Option<Instant>) {
         let key = delivery.key.clone();
         let attempts = delivery.attempts + 1;
         let age = Duration::from_millis(
             u64::try_from(Timestamp::now().millis() - delivery.created_at.millis()).unwrap_or(0),
         );
-        let (op, outcome, next) = match attempt {
+        match attempt {
             Attempt::Delivered => {
                 metrics::counter!(telemetry::PUSH_ATTEMPTS, "result" => "ok").increment(1);
                 metrics::histogram!(telemetry::PUSH_DELIVERY_MS).record(age.as_secs_f64() * 1000.0);
-                (WriteOp::PushDone(key.clone()), Some("delivered"), None)
+                (WriteOp::PushDone(key), Some("delivered"), None)
             }
             Attempt::Refused(why) => {
                 metrics::counter!(telemetry::PUSH_ATTEMPTS, "result" => "refused").increment(1);
                 tracing::warn!(task_id = %key.task_id, config_id = key.config_id, seq = key.seq, reason = why, "push delivery refused by the URL policy; given up");
-                (WriteOp::PushDone(key.clone()), Some("abandoned"), None)
+                (WriteOp::PushDone(key), Some("abandoned"), None)
             }
             Attempt::Failed { result, why } => {
                 metrics::counter!(telemetry::PUSH_ATTEMPTS, "result" => result).increment(1);
@@ -572,7 +600,7 @@ impl Deliverer {
                     || age >= Duration::from_secs(self.settings.max_age_secs);
                 if exhausted {
                     tracing::warn!(task_id = %key.task_id, config_id = key.config_id, seq = key.seq, attempts, reason = why, "push delivery given up (push.max_attempts / push.max_age_secs)");
-                    (WriteOp::PushDone(key.clone()), Some("abandoned"), None)
+                    (WriteOp::PushDone(key), Some("abandoned"), None)
                 } else {
                     let delay = self.backoff(attempts);
                     tracing::info!(task_id = %key.task_id, config_id = key.config_id, seq = key.seq, attempts, retry_in_ms = delay.as_millis() as u64, reason = why, "push delivery failed; will retry");
@@ -582,24 +610,14 @@ impl Deliverer {
                             .saturating_add(delay.as_millis() as i64),
                     );
                     let op = WriteOp::PushRetry {
-                        key: key.clone(),
+                        key,
                         attempts,
                         next_attempt_at,
                     };
                     (op, None, Some(Instant::now() + delay))
                 }
             }
-        };
-        if let Err(e) = runtime.commit(vec![op]).await {
-            tracing::warn!(task_id = %key.task_id, config_id = key.config_id, seq = key.seq, error = %e, "push outbox: cannot record a delivery's outcome; it stays owed");
-            return Err(());
         }
-        if let Some(outcome) = outcome {
-            metrics::counter!(telemetry::PUSH_DELIVERIES, "outcome" => outcome).increment(1);
-            runtime.push_hub().finished(1);
-        }
-        delivery.attempts = attempts;
-        Ok(next.map(|at| (at, delivery)))
     }
 
     /// The delay before attempt `attempts + 1`: the initial delay doubled per attempt
