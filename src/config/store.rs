@@ -133,7 +133,9 @@ pub struct PersistenceSettings {
     pub queue_capacity: usize,
     /// Most write batches committed in one transaction (group commit).
     pub max_batch: usize,
-    /// How long a write waits for room in a full queue before failing with 503, in ms.
+    /// How long a write waits for room in a full queue before failing with 503, in ms;
+    /// also the longest the push delivery may hold commits back to read the whole
+    /// outbox (then it goes on reading the outbox instead of holding it in memory).
     pub enqueue_timeout_ms: u64,
     /// How long the first commit of a turn that starts a new task waits for the turn's
     /// first output, so that both share one transaction (a turn that answers at once costs

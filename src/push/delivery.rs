@@ -81,6 +81,9 @@ pub fn start(
     policy: Arc<UrlPolicy>,
     stop: watch::Receiver<bool>,
 ) -> Result<(), String> {
+    // The client's TLS needs the process's crypto provider (installed once; a second
+    // install is refused, harmlessly).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_millis(settings.timeout_ms))
@@ -654,19 +657,24 @@ async fn hold_all(runtime: &Runtime, out: &HashMap<Lane, i64>, max_rows: usize) 
     let hub = runtime.push_hub();
     let paused = runtime.pause_commits().await;
     hub.hand_over();
-    let read = runtime
-        .store()
-        .owed_deliveries(max_rows.saturating_add(1))
-        .await;
-    let owed = match read {
-        Ok(owed) if owed.len() <= max_rows => owed,
-        Ok(_) => {
+    // Writers wait meanwhile: no longer than a write may wait for room in the queue.
+    let read = runtime.store().owed_deliveries(max_rows.saturating_add(1));
+    let owed = match tokio::time::timeout(runtime.max_pause(), read).await {
+        Ok(Ok(owed)) if owed.len() <= max_rows => owed,
+        Ok(Ok(_)) => {
             hub.abandon_hand_over();
             return None;
         }
-        Err(e) => {
+        Ok(Err(e)) => {
             hub.abandon_hand_over();
             tracing::warn!(error = %e, "push outbox: cannot read the owed deliveries");
+            return None;
+        }
+        Err(_) => {
+            hub.abandon_hand_over();
+            tracing::warn!(
+                "push outbox: reading every owed delivery took longer than commits may be held back (persistence.enqueue_timeout_ms); the outbox is polled instead"
+            );
             return None;
         }
     };

@@ -352,6 +352,11 @@ impl Runtime {
         self.persistence.pause().await
     }
 
+    /// The longest [`Runtime::pause_commits`] may be held.
+    pub fn max_pause(&self) -> std::time::Duration {
+        self.persistence.max_pause()
+    }
+
     /// Stops at once: background work, the actor arbiters, then the persistence
     /// arbiter (writes still queued are not committed; none of them was acknowledged).
     /// A graceful shutdown uses [`Runtime::begin_drain`] and [`Runtime::close`] instead.

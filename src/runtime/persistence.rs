@@ -106,6 +106,12 @@ impl PersistenceHandle {
         self.gate.clone().write_owned().await
     }
 
+    /// The longest a pause may hold writers back (`persistence.enqueue_timeout_ms`: as
+    /// long as a write may wait for room in the queue).
+    pub fn max_pause(&self) -> Duration {
+        self.enqueue_timeout
+    }
+
     fn unavailable(&self, detail: &str) -> Error {
         // The HTTP layer replaces the hint with `server.retry_after_secs`.
         Error::Unavailable {
@@ -466,26 +472,37 @@ mod tests {
         }
     }
 
-    #[actix_web::test]
-    async fn a_full_queue_fails_fast_with_a_retryable_error() {
+    /// The persistence actor over a [`GatedStore`], one batch a group, with its push hub.
+    fn gated(
+        settings: PersistenceSettings,
+    ) -> (
+        Arc<GatedStore>,
+        PersistenceHandle,
+        Arc<PushHub>,
+        actix::Arbiter,
+    ) {
         let store = Arc::new(GatedStore {
             entered: Notify::new(),
             gate: Notify::new(),
             entries: Default::default(),
         });
+        let arbiter = actix::Arbiter::new();
+        let hub = Arc::new(PushHub::new(&Default::default()));
         let settings = PersistenceSettings {
-            queue_capacity: 1,
             max_batch: 1,
+            ..settings
+        };
+        let handle = start(store.clone(), &settings, &arbiter.handle(), hub.clone());
+        (store, handle, hub, arbiter)
+    }
+
+    #[actix_web::test]
+    async fn a_full_queue_fails_fast_with_a_retryable_error() {
+        let (store, handle, _, arbiter) = gated(PersistenceSettings {
+            queue_capacity: 1,
             enqueue_timeout_ms: 20,
             ..PersistenceSettings::default()
-        };
-        let arbiter = actix::Arbiter::new();
-        let handle = start(
-            store.clone(),
-            &settings,
-            &arbiter.handle(),
-            Arc::new(PushHub::new(&Default::default())),
-        );
+        });
         // The first write occupies the actor (its commit waits at the gate)…
         let first = actix_web::rt::spawn({
             let handle = handle.clone();
@@ -516,47 +533,12 @@ mod tests {
 
     #[actix_web::test]
     async fn a_pause_waits_for_running_commits_holds_the_next_and_commits_hand_rows_over_first() {
-        let store = Arc::new(GatedStore {
-            entered: Notify::new(),
-            gate: Notify::new(),
-            entries: Default::default(),
-        });
-        let settings = PersistenceSettings {
-            max_batch: 1,
+        let (store, handle, hub, arbiter) = gated(PersistenceSettings {
             commits_in_flight: 2,
             ..PersistenceSettings::default()
-        };
-        let arbiter = actix::Arbiter::new();
-        let hub = Arc::new(PushHub::new(&Default::default()));
-        let handle = start(store.clone(), &settings, &arbiter.handle(), hub.clone());
-        hub.hand_over();
-        let config = Arc::new(crate::domain::PushConfig {
-            tenant: TenantId::default_tenant(),
-            task_id: TaskId::parse("task-1").unwrap(),
-            id: "hook".into(),
-            url: "https://hooks.example.org/".into(),
-            token: None,
-            auth: None,
-            dialect: crate::domain::PushDialect::V1,
-            created_at: crate::domain::Timestamp(1),
         });
-        let owed = |seq: i64| WriteOp::EnqueuePush {
-            config: config.clone(),
-            seq,
-            payload: crate::domain::PushPayload::Event {
-                event: Box::new(StreamEvent::StatusUpdate {
-                    task_id: config.task_id.clone(),
-                    context_id: ContextId::parse("ctx-1").unwrap(),
-                    status: crate::domain::TaskStatus {
-                        state: crate::domain::TaskState::Working,
-                        message: None,
-                        timestamp: crate::domain::Timestamp(1),
-                    },
-                    metadata: None,
-                }),
-            },
-            created_at: crate::domain::Timestamp(1),
-        };
+        hub.hand_over();
+        let owed = |seq: i64| crate::runtime::push::tests::owed("hook", seq);
         let commit = |ops: Vec<WriteOp>| {
             let handle = handle.clone();
             actix_web::rt::spawn(async move { handle.commit(ops).await })
@@ -602,23 +584,10 @@ mod tests {
 
     #[actix_web::test]
     async fn commits_run_side_by_side_and_a_flush_waits_for_them() {
-        let store = Arc::new(GatedStore {
-            entered: Notify::new(),
-            gate: Notify::new(),
-            entries: Default::default(),
-        });
-        let settings = PersistenceSettings {
-            max_batch: 1,
+        let (store, handle, _, arbiter) = gated(PersistenceSettings {
             commits_in_flight: 2,
             ..PersistenceSettings::default()
-        };
-        let arbiter = actix::Arbiter::new();
-        let handle = start(
-            store.clone(),
-            &settings,
-            &arbiter.handle(),
-            Arc::new(PushHub::new(&Default::default())),
-        );
+        });
         let write = || {
             vec![WriteOp::ExpireThreads {
                 tenant: TenantId::default_tenant(),

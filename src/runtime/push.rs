@@ -295,7 +295,7 @@ fn hand(state: &mut HandOver, ops: Vec<WriteOp>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::domain::{ContextId, PushDialect, PushPayload, StreamEvent, Timestamp};
 
@@ -312,7 +312,8 @@ mod tests {
         })
     }
 
-    fn owed(config_id: &str, seq: i64) -> WriteOp {
+    /// An outbox row of config `config_id` of `task-1`, its event `seq`.
+    pub(crate) fn owed(config_id: &str, seq: i64) -> WriteOp {
         let config = config(config_id);
         WriteOp::EnqueuePush {
             payload: PushPayload::Event {

@@ -31,6 +31,9 @@ struct CutStore {
     claim_reads: AtomicUsize,
     /// `known_unclaimed` of each claim committed, in order.
     vouched: std::sync::Mutex<Vec<bool>>,
+    /// Reads of every owed delivery never answer; `owed_read` tells one began.
+    owed_reads_hang: std::sync::atomic::AtomicBool,
+    owed_read: tokio::sync::Notify,
 }
 
 impl CutStore {
@@ -41,6 +44,8 @@ impl CutStore {
             fail_at: AtomicUsize::new(0),
             claim_reads: AtomicUsize::new(0),
             vouched: Default::default(),
+            owed_reads_hang: Default::default(),
+            owed_read: Default::default(),
         })
     }
 
@@ -192,6 +197,10 @@ impl Store for Handle {
         &self,
         limit: usize,
     ) -> Result<Vec<(crate::store::Delivery, Timestamp)>, StoreError> {
+        if self.0.owed_reads_hang.load(Ordering::SeqCst) {
+            self.0.owed_read.notify_one();
+            std::future::pending::<()>().await;
+        }
         self.0.inner.owed_deliveries(limit).await
     }
     async fn due_deliveries(
@@ -587,4 +596,45 @@ async fn more_claims_than_the_filter_holds_read_the_store_and_retries_still_get_
     task(f.send(&user("done", &ContextId::generate(), None)).await);
     assert_eq!(f.cut.claim_reads(), before + 1);
     f.runtime.shutdown();
+}
+
+#[actix_web::test]
+async fn a_read_of_every_owed_delivery_holds_commits_back_no_longer_than_a_write_waits_for_room() {
+    let store = SqliteTestStore::open().await;
+    let cut = CutStore::new(store.store.clone());
+    cut.owed_reads_hang.store(true, Ordering::SeqCst);
+    let mut settings = Settings::default();
+    settings.persistence.enqueue_timeout_ms = 50;
+    let runtime = Arc::new(
+        Runtime::start(
+            &settings,
+            Arc::new(Handle(cut.clone())),
+            ExecutorSource::Custom(Arc::new(Script::default())),
+            &SkillRegistry::default(),
+            None,
+        )
+        .expect("runtime starts"),
+    );
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let policy = crate::push::UrlPolicy::new(&settings.push).expect("a policy");
+    crate::push::start(&runtime, &settings.push, Arc::new(policy), stopped).expect("delivery");
+    // The delivery reads every owed row while commits wait; the read never answers.
+    cut.owed_read.notified().await;
+    let context = ContextId::generate();
+    let cmd = SendMessage {
+        message: user("done", &context, None),
+        config: SendConfig::default(),
+        metadata: None,
+        create_missing_task: false,
+        idempotency_key: None,
+    };
+    // The send commits all the same once the read is given up (else it waits forever).
+    let done = task(runtime.send(&TenantId::default_tenant(), cmd).await);
+    assert_eq!(done.status.state, TaskState::Completed);
+    assert!(
+        !runtime.push_hub().handing_over(),
+        "the outbox is polled instead"
+    );
+    let _ = stop.send(true);
+    runtime.shutdown();
 }

@@ -29,7 +29,7 @@ use tokio_postgres::{Client, NoTls, Statement};
 use super::StoreError;
 use super::cluster::{self, Fence};
 use super::packed::PgPacked;
-use super::rows::{NewMessage, NewPushConfig, NewTask, NewTaskEvent, NewThread};
+use super::rows::{NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent, NewThread};
 use super::writes::{HistoryAppend, PushRow, Rows};
 
 /// A writer connection and its prepared statements.
@@ -390,9 +390,14 @@ pub(super) async fn commit(
     // outcome never shares a commit with the row). A commit that also deletes a config
     // or reschedules a delivery writes its push rows one by one, in order.
     let by_kind = rows.push.iter().all(PushRow::is_common);
-    let (configs, owed) = match by_kind {
-        true => (ConfigColumns::of(&rows.push), OwedColumns::of(&rows.push)),
-        false => (ConfigColumns::default(), OwedColumns::default()),
+    let last_configs = match by_kind {
+        true => last_configs(&rows.push),
+        false => Vec::new(),
+    };
+    let configs = ConfigColumns::of(last_configs.iter().copied());
+    let owed = match by_kind {
+        true => OwedColumns::of(owed_rows(&rows.push)),
+        false => OwedColumns::of(std::iter::empty()),
     };
     // The id arrays of the expirations and retirements, packed (`packed.rs`).
     let expiring: Vec<Vec<PgPacked>> = (rows.expirations.iter())
@@ -702,110 +707,33 @@ macro_rules! columns {
     };
 }
 
-/// The configs a commit registers, as column arrays: each key once, as its last write
-/// leaves it (one `INSERT … ON CONFLICT` may not touch a row twice).
-#[derive(Default)]
-struct ConfigColumns<'a> {
-    tenant: Vec<&'a str>,
-    task: Vec<PgPacked<'a>>,
-    config: Vec<&'a str>,
-    dialect: Vec<&'static str>,
-    url: Vec<&'a str>,
-    token: Vec<Option<&'a str>>,
-    auth_scheme: Vec<Option<&'a str>>,
-    auth_credentials: Vec<Option<&'a str>>,
-    created: Vec<i64>,
-}
-
-impl<'a> ConfigColumns<'a> {
-    fn of(rows: &'a [PushRow<'_>]) -> Self {
-        let mut last: Vec<&'a NewPushConfig<'_>> = Vec::new();
-        let mut at: HashMap<(&str, &str, &str), usize> = HashMap::new();
-        for row in rows {
-            if let PushRow::PutConfig(c) = row {
-                match at.entry((c.tenant_id, c.task_id, c.config_id)) {
-                    Entry::Occupied(i) => last[*i.get()] = c,
-                    Entry::Vacant(v) => {
-                        v.insert(last.len());
-                        last.push(c);
-                    }
+/// The configs among a commit's push rows, each key once as its last write leaves it
+/// (one `INSERT … ON CONFLICT` may not touch a row twice), in first-write order.
+fn last_configs<'a>(rows: &'a [PushRow<'_>]) -> Vec<&'a NewPushConfig<'a>> {
+    let mut last: Vec<&NewPushConfig> = Vec::new();
+    let mut at: HashMap<(&str, &str, &str), usize> = HashMap::new();
+    for row in rows {
+        if let PushRow::PutConfig(c) = row {
+            match at.entry((c.tenant_id, c.task_id, c.config_id)) {
+                Entry::Occupied(i) => last[*i.get()] = c,
+                Entry::Vacant(v) => {
+                    v.insert(last.len());
+                    last.push(c);
                 }
             }
         }
-        let mut columns = Self::default();
-        for c in last {
-            columns.tenant.push(c.tenant_id);
-            columns.task.push(PgPacked(c.task_id));
-            columns.config.push(c.config_id);
-            columns.dialect.push(c.dialect);
-            columns.url.push(c.url);
-            columns.token.push(c.token);
-            columns.auth_scheme.push(c.auth_scheme);
-            columns.auth_credentials.push(c.auth_credentials);
-            columns.created.push(c.created_at);
-        }
-        columns
     }
-
-    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
-        vec![
-            &self.tenant,
-            &self.task,
-            &self.config,
-            &self.dialect,
-            &self.url,
-            &self.token,
-            &self.auth_scheme,
-            &self.auth_credentials,
-            &self.created,
-        ]
-    }
+    last
 }
 
-/// The outbox rows a commit writes, as column arrays (the owner is the statement's
-/// scalar).
-#[derive(Default)]
-struct OwedColumns<'a> {
-    tenant: Vec<&'a str>,
-    task: Vec<PgPacked<'a>>,
-    config: Vec<&'a str>,
-    seq: Vec<i64>,
-    payload: Vec<&'a str>,
-    created: Vec<i64>,
-    attempts: Vec<i64>,
-    next_attempt: Vec<i64>,
-}
-
-impl<'a> OwedColumns<'a> {
-    fn of(rows: &'a [PushRow<'_>]) -> Self {
-        let mut columns = Self::default();
-        for row in rows {
-            if let PushRow::Enqueue(r) = row {
-                columns.tenant.push(r.tenant_id);
-                columns.task.push(PgPacked(r.task_id));
-                columns.config.push(r.config_id);
-                columns.seq.push(r.seq);
-                columns.payload.push(&r.payload);
-                columns.created.push(r.created_at);
-                columns.attempts.push(r.attempts);
-                columns.next_attempt.push(r.next_attempt_at);
-            }
-        }
-        columns
-    }
-
-    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
-        vec![
-            &self.tenant,
-            &self.task,
-            &self.config,
-            &self.seq,
-            &self.payload,
-            &self.created,
-            &self.attempts,
-            &self.next_attempt,
-        ]
-    }
+/// The outbox rows among a commit's push rows.
+fn owed_rows<'a, 'r>(
+    rows: &'a [PushRow<'r>],
+) -> impl Iterator<Item = &'a NewOutboxRow<'r>> + Clone {
+    rows.iter().filter_map(|row| match row {
+        PushRow::Enqueue(r) => Some(r),
+        _ => None,
+    })
 }
 
 /// The claims of a commit as column arrays, one set per window (in practice one: a
@@ -858,6 +786,30 @@ impl<'a> ClaimColumns<'a> {
         ]
     }
 }
+
+columns!(ConfigColumns<'a>, NewPushConfig, {
+    tenant: &'a str = |r| r.tenant_id,
+    task: PgPacked<'a> = |r| PgPacked(r.task_id),
+    config: &'a str = |r| r.config_id,
+    dialect: &'static str = |r| r.dialect,
+    url: &'a str = |r| r.url,
+    token: Option<&'a str> = |r| r.token,
+    auth_scheme: Option<&'a str> = |r| r.auth_scheme,
+    auth_credentials: Option<&'a str> = |r| r.auth_credentials,
+    created: i64 = |r| r.created_at,
+});
+
+// The owner is the statement's scalar, after these.
+columns!(OwedColumns<'a>, NewOutboxRow, {
+    tenant: &'a str = |r| r.tenant_id,
+    task: PgPacked<'a> = |r| PgPacked(r.task_id),
+    config: &'a str = |r| r.config_id,
+    seq: i64 = |r| r.seq,
+    payload: &'a str = |r| r.payload.as_str(),
+    created: i64 = |r| r.created_at,
+    attempts: i64 = |r| r.attempts,
+    next_attempt: i64 = |r| r.next_attempt_at,
+});
 
 columns!(ThreadColumns<'a>, NewThread, {
     tenant: &'a str = |r| r.tenant_id,
