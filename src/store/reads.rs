@@ -421,9 +421,21 @@ macro_rules! read_queries {
                 after_seq: i64,
                 max_events: usize,
             ) -> Result<Vec<(i64, StreamEvent)>, StoreError> {
-                // The log, and the task's row: the row is the task's final status update
+                // The task's row, and the log: the row is the task's final status update
                 // when it says so (`TaskRow::final_event_seq`), the last of its events.
-                let (rows, mut task): (Vec<EventRow>, Vec<TaskRow>) = independent!(conn; c =>
+                // The row is read first (the two reads are two statements, each seeing
+                // the commits done when it starts): a final event it shows was committed
+                // with or after every earlier event, so the log read after it holds them
+                // all. Read the other way round, a commit landing between the two gave
+                // the final event without the ones it logged (a follower missed them).
+                let (mut task, rows): (Vec<TaskRow>, Vec<EventRow>) = independent!(conn; c =>
+                    tasks::table
+                        .filter(tasks::tenant_id.eq(tenant.as_str()))
+                        .filter(tasks::task_id.eq(Id(task_id.as_str())))
+                        .filter(tasks::final_event_seq.gt(after_seq))
+                        .select(TaskRow::as_select())
+                        .limit(1)
+                        .load(c),
                     task_events::table
                         .filter(task_events::tenant_id.eq(tenant.as_str()))
                         .filter(task_events::task_id.eq(Id(task_id.as_str())))
@@ -431,13 +443,6 @@ macro_rules! read_queries {
                         .order(task_events::seq.asc())
                         .limit(limit(max_events))
                         .select(EventRow::as_select())
-                        .load(c),
-                    tasks::table
-                        .filter(tasks::tenant_id.eq(tenant.as_str()))
-                        .filter(tasks::task_id.eq(Id(task_id.as_str())))
-                        .filter(tasks::final_event_seq.gt(after_seq))
-                        .select(TaskRow::as_select())
-                        .limit(1)
                         .load(c),
                 )?;
                 let logged = rows.len();
