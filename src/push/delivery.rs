@@ -183,7 +183,11 @@ impl Deliverer {
                 }
             }
             if mirror.is_none() && recounted.is_none_or(|at| at.elapsed() >= RECOUNT_EVERY) {
-                match runtime.store().outbox_depth().await {
+                let Some(counted) = unless_stopped(&mut stop, runtime.store().outbox_depth()).await
+                else {
+                    return;
+                };
+                match counted {
                     Ok(depth) => hub.set_depth(depth),
                     Err(e) => {
                         tracing::warn!(error = %e, "push outbox: cannot count the owed deliveries")
@@ -214,7 +218,11 @@ impl Deliverer {
                 if free {
                     adopted_free = adopted;
                 }
-                adopt_more = match cluster.adopt_owed(free).await {
+                let Some(adopted_now) = unless_stopped(&mut stop, cluster.adopt_owed(free)).await
+                else {
+                    return;
+                };
+                adopt_more = match adopted_now {
                     Ok(n) => n >= crate::store::cluster::ADOPT_BATCH as u64,
                     Err(e) => {
                         tracing::warn!(error = %e, "push outbox: cannot take over the deliveries of dead nodes");
@@ -234,7 +242,12 @@ impl Deliverer {
                 && tried_memory.is_none_or(|at| at.elapsed() >= HOLD_AGAIN)
             {
                 tried_memory = Some(Instant::now());
-                mirror = hold_all(&runtime, &in_flight, memory_rows).await;
+                let Some(held) =
+                    unless_stopped(&mut stop, hold_all(&runtime, &in_flight, memory_rows)).await
+                else {
+                    return;
+                };
+                mirror = held;
                 if mirror.is_some() {
                     retries.clear();
                 }
@@ -268,6 +281,7 @@ impl Deliverer {
                 if !waiting.is_empty() {
                     metrics::counter!(telemetry::PUSH_DEFERRED).increment(waiting.len() as u64);
                 }
+                // (Taken and put back in this round: no config change came between.)
                 for delivery in busy {
                     held.put_back(delivery, now, now);
                 }
@@ -289,11 +303,11 @@ impl Deliverer {
                     // Rows of lanes in flight come back too (and are passed over): ask for
                     // enough to fill the room besides them.
                     let asked = room + in_flight.len();
-                    match runtime
-                        .store()
-                        .due_deliveries(Timestamp::now(), asked)
-                        .await
-                    {
+                    let read = runtime.store().due_deliveries(Timestamp::now(), asked);
+                    let Some(read) = unless_stopped(&mut stop, read).await else {
+                        return;
+                    };
+                    match read {
                         Ok(due) => {
                             polled_all = due.len() < asked;
                             // A retry this overdue is not coming back from the store (its
@@ -397,7 +411,10 @@ impl Deliverer {
                         in_flight.remove(&lane);
                         match (result, mirror.as_mut()) {
                             (Ok(Some((next, delivery))), Some(held)) => {
-                                held.put_back(delivery, next, now)
+                                // Dropped if its config went meanwhile (the row with it).
+                                if !held.put_back(delivery, next, now) {
+                                    hub.finished(1);
+                                }
                             }
                             (Ok(Some((next, _))), None) => {
                                 retries.insert(lane, next);
@@ -647,6 +664,19 @@ impl Attempt {
             Attempt::Failed { .. } => Outcome::Failed,
             Attempt::Refused(_) => Outcome::Neither,
         }
+    }
+}
+
+/// `work`, unless the runtime stops first (`None`): the loop then returns at once and lets
+/// go of the runtime, whose store (and the database's lock) a stopped server releases.
+async fn unless_stopped<T>(
+    stop: &mut watch::Receiver<bool>,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        biased;
+        _ = stop.wait_for(|stopped| *stopped) => None,
+        done = work => Some(done),
     }
 }
 

@@ -30,6 +30,11 @@ struct Owed {
     rows: VecDeque<(Delivery, Instant)>,
     /// Its first delivery is being attempted (or its outcome committed): the next waits.
     out: bool,
+    /// The config as registered since that delivery went out, if it was replaced: the
+    /// delivery goes there if it comes back for a retry.
+    replaced: Option<Arc<PushConfig>>,
+    /// The config was deleted while a delivery was out: that delivery is not retried.
+    deleted: bool,
 }
 
 /// The owed deliveries the delivery knows of, per config.
@@ -54,6 +59,10 @@ impl Mirror {
         now: Instant,
     ) -> Self {
         let mut mirror = Mirror::default();
+        // Lanes out are known even without rows, for a config change while they are.
+        for lane in out.keys() {
+            mirror.lanes.entry(lane.clone()).or_default().out = true;
+        }
         for (delivery, due) in owed {
             let lane = lane_of(&delivery);
             let busy = out.get(&lane);
@@ -110,6 +119,9 @@ impl Mirror {
             for (delivery, _) in owed.rows.iter_mut() {
                 delivery.config = config.clone();
             }
+            if owed.out {
+                owed.replaced = Some(config.clone());
+            }
         }
     }
 
@@ -122,7 +134,9 @@ impl Mirror {
         let gone = entry.get().rows.len();
         self.rows -= gone;
         if entry.get().out {
-            entry.get_mut().rows.clear();
+            let owed = entry.get_mut();
+            owed.rows.clear();
+            owed.deleted = true;
         } else {
             entry.remove();
         }
@@ -166,14 +180,28 @@ impl Mirror {
 
     /// A delivery taken by [`Mirror::next`] goes back to the head of its config's
     /// queue, due at `due` (a retry, a receiver that cannot take it yet, or one that is
-    /// busy now: then `due` is now and the lane is listed behind the others).
-    pub(super) fn put_back(&mut self, delivery: Delivery, due: Instant, now: Instant) {
+    /// busy now: then `due` is now and the lane is listed behind the others) — to the
+    /// config as it is now. Returns `false` if its config was deleted meanwhile: the
+    /// delivery is dropped (its row went with the config).
+    pub(super) fn put_back(&mut self, mut delivery: Delivery, due: Instant, now: Instant) -> bool {
         let lane = lane_of(&delivery);
         let owed = self.lanes.entry(lane.clone()).or_default();
         owed.out = false;
+        if std::mem::take(&mut owed.deleted) {
+            if owed.rows.is_empty() {
+                self.lanes.remove(&lane);
+            } else {
+                self.schedule(lane, now);
+            }
+            return false;
+        }
+        if let Some(config) = owed.replaced.take() {
+            delivery.config = config;
+        }
         owed.rows.push_front((delivery, due));
         self.rows += 1;
         self.schedule(lane, now);
+        true
     }
 
     /// The delivery out on `lane` is done (delivered, given up, or its config gone).
@@ -181,7 +209,10 @@ impl Mirror {
         let Entry::Occupied(mut entry) = self.lanes.entry(lane.clone()) else {
             return;
         };
-        entry.get_mut().out = false;
+        let owed = entry.get_mut();
+        owed.out = false;
+        owed.replaced = None;
+        owed.deleted = false;
         if entry.get().rows.is_empty() {
             entry.remove();
         } else {
@@ -357,5 +388,40 @@ mod tests {
         assert_eq!(b.config.url, "https://elsewhere.example.org/");
         assert!(mirror.next(now).is_none());
         assert_eq!(mirror.len(), 1);
+    }
+
+    #[test]
+    fn a_delivery_out_when_its_config_changes_comes_back_to_the_config_as_it_is_now() {
+        let now = Instant::now();
+        let mut mirror = Mirror::default();
+        mirror.add(row("a", "c", 1), now);
+        mirror.add(row("b", "c", 1), now);
+        let a = mirror.next(now).expect("a's first");
+        let b = mirror.next(now).expect("b's first");
+        // a's config is pointed elsewhere, b's deleted, while their deliveries are out.
+        let mut moved = (*config("a", "c")).clone();
+        moved.url = "https://elsewhere.example.org/".into();
+        mirror.reconfigure(&Arc::new(moved));
+        assert_eq!(mirror.forget(&lane("b")), 0);
+        // Both failed: a's retry goes to the new address, b's is dropped.
+        assert!(mirror.put_back(a, now, now));
+        assert!(!mirror.put_back(b, now, now));
+        let again = mirror.next(now).expect("a's retry");
+        assert_eq!(again.config.url, "https://elsewhere.example.org/");
+        assert!(mirror.next(now).is_none());
+        assert_eq!(mirror.len(), 0);
+    }
+
+    #[test]
+    fn a_lane_out_when_everything_was_read_learns_of_its_config_changing() {
+        let now = Instant::now();
+        let out = HashMap::from([(lane("a"), 1)]);
+        let mut mirror = Mirror::load(Vec::new(), &out, now);
+        let mut moved = (*config("a", "c")).clone();
+        moved.url = "https://elsewhere.example.org/".into();
+        mirror.reconfigure(&Arc::new(moved));
+        assert!(mirror.put_back(row("a", "c", 1), now, now));
+        let again = mirror.next(now).expect("a's retry");
+        assert_eq!(again.config.url, "https://elsewhere.example.org/");
     }
 }
