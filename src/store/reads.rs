@@ -165,22 +165,24 @@ macro_rules! read_queries {
                 tenant: &TenantId,
                 task_id: &TaskId,
             ) -> Result<Option<StoredTask>, StoreError> {
-                // The row and the task's last event sequence together; the history, which
-                // the row names, after them.
-                let (mut row, last_seq): (Vec<TaskRow>, Option<i64>) = independent!(conn; c =>
-                    tasks::table
-                        .filter(tasks::tenant_id.eq(tenant.as_str()))
-                        .filter(tasks::task_id.eq(Id(task_id.as_str())))
-                        .select(TaskRow::as_select())
-                        .limit(1)
-                        .load(c),
-                    task_events::table
-                        .filter(task_events::tenant_id.eq(tenant.as_str()))
-                        .filter(task_events::task_id.eq(Id(task_id.as_str())))
-                        .select(max(task_events::seq))
-                        .get_result(c),
-                )?;
-                let Some(row) = row.pop() else {
+                // The row and the task's last event sequence in one statement, so both
+                // are of one snapshot: read apart, a commit to the task between them (in a
+                // cluster, another node's) paired the row with a later event, and a
+                // follower starting after that event missed the ones between. The
+                // history, which the row names, after them.
+                let last_seq = task_events::table
+                    .filter(task_events::tenant_id.eq(tasks::tenant_id))
+                    .filter(task_events::task_id.eq(tasks::task_id))
+                    .select(max(task_events::seq))
+                    .single_value();
+                let mut row: Vec<(TaskRow, Option<i64>)> = tasks::table
+                    .filter(tasks::tenant_id.eq(tenant.as_str()))
+                    .filter(tasks::task_id.eq(Id(task_id.as_str())))
+                    .select((TaskRow::as_select(), last_seq))
+                    .limit(1)
+                    .load(conn)
+                    .await?;
+                let Some((row, last_seq)) = row.pop() else {
                     return Ok(None);
                 };
                 let last_seqs = HashMap::from([(row.task_id.clone(), last_seq)]);

@@ -172,3 +172,5 @@ diesel::table! {
 }
 
 diesel::allow_tables_to_appear_in_same_query!(push_outbox, push_configs);
+// `load_task` reads a task's row with its last event's `seq` as a subquery.
+diesel::allow_tables_to_appear_in_same_query!(tasks, task_events);
