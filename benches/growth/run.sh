@@ -126,29 +126,59 @@ store_tasks() {
     fi
 }
 metric() { curl -sf "$url/metrics" | awk -v m="$1" '$1 == m {print $2}' | head -n 1; }
+# Postgres' counters for the segment's costs, one line: CPU ticks of every postgres
+# process, WAL bytes, full-page images, blocks read into shared buffers (misses), blocks
+# written out by backends and the checkpointer.
+pg_counters() {
+    local t=0
+    for pid in $(pgrep -x postgres || true); do
+        t=$((t + $(ticks "$pid" 2>/dev/null || echo 0)))
+    done
+    echo "$t $(psql -qAtX -F ' ' "$PG_URL/$db" -c "SELECT w.wal_bytes, w.wal_fpi, d.blks_read,
+        b.buffers_backend + b.buffers_checkpoint + b.buffers_clean
+        FROM pg_stat_wal w, pg_stat_database d, pg_stat_bgwriter b
+        WHERE d.datname = current_database()")"
+}
 
 echo "growth: $STORE, $SEGMENTS segments of $SEGMENT at $CONNECTIONS connections" \
     "${RATE:+(at most $RATE/s) }retention ${RETENTION}s${TTL:+, ttl ${TTL}s}"
-printf '%-8s %9s %9s %9s %9s %9s %10s %11s %9s %10s\n' segment "ok/s" "p50 ms" "p99 ms" \
-    failed "RSS MiB" "store MiB" "tasks held" "B/task" "deleted"
-sent=0
+printf '%-8s %9s %9s %9s %9s %9s %10s %11s %9s %10s %7s' segment "ok/s" "p50 ms" "p99 ms" \
+    failed "RSS MiB" "store MiB" "tasks held" "B/task" "deleted" "us/req"
+if [[ "$STORE" == postgres ]]; then
+    printf ' %7s %8s %7s %8s %8s' "pg us" "WAL B" "FPI" "misses" "written"
+fi
+printf '\n'
+hz=$(getconf CLK_TCK)
 for i in $(seq 1 "$SEGMENTS"); do
+    cpu0=$(ticks "${PIDS[0]}")
+    pg0=""
+    [[ "$STORE" == postgres ]] && pg0="$(pg_counters)"
     "$LOAD" --url "$url/" --scenario send --connections "$CONNECTIONS" --duration "$SEGMENT" \
         --warmup 0s ${RATE:+--rate "$RATE"} --message-ids "$MESSAGE_IDS" --quiet --json "$WORK/report.json" >/dev/null
+    cpu1=$(ticks "${PIDS[0]}")
+    pg1=""
+    [[ "$STORE" == postgres ]] && pg1="$(pg_counters)"
     rss=$(awk '/^VmRSS/ {print $2}' "/proc/${PIDS[0]}/status")
     bytes=$(store_bytes)
     tasks=$(store_tasks)
     deleted=$(metric agent_a2a_janitor_threads_deleted_total)
-    python3 - "$WORK/report.json" "$i" "$rss" "$bytes" "$tasks" "${deleted:-0}" <<'PY'
+    python3 - "$WORK/report.json" "$i" "$rss" "$bytes" "$tasks" "${deleted:-0}" \
+        "$((cpu1 - cpu0))" "$hz" "$pg0" "$pg1" <<'PY'
 import json, sys
-report, seg, rss, size, tasks, deleted = sys.argv[1:]
+report, seg, rss, size, tasks, deleted, ticks, hz, pg0, pg1 = sys.argv[1:]
 r = json.load(open(report))
 lat = r["latencies"][0]
 tasks = int(tasks)
+ops = max(r["succeeded"] + r["failed"], 1)
 per = f"{int(size) / tasks:9.0f}" if tasks else f"{'-':>9}"
-print(f"{seg:<8} {r['succeeded_per_sec']:9.0f} {lat['p50_ms']:9.2f} {lat['p99_ms']:9.2f} "
-      f"{r['failed']:9d} {int(rss) / 1024:9.0f} {int(size) / 2**20:10.0f} {tasks:11d} {per} "
-      f"{float(deleted):10.0f}")
+line = (f"{seg:<8} {r['succeeded_per_sec']:9.0f} {lat['p50_ms']:9.2f} {lat['p99_ms']:9.2f} "
+        f"{r['failed']:9d} {int(rss) / 1024:9.0f} {int(size) / 2**20:10.0f} {tasks:11d} {per} "
+        f"{float(deleted):10.0f} {int(ticks) / int(hz) * 1e6 / ops:7.0f}")
+if pg0 and pg1:
+    d = [int(b) - int(a) for a, b in zip(pg0.split(), pg1.split())]
+    line += (f" {d[0] / int(hz) * 1e6 / ops:7.0f} {d[1] / ops:8.0f} {d[2] / ops:7.2f}"
+             f" {d[3] / ops:8.2f} {d[4] / ops:8.2f}")
+print(line)
 if r["failed"]:
     print(f"         failed: {r.get('errors', {})}")
 PY
