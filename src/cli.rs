@@ -1,6 +1,6 @@
 //! The command line: `agent-a2a [serve] [--config PATH] [--bind HOST:PORT]
 //! [--grpc-bind HOST:PORT] [--database-url URL] [--data-dir DIR]`, `agent-a2a migrate`,
-//! `--help`, `--version`.
+//! `agent-a2a verify-card --card PATH --jwks PATH`, `--help`, `--version`.
 //!
 //! [`run`] is shared by the binary and the examples, so every program built on the
 //! library takes the same flags and configuration.
@@ -34,6 +34,60 @@ pub enum Command {
     Serve,
     /// Apply pending database migrations and exit.
     Migrate,
+    /// Check an agent card's signatures (A2A §8.4) against a JWK Set: exit 0 when one
+    /// is valid, 1 with the reason otherwise. Reads no configuration.
+    VerifyCard(VerifyCardArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct VerifyCardArgs {
+    /// The agent card, as JSON ("-": standard input).
+    #[arg(long, value_name = "PATH")]
+    pub card: PathBuf,
+    /// The keys trusted, as a JWK Set (e.g. a saved `/.well-known/jwks.json`).
+    #[arg(long, value_name = "PATH")]
+    pub jwks: PathBuf,
+    /// The signature algorithms accepted.
+    #[arg(
+        long,
+        value_name = "ALG,…",
+        value_delimiter = ',',
+        default_value = "ES256,ES384,RS256,RS384,RS512,PS256,PS384,PS512,EdDSA"
+    )]
+    pub algorithms: Vec<String>,
+}
+
+impl VerifyCardArgs {
+    /// Reads both files and verifies; the reason as text when the card is not accepted.
+    pub fn run(&self) -> Result<(), String> {
+        use jsonwebtoken::{Algorithm, AlgorithmFamily};
+        let read = |path: &PathBuf| -> Result<Vec<u8>, String> {
+            if path.as_os_str() == "-" {
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)
+                    .map_err(|e| format!("cannot read standard input: {e}"))?;
+                Ok(bytes)
+            } else {
+                std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+            }
+        };
+        let card: serde_json::Value = serde_json::from_slice(&read(&self.card)?)
+            .map_err(|e| format!("{}: not JSON: {e}", self.card.display()))?;
+        let keys: jsonwebtoken::jwk::JwkSet = serde_json::from_slice(&read(&self.jwks)?)
+            .map_err(|e| format!("{}: not a JWK Set: {e}", self.jwks.display()))?;
+        let algorithms = self
+            .algorithms
+            .iter()
+            .map(|name| {
+                name.trim()
+                    .parse::<Algorithm>()
+                    .ok()
+                    .filter(|a| a.family() != AlgorithmFamily::Hmac)
+                    .ok_or_else(|| format!("--algorithms: {name:?} is not a public-key algorithm"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        crate::a2a::signing::verify(&card, &keys, &algorithms).map_err(|e| e.to_string())
+    }
 }
 
 #[derive(Debug, Clone, Args, Default)]
@@ -70,6 +124,18 @@ impl CommonArgs {
 /// Parses the command line and runs the chosen command. Errors are printed to stderr.
 pub fn run(agent: Agent) -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::VerifyCard(args)) = &cli.command {
+        return match args.run() {
+            Ok(()) => {
+                println!("the card's signature is valid");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("agent-a2a: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let loaded =
         Settings::load(&cli.common.overrides()).and_then(|s| crate::startup::check(&s).map(|()| s));
     let settings = match loaded {
@@ -95,6 +161,8 @@ pub fn run(agent: Agent) -> ExitCode {
                 }
             })
             .map_err(|e| e.to_string()),
+        // Answered above, before any configuration is read.
+        Command::VerifyCard(_) => Ok(()),
         Command::Serve => actix_web::rt::System::new()
             .block_on(crate::startup::serve(settings, agent))
             .map_err(|e| e.to_string()),

@@ -42,7 +42,7 @@ use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
-pub use agent::{AgentSettings, HistorySettings, SubAgentSettings};
+pub use agent::{AgentSettings, CardSigningSettings, HistorySettings, SubAgentSettings};
 pub use auth::{
     ApiKeySettings, AuthSettings, LimitSettings, RateLimitSettings, TrustedProxySettings,
 };

@@ -198,7 +198,10 @@ fn security_schemes(cfg: &CardConfig) -> Vec<(String, Value)> {
             "bearer".into(),
             "httpAuthSecurityScheme",
             json!({"scheme": "Bearer", "description": bearer}),
-            json!({"type": "http", "scheme": "bearer", "description": bearer}),
+            // The 0.3 `scheme` as the 1.0 one: a client that maps the 0.3 fields onto the
+            // 1.0 ones (the official SDKs do) reads the same scheme, and the signed card
+            // verifies for it.
+            json!({"type": "http", "scheme": "Bearer", "description": bearer}),
         );
         let api_key = "The same API key in the X-API-Key header.";
         scheme(

@@ -27,6 +27,7 @@ pub mod jsonrpc;
 mod params;
 mod parts;
 mod push;
+pub mod signing;
 pub mod version;
 
 #[cfg(test)]

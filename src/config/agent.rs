@@ -50,6 +50,108 @@ pub struct AgentSettings {
     pub routing_provider: String,
     /// Model name for the routing provider; empty: its `model`.
     pub routing_model: String,
+    /// The card's signature (`[agent.card_signing]`).
+    pub card_signing: CardSigningSettings,
+}
+
+/// The signature of the agent card (`[agent.card_signing]`, A2A §8.4): the public and
+/// the extended card are signed when a key is given, and the key's public half is served
+/// at `/.well-known/jwks.json`.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CardSigningSettings {
+    /// A PEM file holding the private key (EC and Ed25519: PKCS#8, EC also SEC1; RSA:
+    /// PKCS#1 or PKCS#8); empty: `key_pem`, or no signing.
+    pub key_file: String,
+    /// The PEM text itself, for a key given by the environment
+    /// (`AGENT_A2A__AGENT__CARD_SIGNING__KEY_PEM`); empty: `key_file`, or no signing.
+    pub key_pem: String,
+    /// ES256, ES384, RS256, RS384, RS512, PS256, PS384, PS512 or EdDSA.
+    pub algorithm: String,
+    /// The key's id, named in each signature's header and in the JWK Set; required with
+    /// a key.
+    pub kid: String,
+    /// The JWK Set's URL, put in the signed header for verifiers that look keys up by
+    /// it; empty: none.
+    pub jku: String,
+}
+
+impl Default for CardSigningSettings {
+    fn default() -> Self {
+        Self {
+            key_file: String::new(),
+            key_pem: String::new(),
+            algorithm: "ES256".into(),
+            kid: String::new(),
+            jku: String::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for CardSigningSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key itself is never printed.
+        f.debug_struct("CardSigningSettings")
+            .field("key_file", &self.key_file)
+            .field("key_pem", &(!self.key_pem.is_empty()).then_some("<set>"))
+            .field("algorithm", &self.algorithm)
+            .field("kid", &self.kid)
+            .field("jku", &self.jku)
+            .finish()
+    }
+}
+
+impl CardSigningSettings {
+    /// Whether a key is configured.
+    pub fn enabled(&self) -> bool {
+        !self.key_file.is_empty() || !self.key_pem.is_empty()
+    }
+
+    /// The algorithm, as `validate` accepted it.
+    pub fn algorithm(&self) -> Result<jsonwebtoken::Algorithm, ConfigError> {
+        use jsonwebtoken::{Algorithm, AlgorithmFamily};
+        let algorithm = self
+            .algorithm
+            .parse::<Algorithm>()
+            .ok()
+            .filter(|a| a.family() != AlgorithmFamily::Hmac);
+        algorithm.ok_or_else(|| ConfigError::Key {
+            key: "agent.card_signing.algorithm",
+            problem: format!(
+                "is {:?}: one of ES256, ES384, RS256, RS384, RS512, PS256, PS384, PS512, EdDSA",
+                self.algorithm
+            ),
+        })
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !self.key_file.is_empty() && !self.key_pem.is_empty() {
+            return Err(ConfigError::Key {
+                key: "agent.card_signing.key_pem",
+                problem: "and `agent.card_signing.key_file` are both set: give the key once".into(),
+            });
+        }
+        if !self.enabled() {
+            return Ok(());
+        }
+        self.algorithm()?;
+        if self.kid.trim().is_empty() {
+            return Err(ConfigError::Key {
+                key: "agent.card_signing.kid",
+                problem: "must name the signing key (verifiers pick keys by it)".into(),
+            });
+        }
+        if !self.jku.is_empty() {
+            let url = reqwest::Url::parse(&self.jku).ok();
+            if !url.is_some_and(|u| matches!(u.scheme(), "https" | "http")) {
+                return Err(ConfigError::Key {
+                    key: "agent.card_signing.jku",
+                    problem: format!("is {:?}: an http(s) URL or empty", self.jku),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for AgentSettings {
@@ -79,6 +181,7 @@ impl Default for AgentSettings {
             max_output_tokens: 0,
             routing_provider: String::new(),
             routing_model: String::new(),
+            card_signing: CardSigningSettings::default(),
         }
     }
 }
@@ -138,6 +241,7 @@ impl AgentSettings {
                 problem: "must not be empty".into(),
             });
         }
+        self.card_signing.validate()?;
         positive("agent.max_turns", u64::from(self.max_turns))?;
         positive("agent.tool_timeout_ms", self.tool_timeout_ms)?;
         let provider = |key: &'static str, name: &str| {

@@ -484,3 +484,65 @@ fn push_receiver_limits_and_breaker_are_bounded() {
         (64, 5)
     );
 }
+
+#[test]
+fn card_signing_needs_one_key_a_kid_a_public_key_algorithm_and_an_http_jku() {
+    let base = [
+        (
+            "AGENT_A2A__AGENT__CARD_SIGNING__KEY_FILE",
+            "/etc/agent-a2a/card.pem",
+        ),
+        ("AGENT_A2A__AGENT__CARD_SIGNING__KID", "card-1"),
+    ];
+    let s = load(&base, Overrides::default()).unwrap();
+    assert!(s.agent.card_signing.enabled());
+    assert_eq!(
+        s.agent.card_signing.algorithm().unwrap(),
+        jsonwebtoken::Algorithm::ES256
+    );
+    assert!(!Settings::default().agent.card_signing.enabled());
+    let refused = |extra: &[(&str, &str)], key: &str| {
+        let mut env: Vec<(&str, &str)> = base.to_vec();
+        env.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+        env.extend_from_slice(extra);
+        let e = load(&env, Overrides::default()).unwrap_err().to_string();
+        assert!(e.contains(key), "{extra:?}: {e}");
+    };
+    refused(
+        &[("AGENT_A2A__AGENT__CARD_SIGNING__KEY_PEM", "-----BEGIN …")],
+        "agent.card_signing.key_pem",
+    );
+    refused(
+        &[("AGENT_A2A__AGENT__CARD_SIGNING__KID", " ")],
+        "agent.card_signing.kid",
+    );
+    for algorithm in ["HS256", "none", "es256x"] {
+        refused(
+            &[("AGENT_A2A__AGENT__CARD_SIGNING__ALGORITHM", algorithm)],
+            "agent.card_signing.algorithm",
+        );
+    }
+    refused(
+        &[(
+            "AGENT_A2A__AGENT__CARD_SIGNING__JKU",
+            "ftp://keys.example.org",
+        )],
+        "agent.card_signing.jku",
+    );
+    // No key: nothing else is checked (the defaults leave signing off).
+    let off = load(
+        &[("AGENT_A2A__AGENT__CARD_SIGNING__ALGORITHM", "HS256")],
+        Overrides::default(),
+    );
+    assert!(off.is_ok());
+    // The key never shows in the settings' debug form.
+    let s = load(
+        &[
+            ("AGENT_A2A__AGENT__CARD_SIGNING__KEY_PEM", "secret-pem-text"),
+            ("AGENT_A2A__AGENT__CARD_SIGNING__KID", "k"),
+        ],
+        Overrides::default(),
+    )
+    .unwrap();
+    assert!(!format!("{s:?}").contains("secret-pem-text"));
+}

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::a2a::card::{TenantTerms, extended_agent_card};
 use crate::a2a::errors::map_error;
+use crate::a2a::signing::CardSigner;
 use crate::config::{RateLimitSettings, Settings};
 use crate::error::Error;
 use crate::push::UrlPolicy;
@@ -35,8 +36,10 @@ pub struct Service {
     pub input_modes: Vec<String>,
     /// `Retry-After` seconds of every "unavailable" answer (`server.retry_after_secs`).
     pub retry_after_secs: u64,
-    /// The public agent card.
+    /// The public agent card (signed when `agent.card_signing` has a key).
     pub card: Value,
+    /// Signs the extended cards, and publishes its key.
+    card_signer: Option<Arc<CardSigner>>,
     /// The tiers' and skills' budgets, as the extended card tells them.
     limits: RateLimitSettings,
     /// Which receivers push configs may name; `None`: push notifications are off.
@@ -55,6 +58,7 @@ impl Service {
         runtime: Arc<Runtime>,
         gate: Arc<Gate>,
         card: Value,
+        card_signer: Option<Arc<CardSigner>>,
         push: Option<Arc<UrlPolicy>>,
         max_streams: usize,
     ) -> Self {
@@ -69,6 +73,7 @@ impl Service {
             input_modes: settings.agent.input_modes.clone(),
             retry_after_secs: settings.server.retry_after_secs,
             card,
+            card_signer,
             limits: settings.rate_limit.clone(),
         }
     }
@@ -100,8 +105,8 @@ impl Service {
     }
 
     /// The extended card of an authenticated caller: the public card with its tenant,
-    /// tier and budgets.
-    pub fn extended_card(&self, principal: &Principal) -> Value {
+    /// tier and budgets, signed anew when cards are signed.
+    pub fn extended_card(&self, principal: &Principal) -> Result<Value, Error> {
         let limits = &self.limits;
         let terms = TenantTerms {
             tenant: principal.tenant.as_str().to_owned(),
@@ -116,7 +121,18 @@ impl Service {
                 .map(|(skill, limit)| (skill.clone(), limit.per_minute))
                 .collect(),
         };
-        extended_agent_card(&self.card, &terms)
+        let mut card = extended_agent_card(&self.card, &terms);
+        if let Some(signer) = &self.card_signer {
+            signer
+                .sign(&mut card)
+                .map_err(|e| Error::internal(format!("the extended card: {e}")))?;
+        }
+        Ok(card)
+    }
+
+    /// The JWK Set of the card's signing key, when cards are signed.
+    pub fn card_keys(&self) -> Option<&Value> {
+        self.card_signer.as_deref().map(CardSigner::jwks)
     }
 
     /// Logs what the client will not see, counts the error by code, reason and method

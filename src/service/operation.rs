@@ -291,7 +291,7 @@ async fn run(
         // The gate admitted an authenticated caller; with auth off there is nobody to
         // tell their terms, and the card says `extendedAgentCard: false`.
         Operation::GetExtendedAgentCard if state.gate.authenticates() => {
-            Ok(Reply::Json(Body::Value(state.extended_card(principal))))
+            Ok(Reply::Json(Body::Value(state.extended_card(principal)?)))
         }
         Operation::GetExtendedAgentCard => match dialect {
             Dialect::V03Rpc | Dialect::V03Rest => Err(Error::ExtendedAgentCardNotConfigured),

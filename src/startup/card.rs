@@ -2,12 +2,38 @@
 //! bindings, the gate (declared schemes, the extended card) and the skills.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::StartError;
 use crate::a2a::card::{CardConfig, SkillCard, build_agent_card};
-use crate::config::Settings;
+use crate::a2a::signing::CardSigner;
+use crate::config::{CardSigningSettings, Settings};
 use crate::service::auth::Gate;
+
+/// The signer of `[agent.card_signing]`, when a key is configured: the key read from its
+/// file or the setting, and tried once, so that a key that cannot sign stops the start.
+pub fn signer(settings: &CardSigningSettings) -> Result<Option<Arc<CardSigner>>, StartError> {
+    if !settings.enabled() {
+        return Ok(None);
+    }
+    let algorithm = settings.algorithm()?;
+    let pem = if settings.key_file.is_empty() {
+        settings.key_pem.clone().into_bytes()
+    } else {
+        std::fs::read(&settings.key_file).map_err(|e| {
+            StartError::CardSigning(format!(
+                "cannot read `agent.card_signing.key_file` {:?}: {e}",
+                settings.key_file
+            ))
+        })?
+    };
+    let jku = (!settings.jku.is_empty()).then_some(settings.jku.as_str());
+    let signer = CardSigner::new(algorithm, &pem, &settings.kid, jku)
+        .map_err(|e| StartError::CardSigning(e.to_string()))?;
+    Ok(Some(Arc::new(signer)))
+}
 
 /// The public card.
 pub fn agent_card(
@@ -79,5 +105,42 @@ mod tests {
         assert_eq!(grpc_url(&s, bound), "[::1]:8081");
         s.server.grpc_public_address = "grpc.example.org:443".into();
         assert_eq!(grpc_url(&s, bound), "grpc.example.org:443");
+    }
+
+    fn fixture(name: &str) -> String {
+        format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+    }
+
+    #[test]
+    fn a_signing_key_that_cannot_be_read_or_cannot_sign_stops_the_start() {
+        let mut s = CardSigningSettings {
+            kid: "k".into(),
+            ..CardSigningSettings::default()
+        };
+        assert!(signer(&s).unwrap().is_none(), "no key: no signing");
+
+        s.key_file = fixture("test-only-es256-a.pem");
+        assert!(signer(&s).unwrap().is_some());
+
+        s.key_file = fixture("no-such-key.pem");
+        let e = signer(&s).unwrap_err().to_string();
+        assert!(
+            e.contains("agent.card_signing.key_file") && e.contains("no-such-key"),
+            "{e}"
+        );
+
+        // An RSA key named ES256, a P-384 key named ES256.
+        for (file, algorithm) in [
+            ("test-only-rs256.pem", "ES256"),
+            ("test-only-es384.pem", "ES256"),
+        ] {
+            s.key_file = fixture(file);
+            s.algorithm = algorithm.into();
+            let e = signer(&s).unwrap_err().to_string();
+            assert!(
+                e.starts_with("cannot sign the agent card: card signing key"),
+                "{file}: {e}"
+            );
+        }
     }
 }

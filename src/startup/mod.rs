@@ -87,6 +87,8 @@ pub enum StartError {
     Push(String),
     #[error(transparent)]
     Cluster(#[from] crate::cluster::JoinError),
+    #[error("cannot sign the agent card: {0}")]
+    CardSigning(String),
 }
 
 /// A started process: its listeners are bound and its runtime runs; [`Running::run`]
@@ -161,6 +163,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
     let _ = rustls::crypto::ring::default_provider().install_default();
     let metrics = crate::telemetry::metrics_handle();
     let gate = Arc::new(Gate::new(&settings)?);
+    let card_signer = card::signer(&settings.agent.card_signing)?;
     // Both listeners first: the card names both addresses, and in a cluster the other
     // nodes reach this one at the bound address.
     let listener = bind(settings.server.bind_addr()?)?;
@@ -231,7 +234,12 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         "open-files limit and connection budget"
     );
 
-    let public_card = card::agent_card(&settings, addr, grpc_addr, &gate, &cards);
+    let mut public_card = card::agent_card(&settings, addr, grpc_addr, &gate, &cards);
+    if let Some(signer) = &card_signer {
+        signer
+            .sign(&mut public_card)
+            .map_err(|e| StartError::CardSigning(e.to_string()))?;
+    }
     let push_policy = match settings.push.enabled {
         true => Some(Arc::new(
             crate::push::UrlPolicy::new(&settings.push).map_err(StartError::Push)?,
@@ -243,6 +251,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         runtime.clone(),
         gate.clone(),
         public_card,
+        card_signer,
         push_policy.clone(),
         budget.streams,
     ));

@@ -2,7 +2,10 @@
 # Interop test: builds the server (debug), starts it on a free loopback port with a fresh
 # embedded SQLite data dir, waits for its agent card, and runs the official A2A Python
 # SDK client tests (tests/interop/test_sdk_client.py) against it, over JSON-RPC, HTTP+JSON
-# and gRPC (a second free port). The server is always stopped, whatever happens.
+# and gRPC (a second free port). Two more servers sign their cards (with the test-only
+# keys of tests/fixtures and an API key), one with the 0.3 card fields and one without,
+# for the SDK's card signing tests (tests/interop/test_card_signing.py). The servers are
+# always stopped, whatever happens.
 #
 # Usage: tests/interop/run.sh [pytest args...]
 # Environment:
@@ -43,56 +46,90 @@ free_port() {
 }
 port="$(free_port)"
 grpc_port="$(free_port)"
-data_dir="$(mktemp -d /tmp/a2a-interop.XXXXXX)"
-log="$data_dir/server.log"
+work="$(mktemp -d /tmp/a2a-interop.XXXXXX)"
 url="http://127.0.0.1:$port"
-server_pid=""
+pids=()
+logs=()
 
 cleanup() {
     local status=$?
-    if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
-        kill "$server_pid" 2>/dev/null || true
-        for _ in $(seq 1 50); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.1
+    for pid in "${pids[@]}"; do
+        if kill -0 "$pid" 2>/dev/null; then
+            kill "$pid" 2>/dev/null || true
+            for _ in $(seq 1 50); do
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.1
+            done
+            kill -9 "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
+    if [[ $status -ne 0 ]]; then
+        for log in "${logs[@]}"; do
+            [[ -f "$log" ]] || continue
+            echo "interop: $log (last 80 lines):"
+            tail -n 80 "$log" || true
         done
-        kill -9 "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
     fi
-    if [[ $status -ne 0 && -f "$log" ]]; then
-        echo "interop: server log (last 80 lines):"
-        tail -n 80 "$log" || true
-    fi
-    rm -rf "$data_dir"
+    rm -rf "$work"
     exit $status
 }
 trap cleanup EXIT INT TERM
 
-echo "interop: starting $server on $url, gRPC on 127.0.0.1:$grpc_port (data dir $data_dir)"
-env -u DATABASE_URL -u TEST_DATABASE_URL \
-    "$server" --bind "127.0.0.1:$port" --grpc-bind "127.0.0.1:$grpc_port" \
-    --data-dir "$data_dir" > "$log" 2>&1 &
-server_pid=$!
-
 card_ready() {
     python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2).read()' \
-        "$url/.well-known/agent-card.json" 2>/dev/null
+        "$1/.well-known/agent-card.json" 2>/dev/null
 }
 
-for _ in $(seq 1 300); do
-    if ! kill -0 "$server_pid" 2>/dev/null; then
-        echo "interop: the server exited before it was ready"
-        exit 1
-    fi
-    if card_ready; then
-        break
-    fi
-    sleep 0.1
-done
-card_ready || {
-    echo "interop: no agent card at $url/.well-known/agent-card.json after 30 s"
+# start NAME URL ARGS...: a server with its own data dir and log, waited for.
+start() {
+    local name="$1" at="$2"
+    shift 2
+    mkdir -p "$work/$name"
+    logs+=("$work/$name/server.log")
+    echo "interop: starting $name on $at"
+    env -u DATABASE_URL -u TEST_DATABASE_URL \
+        "$server" --data-dir "$work/$name" "$@" > "$work/$name/server.log" 2>&1 &
+    pids+=("$!")
+    for _ in $(seq 1 300); do
+        if ! kill -0 "${pids[-1]}" 2>/dev/null; then
+            echo "interop: $name exited before it was ready"
+            exit 1
+        fi
+        card_ready "$at" && return 0
+        sleep 0.1
+    done
+    echo "interop: no agent card at $at/.well-known/agent-card.json after 30 s"
     exit 1
 }
 
-echo "interop: running pytest against $url"
-A2A_URL="$url" "$venv/bin/python" -m pytest -c "$here/pytest.ini" --rootdir "$here" "$here" -v "$@"
+start default "$url" --bind "127.0.0.1:$port" --grpc-bind "127.0.0.1:$grpc_port"
+
+# The signing servers: an API key, and a card signed with a test-only key.
+api_key="interop-signing-key"
+signed() { # signed NAME ALGORITHM KEY_FILE V03_FIELDS
+    cat > "$work/$1.toml" <<TOML
+[auth]
+enabled = true
+[[auth.api_keys]]
+key = "$api_key"
+tenant = "interop"
+[agent]
+card_v03_fields = $4
+[agent.card_signing]
+key_file = "$root/tests/fixtures/$3"
+algorithm = "$2"
+kid = "interop-$1"
+TOML
+}
+hybrid_url="http://127.0.0.1:$(free_port)"
+v1_url="http://127.0.0.1:$(free_port)"
+signed hybrid ES256 test-only-es256-a.pem true
+signed v1 EdDSA test-only-ed25519.pem false
+start hybrid "$hybrid_url" --config "$work/hybrid.toml" --bind "${hybrid_url#http://}" --grpc-bind ""
+start v1 "$v1_url" --config "$work/v1.toml" --bind "${v1_url#http://}" --grpc-bind ""
+
+echo "interop: running pytest against $url (signing: $hybrid_url, $v1_url)"
+A2A_URL="$url" A2A_SIGNED_HYBRID_URL="$hybrid_url" A2A_SIGNED_V1_URL="$v1_url" \
+    A2A_SIGNED_API_KEY="$api_key" A2A_SERVER_BINARY="$server" \
+    "$venv/bin/python" -m pytest -c "$here/pytest.ini" --rootdir "$here" "$here" -v "$@"

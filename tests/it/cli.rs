@@ -1,5 +1,5 @@
-//! The command line of the real binary: version, help, migrate, and configuration errors
-//! that stop start-up naming the key.
+//! The command line of the real binary: version, help, migrate, configuration errors
+//! that stop start-up naming the key, and the card signature check.
 
 use std::process::Command;
 
@@ -23,6 +23,7 @@ fn version_and_help() {
     for word in [
         "serve",
         "migrate",
+        "verify-card",
         "--config",
         "--bind",
         "--grpc-bind",
@@ -132,5 +133,68 @@ fn settings_checked_outside_config_stop_start_up() {
     assert!(
         !dir.path().join("agent-a2a.db").exists(),
         "nothing was opened"
+    );
+}
+
+/// `verify-card` accepts a card signed by a key of the set, and refuses a changed card,
+/// an algorithm not allowed and a card without signatures, saying why, with exit code 1.
+#[test]
+fn verify_card_checks_a_signature_against_a_key_set() {
+    use agent_a2a::a2a::signing::CardSigner;
+    let pem = std::fs::read(format!(
+        "{}/tests/fixtures/test-only-es256-a.pem",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let signer =
+        CardSigner::new(jsonwebtoken::Algorithm::ES256, &pem, "k1", None).expect("test key");
+    let mut card = serde_json::json!({
+        "name": "remote", "description": "d", "version": "1",
+        "supportedInterfaces": [{"url": "http://127.0.0.1:9", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "capabilities": {}, "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"], "skills": [],
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, signer.jwks().to_string()).unwrap();
+    let check = |card: &serde_json::Value, extra: &[&str]| {
+        let path = dir.path().join("card.json");
+        std::fs::write(&path, card.to_string()).unwrap();
+        // A configuration that would stop the server does not matter here.
+        agent_a2a()
+            .env("AGENT_A2A__THREADS__HISTORY_WINDOW", "0")
+            .arg("verify-card")
+            .arg("--card")
+            .arg(&path)
+            .arg("--jwks")
+            .arg(&jwks)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+
+    let out = check(&card, &[]);
+    assert_eq!(out.status.code(), Some(1), "unsigned");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no signature"));
+
+    signer.sign(&mut card).unwrap();
+    let out = check(&card, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("valid"));
+
+    let out = check(&card, &["--algorithms", "RS256,EdDSA"]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = check(&card, &["--algorithms", "HS256"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HS256"));
+
+    card["name"] = serde_json::json!("impostor");
+    let out = check(&card, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no signature of the agent card is valid")
     );
 }

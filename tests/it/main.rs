@@ -3,6 +3,7 @@
 mod agent;
 mod auth;
 mod card;
+mod card_signing;
 mod cli;
 mod client_address;
 mod cluster;

@@ -1,5 +1,5 @@
 //! The public agent card, with `Cache-Control`, `ETag`, `Last-Modified` and `304 Not
-//! Modified` for a matching `If-None-Match`.
+//! Modified` for a matching `If-None-Match`; and the card signing key's JWK Set.
 
 use actix_web::http::header::{self, HttpDate};
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -39,5 +39,22 @@ pub async fn public_card(req: HttpRequest, state: web::Data<AppState>) -> HttpRe
             .body(card.body.clone())
     };
     tag(&mut response, Binding::Other, "AgentCard");
+    response
+}
+
+/// The public half of the card signing key as a JWK Set (`/.well-known/jwks.json`), with
+/// the card's `Cache-Control`; the 404 of any unknown path when cards are not signed.
+pub async fn signing_keys(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let Some(keys) = state.service.card_keys() else {
+        return super::rest::not_found(req, state).await;
+    };
+    let mut response = HttpResponse::Ok()
+        .insert_header((
+            header::CACHE_CONTROL,
+            format!("public, max-age={}", state.card.max_age_secs),
+        ))
+        .content_type("application/jwk-set+json")
+        .body(keys.to_string());
+    tag(&mut response, Binding::Other, "AgentCardKeys");
     response
 }

@@ -26,6 +26,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, dashboard: bool) {
     cfg.service(resource("/", POST).route(web::post().to(jsonrpc::handle)))
         .service(resource("/.well-known/agent-card.json", READ).route(read().to(card::public_card)))
         .service(resource("/.well-known/agent.json", READ).route(read().to(card::public_card)))
+        .service(resource("/.well-known/jwks.json", READ).route(read().to(card::signing_keys)))
         .service(resource("/health", READ).route(read().to(health::health)))
         .service(resource("/health/live", READ).route(read().to(health::live)))
         .service(resource("/health/ready", READ).route(read().to(health::ready)))
