@@ -4,8 +4,9 @@
 # Installs and starts, one after the other, echo agents that complete a task per
 # SendMessage — the official Python SDK (a2a-sdk, uvicorn), the official JS SDK
 # (@a2a-js/sdk, express), the official Rust SDK (a2a-server-lf, axum), turul-a2a
-# (crates.io), a bare actix-web handler (the ceiling),
-# and agent-a2a itself (release build, durable write-through to SQLite, then to Postgres)
+# (crates.io; in memory, and on its own Postgres store as turul-a2a-postgres), a bare
+# actix-web handler (the ceiling), and agent-a2a itself (release build, durable
+# write-through to SQLite, then to Postgres)
 # — and loads each with the same run of benches/load (send, closed loop). Each target
 # runs --rounds times, the rounds interleaved; every run gets a fresh server (and a fresh
 # data directory or database). The JSON reports, a summary table (summarize.py) and its
@@ -25,7 +26,7 @@ set -Eeuo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 
-ALL_TARGETS="python-sdk js-sdk turul-a2a ceiling agent-a2a-sqlite agent-a2a-postgres a2a-rs"
+ALL_TARGETS="python-sdk js-sdk turul-a2a ceiling agent-a2a-sqlite agent-a2a-postgres a2a-rs turul-a2a-postgres"
 TARGETS="$ALL_TARGETS"
 CONNECTIONS=64
 DURATION=10s
@@ -56,7 +57,7 @@ Options:
   --duration TIME     measured time per run (default $DURATION)
   --warmup TIME       warm-up per run (default $WARMUP)
   --rounds N          runs per target (default $ROUNDS)
-  --port-base PORT    first of seven consecutive ports (default $PORT_BASE)
+  --port-base PORT    first of eight consecutive ports (default $PORT_BASE)
   --pg-url URL        Postgres server for the Postgres runs, without a database
                       (default $PG_URL)
   --work DIR          venv, build output of the fixtures, run data (default benches/compare/.work)
@@ -218,10 +219,10 @@ install_prerequisites() {
     if wants js-sdk && ! { command -v node && command -v npm; } >/dev/null 2>&1; then
         apt_install nodejs npm
     fi
-    if wants turul-a2a && ! command -v protoc >/dev/null; then
+    if { wants turul-a2a || wants turul-a2a-postgres; } && ! command -v protoc >/dev/null; then
         apt_install protobuf-compiler
     fi
-    if wants agent-a2a-postgres && ! command -v psql >/dev/null; then
+    if { wants agent-a2a-postgres || wants turul-a2a-postgres; } && ! command -v psql >/dev/null; then
         apt_install postgresql-client
     fi
     if [[ -n "$PERF_TARGET" ]] && ! command -v perf >/dev/null; then
@@ -264,7 +265,7 @@ build_examples() {
 }
 
 build_turul() {
-    wants turul-a2a || return 0
+    wants turul-a2a || wants turul-a2a-postgres || return 0
     log "building the turul-a2a fixture (release)"
     CARGO_TARGET_DIR="$TURUL_TARGET" timeout "$BUILD_TIMEOUT" cargo build --locked --release \
         --manifest-path "$HERE/turul/Cargo.toml" >"$LOGS/build-turul.log" 2>&1 \
@@ -309,7 +310,7 @@ port_of() { # target -> its port
 endpoint_of() { # target -> JSON-RPC URL
     local port; port="$(port_of "$1")"
     case "$1" in
-        turul-a2a) echo "http://127.0.0.1:$port/jsonrpc" ;;
+        turul-a2a | turul-a2a-postgres) echo "http://127.0.0.1:$port/jsonrpc" ;;
         *) echo "http://127.0.0.1:$port/" ;;
     esac
 }
@@ -349,6 +350,12 @@ start_server() { # target run-id: starts it in the background, sets SERVER_PID
             ;;
         turul-a2a)
             "$TURUL_BIN" "127.0.0.1:$port" >"$logf" 2>&1 &
+            ;;
+        turul-a2a-postgres)
+            PG_DB="a2a_compare_${run//[^a-zA-Z0-9]/_}_$$"
+            timeout 30 psql -q -X "$PG_URL/postgres" -c "CREATE DATABASE \"$PG_DB\"" \
+                >/dev/null || die "could not create database $PG_DB at $PG_URL"
+            "$TURUL_BIN" "127.0.0.1:$port" "$PG_URL/$PG_DB" >"$logf" 2>&1 &
             ;;
         a2a-rs)
             "$A2A_RS_BIN" "127.0.0.1:$port" >"$logf" 2>&1 &
@@ -488,9 +495,10 @@ main() {
     build_load_generator   # quick when built: it also yields the executable's path
     write_agent_config
 
-    if wants agent-a2a-postgres && ! postgres_reachable; then
-        log "no Postgres at $PG_URL: skipping agent-a2a-postgres"
-        echo "agent-a2a-postgres skipped: no Postgres at $PG_URL" >>"$OUT/notes.txt"
+    if { wants agent-a2a-postgres || wants turul-a2a-postgres; } && ! postgres_reachable; then
+        log "no Postgres at $PG_URL: skipping the Postgres targets"
+        echo "agent-a2a-postgres, turul-a2a-postgres skipped: no Postgres at $PG_URL" >>"$OUT/notes.txt"
+        TARGETS="${TARGETS/turul-a2a-postgres/}"
         TARGETS="${TARGETS/agent-a2a-postgres/}"
     fi
 
@@ -517,13 +525,13 @@ main() {
             echo "node=$(node --version)"
             echo "a2a_js_sdk=$(cd "$HERE/js" && node -p 'require("./node_modules/@a2a-js/sdk/package.json").version + " express " + require("./node_modules/express/package.json").version')"
         fi
-        if wants turul-a2a; then
+        if wants turul-a2a || wants turul-a2a-postgres; then
             echo "turul_a2a=$(awk '/^name = "turul-a2a"$/ {getline; print $3}' "$HERE/turul/Cargo.lock" | tr -d '"')"
         fi
         if wants a2a-rs; then
             echo "a2a_server_lf=$(awk '/^name = "a2a-server-lf"$/ {getline; print $3}' "$HERE/a2a-rs/Cargo.lock" | tr -d '"')"
         fi
-        if wants agent-a2a-postgres; then
+        if wants agent-a2a-postgres || wants turul-a2a-postgres; then
             echo "postgres=$(timeout 10 psql -X -At "$PG_URL/postgres" -c 'SHOW server_version' 2>/dev/null || echo unknown)"
         fi
     } >"$OUT/meta.txt"

@@ -1,4 +1,5 @@
-//! Echo agent on turul-a2a 0.2 with its in-memory store, for benches/compare/run.sh.
+//! Echo agent on turul-a2a 0.2, for benches/compare/run.sh: with its in-memory store, or
+//! with its Postgres store when a database URL is given (its tables created at start).
 //!
 //! Every SendMessage creates a task and completes it at once, with an agent message that
 //! echoes the user's text in its status. JSON-RPC is served at `POST /jsonrpc` (protocol
@@ -6,6 +7,7 @@
 //!
 //! ```text
 //! compare-turul-echo 127.0.0.1:9103
+//! compare-turul-echo 127.0.0.1:9108 postgres://postgres@127.0.0.1:5432/turul
 //! ```
 
 use std::net::SocketAddr;
@@ -13,6 +15,7 @@ use std::process::ExitCode;
 
 use turul_a2a::prelude::*;
 use turul_a2a::storage::InMemoryA2aStorage;
+use turul_a2a::storage::postgres::{PostgresA2aStorage, PostgresConfig};
 use turul_a2a_types::Role;
 
 /// Completes every task with the user's text echoed back.
@@ -65,11 +68,25 @@ async fn main() -> ExitCode {
     let agent = EchoAgent {
         url: format!("http://{addr}/jsonrpc"),
     };
-    let server = A2aServer::builder()
-        .executor(agent)
-        .storage(InMemoryA2aStorage::new())
-        .bind(addr)
-        .build();
+    let builder = A2aServer::builder().executor(agent).bind(addr);
+    let server = match std::env::args().nth(2) {
+        Some(database_url) => {
+            let config = PostgresConfig {
+                database_url,
+                // agent-a2a's `store.pool_size` default.
+                max_connections: 16,
+                assume_schema_initialized: false,
+            };
+            match PostgresA2aStorage::new(config).await {
+                Ok(storage) => builder.storage(storage).build(),
+                Err(err) => {
+                    eprintln!("compare-turul-echo: {err}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        None => builder.storage(InMemoryA2aStorage::new()).build(),
+    };
     match server {
         Ok(server) => match server.run().await {
             Ok(()) => ExitCode::SUCCESS,
