@@ -42,7 +42,9 @@ use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
-pub use agent::{AgentSettings, CardSigningSettings, HistorySettings, SubAgentSettings};
+pub use agent::{
+    AgentSettings, CardSigningSettings, HistorySettings, RemoteAgentSettings, SubAgentSettings,
+};
 pub use auth::{
     ApiKeySettings, AuthSettings, LimitSettings, RateLimitSettings, TrustedProxySettings,
 };
@@ -195,7 +197,25 @@ impl Settings {
         self.agent.validate(&self.providers)?;
         self.cluster.validate(&self.server, &self.store)?;
         self.telemetry.validate()?;
+        self.validate_remote_timeouts()?;
         self.validate_retention()
+    }
+
+    /// A remote agent's call is a tool call: `skills.timeout_ms` cuts it, so its own
+    /// `timeout_ms` (which ends it with the remote's reason) must come first.
+    fn validate_remote_timeouts(&self) -> Result<(), ConfigError> {
+        let cut = self.skills.timeout_ms;
+        match self.agent.remote_agents.iter().find(|r| r.timeout_ms > cut) {
+            Some(remote) => Err(ConfigError::Key {
+                key: "agent.remote_agents",
+                problem: format!(
+                    "{}: `timeout_ms` ({}) is longer than skills.timeout_ms ({cut}), which ends \
+                     every tool call",
+                    remote.name, remote.timeout_ms
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// A retained thread outlives the idempotency claims of its messages: a retry within

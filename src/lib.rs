@@ -8,6 +8,7 @@
 pub mod a2a;
 pub mod agent;
 pub mod cli;
+pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod domain;

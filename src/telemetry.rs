@@ -418,6 +418,16 @@ impl Drop for OpenGauge {
     }
 }
 
+// Remote A2A agents (recorded by `client::tools`).
+
+/// Calls of `ask_<agent>` by `agent` and `outcome`: `ok`, `refused` (the remote refused,
+/// failed the task, or answered unreadably), `unreachable` (no connection, no answer in
+/// time, a server error: these open its breaker), `open` (not sent: its breaker is open).
+pub const REMOTE_AGENT_CALLS: &str = "agent_a2a_remote_agent_calls_total";
+/// How long a call of `ask_<agent>` took, by `agent`, in milliseconds (the remote task
+/// followed to its end included).
+pub const REMOTE_AGENT_CALL_MS: &str = "agent_a2a_remote_agent_call_ms";
+
 /// The `# HELP` text of every metric family.
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
@@ -434,6 +444,14 @@ fn describe() {
         "A2A errors answered, by JSON-RPC code, A2A reason and method."
     );
     describe_gauge!(SSE_SUBSCRIBERS, "Open SSE streams.");
+    describe_counter!(
+        REMOTE_AGENT_CALLS,
+        "Calls of a remote A2A agent's tool (ask_<agent>) by agent and outcome (ok, refused, unreachable, open)."
+    );
+    describe_histogram!(
+        REMOTE_AGENT_CALL_MS,
+        "Duration of a call of a remote A2A agent's tool in milliseconds, by agent (the remote task followed to its end)."
+    );
     describe_gauge!(
         POSTGRES_AUTOVACUUM_OFF,
         "Postgres: 1 when autovacuum leaves the server's tables out (updated and deleted rows' space is not reused without VACUUM)."

@@ -52,6 +52,141 @@ pub struct AgentSettings {
     pub routing_model: String,
     /// The card's signature (`[agent.card_signing]`).
     pub card_signing: CardSigningSettings,
+    /// Remote A2A agents the agent may ask, each as a tool `ask_<name>`
+    /// (`[[agent.remote_agents]]`).
+    pub remote_agents: Vec<RemoteAgentSettings>,
+}
+
+/// A remote A2A agent, called as the tool `ask_<name>` (`[[agent.remote_agents]]`). Its
+/// card and every address it names pass the push receivers' URL policy (`[push]`
+/// `allow_loopback`, `allow_private`, `allow_hosts`, `deny_hosts`).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteAgentSettings {
+    /// Lowercase letters, digits, `_` and `-`: the tool is `ask_<name>`.
+    pub name: String,
+    /// Where its agent card is (`…/.well-known/agent-card.json`).
+    pub card_url: String,
+    /// Sent as `Authorization: Bearer <bearer>`; empty: none.
+    #[serde(default)]
+    pub bearer: String,
+    /// Sent as `X-API-Key`; empty: none.
+    #[serde(default)]
+    pub api_key: String,
+    /// What the model is told the agent does; empty: the card's description.
+    #[serde(default)]
+    pub description: String,
+    /// One call may take this long, the remote task followed to its end included; then
+    /// the call fails. At most `skills.timeout_ms`, which ends every tool call.
+    #[serde(default = "remote_timeout_ms")]
+    pub timeout_ms: u64,
+    /// The largest card or answer read from it; past it the call fails.
+    #[serde(default = "remote_max_answer_bytes")]
+    pub max_answer_bytes: usize,
+    /// Calls failing in a row (unreachable, timed out, a server error) that open its
+    /// breaker; while open, calls fail at once.
+    #[serde(default = "remote_breaker_failures")]
+    pub breaker_failures: u32,
+    /// How long an open breaker stays open before one call may try again.
+    #[serde(default = "remote_breaker_open_secs")]
+    pub breaker_open_secs: u64,
+}
+
+fn remote_timeout_ms() -> u64 {
+    25_000
+}
+fn remote_max_answer_bytes() -> usize {
+    1 << 20
+}
+fn remote_breaker_failures() -> u32 {
+    5
+}
+fn remote_breaker_open_secs() -> u64 {
+    30
+}
+
+impl std::fmt::Debug for RemoteAgentSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Credentials are never printed.
+        let set = |v: &str| (!v.is_empty()).then_some("<set>");
+        f.debug_struct("RemoteAgentSettings")
+            .field("name", &self.name)
+            .field("card_url", &self.card_url)
+            .field("bearer", &set(&self.bearer))
+            .field("api_key", &set(&self.api_key))
+            .field("description", &self.description)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("max_answer_bytes", &self.max_answer_bytes)
+            .field("breaker_failures", &self.breaker_failures)
+            .field("breaker_open_secs", &self.breaker_open_secs)
+            .finish()
+    }
+}
+
+impl RemoteAgentSettings {
+    /// The remote agent `name` whose card is at `card_url`, with no credentials and the
+    /// default bounds.
+    pub fn new(name: impl Into<String>, card_url: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            card_url: card_url.into(),
+            bearer: String::new(),
+            api_key: String::new(),
+            description: String::new(),
+            timeout_ms: remote_timeout_ms(),
+            max_answer_bytes: remote_max_answer_bytes(),
+            breaker_failures: remote_breaker_failures(),
+            breaker_open_secs: remote_breaker_open_secs(),
+        }
+    }
+
+    fn validate(&self, seen: &mut Vec<String>) -> Result<(), ConfigError> {
+        let key = "agent.remote_agents";
+        let refuse = |problem: String| Err(ConfigError::Key { key, problem });
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= 48
+            && self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        if !name_ok {
+            return refuse(format!(
+                "has the name {:?}: 1 to 48 lowercase letters, digits, `_` or `-` (the tool \
+                 is `ask_<name>`)",
+                self.name
+            ));
+        }
+        if seen.contains(&self.name) {
+            return refuse(format!("names {:?} twice", self.name));
+        }
+        seen.push(self.name.clone());
+        let url = reqwest::Url::parse(&self.card_url).ok();
+        if !url.is_some_and(|u| matches!(u.scheme(), "https" | "http") && u.host().is_some()) {
+            return refuse(format!(
+                "{}: `card_url` is {:?}, not an http(s) URL",
+                self.name, self.card_url
+            ));
+        }
+        for (field, value) in [("bearer", &self.bearer), ("api_key", &self.api_key)] {
+            if value.chars().any(|c| c.is_control()) {
+                return refuse(format!(
+                    "{}: `{field}` holds a control character",
+                    self.name
+                ));
+            }
+        }
+        for (field, value) in [
+            ("timeout_ms", self.timeout_ms),
+            ("max_answer_bytes", self.max_answer_bytes as u64),
+            ("breaker_failures", u64::from(self.breaker_failures)),
+            ("breaker_open_secs", self.breaker_open_secs),
+        ] {
+            if value == 0 {
+                return refuse(format!("{}: `{field}` must be at least 1", self.name));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The signature of the agent card (`[agent.card_signing]`, A2A §8.4): the public and
@@ -182,6 +317,7 @@ impl Default for AgentSettings {
             routing_provider: String::new(),
             routing_model: String::new(),
             card_signing: CardSigningSettings::default(),
+            remote_agents: Vec::new(),
         }
     }
 }
@@ -242,6 +378,10 @@ impl AgentSettings {
             });
         }
         self.card_signing.validate()?;
+        let mut remote_names = Vec::new();
+        for remote in &self.remote_agents {
+            remote.validate(&mut remote_names)?;
+        }
         positive("agent.max_turns", u64::from(self.max_turns))?;
         positive("agent.tool_timeout_ms", self.tool_timeout_ms)?;
         let provider = |key: &'static str, name: &str| {

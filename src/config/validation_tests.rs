@@ -546,3 +546,58 @@ fn card_signing_needs_one_key_a_kid_a_public_key_algorithm_and_an_http_jku() {
     .unwrap();
     assert!(!format!("{s:?}").contains("secret-pem-text"));
 }
+
+#[test]
+fn remote_agents_need_a_tool_name_an_http_card_and_bounds_inside_the_tool_timeout() {
+    let good = "auth.enabled = false\n[[agent.remote_agents]]\nname = \"billing\"\ncard_url = \"https://billing.example.org/.well-known/agent-card.json\"\nbearer = \"t0ken\"\n";
+    let (_d, o) = with_file(good);
+    let s = load(&[], o).unwrap();
+    let remote = &s.agent.remote_agents[0];
+    assert_eq!(
+        (
+            remote.timeout_ms,
+            remote.max_answer_bytes,
+            remote.breaker_failures
+        ),
+        (25_000, 1 << 20, 5)
+    );
+    assert!(
+        !format!("{s:?}").contains("t0ken"),
+        "credentials are not printed"
+    );
+
+    let refused = |text: &str, words: &str| {
+        let (_d, o) = with_file(&format!("auth.enabled = false\n{text}"));
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(
+            e.contains("agent.remote_agents") && e.contains(words),
+            "{text}: {e}"
+        );
+    };
+    let one = |name: &str, url: &str, extra: &str| {
+        format!("[[agent.remote_agents]]\nname = \"{name}\"\ncard_url = \"{url}\"\n{extra}")
+    };
+    let url = "http://127.0.0.1:9000/.well-known/agent-card.json";
+    refused(&one("Billing", url, ""), "lowercase");
+    refused(&one("", url, ""), "lowercase");
+    refused(&one("b c", url, ""), "lowercase");
+    refused(
+        &format!("{}{}", one("b", url, ""), one("b", url, "")),
+        "twice",
+    );
+    refused(&one("b", "ftp://x/card", ""), "card_url");
+    refused(&one("b", "not a url", ""), "card_url");
+    refused(&one("b", url, "timeout_ms = 0\n"), "timeout_ms");
+    refused(&one("b", url, "max_answer_bytes = 0\n"), "max_answer_bytes");
+    refused(&one("b", url, "breaker_failures = 0\n"), "breaker_failures");
+    refused(
+        &one("b", url, "breaker_open_secs = 0\n"),
+        "breaker_open_secs",
+    );
+    refused(&one("b", url, "bearer = \"a\\nb\"\n"), "control character");
+    refused(
+        &one("b", url, "timeout_ms = 40000\n"),
+        "longer than skills.timeout_ms",
+    );
+    refused(&one("b", url, "colour = \"red\"\n"), "colour");
+}

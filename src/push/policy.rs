@@ -258,7 +258,7 @@ fn is_private(ip: IpAddr) -> bool {
 /// The delivery client's resolver: a name resolves only to the addresses the policy
 /// allows, so the connection goes to an address that was checked (no second lookup
 /// that could answer differently).
-pub(super) struct CheckedResolver {
+pub(crate) struct CheckedResolver {
     pub policy: Arc<UrlPolicy>,
 }
 

@@ -352,6 +352,7 @@ fn outcome(result: &Result<Value, SkillError>) -> &'static str {
         Err(SkillError::Failed(_)) => "failed",
         Err(SkillError::Unavailable(_)) => "unavailable",
         Err(SkillError::Fenced(_)) => "fenced",
+        Err(SkillError::Remote(_)) => "remote",
     }
 }
 

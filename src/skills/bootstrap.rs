@@ -33,6 +33,8 @@ pub enum BootstrapError {
     Embeddings(#[from] EmbeddingsError),
     #[error("start-up task failed: {0}")]
     Join(String),
+    #[error("remote agents: {0}")]
+    RemoteAgents(String),
 }
 
 /// Builds the skills enabled in `settings`, in the order the card lists them. The memory
@@ -85,5 +87,6 @@ pub async fn configured(
     }
     registry.register(Arc::new(GovernanceSkill::new(governance.clone())));
     registry.register(Arc::new(SessionContextSkill::new(memory, governance)));
+    crate::client::remote_agents(settings, &mut registry).map_err(BootstrapError::RemoteAgents)?;
     Ok(registry)
 }

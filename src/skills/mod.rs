@@ -97,6 +97,10 @@ pub enum SkillError {
     /// A dependency (the database, the embeddings endpoint) is down: retry later.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// A remote agent the tool asks failed, refused or could not be reached; the text says
+    /// which and why, and is told in full (it is the remote's business, not ours).
+    #[error("{0}")]
+    Remote(String),
     /// Cluster mode: another node has taken the calling turn's thread over, so the call's
     /// writes were refused and nothing was written. The turn's own commits are refused
     /// too; its client retries on the thread's new owner.

@@ -4,7 +4,9 @@
 # SDK client tests (tests/interop/test_sdk_client.py) against it, over JSON-RPC, HTTP+JSON
 # and gRPC (a second free port). Two more servers sign their cards (with the test-only
 # keys of tests/fixtures and an API key), one with the 0.3 card fields and one without,
-# for the SDK's card signing tests (tests/interop/test_card_signing.py). The servers are
+# for the SDK's card signing tests (tests/interop/test_card_signing.py). An agent on the
+# SDK's own server (tests/interop/sdk_agent.py) is the remote agent a fourth server asks
+# through its tool `ask_python` (tests/interop/test_remote_agent.py). The servers are
 # always stopped, whatever happens.
 #
 # Usage: tests/interop/run.sh [pytest args...]
@@ -129,7 +131,32 @@ signed v1 EdDSA test-only-ed25519.pem false
 start hybrid "$hybrid_url" --config "$work/hybrid.toml" --bind "${hybrid_url#http://}" --grpc-bind ""
 start v1 "$v1_url" --config "$work/v1.toml" --bind "${v1_url#http://}" --grpc-bind ""
 
-echo "interop: running pytest against $url (signing: $hybrid_url, $v1_url)"
+# The Python SDK's server as a remote agent, and a server that asks it.
+sdk_port="$(free_port)"
+mkdir -p "$work/sdk-agent"
+logs+=("$work/sdk-agent/server.log")
+echo "interop: starting the Python SDK agent on 127.0.0.1:$sdk_port"
+"$venv/bin/python" "$here/sdk_agent.py" --host 127.0.0.1 --port "$sdk_port" \
+    > "$work/sdk-agent/server.log" 2>&1 &
+pids+=("$!")
+for _ in $(seq 1 300); do
+    card_ready "http://127.0.0.1:$sdk_port" && break
+    kill -0 "${pids[-1]}" 2>/dev/null || { echo "interop: the Python SDK agent exited"; exit 1; }
+    sleep 0.1
+done
+cat > "$work/asking.toml" <<TOML
+[auth]
+enabled = false
+[push]
+allow_loopback = true
+[[agent.remote_agents]]
+name = "python"
+card_url = "http://127.0.0.1:$sdk_port/.well-known/agent-card.json"
+TOML
+asking_url="http://127.0.0.1:$(free_port)"
+start asking "$asking_url" --config "$work/asking.toml" --bind "${asking_url#http://}" --grpc-bind ""
+
+echo "interop: running pytest against $url (signing: $hybrid_url, $v1_url; asking: $asking_url)"
 A2A_URL="$url" A2A_SIGNED_HYBRID_URL="$hybrid_url" A2A_SIGNED_V1_URL="$v1_url" \
-    A2A_SIGNED_API_KEY="$api_key" A2A_SERVER_BINARY="$server" \
+    A2A_SIGNED_API_KEY="$api_key" A2A_SERVER_BINARY="$server" A2A_ASKING_URL="$asking_url" \
     "$venv/bin/python" -m pytest -c "$here/pytest.ini" --rootdir "$here" "$here" -v "$@"

@@ -29,6 +29,7 @@ mod outage;
 mod postgres;
 mod push;
 mod recovery;
+mod remote_agents;
 mod rest;
 mod shutdown;
 mod skills;

@@ -240,10 +240,12 @@ fn model_error_text(tool: &str, error: SkillError) -> String {
         SkillError::Blocked { message, report } => {
             format!("blocked by governance: {message} (report: {report})")
         }
-        // The caller's mistakes, told in full so the model can correct the call.
-        mistake @ (SkillError::InvalidArguments(_)
+        // The caller's mistakes, told in full so the model can correct the call; and a
+        // remote agent's failure, which is the remote's and says what happened there.
+        told @ (SkillError::InvalidArguments(_)
         | SkillError::NotFound(_)
-        | SkillError::Conflict(_)) => mistake.to_string(),
+        | SkillError::Conflict(_)
+        | SkillError::Remote(_)) => told.to_string(),
     }
 }
 

@@ -144,6 +144,11 @@ impl AgentExecutor for ToolRoutingExecutor {
                 ))
                 .await
             }
+            Err(SkillError::Remote(detail)) => {
+                tracing::warn!(tool = %call.tool, detail = %detail, "remote agent call failed");
+                sink.fail(failure(&sink, &call.tool, &detail, "REMOTE_AGENT_FAILED"))
+                    .await
+            }
             // Fenced: the failure's commit is refused too, and the client retries on the
             // thread's new owner.
             Err(SkillError::Unavailable(detail) | SkillError::Fenced(detail)) => {

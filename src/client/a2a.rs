@@ -1,0 +1,617 @@
+//! The A2A client of a remote agent: its card, the interface chosen from it, a message
+//! sent and its task followed.
+//!
+//! The card is read at the first call and again when its `Cache-Control: max-age` has
+//! passed (five minutes without one); a card that cannot be read fails the call, and the
+//! next call tries again. Of the card's `supportedInterfaces`, in the card's order (first
+//! preferred), the first A2A 1.0 interface with a binding spoken here is used: `JSONRPC`
+//! or `HTTP+JSON`. Every URL — the card's and each interface's — passes the push
+//! receivers' URL policy as written, and the client's resolver connects only to addresses
+//! the policy allows. Answers are read up to `max_answer_bytes`. A task the remote
+//! answers with before its end (submitted, working) is followed with `GetTask` until it
+//! ends or asks for input, within the call's `timeout_ms`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use a2a_pb::protojson as pb;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::{StatusCode, Url};
+use serde_json::{Value, json};
+
+use crate::config::RemoteAgentSettings;
+use crate::push::UrlPolicy;
+
+/// How long a card without `Cache-Control: max-age` is used before it is read again.
+const DEFAULT_CARD_AGE: Duration = Duration::from_secs(300);
+/// The first wait between two `GetTask`s of a task still running; it doubles up to
+/// [`MAX_POLL`].
+const FIRST_POLL: Duration = Duration::from_millis(50);
+const MAX_POLL: Duration = Duration::from_secs(2);
+
+/// Why a call to a remote agent did not give an answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// Not reached, or no answer in time, or a server error: counts against its breaker.
+    #[error("{0}")]
+    Unreachable(String),
+    /// It answered, and the answer is a refusal or cannot be read.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// The binding an interface is spoken in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    JsonRpc,
+    HttpJson,
+}
+
+/// The interface of the card the client speaks to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub url: Url,
+    pub binding: Binding,
+    /// The card's `tenant` of the interface, sent with each request when set.
+    pub tenant: String,
+}
+
+#[derive(Debug, Clone)]
+struct Card {
+    endpoint: Endpoint,
+    description: String,
+    read_at: Instant,
+    max_age: Duration,
+}
+
+/// A remote agent's answer: its task (or its direct message) as the tool gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// `completed`, `input-required`, `auth-required`, or `message` for a direct reply.
+    pub state: &'static str,
+    /// The text of the status message (or of the direct reply), parts joined.
+    pub text: String,
+    /// The task's artifacts as the tool gives them (`name`, `text`, `data`).
+    pub artifacts: Vec<Value>,
+    pub task_id: String,
+    pub context_id: String,
+}
+
+/// The client of one remote agent.
+pub struct RemoteAgent {
+    name: String,
+    card_url: Url,
+    headers: HeaderMap,
+    http: reqwest::Client,
+    policy: Arc<UrlPolicy>,
+    timeout: Duration,
+    max_answer_bytes: usize,
+    card: tokio::sync::Mutex<Option<Card>>,
+}
+
+impl RemoteAgent {
+    /// The client of `settings`, its card URL checked by `policy` (a URL it refuses stops
+    /// the start, naming the agent).
+    pub fn new(settings: &RemoteAgentSettings, policy: Arc<UrlPolicy>) -> Result<Self, String> {
+        let card_url = policy
+            .check_url(&settings.card_url)
+            .map_err(|e| format!("agent.remote_agents {}: card_url: {e}", settings.name))?;
+        let mut headers = HeaderMap::new();
+        let mut secret = |name: HeaderName, value: String| -> Result<(), String> {
+            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                format!(
+                    "agent.remote_agents {}: a credential is not a header value",
+                    settings.name
+                )
+            })?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+            Ok(())
+        };
+        if !settings.bearer.is_empty() {
+            secret(
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {}", settings.bearer),
+            )?;
+        }
+        if !settings.api_key.is_empty() {
+            secret(
+                HeaderName::from_static("x-api-key"),
+                settings.api_key.clone(),
+            )?;
+        }
+        let timeout = Duration::from_millis(settings.timeout_ms);
+        // The client's TLS needs the process's crypto provider (a second install is
+        // refused, harmlessly).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .dns_resolver(Arc::new(crate::push::policy::CheckedResolver {
+                policy: policy.clone(),
+            }))
+            .user_agent(concat!("agent-a2a/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("agent.remote_agents {}: client: {e}", settings.name))?;
+        Ok(Self {
+            name: settings.name.clone(),
+            card_url,
+            headers,
+            http,
+            policy,
+            timeout,
+            max_answer_bytes: settings.max_answer_bytes,
+            card: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The card's description, once the card has been read.
+    pub async fn description(&self) -> Option<String> {
+        self.card
+            .lock()
+            .await
+            .as_ref()
+            .map(|c| c.description.clone())
+    }
+
+    /// Sends `text` (and `data` as a data part) as a new message with id `message_id`,
+    /// and follows the task it opens until it ends or asks for input.
+    pub async fn ask(
+        &self,
+        message_id: &str,
+        text: &str,
+        data: Option<&Value>,
+    ) -> Result<Answer, CallError> {
+        let deadline = Instant::now() + self.timeout;
+        let endpoint = self.endpoint().await?;
+        let mut parts = vec![json!({"text": text})];
+        if let Some(data) = data {
+            parts.push(json!({"data": data}));
+        }
+        let mut params = json!({
+            "message": {"messageId": message_id, "role": "ROLE_USER", "parts": parts},
+        });
+        if !endpoint.tenant.is_empty() {
+            params["tenant"] = json!(endpoint.tenant);
+        }
+        let answer = self
+            .call(&endpoint, "SendMessage", "message:send", params, deadline)
+            .await?;
+        let response: pb::SendMessageResponse = serde_json::from_value(answer).map_err(|e| {
+            CallError::Refused(format!(
+                "answered SendMessage with no task or message ({e})"
+            ))
+        })?;
+        let mut task = match response.payload {
+            Some(pb::send_message_response::Payload::Message(message)) => {
+                return Ok(Answer {
+                    state: "message",
+                    text: text_of(&message.parts),
+                    artifacts: Vec::new(),
+                    task_id: message.task_id,
+                    context_id: message.context_id,
+                });
+            }
+            Some(pb::send_message_response::Payload::Task(task)) => task,
+            None => {
+                return Err(CallError::Refused(
+                    "answered SendMessage with neither a task nor a message".into(),
+                ));
+            }
+        };
+        let mut wait = FIRST_POLL;
+        loop {
+            match outcome(&task)? {
+                Some(answer) => return Ok(answer),
+                None if Instant::now() + wait >= deadline => {
+                    return Err(CallError::Unreachable(format!(
+                        "task {} did not end within {} ms",
+                        task.id,
+                        self.timeout.as_millis()
+                    )));
+                }
+                None => {}
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(MAX_POLL);
+            let mut params = json!({"id": task.id});
+            if !endpoint.tenant.is_empty() {
+                params["tenant"] = json!(endpoint.tenant);
+            }
+            let path = format!("tasks/{}", task.id);
+            let answer = self
+                .call(&endpoint, "GetTask", &path, params, deadline)
+                .await?;
+            task = serde_json::from_value(answer)
+                .map_err(|e| CallError::Refused(format!("answered GetTask with no task ({e})")))?;
+        }
+    }
+
+    /// The interface to speak to, from the card (read again once its age has passed).
+    pub async fn endpoint(&self) -> Result<Endpoint, CallError> {
+        let mut card = self.card.lock().await;
+        if let Some(fresh) = card.as_ref().filter(|c| c.read_at.elapsed() < c.max_age) {
+            return Ok(fresh.endpoint.clone());
+        }
+        let read = self.read_card().await?;
+        let endpoint = read.endpoint.clone();
+        *card = Some(read);
+        Ok(endpoint)
+    }
+
+    async fn read_card(&self) -> Result<Card, CallError> {
+        let response = self
+            .http
+            .get(self.card_url.clone())
+            .header(reqwest::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(|e| CallError::Unreachable(format!("its card: {}", describe(&e))))?;
+        let status = response.status();
+        let max_age = max_age(response.headers()).unwrap_or(DEFAULT_CARD_AGE);
+        let body = self.read_limited(response).await?;
+        if !status.is_success() {
+            return Err(unreachable_or_refused(status, "its card"));
+        }
+        let card: pb::AgentCard = serde_json::from_slice(&body)
+            .map_err(|e| CallError::Refused(format!("its card is not a 1.0 agent card ({e})")))?;
+        let endpoint = card
+            .supported_interfaces
+            .iter()
+            .filter(|i| i.protocol_version.trim() == "1.0" || i.protocol_version.starts_with("1."))
+            .find_map(|i| {
+                let binding = match i.protocol_binding.as_str() {
+                    "JSONRPC" => Binding::JsonRpc,
+                    "HTTP+JSON" => Binding::HttpJson,
+                    _ => return None,
+                };
+                Some((i, binding))
+            });
+        let Some((interface, binding)) = endpoint else {
+            return Err(CallError::Refused(
+                "its card offers no A2A 1.0 interface over JSON-RPC or HTTP+JSON".into(),
+            ));
+        };
+        let url = self
+            .policy
+            .check_url(&interface.url)
+            .map_err(|e| CallError::Refused(format!("its card's interface {e}")))?;
+        Ok(Card {
+            endpoint: Endpoint {
+                url,
+                binding,
+                tenant: interface.tenant.clone(),
+            },
+            description: card.description,
+            read_at: Instant::now(),
+            max_age,
+        })
+    }
+
+    /// One request: JSON-RPC `method`, or HTTP+JSON at `path` under the interface's URL
+    /// (a POST of `params` for a send, a GET otherwise). Returns the result.
+    async fn call(
+        &self,
+        endpoint: &Endpoint,
+        method: &str,
+        path: &str,
+        params: Value,
+        deadline: Instant,
+    ) -> Result<Value, CallError> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(CallError::Unreachable(format!(
+                "no answer within {} ms",
+                self.timeout.as_millis()
+            )));
+        }
+        let request = match endpoint.binding {
+            Binding::JsonRpc => self
+                .http
+                .post(endpoint.url.clone())
+                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
+            Binding::HttpJson => {
+                let base = endpoint.url.as_str().trim_end_matches('/');
+                let url = format!("{base}/{path}");
+                if method == "SendMessage" {
+                    self.http.post(url).json(&params)
+                } else {
+                    self.http.get(url)
+                }
+            }
+        };
+        let response = request
+            .headers(self.headers.clone())
+            .header("A2A-Version", "1.0")
+            .timeout(left)
+            .send()
+            .await
+            .map_err(|e| CallError::Unreachable(format!("{method}: {}", describe(&e))))?;
+        let status = response.status();
+        let body = self.read_limited(response).await?;
+        let value: Option<Value> = serde_json::from_slice(&body).ok();
+        match endpoint.binding {
+            Binding::JsonRpc => {
+                if !status.is_success() && value.is_none() {
+                    return Err(unreachable_or_refused(status, method));
+                }
+                let mut envelope = value.ok_or_else(|| {
+                    CallError::Refused(format!("answered {method} with something not JSON"))
+                })?;
+                if let Some(error) = envelope.get("error") {
+                    return Err(CallError::Refused(format!(
+                        "refused {method}: {}",
+                        error_text(error)
+                    )));
+                }
+                match envelope.get_mut("result") {
+                    Some(result) => Ok(result.take()),
+                    None => Err(CallError::Refused(format!(
+                        "answered {method} with neither a result nor an error"
+                    ))),
+                }
+            }
+            Binding::HttpJson => {
+                if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+                    return Err(unreachable_or_refused(status, method));
+                }
+                if !status.is_success() {
+                    let why = value
+                        .as_ref()
+                        .map(|v| error_text(v.get("error").unwrap_or(v)))
+                        .unwrap_or_else(|| status.to_string());
+                    return Err(CallError::Refused(format!("refused {method}: {why}")));
+                }
+                value.ok_or_else(|| {
+                    CallError::Refused(format!("answered {method} with something not JSON"))
+                })
+            }
+        }
+    }
+
+    /// The body, refused past `max_answer_bytes`.
+    async fn read_limited(&self, mut response: reqwest::Response) -> Result<Vec<u8>, CallError> {
+        let limit = self.max_answer_bytes;
+        if response.content_length().is_some_and(|n| n > limit as u64) {
+            return Err(CallError::Refused(format!(
+                "answered with more than {limit} bytes (max_answer_bytes)"
+            )));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| CallError::Unreachable(describe(&e)))?
+        {
+            if body.len() + chunk.len() > limit {
+                return Err(CallError::Refused(format!(
+                    "answered with more than {limit} bytes (max_answer_bytes)"
+                )));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+}
+
+/// The task's answer once it ended or asks for input; `None` while it runs; a refusal
+/// for a task that failed, was rejected or canceled.
+fn outcome(task: &pb::Task) -> Result<Option<Answer>, CallError> {
+    let status = task.status.as_ref();
+    let state = status.map_or(0, |s| s.state);
+    let text = status
+        .and_then(|s| s.message.as_ref())
+        .map(|m| text_of(&m.parts))
+        .unwrap_or_default();
+    let state = match pb::TaskState::try_from(state) {
+        Ok(pb::TaskState::Completed) => "completed",
+        Ok(pb::TaskState::InputRequired) => "input-required",
+        Ok(pb::TaskState::AuthRequired) => "auth-required",
+        Ok(pb::TaskState::Submitted | pb::TaskState::Working) => return Ok(None),
+        Ok(pb::TaskState::Failed) => return Err(ended(task, "failed", &text)),
+        Ok(pb::TaskState::Rejected) => return Err(ended(task, "rejected", &text)),
+        Ok(pb::TaskState::Canceled) => return Err(ended(task, "canceled", &text)),
+        Ok(pb::TaskState::Unspecified) | Err(_) => {
+            return Err(CallError::Refused(format!(
+                "answered with task {} in no known state",
+                task.id
+            )));
+        }
+    };
+    let artifacts = task
+        .artifacts
+        .iter()
+        .map(|a| {
+            let mut artifact = serde_json::Map::new();
+            if !a.name.is_empty() {
+                artifact.insert("name".into(), json!(a.name));
+            }
+            let text = text_of(&a.parts);
+            if !text.is_empty() {
+                artifact.insert("text".into(), json!(text));
+            }
+            let data: Vec<Value> = a
+                .parts
+                .iter()
+                .filter_map(|p| match &p.content {
+                    Some(pb::part::Content::Data(value)) => serde_json::to_value(value).ok(),
+                    _ => None,
+                })
+                .collect();
+            if !data.is_empty() {
+                artifact.insert("data".into(), Value::Array(data));
+            }
+            Value::Object(artifact)
+        })
+        .collect();
+    Ok(Some(Answer {
+        state,
+        text,
+        artifacts,
+        task_id: task.id.clone(),
+        context_id: task.context_id.clone(),
+    }))
+}
+
+fn ended(task: &pb::Task, how: &str, text: &str) -> CallError {
+    match text {
+        "" => CallError::Refused(format!("its task {} {how}", task.id)),
+        text => CallError::Refused(format!("its task {} {how}: {text}", task.id)),
+    }
+}
+
+/// The text parts of a message or artifact, joined.
+fn text_of(parts: &[pb::Part]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match &p.content {
+            Some(pb::part::Content::Text(text)) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A JSON-RPC error or a `google.rpc.Status`: its message and code.
+fn error_text(error: &Value) -> String {
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("no message");
+    match error.get("code") {
+        Some(code) => format!("{message} (code {code})"),
+        None => message.to_owned(),
+    }
+}
+
+/// A server error or a throttle counts against the breaker; any other status is a
+/// refusal.
+fn unreachable_or_refused(status: StatusCode, what: &str) -> CallError {
+    if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+        CallError::Unreachable(format!("{what}: HTTP {status}"))
+    } else {
+        CallError::Refused(format!("{what}: HTTP {status}"))
+    }
+}
+
+/// A transport error without the URL's query (the URL itself is the operator's).
+fn describe(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "cannot connect"
+    } else {
+        "failed"
+    };
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    let mut detail = String::new();
+    while let Some(s) = source {
+        detail = s.to_string();
+        source = s.source();
+    }
+    if detail.is_empty() {
+        kind.to_owned()
+    } else {
+        format!("{kind} ({detail})")
+    }
+}
+
+/// `Cache-Control: max-age=N`.
+fn max_age(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::CACHE_CONTROL)?.to_str().ok()?;
+    value.split(',').find_map(|directive| {
+        let (name, seconds) = directive.trim().split_once('=')?;
+        (name.trim().eq_ignore_ascii_case("max-age"))
+            .then(|| seconds.trim().parse::<u64>().ok())
+            .flatten()
+            .map(Duration::from_secs)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_age_is_read_from_cache_control() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(max_age(&headers), None);
+        headers.insert(
+            reqwest::header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=60"),
+        );
+        assert_eq!(max_age(&headers), Some(Duration::from_secs(60)));
+        headers.insert(
+            reqwest::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        );
+        assert_eq!(max_age(&headers), None);
+    }
+
+    fn task(state: pb::TaskState, text: &str) -> pb::Task {
+        serde_json::from_value(json!({
+            "id": "t1", "contextId": "c1",
+            "status": {"state": state.as_str_name(), "message": {
+                "messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": text}]}},
+            "artifacts": [{"artifactId": "a", "name": "answer",
+                "parts": [{"text": "part one"}, {"data": {"n": 1}}]}],
+        }))
+        .expect("a task")
+    }
+
+    #[test]
+    fn a_task_ends_in_an_answer_a_refusal_or_not_yet() {
+        let done = outcome(&task(pb::TaskState::Completed, "all good"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(done.state, "completed");
+        assert_eq!(done.text, "all good");
+        assert_eq!(
+            done.artifacts,
+            vec![json!({"name": "answer", "text": "part one", "data": [{"n": 1.0}]})]
+        );
+        assert_eq!(
+            (done.task_id.as_str(), done.context_id.as_str()),
+            ("t1", "c1")
+        );
+        let asks = outcome(&task(pb::TaskState::InputRequired, "which account?"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (asks.state, asks.text.as_str()),
+            ("input-required", "which account?")
+        );
+        assert_eq!(outcome(&task(pb::TaskState::Working, "")).unwrap(), None);
+        assert_eq!(
+            outcome(&task(pb::TaskState::Failed, "no such invoice")),
+            Err(CallError::Refused(
+                "its task t1 failed: no such invoice".into()
+            ))
+        );
+        assert!(matches!(
+            outcome(&task(pb::TaskState::Rejected, "")),
+            Err(CallError::Refused(text)) if text == "its task t1 rejected"
+        ));
+    }
+
+    #[test]
+    fn errors_are_told_by_message_and_code() {
+        assert_eq!(
+            error_text(&json!({"code": -32001, "message": "Task not found"})),
+            "Task not found (code -32001)"
+        );
+        assert_eq!(
+            unreachable_or_refused(StatusCode::BAD_GATEWAY, "SendMessage"),
+            CallError::Unreachable("SendMessage: HTTP 502 Bad Gateway".into())
+        );
+        assert_eq!(
+            unreachable_or_refused(StatusCode::NOT_FOUND, "its card"),
+            CallError::Refused("its card: HTTP 404 Not Found".into())
+        );
+    }
+}

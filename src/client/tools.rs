@@ -1,0 +1,291 @@
+//! Each remote agent as a skill with one tool, `ask_<name>`: its input `{"text": "…",
+//! "data": {…}}`, its result the remote task's state, text and artifacts.
+//!
+//! A call fails as a tool call with the remote's reason (`SkillError::Remote`, told to
+//! the model and to a direct caller in full): a task the remote failed, rejected or
+//! canceled, a refused request, an unreadable card or answer, no answer within
+//! `timeout_ms`. Calls that found the remote unreachable (no connection, no answer in
+//! time, a server error) count against its breaker: after `breaker_failures` in a row it
+//! opens, and calls fail at once for `breaker_open_secs`; then one call tries again,
+//! and its outcome closes the breaker or opens it anew. A remote agent being down is not
+//! this server's outage: it does not make `/health` fail.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::a2a::{CallError, RemoteAgent};
+use crate::config::{RemoteAgentSettings, Settings};
+use crate::push::UrlPolicy;
+use crate::skills::{Caller, Skill, SkillError, SkillInfo, SkillRegistry, ToolSpec};
+use crate::telemetry;
+
+/// Registers a skill for each of `agent.remote_agents`; a card URL the URL policy
+/// refuses stops the start.
+pub fn remote_agents(settings: &Settings, registry: &mut SkillRegistry) -> Result<(), String> {
+    if settings.agent.remote_agents.is_empty() {
+        return Ok(());
+    }
+    let policy = Arc::new(UrlPolicy::new(&settings.push)?);
+    for remote in &settings.agent.remote_agents {
+        registry.register(Arc::new(RemoteAgentSkill::new(remote, policy.clone())?));
+    }
+    Ok(())
+}
+
+/// One remote agent, as a skill.
+pub struct RemoteAgentSkill {
+    info: SkillInfo,
+    tool: String,
+    agent: RemoteAgent,
+    breaker: Breaker,
+}
+
+impl RemoteAgentSkill {
+    pub fn new(settings: &RemoteAgentSettings, policy: Arc<UrlPolicy>) -> Result<Self, String> {
+        let description = if settings.description.is_empty() {
+            format!(
+                "Asks the remote A2A agent `{}` (its card at {}) and returns its answer.",
+                settings.name, settings.card_url
+            )
+        } else {
+            settings.description.clone()
+        };
+        Ok(Self {
+            info: SkillInfo::new(
+                format!("remote-{}", settings.name),
+                format!("Remote agent {}", settings.name),
+                description,
+            )
+            .with_tags(&["remote", "a2a"]),
+            tool: format!("ask_{}", settings.name),
+            agent: RemoteAgent::new(settings, policy)?,
+            breaker: Breaker::new(
+                settings.breaker_failures,
+                Duration::from_secs(settings.breaker_open_secs),
+            ),
+        })
+    }
+
+    async fn ask(&self, arguments: &Value) -> Result<Value, SkillError> {
+        let text = arguments
+            .get("text")
+            .and_then(Value::as_str)
+            .filter(|t| !t.trim().is_empty())
+            .ok_or_else(|| SkillError::InvalidArguments("text: a non-empty string".into()))?;
+        let data = match arguments.get("data") {
+            None | Some(Value::Null) => None,
+            Some(data @ Value::Object(_)) => Some(data),
+            Some(_) => return Err(SkillError::InvalidArguments("data: an object".into())),
+        };
+        let name = self.agent.name();
+        let started = Instant::now();
+        let outcome = if self.breaker.admit() {
+            let message_id = uuid::Uuid::new_v4().to_string();
+            let result = self.agent.ask(&message_id, text, data).await;
+            self.breaker
+                .settle(!matches!(result, Err(CallError::Unreachable(_))));
+            result.map_err(|e| (e, "unreachable"))
+        } else {
+            Err((
+                CallError::Unreachable(format!(
+                    "its breaker is open after {} failed calls in a row; it is tried again \
+                     after breaker_open_secs",
+                    self.breaker.failures
+                )),
+                "open",
+            ))
+        };
+        let label = match &outcome {
+            Ok(_) => "ok",
+            Err((CallError::Refused(_), _)) => "refused",
+            Err((CallError::Unreachable(_), how)) => how,
+        };
+        metrics::counter!(telemetry::REMOTE_AGENT_CALLS, "agent" => name.to_owned(), "outcome" => label)
+            .increment(1);
+        metrics::histogram!(telemetry::REMOTE_AGENT_CALL_MS, "agent" => name.to_owned())
+            .record(started.elapsed().as_secs_f64() * 1000.0);
+        match outcome {
+            Ok(answer) => Ok(json!({
+                "agent": name,
+                "state": answer.state,
+                "text": answer.text,
+                "artifacts": answer.artifacts,
+                "taskId": answer.task_id,
+                "contextId": answer.context_id,
+            })),
+            Err((e, _)) => Err(SkillError::Remote(format!("remote agent {name}: {e}"))),
+        }
+    }
+}
+
+#[async_trait]
+impl Skill for RemoteAgentSkill {
+    fn info(&self) -> &SkillInfo {
+        &self.info
+    }
+
+    fn tools(&self) -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: self.tool.clone(),
+            description: format!(
+                "{} Give it `text` (and structured `data` if it needs any); the answer is \
+                 its task's `state` (completed, input-required, auth-required, or message \
+                 for a direct reply), its `text` and `artifacts`.",
+                self.info.description
+            ),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string", "minLength": 1, "description": "What to ask."},
+                    "data": {"type": "object", "description": "Structured input, sent as a data part."},
+                },
+                "required": ["text"],
+                "additionalProperties": false,
+            }),
+            output_schema: json!({
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string"},
+                    "state": {"type": "string", "enum": ["completed", "input-required", "auth-required", "message"]},
+                    "text": {"type": "string"},
+                    "artifacts": {"type": "array", "items": {"type": "object"}},
+                    "taskId": {"type": "string"},
+                    "contextId": {"type": "string"},
+                },
+                "required": ["agent", "state", "text", "artifacts"],
+            }),
+        }]
+    }
+
+    async fn invoke(
+        &self,
+        tool: &str,
+        arguments: Value,
+        _caller: &Caller,
+    ) -> Result<Value, SkillError> {
+        if tool != self.tool {
+            return Err(SkillError::NotFound(format!("tool {tool}")));
+        }
+        self.ask(&arguments).await
+    }
+}
+
+/// Consecutive unreachable calls open it; open, it admits one call once its time is up.
+struct Breaker {
+    failures: u32,
+    open_for: Duration,
+    state: Mutex<BreakerState>,
+}
+
+#[derive(Default)]
+struct BreakerState {
+    failed_in_a_row: u32,
+    open_until: Option<Instant>,
+    /// A call is trying the remote again after the breaker was open.
+    probing: bool,
+}
+
+impl Breaker {
+    fn new(failures: u32, open_for: Duration) -> Self {
+        Self {
+            failures: failures.max(1),
+            open_for,
+            state: Mutex::new(BreakerState::default()),
+        }
+    }
+
+    /// Whether a call may go out now.
+    fn admit(&self) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match state.open_until {
+            None => true,
+            Some(until) if Instant::now() >= until && !state.probing => {
+                state.probing = true;
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
+    /// The outcome of an admitted call: `reached` closes the breaker; a failure counts,
+    /// and opens it at the threshold (or again, after a failed probe).
+    fn settle(&self, reached: bool) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let probing = std::mem::take(&mut state.probing);
+        if reached {
+            *state = BreakerState::default();
+            return;
+        }
+        state.failed_in_a_row = state.failed_in_a_row.saturating_add(1);
+        if probing || state.failed_in_a_row >= self.failures {
+            state.open_until = Some(Instant::now() + self.open_for);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_card_url_the_push_policy_refuses_stops_the_start() {
+        let mut settings = Settings::default();
+        settings.agent.remote_agents = vec![RemoteAgentSettings::new(
+            "local",
+            "http://127.0.0.1:9000/.well-known/agent-card.json",
+        )];
+        let mut registry = SkillRegistry::default();
+        let e = remote_agents(&settings, &mut registry).err().unwrap();
+        assert!(e.contains("local") && e.contains("loopback"), "{e}");
+        for url in [
+            "http://169.254.169.254/card",
+            "http://metadata.google.internal/card",
+        ] {
+            settings.agent.remote_agents[0].card_url = url.into();
+            let e = remote_agents(&settings, &mut registry).err().unwrap();
+            assert!(e.contains("card_url"), "{url}: {e}");
+        }
+        settings.push.allow_loopback = true;
+        settings.agent.remote_agents[0].card_url =
+            "http://127.0.0.1:9000/.well-known/agent-card.json".into();
+        remote_agents(&settings, &mut registry).unwrap();
+        let tools: Vec<String> = registry.skills()[0]
+            .tools()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(tools, ["ask_local"]);
+        assert_eq!(registry.skills()[0].info().id, "remote-local");
+    }
+
+    #[test]
+    fn the_breaker_opens_after_failures_in_a_row_and_one_probe_closes_it() {
+        let breaker = Breaker::new(2, Duration::ZERO);
+        assert!(breaker.admit());
+        breaker.settle(false);
+        assert!(breaker.admit(), "one failure: still closed");
+        breaker.settle(true);
+        assert!(breaker.admit());
+        breaker.settle(false);
+        assert!(breaker.admit());
+        breaker.settle(false);
+        // Open (for no time at all here): one probe goes out, the next call waits for it.
+        assert!(breaker.admit());
+        assert!(!breaker.admit(), "a probe is out");
+        breaker.settle(false);
+        assert!(
+            breaker.admit(),
+            "the failed probe opened it again, for no time"
+        );
+        breaker.settle(true);
+        assert!(breaker.admit() && breaker.admit(), "closed");
+
+        let slow = Breaker::new(1, Duration::from_secs(3600));
+        assert!(slow.admit());
+        slow.settle(false);
+        assert!(!slow.admit(), "open for an hour");
+    }
+}

@@ -1,0 +1,79 @@
+"""An agent on the official A2A Python SDK's server (a2a-sdk 1.x, Starlette, uvicorn),
+for the interop suite: a remote agent that an agent-a2a server asks through its tool
+``ask_python`` (tests/interop/test_remote_agent.py).
+
+A message whose text starts with "ask me" gets its task moved to input-required with a
+question; "fail" fails the task with a reason; any other text completes the task with an
+artifact and a status message that echo the text. JSON-RPC is served at POST /
+(protocol 1.0), the agent card at /.well-known/agent-card.json.
+
+    python sdk_agent.py --host 127.0.0.1 --port 9101
+"""
+
+import argparse
+
+import uvicorn
+from starlette.applications import Starlette
+
+from a2a.helpers.proto_helpers import new_task_from_user_message, new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+
+
+class InteropExecutor(AgentExecutor):
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        text = context.get_user_input()
+        if text.startswith("ask me"):
+            question = updater.new_agent_message([new_text_part("which invoice?")])
+            await updater.requires_input(question)
+        elif text.startswith("fail"):
+            reason = updater.new_agent_message([new_text_part("no such invoice")])
+            await updater.failed(reason)
+        else:
+            await updater.add_artifact([new_text_part(f"echo: {text}")], name="echo")
+            await updater.complete(updater.new_agent_message([new_text_part(f"done: {text}")]))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError("its tasks end before they could be canceled")
+
+
+def build_app(url: str) -> Starlette:
+    card = AgentCard(
+        name="interop (a2a-sdk)",
+        description="Echoes, asks back or fails, on request; interop fixture.",
+        version="1.0.0",
+        supported_interfaces=[
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
+        ],
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[AgentSkill(id="echo", name="echo", description="echo", tags=["echo"])],
+    )
+    handler = DefaultRequestHandler(
+        agent_executor=InteropExecutor(), task_store=InMemoryTaskStore(), agent_card=card
+    )
+    routes = create_agent_card_routes(card) + create_jsonrpc_routes(handler, rpc_url="/")
+    return Starlette(routes=routes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9101)
+    args = parser.parse_args()
+    app = build_app(f"http://{args.host}:{args.port}/")
+    uvicorn.run(app, host=args.host, port=args.port, access_log=False, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

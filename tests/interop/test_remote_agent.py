@@ -1,0 +1,65 @@
+"""Interop: an agent-a2a server asks an agent on the official A2A Python SDK's server
+(``tests/interop/sdk_agent.py``) through its tool ``ask_python``.
+
+``tests/interop/run.sh`` starts the SDK's agent and, at ``$A2A_ASKING_URL``, an
+agent-a2a server with ``[[agent.remote_agents]] name = "python"`` pointing at its card.
+Each test calls the tool directly (a data part ``{"tool": "ask_python", ...}``) over
+JSON-RPC 1.0 and reads the tool's result from the task's artifact.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import httpx
+import pytest
+
+ASKING_URL = os.environ.get("A2A_ASKING_URL", "").rstrip("/")
+
+
+def ask(text: str) -> dict:
+    if not ASKING_URL:
+        pytest.fail("no asking server: run tests/interop/run.sh")
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": f"interop-{uuid.uuid4()}",
+                "role": "ROLE_USER",
+                "parts": [{"data": {"tool": "ask_python", "arguments": {"text": text}}}],
+            }
+        },
+    }
+    response = httpx.post(ASKING_URL + "/", json=body, headers={"A2A-Version": "1.0"}, timeout=30)
+    response.raise_for_status()
+    return response.json()["result"]["task"]
+
+
+def result_of(task: dict) -> dict:
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    return task["artifacts"][0]["parts"][0]["data"]
+
+
+def test_the_sdk_agent_answers_through_the_tool() -> None:
+    answer = result_of(ask("hello from agent-a2a"))
+    assert answer["agent"] == "python"
+    assert answer["state"] == "completed"
+    assert answer["text"] == "done: hello from agent-a2a"
+    assert answer["artifacts"] == [{"name": "echo", "text": "echo: hello from agent-a2a"}]
+    assert answer["taskId"] and answer["contextId"]
+
+
+def test_a_question_of_the_sdk_agent_comes_back_as_the_answer() -> None:
+    answer = result_of(ask("ask me something"))
+    assert (answer["state"], answer["text"]) == ("input-required", "which invoice?")
+
+
+def test_a_task_the_sdk_agent_fails_fails_the_call_with_its_reason() -> None:
+    task = ask("fail please")
+    assert task["status"]["state"] == "TASK_STATE_FAILED", task
+    text = task["status"]["message"]["parts"][0]["text"]
+    assert text.startswith("ask_python failed: remote agent python: its task "), text
+    assert text.endswith("failed: no such invoice"), text

@@ -1,0 +1,213 @@
+//! Remote A2A agents as tools: one agent-a2a process asks another through `ask_<name>`,
+//! over the binding the remote's card offers; the remote's answers, questions and
+//! refusals come back as the tool's result or a failed call that says why; a remote that
+//! cannot be reached fails the call and, past its breaker's threshold, fails it at once.
+
+use std::net::TcpListener;
+
+use actix_web::{App, HttpResponse, HttpServer, web};
+use agent_a2a::config::{RemoteAgentSettings, Settings};
+use agent_a2a::startup::Agent;
+use serde_json::{Value, json};
+
+use crate::grpc::{ACME, keys};
+use crate::support::{TestApp, call_tool, spawn_agent_in, spawn_app, spawn_app_with, tool_result};
+
+/// A server whose agent routes tool calls to its configured skills, with `remotes`.
+async fn asking(remotes: Vec<RemoteAgentSettings>) -> TestApp {
+    spawn_agent_in(None, Agent::configured(), |s: &mut Settings| {
+        // The remotes listen on loopback, which the URL policy refuses by default.
+        s.push.allow_loopback = true;
+        s.agent.remote_agents = remotes;
+    })
+    .await
+}
+
+fn card_of(app: &TestApp) -> String {
+    format!("{}/.well-known/agent-card.json", app.url)
+}
+
+/// The status message of a failed tool call.
+fn failure(task: &Value) -> String {
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
+    task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[actix_web::test]
+async fn a_remote_agent_answers_asks_and_refuses_through_its_tool() {
+    let remote = spawn_app().await;
+    let app = asking(vec![RemoteAgentSettings::new("helper", card_of(&remote))]).await;
+
+    // The scripted remote works, writes an artifact and completes with "ok".
+    let answer = tool_result(&call_tool(&app, "ask_helper", json!({"text": "please"})).await);
+    assert_eq!(answer["agent"], "helper");
+    assert_eq!(answer["state"], "completed");
+    assert_eq!(answer["text"], "ok");
+    assert_eq!(answer["artifacts"], json!([{"text": "done"}]));
+    let task_id = answer["taskId"].as_str().unwrap();
+    // The task is the remote's own, stored there.
+    let there = remote.rpc("GetTask", json!({"id": task_id})).await;
+    assert_eq!(
+        there["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{there}"
+    );
+
+    // A question comes back as the answer's state and text.
+    let asks = tool_result(&call_tool(&app, "ask_helper", json!({"text": "input now"})).await);
+    assert_eq!(asks["state"], "input-required");
+    assert_eq!(asks["text"], "need more input");
+
+    // A refusal fails the call with the remote's reason, and the code says whose it is.
+    let task = call_tool(&app, "ask_helper", json!({"text": "reject-request"})).await;
+    let text = failure(&task);
+    assert!(
+        text.starts_with("ask_helper failed: remote agent helper: refused SendMessage:")
+            && text.contains("rejected by the agent"),
+        "{text}"
+    );
+    assert_eq!(
+        task["status"]["message"]["metadata"]["errorCode"],
+        "REMOTE_AGENT_FAILED"
+    );
+
+    // Arguments are checked before anything is sent.
+    let task = call_tool(&app, "ask_helper", json!({"text": 7})).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED", "{task}");
+
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    for line in [
+        "agent_a2a_remote_agent_calls_total{agent=\"helper\",outcome=\"ok\"} 2",
+        "agent_a2a_remote_agent_calls_total{agent=\"helper\",outcome=\"refused\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} missing");
+    }
+    // The card lists the tool.
+    let card: Value = app
+        .get("/.well-known/agent-card.json")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(card.to_string().contains("ask_helper"), "{card}");
+}
+
+#[actix_web::test]
+async fn credentials_are_sent_to_a_remote_that_wants_them() {
+    let remote = spawn_app_with(crate::support::Backend::Sqlite, |s| keys(s, 10_000)).await;
+    let mut with_key = RemoteAgentSettings::new("keyed", card_of(&remote));
+    with_key.api_key = ACME.into();
+    let mut with_bearer = RemoteAgentSettings::new("bearer", card_of(&remote));
+    with_bearer.bearer = ACME.into();
+    let without = RemoteAgentSettings::new("anonymous", card_of(&remote));
+    let app = asking(vec![with_key, with_bearer, without]).await;
+
+    for tool in ["ask_keyed", "ask_bearer"] {
+        let answer = tool_result(&call_tool(&app, tool, json!({"text": "please"})).await);
+        assert_eq!(answer["state"], "completed", "{tool}");
+    }
+    let text = failure(&call_tool(&app, "ask_anonymous", json!({"text": "please"})).await);
+    assert!(text.contains("refused SendMessage"), "{text}");
+    // The credential never shows in what the caller sees.
+    assert!(!text.contains(ACME), "{text}");
+}
+
+/// A card of one HTTP+JSON interface at `base`, served on a port of its own.
+fn serve_card(base: &str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/card.json", listener.local_addr().unwrap());
+    let card = json!({
+        "name": "rest-only", "description": "A remote spoken to over HTTP+JSON", "version": "1",
+        "supportedInterfaces": [
+            {"url": "http://127.0.0.1:1/unused", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+            {"url": base, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        ],
+        "capabilities": {}, "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"], "skills": [],
+    });
+    let server = HttpServer::new(move || {
+        let card = card.clone();
+        App::new().route(
+            "/card.json",
+            web::get().to(move || {
+                let card = card.clone();
+                async move { HttpResponse::Ok().json(card) }
+            }),
+        )
+    })
+    .workers(1)
+    .listen(listener)
+    .unwrap()
+    .run();
+    actix_web::rt::spawn(server);
+    url
+}
+
+#[actix_web::test]
+async fn the_first_interface_spoken_here_is_used_http_json_too() {
+    let remote = spawn_app().await;
+    let app = asking(vec![RemoteAgentSettings::new(
+        "rest",
+        serve_card(&remote.url),
+    )])
+    .await;
+    let answer = tool_result(&call_tool(&app, "ask_rest", json!({"text": "please"})).await);
+    assert_eq!(
+        (answer["state"].as_str(), answer["text"].as_str()),
+        (Some("completed"), Some("ok"))
+    );
+    let there = remote.rpc("GetTask", json!({"id": answer["taskId"]})).await;
+    assert_eq!(there["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+}
+
+#[actix_web::test]
+async fn an_unreachable_remote_fails_the_call_and_then_its_breaker_fails_it_at_once() {
+    // A port nothing listens on.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://{}/.well-known/agent-card.json",
+        closed.local_addr().unwrap()
+    );
+    drop(closed);
+    let mut down = RemoteAgentSettings::new("down", url);
+    down.breaker_failures = 2;
+    down.breaker_open_secs = 3600;
+    let app = asking(vec![down]).await;
+
+    for _ in 0..2 {
+        let text = failure(&call_tool(&app, "ask_down", json!({"text": "hello?"})).await);
+        assert!(
+            text.contains("remote agent down: its card: cannot connect"),
+            "{text}"
+        );
+    }
+    let text = failure(&call_tool(&app, "ask_down", json!({"text": "hello?"})).await);
+    assert!(
+        text.contains("breaker is open after 2 failed calls"),
+        "{text}"
+    );
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    for line in [
+        "agent_a2a_remote_agent_calls_total{agent=\"down\",outcome=\"unreachable\"} 2",
+        "agent_a2a_remote_agent_calls_total{agent=\"down\",outcome=\"open\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} missing");
+    }
+    // Its being down is not this server's outage.
+    assert_eq!(app.get("/health").await.status(), 200);
+}
+
+#[actix_web::test]
+async fn an_answer_past_max_answer_bytes_fails_the_call() {
+    let remote = spawn_app().await;
+    let mut small = RemoteAgentSettings::new("small", card_of(&remote));
+    small.max_answer_bytes = 256;
+    let app = asking(vec![small]).await;
+    let text = failure(&call_tool(&app, "ask_small", json!({"text": "please"})).await);
+    assert!(
+        text.contains("more than 256 bytes (max_answer_bytes)"),
+        "{text}"
+    );
+}
