@@ -427,6 +427,9 @@ pub const REMOTE_AGENT_CALLS: &str = "agent_a2a_remote_agent_calls_total";
 /// How long a call of `ask_<agent>` took, by `agent`, in milliseconds (the remote task
 /// followed to its end included).
 pub const REMOTE_AGENT_CALL_MS: &str = "agent_a2a_remote_agent_call_ms";
+/// Remote agents' cards not used because their signature did not verify with the keys
+/// of `verify_with`, by `agent`.
+pub const REMOTE_AGENT_CARDS_REFUSED: &str = "agent_a2a_remote_agent_cards_refused_total";
 
 /// The `# HELP` text of every metric family.
 fn describe() {
@@ -447,6 +450,10 @@ fn describe() {
     describe_counter!(
         REMOTE_AGENT_CALLS,
         "Calls of a remote A2A agent's tool (ask_<agent>) by agent and outcome (ok, refused, unreachable, open)."
+    );
+    describe_counter!(
+        REMOTE_AGENT_CARDS_REFUSED,
+        "Remote agents' cards refused because their signature did not verify (verify_with), by agent."
     );
     describe_histogram!(
         REMOTE_AGENT_CALL_MS,

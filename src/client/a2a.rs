@@ -77,10 +77,25 @@ pub struct Answer {
     pub context_id: String,
 }
 
+/// Where the keys a card must be signed by come from (`verify_with`).
+enum Verify {
+    Keys(jsonwebtoken::jwk::JwkSet),
+    Url(Url),
+}
+
+/// The algorithms a remote card's signature may use.
+const CARD_ALGORITHMS: [jsonwebtoken::Algorithm; 9] = {
+    use jsonwebtoken::Algorithm::*;
+    [
+        ES256, ES384, RS256, RS384, RS512, PS256, PS384, PS512, EdDSA,
+    ]
+};
+
 /// The client of one remote agent.
 pub struct RemoteAgent {
     name: String,
     card_url: Url,
+    verify: Option<Verify>,
     headers: HeaderMap,
     http: reqwest::Client,
     policy: Arc<UrlPolicy>,
@@ -120,6 +135,27 @@ impl RemoteAgent {
                 settings.api_key.clone(),
             )?;
         }
+        let verify = match settings.verify_with.trim() {
+            "" => None,
+            url if url.starts_with("http://") || url.starts_with("https://") => {
+                Some(Verify::Url(policy.check_url(url).map_err(|e| {
+                    format!("agent.remote_agents {}: verify_with: {e}", settings.name)
+                })?))
+            }
+            path => {
+                let keys = std::fs::read(path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
+                    .map_err(|e| {
+                        format!(
+                            "agent.remote_agents {}: verify_with {path:?}: not a readable JWK \
+                             Set ({e})",
+                            settings.name
+                        )
+                    })?;
+                Some(Verify::Keys(keys))
+            }
+        };
         let timeout = Duration::from_millis(settings.timeout_ms);
         // The client's TLS needs the process's crypto provider (a second install is
         // refused, harmlessly).
@@ -137,6 +173,7 @@ impl RemoteAgent {
         Ok(Self {
             name: settings.name.clone(),
             card_url,
+            verify,
             headers,
             http,
             policy,
@@ -258,7 +295,12 @@ impl RemoteAgent {
         if !status.is_success() {
             return Err(unreachable_or_refused(status, "its card"));
         }
-        let card: pb::AgentCard = serde_json::from_slice(&body)
+        let value: Value = serde_json::from_slice(&body)
+            .map_err(|e| CallError::Refused(format!("its card is not JSON ({e})")))?;
+        if let Some(verify) = &self.verify {
+            self.check_signature(verify, &value).await?;
+        }
+        let card: pb::AgentCard = serde_json::from_value(value)
             .map_err(|e| CallError::Refused(format!("its card is not a 1.0 agent card ({e})")))?;
         let endpoint = card
             .supported_interfaces
@@ -290,6 +332,35 @@ impl RemoteAgent {
             description: card.description,
             read_at: Instant::now(),
             max_age,
+        })
+    }
+
+    /// Refuses a card without a valid signature by a key of `verify_with` (logged and
+    /// counted: a card that fails is not used).
+    async fn check_signature(&self, verify: &Verify, card: &Value) -> Result<(), CallError> {
+        let fetched;
+        let keys = match verify {
+            Verify::Keys(keys) => keys,
+            Verify::Url(url) => {
+                let response =
+                    self.http.get(url.clone()).send().await.map_err(|e| {
+                        CallError::Unreachable(format!("its keys: {}", describe(&e)))
+                    })?;
+                let status = response.status();
+                let body = self.read_limited(response).await?;
+                if !status.is_success() {
+                    return Err(unreachable_or_refused(status, "its keys"));
+                }
+                fetched = serde_json::from_slice(&body)
+                    .map_err(|e| CallError::Refused(format!("its keys are not a JWK Set ({e})")))?;
+                &fetched
+            }
+        };
+        crate::a2a::signing::verify(card, keys, &CARD_ALGORITHMS).map_err(|e| {
+            tracing::warn!(agent = %self.name, error = %e, "remote agent card refused: its signature does not verify");
+            metrics::counter!(crate::telemetry::REMOTE_AGENT_CARDS_REFUSED, "agent" => self.name.clone())
+                .increment(1);
+            CallError::Refused(format!("its card is not used: {e} (verify_with)"))
         })
     }
 

@@ -90,6 +90,11 @@ pub struct RemoteAgentSettings {
     /// How long an open breaker stays open before one call may try again.
     #[serde(default = "remote_breaker_open_secs")]
     pub breaker_open_secs: u64,
+    /// Require its card to be signed (A2A §8.4) by a key of this JWK Set: a file, or an
+    /// http(s) URL read with the card (within the same URL policy); empty: not required.
+    /// A card without a valid signature is not used.
+    #[serde(default)]
+    pub verify_with: String,
 }
 
 fn remote_timeout_ms() -> u64 {
@@ -119,6 +124,7 @@ impl std::fmt::Debug for RemoteAgentSettings {
             .field("max_answer_bytes", &self.max_answer_bytes)
             .field("breaker_failures", &self.breaker_failures)
             .field("breaker_open_secs", &self.breaker_open_secs)
+            .field("verify_with", &self.verify_with)
             .finish()
     }
 }
@@ -137,6 +143,7 @@ impl RemoteAgentSettings {
             max_answer_bytes: remote_max_answer_bytes(),
             breaker_failures: remote_breaker_failures(),
             breaker_open_secs: remote_breaker_open_secs(),
+            verify_with: String::new(),
         }
     }
 

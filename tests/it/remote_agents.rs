@@ -211,3 +211,72 @@ async fn an_answer_past_max_answer_bytes_fails_the_call() {
         "{text}"
     );
 }
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// With `verify_with`, only a card signed by a key of that set is used: the keys from a
+/// file or from a URL; a card signed by another key, or not signed, fails the call.
+#[actix_web::test]
+async fn a_remote_card_can_be_required_to_be_signed() {
+    let signed = spawn_app_with(crate::support::Backend::Sqlite, |s| {
+        s.agent.card_signing.key_file = fixture("test-only-es256-a.pem");
+        s.agent.card_signing.kid = "remote-1".into();
+    })
+    .await;
+    let unsigned = spawn_app().await;
+    let dir = tempfile::tempdir().unwrap();
+    let keys_file = dir.path().join("jwks.json");
+    let keys = signed
+        .get("/.well-known/jwks.json")
+        .await
+        .text()
+        .await
+        .unwrap();
+    std::fs::write(&keys_file, keys).unwrap();
+    let stranger_file = dir.path().join("stranger.json");
+    let stranger = agent_a2a::a2a::signing::CardSigner::new(
+        jsonwebtoken::Algorithm::ES256,
+        &std::fs::read(fixture("test-only-es256-b.pem")).unwrap(),
+        "remote-1",
+        None,
+    )
+    .unwrap();
+    std::fs::write(&stranger_file, stranger.jwks().to_string()).unwrap();
+
+    let with = |name: &str, card: String, keys: String| {
+        let mut remote = RemoteAgentSettings::new(name, card);
+        remote.verify_with = keys;
+        remote
+    };
+    let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
+    let app = asking(vec![
+        with("by_file", card_of(&signed), path(&keys_file)),
+        with(
+            "by_url",
+            card_of(&signed),
+            format!("{}/.well-known/jwks.json", signed.url),
+        ),
+        with("stranger", card_of(&signed), path(&stranger_file)),
+        with("unsigned", card_of(&unsigned), path(&keys_file)),
+    ])
+    .await;
+
+    for tool in ["ask_by_file", "ask_by_url"] {
+        let answer = tool_result(&call_tool(&app, tool, json!({"text": "please"})).await);
+        assert_eq!(answer["state"], "completed", "{tool}");
+    }
+    let text = failure(&call_tool(&app, "ask_stranger", json!({"text": "please"})).await);
+    assert!(
+        text.contains("its card is not used: no signature of the agent card is valid"),
+        "{text}"
+    );
+    let text = failure(&call_tool(&app, "ask_unsigned", json!({"text": "please"})).await);
+    assert!(text.contains("carries no signature"), "{text}");
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("agent_a2a_remote_agent_cards_refused_total{agent=\"stranger\"} 1"),
+        "{metrics}"
+    );
+}
