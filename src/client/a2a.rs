@@ -59,7 +59,6 @@ pub struct Endpoint {
 #[derive(Debug, Clone)]
 struct Card {
     endpoint: Endpoint,
-    description: String,
     read_at: Instant,
     max_age: Duration,
 }
@@ -185,15 +184,6 @@ impl RemoteAgent {
 
     pub fn name(&self) -> &str {
         &self.name
-    }
-
-    /// The card's description, once the card has been read.
-    pub async fn description(&self) -> Option<String> {
-        self.card
-            .lock()
-            .await
-            .as_ref()
-            .map(|c| c.description.clone())
     }
 
     /// Sends `text` (and `data` as a data part) as a new message with id `message_id`,
@@ -329,7 +319,6 @@ impl RemoteAgent {
                 binding,
                 tenant: interface.tenant.clone(),
             },
-            description: card.description,
             read_at: Instant::now(),
             max_age,
         })

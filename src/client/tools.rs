@@ -46,9 +46,10 @@ pub struct RemoteAgentSkill {
 impl RemoteAgentSkill {
     pub fn new(settings: &RemoteAgentSettings, policy: Arc<UrlPolicy>) -> Result<Self, String> {
         let description = if settings.description.is_empty() {
+            // Not its URL: the description is in this server's public card.
             format!(
-                "Asks the remote A2A agent `{}` (its card at {}) and returns its answer.",
-                settings.name, settings.card_url
+                "Asks the remote A2A agent `{}` and returns its answer.",
+                settings.name
             )
         } else {
             settings.description.clone()

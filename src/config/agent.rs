@@ -73,7 +73,8 @@ pub struct RemoteAgentSettings {
     /// Sent as `X-API-Key`; empty: none.
     #[serde(default)]
     pub api_key: String,
-    /// What the model is told the agent does; empty: the card's description.
+    /// What the model (and this server's card, which lists the tool) is told the agent
+    /// does; empty: "Asks the remote A2A agent `<name>` and returns its answer."
     #[serde(default)]
     pub description: String,
     /// One call may take this long, the remote task followed to its end included; then

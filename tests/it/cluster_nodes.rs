@@ -922,7 +922,25 @@ async fn each_node_delivers_its_own_events_and_a_killed_nodes_owed_events_go_to_
         let expected: Vec<i64> = (1..=seqs.len() as i64).collect();
         assert_eq!(seqs, &expected, "{task}: each event once, in order");
     }
-    // Each node delivered its own tasks' events: no node's count is another's.
+    // Each node delivered its own tasks' events: no node's count is another's. A node
+    // counts a delivery once its outcome is committed, after the receiver had it: wait
+    // for the counts to add up before telling them apart.
+    let events: usize = got.values().map(Vec::len).sum();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut counted = 0.0;
+        for node in &nodes {
+            counted += node_counter(&client, node, DELIVERED).await;
+        }
+        if counted >= events as f64 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{counted} deliveries counted of {events}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     for (n, node) in nodes.iter().enumerate() {
         let own: usize = (tasks.iter().filter(|(m, _)| *m == n))
             .map(|(_, t)| got[t].len())
