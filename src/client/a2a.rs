@@ -7,7 +7,8 @@
 //! preferred), the first A2A 1.0 interface with a binding spoken here is used: `JSONRPC`
 //! or `HTTP+JSON`. Every URL — the card's and each interface's — passes the push
 //! receivers' URL policy as written, and the client's resolver connects only to addresses
-//! the policy allows. Answers are read up to `max_answer_bytes`. A task the remote
+//! the policy allows. Requests carry the calling turn's `traceparent` when it is traced.
+//! Answers are read up to `max_answer_bytes`. A task the remote
 //! answers with before its end (submitted, working) is followed with `GetTask` until it
 //! ends or asks for input, within the call's `timeout_ms`.
 
@@ -385,8 +386,11 @@ impl RemoteAgent {
                 }
             }
         };
+        // The call continues the turn's trace at the remote (`traceparent`).
+        let mut headers = self.headers.clone();
+        crate::telemetry::trace::inject(&mut headers);
         let response = request
-            .headers(self.headers.clone())
+            .headers(headers)
             .header("A2A-Version", "1.0")
             .timeout(left)
             .send()

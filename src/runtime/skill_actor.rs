@@ -28,6 +28,10 @@ pub struct Invoke {
     pub tool: String,
     pub arguments: Value,
     pub caller: Caller,
+    /// The call's span (`Span::none()` without traces): the skill runs inside it on the
+    /// actor's arbiter, so what the skill sends out (a remote agent's request) carries
+    /// the trace.
+    pub span: tracing::Span,
 }
 
 /// Checks the skill's engine (see [`Skill::health`]), giving up after `timeout`.
@@ -86,7 +90,10 @@ impl Handler<Invoke> for SkillActor {
                             .acquire_owned()
                             .await
                             .map_err(|_| SkillError::Unavailable("skill shut down".into()))?;
-                        skill.invoke(&call.tool, call.arguments, &call.caller).await
+                        skill
+                            .invoke(&call.tool, call.arguments, &call.caller)
+                            .instrument(call.span)
+                            .await
                     };
                     match tokio::time::timeout(timeout, run).await {
                         Ok(Ok(value)) => check_output(&outputs, &call.tool, value),
@@ -318,12 +325,13 @@ impl Tools {
         if skill.is_some_and(|s| s != owner) {
             return None;
         }
+        let span = trace::tool(owner, tool);
         let invoke = Invoke {
             tool: tool.to_owned(),
             arguments,
             caller,
+            span: span.clone(),
         };
-        let span = trace::tool(owner, tool);
         let result = match addr.send(invoke).instrument(span.clone()).await {
             Ok(result) => result,
             Err(e) => Err(SkillError::Unavailable(format!(

@@ -55,6 +55,10 @@ pub(super) enum Count {
     PushDelivered,
     /// A push delivery given up or never queued (abandoned, dropped).
     PushLost,
+    /// A remote agent's call that brought an answer.
+    RemoteAnswered,
+    /// A remote agent's call that failed (refused, unreachable, breaker open).
+    RemoteFailed,
 }
 
 /// What a tapped histogram measures.
@@ -127,6 +131,8 @@ struct Bucket {
     rate_limited: u64,
     push_delivered: u64,
     push_lost: u64,
+    remote_answered: u64,
+    remote_failed: u64,
     latency: Summary,
     commit_latency: Summary,
     batches: u64,
@@ -147,6 +153,8 @@ impl Bucket {
             rate_limited: 0,
             push_delivered: 0,
             push_lost: 0,
+            remote_answered: 0,
+            remote_failed: 0,
             latency: sketch(),
             commit_latency: sketch(),
             batches: 0,
@@ -228,6 +236,8 @@ impl Stats {
             Count::RateLimited => bucket.rate_limited += n,
             Count::PushDelivered => bucket.push_delivered += n,
             Count::PushLost => bucket.push_lost += n,
+            Count::RemoteAnswered => bucket.remote_answered += n,
+            Count::RemoteFailed => bucket.remote_failed += n,
         });
     }
 
@@ -306,6 +316,8 @@ impl Stats {
             series.rate_limited.push(b.rate_limited);
             series.push_delivered.push(b.push_delivered);
             series.push_lost.push(b.push_lost);
+            series.remote_answered.push(b.remote_answered);
+            series.remote_failed.push(b.remote_failed);
             series.latency_p50_ms.push(quantile(&b.latency, 0.5));
             series.latency_p99_ms.push(quantile(&b.latency, 0.99));
             series.commits.push(b.commit_latency.count() as u64);
@@ -320,6 +332,8 @@ impl Stats {
             window.rate_limited += b.rate_limited;
             window.push_delivered += b.push_delivered;
             window.push_lost += b.push_lost;
+            window.remote_answered += b.remote_answered;
+            window.remote_failed += b.remote_failed;
             window.commits += b.commit_latency.count() as u64;
             // Every sketch here is built by `sketch()`, so merging cannot fail.
             let _ = latency.merge(&b.latency);
@@ -391,6 +405,8 @@ pub struct Series {
     pub rate_limited: Vec<u64>,
     pub push_delivered: Vec<u64>,
     pub push_lost: Vec<u64>,
+    pub remote_answered: Vec<u64>,
+    pub remote_failed: Vec<u64>,
     pub latency_p50_ms: Vec<Option<f64>>,
     pub latency_p99_ms: Vec<Option<f64>>,
     pub commits: Vec<u64>,
@@ -413,6 +429,8 @@ impl Series {
         self.rate_limited.push(0);
         self.push_delivered.push(0);
         self.push_lost.push(0);
+        self.remote_answered.push(0);
+        self.remote_failed.push(0);
         self.latency_p50_ms.push(None);
         self.latency_p99_ms.push(None);
         self.commits.push(0);
@@ -432,6 +450,8 @@ pub struct WindowTotals {
     pub rate_limited: u64,
     pub push_delivered: u64,
     pub push_lost: u64,
+    pub remote_answered: u64,
+    pub remote_failed: u64,
     pub commits: u64,
     pub latency_p50_ms: Option<f64>,
     pub latency_p99_ms: Option<f64>,

@@ -59,6 +59,10 @@ impl Recorder for Tap {
                 Some("delivered") => Count::PushDelivered,
                 _ => Count::PushLost,
             },
+            super::REMOTE_AGENT_CALLS => match label(key, "outcome") {
+                Some("ok") => Count::RemoteAnswered,
+                _ => Count::RemoteFailed,
+            },
             _ => return Counter::noop(),
         };
         Counter::from_arc(Arc::new(CounterTap {

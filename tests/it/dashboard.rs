@@ -63,6 +63,8 @@ async fn stats_count_the_traffic_served() {
         "pushDelivered",
         "pushLost",
         "pushOutbox",
+        "remoteAnswered",
+        "remoteFailed",
         "latencyP50Ms",
         "latencyP99Ms",
         "commits",
@@ -296,6 +298,7 @@ async fn the_dashboard_draws_live_charts_in_a_headless_browser() {
         "rate-limited",
         "persist-queue",
         "push",
+        "remote",
         "commit-latency",
         "tasks",
     ] {

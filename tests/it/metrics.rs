@@ -68,6 +68,10 @@ const CATALOGUE: &[&str] = &[
     t::CLUSTER_LEASE_LOSSES,
     t::CLUSTER_FORWARDED,
     t::CLUSTER_FORWARD_MS,
+    // exported once a remote agent is called (tests/it/remote_agents.rs scrapes them)
+    t::REMOTE_AGENT_CALLS,
+    t::REMOTE_AGENT_CALL_MS,
+    t::REMOTE_AGENT_CARDS_REFUSED,
 ];
 
 /// `name → type` from the `# TYPE` lines of an exposition.

@@ -84,6 +84,16 @@ async fn a_remote_agent_answers_asks_and_refuses_through_its_tool() {
     ] {
         assert!(metrics.contains(line), "{line} missing");
     }
+    // The operators' dashboard counts them (its collector is process-wide: at least).
+    let stats: Value = app.get("/dashboard/stats.json").await.json().await.unwrap();
+    assert!(
+        stats["window"]["remoteAnswered"].as_u64() >= Some(2),
+        "{stats}"
+    );
+    assert!(
+        stats["window"]["remoteFailed"].as_u64() >= Some(1),
+        "{stats}"
+    );
     // The card lists the tool.
     let card: Value = app
         .get("/.well-known/agent-card.json")

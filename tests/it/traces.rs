@@ -348,3 +348,105 @@ async fn a_send_with_a_tool_call_is_one_trace_under_the_callers_span() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// A remote agent that records the `traceparent` of each JSON-RPC call and completes
+/// every task at once.
+async fn traced_remote() -> (String, Arc<Mutex<Vec<Option<String>>>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let (card_base, recorded) = (base.clone(), seen.clone());
+    let server = HttpServer::new(move || {
+        let card = json!({
+            "name": "traced", "description": "records traceparent", "version": "1",
+            "supportedInterfaces": [{"url": format!("{card_base}/rpc"),
+                "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+            "capabilities": {}, "defaultInputModes": ["text/plain"],
+            "defaultOutputModes": ["text/plain"], "skills": [],
+        });
+        let recorded = recorded.clone();
+        App::new()
+            .route(
+                "/card",
+                web::get().to(move || {
+                    let card = card.clone();
+                    async move { HttpResponse::Ok().json(card) }
+                }),
+            )
+            .route(
+                "/rpc",
+                web::post().to(move |req: actix_web::HttpRequest| {
+                    let recorded = recorded.clone();
+                    async move {
+                        let header = req.headers().get("traceparent");
+                        recorded
+                            .lock()
+                            .unwrap()
+                            .push(header.and_then(|v| v.to_str().ok()).map(str::to_owned));
+                        HttpResponse::Ok().json(json!({"jsonrpc": "2.0", "id": 1, "result": {
+                            "task": {"id": "remote-task", "contextId": "remote-context",
+                                "status": {"state": "TASK_STATE_COMPLETED"}}}}))
+                    }
+                }),
+            )
+    })
+    .workers(1)
+    .listen(listener)
+    .unwrap()
+    .run();
+    actix_web::rt::spawn(server);
+    (format!("{base}/card"), seen)
+}
+
+/// A remote agent's call continues the caller's trace: the remote gets a `traceparent`
+/// of the caller's trace.
+#[actix_web::test]
+async fn a_remote_agent_call_carries_the_callers_trace() {
+    let receiver = Receiver::start().await;
+    let (card, seen) = traced_remote().await;
+    let dir = tempfile::tempdir().unwrap();
+    let remotes = format!("[{{name = \"traced\", card_url = \"{card}\"}}]");
+    let (mut child, url, _logs) = start_server_logged(
+        dir.path(),
+        &[
+            ("AGENT_A2A__AUTH__ENABLED", "false"),
+            ("AGENT_A2A__PUSH__ALLOW_LOOPBACK", "true"),
+            ("AGENT_A2A__AGENT__REMOTE_AGENTS", &remotes),
+            ("AGENT_A2A__TELEMETRY__OTLP_ENDPOINT", &receiver.url),
+            ("AGENT_A2A__TELEMETRY__EXPORT_DELAY_MS", "50"),
+        ],
+    );
+    let caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let answer: Value = http_client()
+        .post(format!("{url}/"))
+        .header(
+            "traceparent",
+            format!("00-{caller_trace}-00f067aa0ba902b7-01"),
+        )
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+            "message": {"messageId": "traced-1", "role": "ROLE_USER", "parts": [
+                {"data": {"tool": "ask_traced", "arguments": {"text": "hello"}}}]}}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answer}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let traceparent = seen[0]
+        .as_deref()
+        .expect("a traceparent sent to the remote");
+    assert!(
+        traceparent.starts_with(&format!("00-{caller_trace}-")),
+        "{traceparent}"
+    );
+    child.kill().ok();
+    child.wait().ok();
+}

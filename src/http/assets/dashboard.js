@@ -247,6 +247,10 @@
       line("given up", s.pushLost, 4),
       line("owed", s.pushOutbox, 2),
     ]);
+    lineChart(chart("remote"), s.time, [
+      line("answered", s.remoteAnswered, 0),
+      line("failed", s.remoteFailed, 4),
+    ]);
     lineChart(chart("commit-latency"), s.time, [
       line("p50", s.commitP50Ms, 0),
       line("p99", s.commitP99Ms, 1),
