@@ -187,13 +187,16 @@ impl RemoteAgent {
         &self.name
     }
 
-    /// Sends `text` (and `data` as a data part) as a new message with id `message_id`,
-    /// and follows the task it opens until it ends or asks for input.
+    /// Sends `text` (and `data` as a data part) as a message with id `message_id` — a
+    /// new task's, or one continuing the remote task `continues` (its task and context
+    /// ids: the answer to a question it asked) — and follows the task until it ends or
+    /// asks for input.
     pub async fn ask(
         &self,
         message_id: &str,
         text: &str,
         data: Option<&Value>,
+        continues: Option<(&str, &str)>,
     ) -> Result<Answer, CallError> {
         let deadline = Instant::now() + self.timeout;
         let endpoint = self.endpoint().await?;
@@ -201,9 +204,12 @@ impl RemoteAgent {
         if let Some(data) = data {
             parts.push(json!({"data": data}));
         }
-        let mut params = json!({
-            "message": {"messageId": message_id, "role": "ROLE_USER", "parts": parts},
-        });
+        let mut message = json!({"messageId": message_id, "role": "ROLE_USER", "parts": parts});
+        if let Some((task_id, context_id)) = continues {
+            message["taskId"] = json!(task_id);
+            message["contextId"] = json!(context_id);
+        }
+        let mut params = json!({ "message": message });
         if !endpoint.tenant.is_empty() {
             params["tenant"] = json!(endpoint.tenant);
         }

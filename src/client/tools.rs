@@ -81,11 +81,28 @@ impl RemoteAgentSkill {
             Some(data @ Value::Object(_)) => Some(data),
             Some(_) => return Err(SkillError::InvalidArguments("data: an object".into())),
         };
+        let id = |key: &str| {
+            arguments
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+        };
+        let continues = match (id("taskId"), id("contextId")) {
+            (Some(task), Some(context)) => Some((task, context)),
+            (None, None) => None,
+            _ => {
+                return Err(SkillError::InvalidArguments(
+                    "taskId and contextId: both (to continue the remote task that asked), \
+                     or neither"
+                        .into(),
+                ));
+            }
+        };
         let name = self.agent.name();
         let started = Instant::now();
         let outcome = if self.breaker.admit() {
             let message_id = uuid::Uuid::new_v4().to_string();
-            let result = self.agent.ask(&message_id, text, data).await;
+            let result = self.agent.ask(&message_id, text, data, continues).await;
             self.breaker
                 .settle(!matches!(result, Err(CallError::Unreachable(_))));
             result.map_err(|e| (e, "unreachable"))
@@ -134,7 +151,9 @@ impl Skill for RemoteAgentSkill {
             description: format!(
                 "{} Give it `text` (and structured `data` if it needs any); the answer is \
                  its task's `state` (completed, input-required, auth-required, or message \
-                 for a direct reply), its `text` and `artifacts`.",
+                 for a direct reply), its `text` and `artifacts`, and the task's `taskId` \
+                 and `contextId`. When it asks for input, answer with another call that \
+                 gives the same `taskId` and `contextId`.",
                 self.info.description
             ),
             input_schema: json!({
@@ -142,6 +161,8 @@ impl Skill for RemoteAgentSkill {
                 "properties": {
                     "text": {"type": "string", "minLength": 1, "description": "What to ask."},
                     "data": {"type": "object", "description": "Structured input, sent as a data part."},
+                    "taskId": {"type": "string", "description": "The remote task to continue (one that asked for input)."},
+                    "contextId": {"type": "string", "description": "That task's contextId."},
                 },
                 "required": ["text"],
                 "additionalProperties": false,

@@ -18,9 +18,10 @@ import pytest
 ASKING_URL = os.environ.get("A2A_ASKING_URL", "").rstrip("/")
 
 
-def ask(text: str) -> dict:
+def ask(text: str, **continues: str) -> dict:
     if not ASKING_URL:
         pytest.fail("no asking server: run tests/interop/run.sh")
+    arguments = {"text": text, **continues}
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -29,7 +30,7 @@ def ask(text: str) -> dict:
             "message": {
                 "messageId": f"interop-{uuid.uuid4()}",
                 "role": "ROLE_USER",
-                "parts": [{"data": {"tool": "ask_python", "arguments": {"text": text}}}],
+                "parts": [{"data": {"tool": "ask_python", "arguments": arguments}}],
             }
         },
     }
@@ -52,9 +53,12 @@ def test_the_sdk_agent_answers_through_the_tool() -> None:
     assert answer["taskId"] and answer["contextId"]
 
 
-def test_a_question_of_the_sdk_agent_comes_back_as_the_answer() -> None:
+def test_a_question_of_the_sdk_agent_comes_back_and_is_answered_in_its_task() -> None:
     answer = result_of(ask("ask me something"))
     assert (answer["state"], answer["text"]) == ("input-required", "which invoice?")
+    done = result_of(ask("INV-42", taskId=answer["taskId"], contextId=answer["contextId"]))
+    assert (done["state"], done["text"]) == ("completed", "done: INV-42"), done
+    assert done["taskId"] == answer["taskId"]
 
 
 def test_a_task_the_sdk_agent_fails_fails_the_call_with_its_reason() -> None:

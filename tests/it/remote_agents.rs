@@ -55,10 +55,24 @@ async fn a_remote_agent_answers_asks_and_refuses_through_its_tool() {
         "{there}"
     );
 
-    // A question comes back as the answer's state and text.
+    // A question comes back as the answer's state and text, and is answered by a call
+    // that continues the remote task.
     let asks = tool_result(&call_tool(&app, "ask_helper", json!({"text": "input now"})).await);
     assert_eq!(asks["state"], "input-required");
     assert_eq!(asks["text"], "need more input");
+    let answered = tool_result(
+        &call_tool(
+            &app,
+            "ask_helper",
+            json!({"text": "here it is", "taskId": asks["taskId"], "contextId": asks["contextId"]}),
+        )
+        .await,
+    );
+    assert_eq!(answered["state"], "completed", "{answered}");
+    assert_eq!(answered["text"], "continued: here it is");
+    assert_eq!(answered["taskId"], asks["taskId"]);
+    let task = call_tool(&app, "ask_helper", json!({"text": "x", "taskId": "t-only"})).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED", "{task}");
 
     // A refusal fails the call with the remote's reason, and the code says whose it is.
     let task = call_tool(&app, "ask_helper", json!({"text": "reject-request"})).await;
@@ -79,7 +93,7 @@ async fn a_remote_agent_answers_asks_and_refuses_through_its_tool() {
 
     let metrics = app.get("/metrics").await.text().await.unwrap();
     for line in [
-        "agent_a2a_remote_agent_calls_total{agent=\"helper\",outcome=\"ok\"} 2",
+        "agent_a2a_remote_agent_calls_total{agent=\"helper\",outcome=\"ok\"} 3",
         "agent_a2a_remote_agent_calls_total{agent=\"helper\",outcome=\"refused\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} missing");
