@@ -5,7 +5,8 @@
 //! passed (five minutes without one); a card that cannot be read fails the call, and the
 //! next call tries again. Of the card's `supportedInterfaces`, in the card's order (first
 //! preferred), the first A2A 1.0 interface with a binding spoken here is used: `JSONRPC`
-//! or `HTTP+JSON`. Every URL — the card's and each interface's — passes the push
+//! or `HTTP+JSON`; without one, a 0.3 JSON-RPC interface (listed, or a 0.3 card's own
+//! `url` or `additionalInterfaces`), spoken in 0.3 (`message/send`, `tasks/get`). Every URL — the card's and each interface's — passes the push
 //! receivers' URL policy as written, and the client's resolver connects only to addresses
 //! the policy allows. Requests carry the calling turn's `traceparent` when it is traced.
 //! Answers are read up to `max_answer_bytes`. A task the remote
@@ -46,6 +47,8 @@ pub enum CallError {
 pub enum Binding {
     JsonRpc,
     HttpJson,
+    /// A2A 0.3 JSON-RPC (`message/send`, `tasks/get`, `kind`-tagged objects).
+    JsonRpc03,
 }
 
 /// The interface of the card the client speaks to.
@@ -200,52 +203,41 @@ impl RemoteAgent {
     ) -> Result<Answer, CallError> {
         let deadline = Instant::now() + self.timeout;
         let endpoint = self.endpoint().await?;
-        let mut parts = vec![json!({"text": text})];
-        if let Some(data) = data {
-            parts.push(json!({"data": data}));
-        }
-        let mut message = json!({"messageId": message_id, "role": "ROLE_USER", "parts": parts});
-        if let Some((task_id, context_id)) = continues {
-            message["taskId"] = json!(task_id);
-            message["contextId"] = json!(context_id);
-        }
-        let mut params = json!({ "message": message });
+        let v03 = endpoint.binding == Binding::JsonRpc03;
+        let (send, get) = match v03 {
+            true => ("message/send", "tasks/get"),
+            false => ("SendMessage", "GetTask"),
+        };
+        let mut params = json!({ "message": message_of(v03, message_id, text, data, continues) });
         if !endpoint.tenant.is_empty() {
             params["tenant"] = json!(endpoint.tenant);
         }
         let answer = self
-            .call(&endpoint, "SendMessage", "message:send", params, deadline)
+            .call(&endpoint, send, "message:send", params, deadline)
             .await?;
-        let response: pb::SendMessageResponse = serde_json::from_value(answer).map_err(|e| {
-            CallError::Refused(format!(
-                "answered SendMessage with no task or message ({e})"
-            ))
-        })?;
-        let mut task = match response.payload {
-            Some(pb::send_message_response::Payload::Message(message)) => {
-                return Ok(Answer {
-                    state: "message",
-                    text: text_of(&message.parts),
-                    artifacts: Vec::new(),
-                    task_id: message.task_id,
-                    context_id: message.context_id,
-                });
-            }
-            Some(pb::send_message_response::Payload::Task(task)) => task,
-            None => {
-                return Err(CallError::Refused(
-                    "answered SendMessage with neither a task nor a message".into(),
-                ));
-            }
+        let mut task = match reply(v03, answer)? {
+            Reply::Answer(answer) => return Ok(answer),
+            Reply::Task(task) => task,
         };
         let mut wait = FIRST_POLL;
         loop {
-            match outcome(&task)? {
+            let task_id = task
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let outcome = match v03 {
+                true => outcome_03(&task)?,
+                false => outcome(
+                    &serde_json::from_value::<pb::Task>(task)
+                        .map_err(|e| CallError::Refused(format!("answered with no task ({e})")))?,
+                )?,
+            };
+            match outcome {
                 Some(answer) => return Ok(answer),
                 None if Instant::now() + wait >= deadline => {
                     return Err(CallError::Unreachable(format!(
-                        "task {} did not end within {} ms",
-                        task.id,
+                        "task {task_id} did not end within {} ms",
                         self.timeout.as_millis()
                     )));
                 }
@@ -253,16 +245,12 @@ impl RemoteAgent {
             }
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(MAX_POLL);
-            let mut params = json!({"id": task.id});
+            let mut params = json!({"id": task_id});
             if !endpoint.tenant.is_empty() {
                 params["tenant"] = json!(endpoint.tenant);
             }
-            let path = format!("tasks/{}", task.id);
-            let answer = self
-                .call(&endpoint, "GetTask", &path, params, deadline)
-                .await?;
-            task = serde_json::from_value(answer)
-                .map_err(|e| CallError::Refused(format!("answered GetTask with no task ({e})")))?;
+            let path = format!("tasks/{task_id}");
+            task = self.call(&endpoint, get, &path, params, deadline).await?;
         }
     }
 
@@ -297,34 +285,22 @@ impl RemoteAgent {
         if let Some(verify) = &self.verify {
             self.check_signature(verify, &value).await?;
         }
-        let card: pb::AgentCard = serde_json::from_value(value)
-            .map_err(|e| CallError::Refused(format!("its card is not a 1.0 agent card ({e})")))?;
-        let endpoint = card
-            .supported_interfaces
-            .iter()
-            .filter(|i| i.protocol_version.trim() == "1.0" || i.protocol_version.starts_with("1."))
-            .find_map(|i| {
-                let binding = match i.protocol_binding.as_str() {
-                    "JSONRPC" => Binding::JsonRpc,
-                    "HTTP+JSON" => Binding::HttpJson,
-                    _ => return None,
-                };
-                Some((i, binding))
-            });
-        let Some((interface, binding)) = endpoint else {
+        let Some((url, binding, tenant)) = interface_of(&value) else {
             return Err(CallError::Refused(
-                "its card offers no A2A 1.0 interface over JSON-RPC or HTTP+JSON".into(),
+                "its card offers no interface spoken here (A2A 1.0 over JSON-RPC or \
+                 HTTP+JSON, or 0.3 over JSON-RPC)"
+                    .into(),
             ));
         };
         let url = self
             .policy
-            .check_url(&interface.url)
+            .check_url(&url)
             .map_err(|e| CallError::Refused(format!("its card's interface {e}")))?;
         Ok(Card {
             endpoint: Endpoint {
                 url,
                 binding,
-                tenant: interface.tenant.clone(),
+                tenant,
             },
             read_at: Instant::now(),
             max_age,
@@ -378,7 +354,7 @@ impl RemoteAgent {
             )));
         }
         let request = match endpoint.binding {
-            Binding::JsonRpc => self
+            Binding::JsonRpc | Binding::JsonRpc03 => self
                 .http
                 .post(endpoint.url.clone())
                 .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
@@ -397,7 +373,13 @@ impl RemoteAgent {
         crate::telemetry::trace::inject(&mut headers);
         let response = request
             .headers(headers)
-            .header("A2A-Version", "1.0")
+            .header(
+                "A2A-Version",
+                match endpoint.binding {
+                    Binding::JsonRpc03 => "0.3",
+                    _ => "1.0",
+                },
+            )
             .timeout(left)
             .send()
             .await
@@ -406,7 +388,7 @@ impl RemoteAgent {
         let body = self.read_limited(response).await?;
         let value: Option<Value> = serde_json::from_slice(&body).ok();
         match endpoint.binding {
-            Binding::JsonRpc => {
+            Binding::JsonRpc | Binding::JsonRpc03 => {
                 if !status.is_success() && value.is_none() {
                     return Err(unreachable_or_refused(status, method));
                 }
@@ -467,6 +449,204 @@ impl RemoteAgent {
         }
         Ok(body)
     }
+}
+
+/// The interface of a card to speak to: of `supportedInterfaces`, in the card's order,
+/// the first A2A 1.0 one over JSON-RPC or HTTP+JSON; else the first 0.3 JSON-RPC one —
+/// in `supportedInterfaces`, or a 0.3 card's own `url` (its `preferredTransport`
+/// JSON-RPC, the 0.3 default) or `additionalInterfaces`.
+fn interface_of(card: &Value) -> Option<(String, Binding, String)> {
+    let field = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
+    let interfaces = card.get("supportedInterfaces").and_then(Value::as_array);
+    let listed = || interfaces.into_iter().flatten();
+    let v1 = listed().find_map(|i| {
+        let version = field(i, "protocolVersion");
+        if !(version == "1.0" || version.starts_with("1.")) {
+            return None;
+        }
+        let binding = match field(i, "protocolBinding").as_str() {
+            "JSONRPC" => Binding::JsonRpc,
+            "HTTP+JSON" => Binding::HttpJson,
+            _ => return None,
+        };
+        Some((field(i, "url"), binding, field(i, "tenant")))
+    });
+    let v03 = || {
+        listed()
+            .find(|i| {
+                field(i, "protocolVersion").starts_with("0.3")
+                    && field(i, "protocolBinding") == "JSONRPC"
+            })
+            .map(|i| field(i, "url"))
+            .or_else(|| {
+                let transport = card.get("preferredTransport").and_then(Value::as_str);
+                let own = matches!(transport, None | Some("JSONRPC"));
+                (own && field(card, "protocolVersion").starts_with("0.3"))
+                    .then(|| field(card, "url"))
+                    .filter(|u| !u.is_empty())
+            })
+            .or_else(|| {
+                let additional = card.get("additionalInterfaces").and_then(Value::as_array);
+                additional
+                    .into_iter()
+                    .flatten()
+                    .find(|i| field(i, "transport") == "JSONRPC")
+                    .map(|i| field(i, "url"))
+            })
+            .map(|url| (url, Binding::JsonRpc03, String::new()))
+    };
+    v1.or_else(v03).filter(|(url, ..)| !url.is_empty())
+}
+
+/// The message to send, in the dialect's shape.
+fn message_of(
+    v03: bool,
+    message_id: &str,
+    text: &str,
+    data: Option<&Value>,
+    continues: Option<(&str, &str)>,
+) -> Value {
+    let mut message = if v03 {
+        let mut parts = vec![json!({"kind": "text", "text": text})];
+        parts.extend(data.map(|d| json!({"kind": "data", "data": d})));
+        json!({"kind": "message", "messageId": message_id, "role": "user", "parts": parts})
+    } else {
+        let mut parts = vec![json!({"text": text})];
+        parts.extend(data.map(|d| json!({"data": d})));
+        json!({"messageId": message_id, "role": "ROLE_USER", "parts": parts})
+    };
+    if let Some((task_id, context_id)) = continues {
+        message["taskId"] = json!(task_id);
+        message["contextId"] = json!(context_id);
+    }
+    message
+}
+
+/// What a send answered: a direct reply, or a task to follow.
+enum Reply {
+    Answer(Answer),
+    Task(Value),
+}
+
+fn reply(v03: bool, result: Value) -> Result<Reply, CallError> {
+    if v03 {
+        return match result.get("kind").and_then(Value::as_str) {
+            Some("message") => Ok(Reply::Answer(Answer {
+                state: "message",
+                text: text_03(&result),
+                artifacts: Vec::new(),
+                task_id: str_of(&result, "taskId"),
+                context_id: str_of(&result, "contextId"),
+            })),
+            Some("task") => Ok(Reply::Task(result)),
+            _ => Err(CallError::Refused(
+                "answered message/send with neither a task nor a message".into(),
+            )),
+        };
+    }
+    let response: pb::SendMessageResponse = serde_json::from_value(result).map_err(|e| {
+        CallError::Refused(format!(
+            "answered SendMessage with no task or message ({e})"
+        ))
+    })?;
+    match response.payload {
+        Some(pb::send_message_response::Payload::Message(message)) => Ok(Reply::Answer(Answer {
+            state: "message",
+            text: text_of(&message.parts),
+            artifacts: Vec::new(),
+            task_id: message.task_id,
+            context_id: message.context_id,
+        })),
+        Some(pb::send_message_response::Payload::Task(task)) => Ok(Reply::Task(
+            serde_json::to_value(task).map_err(|e| CallError::Refused(e.to_string()))?,
+        )),
+        None => Err(CallError::Refused(
+            "answered SendMessage with neither a task nor a message".into(),
+        )),
+    }
+}
+
+fn str_of(value: &Value, key: &str) -> String {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// The text parts of a 0.3 message or artifact (`parts[].kind == "text"`), joined.
+fn text_03(holder: &Value) -> String {
+    let parts = holder.get("parts").and_then(Value::as_array);
+    parts
+        .into_iter()
+        .flatten()
+        .filter(|p| p.get("kind").and_then(Value::as_str) == Some("text"))
+        .filter_map(|p| p.get("text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// [`outcome`] of a 0.3 task.
+fn outcome_03(task: &Value) -> Result<Option<Answer>, CallError> {
+    let id = str_of(task, "id");
+    let status = task.get("status");
+    let text = status
+        .and_then(|s| s.get("message"))
+        .map(text_03)
+        .unwrap_or_default();
+    let ended = |how: &str| match text.as_str() {
+        "" => CallError::Refused(format!("its task {id} {how}")),
+        text => CallError::Refused(format!("its task {id} {how}: {text}")),
+    };
+    let state = match status.and_then(|s| s.get("state")).and_then(Value::as_str) {
+        Some("completed") => "completed",
+        Some("input-required") => "input-required",
+        Some("auth-required") => "auth-required",
+        Some("submitted" | "working") => return Ok(None),
+        Some("failed") => return Err(ended("failed")),
+        Some("rejected") => return Err(ended("rejected")),
+        Some("canceled") => return Err(ended("canceled")),
+        _ => {
+            return Err(CallError::Refused(format!(
+                "answered with task {id} in no known state"
+            )));
+        }
+    };
+    let artifacts = task.get("artifacts").and_then(Value::as_array);
+    let artifacts = artifacts
+        .into_iter()
+        .flatten()
+        .map(|a| {
+            let mut artifact = serde_json::Map::new();
+            if let Some(name) = a
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+            {
+                artifact.insert("name".into(), json!(name));
+            }
+            let text = text_03(a);
+            if !text.is_empty() {
+                artifact.insert("text".into(), json!(text));
+            }
+            let data: Vec<Value> = (a.get("parts").and_then(Value::as_array).into_iter())
+                .flatten()
+                .filter(|p| p.get("kind").and_then(Value::as_str) == Some("data"))
+                .filter_map(|p| p.get("data").cloned())
+                .collect();
+            if !data.is_empty() {
+                artifact.insert("data".into(), Value::Array(data));
+            }
+            Value::Object(artifact)
+        })
+        .collect();
+    Ok(Some(Answer {
+        state,
+        text,
+        artifacts,
+        task_id: id.clone(),
+        context_id: str_of(task, "contextId"),
+    }))
 }
 
 /// The task's answer once it ended or asks for input; `None` while it runs; a refusal
@@ -667,6 +847,64 @@ mod tests {
             outcome(&task(pb::TaskState::Rejected, "")),
             Err(CallError::Refused(text)) if text == "its task t1 rejected"
         ));
+    }
+
+    #[test]
+    fn the_interface_is_the_first_1_0_one_spoken_here_else_a_0_3_json_rpc_one() {
+        let interface = |card: Value| interface_of(&card);
+        let listed = |entries: Value| json!({"supportedInterfaces": entries});
+        assert_eq!(
+            interface(listed(json!([
+                {"url": "g", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+                {"url": "j03", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+                {"url": "r", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0", "tenant": "t"},
+                {"url": "j", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            ]))),
+            Some(("r".into(), Binding::HttpJson, "t".into()))
+        );
+        assert_eq!(
+            interface(listed(json!([
+                {"url": "j03", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            ]))),
+            Some(("j03".into(), Binding::JsonRpc03, String::new()))
+        );
+        // A 0.3 card: its own url unless it prefers another transport, then its
+        // additional interfaces.
+        let old = json!({"protocolVersion": "0.3.0", "url": "u"});
+        assert_eq!(interface(old).map(|i| i.1), Some(Binding::JsonRpc03));
+        let grpc_first = json!({"protocolVersion": "0.3.0", "url": "u", "preferredTransport": "GRPC",
+            "additionalInterfaces": [{"url": "a", "transport": "JSONRPC"}]});
+        assert_eq!(interface(grpc_first).map(|i| i.0), Some("a".into()));
+        assert_eq!(interface(json!({"name": "none"})), None);
+    }
+
+    #[test]
+    fn a_0_3_task_reads_as_a_1_0_one() {
+        let task = |state: &str| {
+            json!({"kind": "task", "id": "t1", "contextId": "c1",
+                "status": {"state": state, "message": {"kind": "message", "messageId": "m",
+                    "role": "agent", "parts": [{"kind": "text", "text": "why"}]}},
+                "artifacts": [{"artifactId": "a", "parts": [
+                    {"kind": "text", "text": "one"}, {"kind": "data", "data": {"n": 1}}]}]})
+        };
+        let done = outcome_03(&task("completed")).unwrap().unwrap();
+        assert_eq!((done.state, done.text.as_str()), ("completed", "why"));
+        assert_eq!(
+            done.artifacts,
+            vec![json!({"text": "one", "data": [{"n": 1}]})]
+        );
+        assert_eq!(outcome_03(&task("working")).unwrap(), None);
+        assert_eq!(
+            outcome_03(&task("failed")),
+            Err(CallError::Refused("its task t1 failed: why".into()))
+        );
+        assert!(outcome_03(&task("unknown")).is_err());
+        let message = reply(
+            true,
+            json!({"kind": "message", "messageId": "m", "role": "agent",
+            "parts": [{"kind": "text", "text": "hi"}]}),
+        );
+        assert!(matches!(message, Ok(Reply::Answer(a)) if a.state == "message" && a.text == "hi"));
     }
 
     #[test]

@@ -140,9 +140,7 @@ async fn credentials_are_sent_to_a_remote_that_wants_them() {
 
 /// A card of one HTTP+JSON interface at `base`, served on a port of its own.
 fn serve_card(base: &str) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/card.json", listener.local_addr().unwrap());
-    let card = json!({
+    serve(json!({
         "name": "rest-only", "description": "A remote spoken to over HTTP+JSON", "version": "1",
         "supportedInterfaces": [
             {"url": "http://127.0.0.1:1/unused", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
@@ -150,7 +148,13 @@ fn serve_card(base: &str) -> String {
         ],
         "capabilities": {}, "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"], "skills": [],
-    });
+    }))
+}
+
+/// `card`, served on a port of its own; its URL.
+fn serve(card: Value) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/card.json", listener.local_addr().unwrap());
     let server = HttpServer::new(move || {
         let card = card.clone();
         App::new().route(
@@ -184,6 +188,49 @@ async fn the_first_interface_spoken_here_is_used_http_json_too() {
     );
     let there = remote.rpc("GetTask", json!({"id": answer["taskId"]})).await;
     assert_eq!(there["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+}
+
+/// A 0.3 card (no `supportedInterfaces`: its `url` and `preferredTransport`) is spoken
+/// to in 0.3 JSON-RPC: `message/send`, `kind`-tagged parts, lowercase states.
+#[actix_web::test]
+async fn a_0_3_remote_is_spoken_to_in_0_3_json_rpc() {
+    let remote = spawn_app().await;
+    let card = serve(json!({
+        "name": "old", "description": "A 0.3 agent", "version": "1",
+        "protocolVersion": "0.3.0", "url": format!("{}/", remote.url),
+        "preferredTransport": "JSONRPC", "capabilities": {},
+        "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"], "skills": [],
+    }));
+    let app = asking(vec![RemoteAgentSettings::new("old", card)]).await;
+    let answer = tool_result(&call_tool(&app, "ask_old", json!({"text": "please"})).await);
+    assert_eq!(answer["state"], "completed", "{answer}");
+    assert_eq!(answer["text"], "ok");
+    assert_eq!(answer["artifacts"], json!([{"text": "done"}]));
+    let asks = tool_result(&call_tool(&app, "ask_old", json!({"text": "input now"})).await);
+    assert_eq!(
+        (asks["state"].as_str(), asks["text"].as_str()),
+        (Some("input-required"), Some("need more input"))
+    );
+    let answered = tool_result(
+        &call_tool(
+            &app,
+            "ask_old",
+            json!({"text": "there", "taskId": asks["taskId"], "contextId": asks["contextId"]}),
+        )
+        .await,
+    );
+    assert_eq!(answered["text"], "continued: there", "{answered}");
+    let text = failure(&call_tool(&app, "ask_old", json!({"text": "reject-request"})).await);
+    assert!(text.contains("refused message/send"), "{text}");
+    // A card with no interface spoken here is refused, saying so.
+    let grpc_only = serve(json!({
+        "name": "grpc", "description": "d", "version": "1",
+        "supportedInterfaces": [{"url": "127.0.0.1:1", "protocolBinding": "GRPC", "protocolVersion": "1.0"}],
+        "capabilities": {}, "defaultInputModes": [], "defaultOutputModes": [], "skills": [],
+    }));
+    let app = asking(vec![RemoteAgentSettings::new("grpc", grpc_only)]).await;
+    let text = failure(&call_tool(&app, "ask_grpc", json!({"text": "please"})).await);
+    assert!(text.contains("offers no interface spoken here"), "{text}");
 }
 
 #[actix_web::test]
