@@ -213,7 +213,7 @@ impl RemoteAgent {
             params["tenant"] = json!(endpoint.tenant);
         }
         let answer = self
-            .call(&endpoint, send, "message:send", params, deadline)
+            .call(&endpoint, send, &["message:send"], params, deadline)
             .await?;
         let mut task = match reply(v03, answer)? {
             Reply::Answer(answer) => return Ok(answer),
@@ -249,8 +249,9 @@ impl RemoteAgent {
             if !endpoint.tenant.is_empty() {
                 params["tenant"] = json!(endpoint.tenant);
             }
-            let path = format!("tasks/{task_id}");
-            task = self.call(&endpoint, get, &path, params, deadline).await?;
+            task = self
+                .call(&endpoint, get, &["tasks", &task_id], params, deadline)
+                .await?;
         }
     }
 
@@ -336,13 +337,14 @@ impl RemoteAgent {
         })
     }
 
-    /// One request: JSON-RPC `method`, or HTTP+JSON at `path` under the interface's URL
-    /// (a POST of `params` for a send, a GET otherwise). Returns the result.
+    /// One request: JSON-RPC `method`, or HTTP+JSON at the `path` segments under the
+    /// interface's URL (a POST of `params` for a send, a GET otherwise). Returns the
+    /// result.
     async fn call(
         &self,
         endpoint: &Endpoint,
         method: &str,
-        path: &str,
+        path: &[&str],
         params: Value,
         deadline: Instant,
     ) -> Result<Value, CallError> {
@@ -359,8 +361,13 @@ impl RemoteAgent {
                 .post(endpoint.url.clone())
                 .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
             Binding::HttpJson => {
-                let base = endpoint.url.as_str().trim_end_matches('/');
-                let url = format!("{base}/{path}");
+                // Each segment percent-encoded: a task id the remote chose cannot name
+                // another path of its host.
+                let mut url = endpoint.url.clone();
+                url.path_segments_mut()
+                    .map_err(|()| CallError::Refused("its interface URL has no path".into()))?
+                    .pop_if_empty()
+                    .extend(path);
                 if method == "SendMessage" {
                     self.http.post(url).json(&params)
                 } else {

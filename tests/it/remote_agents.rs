@@ -351,3 +351,84 @@ async fn a_remote_card_can_be_required_to_be_signed() {
         "{metrics}"
     );
 }
+
+/// A remote over HTTP+JSON that answers a send with a task still working, and `GetTask`
+/// with it completed (or, unless `ends`, still working); it records the paths it was
+/// asked.
+fn serve_slow_rest(ends: bool) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let asked: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let (card_base, recorded) = (base.clone(), asked.clone());
+    let task = |state: &str| {
+        json!({"id": "t/1", "contextId": "c1", "status": {"state": state,
+            "message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "slow but done"}]}}})
+    };
+    let last = if ends {
+        "TASK_STATE_COMPLETED"
+    } else {
+        "TASK_STATE_WORKING"
+    };
+    let (working, completed) = (task("TASK_STATE_WORKING"), task(last));
+    let server = HttpServer::new(move || {
+        let card = json!({
+            "name": "slow", "description": "d", "version": "1",
+            "supportedInterfaces": [{"url": format!("{card_base}/a2a"),
+                "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}],
+            "capabilities": {}, "defaultInputModes": [], "defaultOutputModes": [], "skills": [],
+        });
+        let (recorded, working, completed) = (recorded.clone(), working.clone(), completed.clone());
+        App::new().default_service(web::to(move |req: actix_web::HttpRequest| {
+            let (card, recorded) = (card.clone(), recorded.clone());
+            let (working, completed) = (working.clone(), completed.clone());
+            async move {
+                let path = req.uri().path().to_owned();
+                recorded.lock().unwrap().push(path.clone());
+                match path.as_str() {
+                    "/card.json" => HttpResponse::Ok().json(card),
+                    "/a2a/message:send" => HttpResponse::Ok().json(json!({"task": working})),
+                    _ => HttpResponse::Ok().json(completed),
+                }
+            }
+        }))
+    })
+    .workers(1)
+    .listen(listener)
+    .unwrap()
+    .run();
+    actix_web::rt::spawn(server);
+    (format!("{base}/card.json"), asked)
+}
+
+/// A task the remote answers with before its end is followed with `GetTask` until it
+/// ends; over HTTP+JSON its id is one percent-encoded path segment.
+#[actix_web::test]
+async fn a_running_remote_task_is_followed_until_it_ends() {
+    let (card, asked) = serve_slow_rest(true);
+    let app = asking(vec![RemoteAgentSettings::new("slow", card)]).await;
+    let answer = tool_result(&call_tool(&app, "ask_slow", json!({"text": "take your time"})).await);
+    assert_eq!(
+        (answer["state"].as_str(), answer["text"].as_str()),
+        (Some("completed"), Some("slow but done"))
+    );
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(
+        asked,
+        ["/card.json", "/a2a/message:send", "/a2a/tasks/t%2F1"],
+        "{asked:?}"
+    );
+}
+
+/// A remote task that never ends fails the call once `timeout_ms` has passed.
+#[actix_web::test]
+async fn a_remote_task_that_does_not_end_in_time_fails_the_call() {
+    let (card, _) = serve_slow_rest(false);
+    let mut slow = RemoteAgentSettings::new("never", card);
+    slow.timeout_ms = 400;
+    let app = asking(vec![slow]).await;
+    let text = failure(&call_tool(&app, "ask_never", json!({"text": "take your time"})).await);
+    assert!(
+        text.contains("remote agent never: task t/1 did not end within 400 ms"),
+        "{text}"
+    );
+}
