@@ -4,7 +4,8 @@
 # Installs and starts, one after the other, echo agents that complete a task per
 # SendMessage — the official Python SDK (a2a-sdk, uvicorn), the official JS SDK
 # (@a2a-js/sdk, express), the official Rust SDK (a2a-server-lf, axum), turul-a2a
-# (crates.io; in memory, and on its own Postgres store as turul-a2a-postgres), a bare
+# (crates.io; in memory, and on its own Postgres store as turul-a2a-postgres),
+# a2a-protocol-server (crates.io, on its Postgres store: a2a-protocol-postgres), a bare
 # actix-web handler (the ceiling), and agent-a2a itself (release build, durable
 # write-through to SQLite, then to Postgres)
 # — and loads each with the same run of benches/load (send, closed loop). Each target
@@ -26,7 +27,7 @@ set -Eeuo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 
-ALL_TARGETS="python-sdk js-sdk turul-a2a ceiling agent-a2a-sqlite agent-a2a-postgres a2a-rs turul-a2a-postgres"
+ALL_TARGETS="python-sdk js-sdk turul-a2a ceiling agent-a2a-sqlite agent-a2a-postgres a2a-rs turul-a2a-postgres a2a-protocol-postgres"
 TARGETS="$ALL_TARGETS"
 CONNECTIONS=64
 DURATION=10s
@@ -57,7 +58,7 @@ Options:
   --duration TIME     measured time per run (default $DURATION)
   --warmup TIME       warm-up per run (default $WARMUP)
   --rounds N          runs per target (default $ROUNDS)
-  --port-base PORT    first of eight consecutive ports (default $PORT_BASE)
+  --port-base PORT    first of nine consecutive ports (default $PORT_BASE)
   --pg-url URL        Postgres server for the Postgres runs, without a database
                       (default $PG_URL)
   --work DIR          venv, build output of the fixtures, run data (default benches/compare/.work)
@@ -222,7 +223,8 @@ install_prerequisites() {
     if { wants turul-a2a || wants turul-a2a-postgres; } && ! command -v protoc >/dev/null; then
         apt_install protobuf-compiler
     fi
-    if { wants agent-a2a-postgres || wants turul-a2a-postgres; } && ! command -v psql >/dev/null; then
+    if { wants agent-a2a-postgres || wants turul-a2a-postgres || wants a2a-protocol-postgres; } \
+        && ! command -v psql >/dev/null; then
         apt_install postgresql-client
     fi
     if [[ -n "$PERF_TARGET" ]] && ! command -v perf >/dev/null; then
@@ -239,6 +241,8 @@ TURUL_TARGET="$CARGO_TARGET_DIR/compare-turul"
 TURUL_BIN="$TURUL_TARGET/release/compare-turul-echo"
 A2A_RS_TARGET="$CARGO_TARGET_DIR/compare-a2a-rs"
 A2A_RS_BIN="$A2A_RS_TARGET/release/compare-a2a-rs-echo"
+A2A_PROTOCOL_TARGET="$CARGO_TARGET_DIR/compare-a2a-protocol"
+A2A_PROTOCOL_BIN="$A2A_PROTOCOL_TARGET/release/compare-a2a-protocol-echo"
 VENV="$WORK/venv"
 
 build_load_generator() {
@@ -278,6 +282,14 @@ build_a2a_rs() {
     CARGO_TARGET_DIR="$A2A_RS_TARGET" timeout "$BUILD_TIMEOUT" cargo build --locked --release \
         --manifest-path "$HERE/a2a-rs/Cargo.toml" >"$LOGS/build-a2a-rs.log" 2>&1 \
         || die "building the a2a-server-lf fixture failed (see $LOGS/build-a2a-rs.log)"
+}
+
+build_a2a_protocol() {
+    wants a2a-protocol-postgres || return 0
+    log "building the a2a-protocol-server fixture (release)"
+    CARGO_TARGET_DIR="$A2A_PROTOCOL_TARGET" timeout "$BUILD_TIMEOUT" cargo build --locked --release \
+        --manifest-path "$HERE/a2a-protocol/Cargo.toml" >"$LOGS/build-a2a-protocol.log" 2>&1 \
+        || die "building the a2a-protocol-server fixture failed (see $LOGS/build-a2a-protocol.log)"
 }
 
 install_python() {
@@ -350,6 +362,12 @@ start_server() { # target run-id: starts it in the background, sets SERVER_PID
             ;;
         turul-a2a)
             "$TURUL_BIN" "127.0.0.1:$port" >"$logf" 2>&1 &
+            ;;
+        a2a-protocol-postgres)
+            PG_DB="a2a_compare_${run//[^a-zA-Z0-9]/_}_$$"
+            timeout 30 psql -q -X "$PG_URL/postgres" -c "CREATE DATABASE \"$PG_DB\"" \
+                >/dev/null || die "could not create database $PG_DB at $PG_URL"
+            "$A2A_PROTOCOL_BIN" "127.0.0.1:$port" "$PG_URL/$PG_DB" >"$logf" 2>&1 &
             ;;
         turul-a2a-postgres)
             PG_DB="a2a_compare_${run//[^a-zA-Z0-9]/_}_$$"
@@ -490,14 +508,17 @@ main() {
         install_js
         build_turul
         build_a2a_rs
+        build_a2a_protocol
         build_examples
     fi
     build_load_generator   # quick when built: it also yields the executable's path
     write_agent_config
 
-    if { wants agent-a2a-postgres || wants turul-a2a-postgres; } && ! postgres_reachable; then
+    if { wants agent-a2a-postgres || wants turul-a2a-postgres || wants a2a-protocol-postgres; } \
+        && ! postgres_reachable; then
         log "no Postgres at $PG_URL: skipping the Postgres targets"
-        echo "agent-a2a-postgres, turul-a2a-postgres skipped: no Postgres at $PG_URL" >>"$OUT/notes.txt"
+        echo "agent-a2a-postgres, turul-a2a-postgres, a2a-protocol-postgres skipped: no Postgres at $PG_URL" >>"$OUT/notes.txt"
+        TARGETS="${TARGETS/a2a-protocol-postgres/}"
         TARGETS="${TARGETS/turul-a2a-postgres/}"
         TARGETS="${TARGETS/agent-a2a-postgres/}"
     fi
@@ -528,10 +549,13 @@ main() {
         if wants turul-a2a || wants turul-a2a-postgres; then
             echo "turul_a2a=$(awk '/^name = "turul-a2a"$/ {getline; print $3}' "$HERE/turul/Cargo.lock" | tr -d '"')"
         fi
+        if wants a2a-protocol-postgres; then
+            echo "a2a_protocol_server=$(awk '/^name = "a2a-protocol-server"$/ {getline; print $3}' "$HERE/a2a-protocol/Cargo.lock" | tr -d '"')"
+        fi
         if wants a2a-rs; then
             echo "a2a_server_lf=$(awk '/^name = "a2a-server-lf"$/ {getline; print $3}' "$HERE/a2a-rs/Cargo.lock" | tr -d '"')"
         fi
-        if wants agent-a2a-postgres || wants turul-a2a-postgres; then
+        if wants agent-a2a-postgres || wants turul-a2a-postgres || wants a2a-protocol-postgres; then
             echo "postgres=$(timeout 10 psql -X -At "$PG_URL/postgres" -c 'SHOW server_version' 2>/dev/null || echo unknown)"
         fi
     } >"$OUT/meta.txt"

@@ -18,13 +18,14 @@ import sys
 from pathlib import Path
 
 ORDER = ["python-sdk", "js-sdk", "turul-a2a", "a2a-rs", "ceiling", "turul-a2a-postgres",
-         "agent-a2a-sqlite", "agent-a2a-postgres"]
+         "a2a-protocol-postgres", "agent-a2a-sqlite", "agent-a2a-postgres"]
 
 DESCRIPTION = {
     "python-sdk": ("a2a-sdk (Python), uvicorn", "in-memory"),
     "js-sdk": ("@a2a-js/sdk (Node), express", "in-memory"),
     "turul-a2a": ("turul-a2a (Rust, axum)", "in-memory"),
     "turul-a2a-postgres": ("turul-a2a (Rust, axum)", "Postgres, its own store"),
+    "a2a-protocol-postgres": ("a2a-protocol-server (Rust, hyper)", "Postgres, its own store"),
     "a2a-rs": ("a2a-server-lf, official Rust SDK (axum)", "in-memory"),
     "ceiling": ("bare actix-web handler", "none"),
     "agent-a2a-sqlite": ("agent-a2a (release)", "SQLite, durable write-through"),
