@@ -593,133 +593,124 @@ fn text_03(holder: &Value) -> String {
         .join("\n")
 }
 
-/// [`outcome`] of a 0.3 task.
+/// [`outcome`] of a 0.3 task (lowercase states, `kind`-tagged parts).
 fn outcome_03(task: &Value) -> Result<Option<Answer>, CallError> {
-    let id = str_of(task, "id");
     let status = task.get("status");
     let text = status
         .and_then(|s| s.get("message"))
         .map(text_03)
         .unwrap_or_default();
-    let ended = |how: &str| match text.as_str() {
-        "" => CallError::Refused(format!("its task {id} {how}")),
-        text => CallError::Refused(format!("its task {id} {how}: {text}")),
-    };
-    let state = match status.and_then(|s| s.get("state")).and_then(Value::as_str) {
-        Some("completed") => "completed",
-        Some("input-required") => "input-required",
-        Some("auth-required") => "auth-required",
-        Some("submitted" | "working") => return Ok(None),
-        Some("failed") => return Err(ended("failed")),
-        Some("rejected") => return Err(ended("rejected")),
-        Some("canceled") => return Err(ended("canceled")),
-        _ => {
-            return Err(CallError::Refused(format!(
-                "answered with task {id} in no known state"
-            )));
-        }
-    };
-    let artifacts = task.get("artifacts").and_then(Value::as_array);
-    let artifacts = artifacts
-        .into_iter()
+    let state = status.and_then(|s| s.get("state")).and_then(Value::as_str);
+    let artifacts = (task.get("artifacts").and_then(Value::as_array).into_iter())
         .flatten()
         .map(|a| {
-            let mut artifact = serde_json::Map::new();
-            if let Some(name) = a
-                .get("name")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty())
-            {
-                artifact.insert("name".into(), json!(name));
-            }
-            let text = text_03(a);
-            if !text.is_empty() {
-                artifact.insert("text".into(), json!(text));
-            }
-            let data: Vec<Value> = (a.get("parts").and_then(Value::as_array).into_iter())
+            let data = (a.get("parts").and_then(Value::as_array).into_iter())
                 .flatten()
                 .filter(|p| p.get("kind").and_then(Value::as_str) == Some("data"))
                 .filter_map(|p| p.get("data").cloned())
                 .collect();
-            if !data.is_empty() {
-                artifact.insert("data".into(), Value::Array(data));
-            }
-            Value::Object(artifact)
+            let name = a.get("name").and_then(Value::as_str).unwrap_or("");
+            artifact_view(name, text_03(a), data)
         })
         .collect();
-    Ok(Some(Answer {
+    settle(
+        str_of(task, "id"),
+        str_of(task, "contextId"),
         state,
         text,
         artifacts,
-        task_id: id.clone(),
-        context_id: str_of(task, "contextId"),
-    }))
+    )
 }
 
 /// The task's answer once it ended or asks for input; `None` while it runs; a refusal
 /// for a task that failed, was rejected or canceled.
 fn outcome(task: &pb::Task) -> Result<Option<Answer>, CallError> {
     let status = task.status.as_ref();
-    let state = status.map_or(0, |s| s.state);
     let text = status
         .and_then(|s| s.message.as_ref())
         .map(|m| text_of(&m.parts))
         .unwrap_or_default();
-    let state = match pb::TaskState::try_from(state) {
-        Ok(pb::TaskState::Completed) => "completed",
-        Ok(pb::TaskState::InputRequired) => "input-required",
-        Ok(pb::TaskState::AuthRequired) => "auth-required",
-        Ok(pb::TaskState::Submitted | pb::TaskState::Working) => return Ok(None),
-        Ok(pb::TaskState::Failed) => return Err(ended(task, "failed", &text)),
-        Ok(pb::TaskState::Rejected) => return Err(ended(task, "rejected", &text)),
-        Ok(pb::TaskState::Canceled) => return Err(ended(task, "canceled", &text)),
-        Ok(pb::TaskState::Unspecified) | Err(_) => {
-            return Err(CallError::Refused(format!(
-                "answered with task {} in no known state",
-                task.id
-            )));
-        }
+    // The 1.0 states by their 0.3 names, which `settle` reads.
+    let state = match pb::TaskState::try_from(status.map_or(0, |s| s.state)) {
+        Ok(pb::TaskState::Completed) => Some("completed"),
+        Ok(pb::TaskState::InputRequired) => Some("input-required"),
+        Ok(pb::TaskState::AuthRequired) => Some("auth-required"),
+        Ok(pb::TaskState::Submitted) => Some("submitted"),
+        Ok(pb::TaskState::Working) => Some("working"),
+        Ok(pb::TaskState::Failed) => Some("failed"),
+        Ok(pb::TaskState::Rejected) => Some("rejected"),
+        Ok(pb::TaskState::Canceled) => Some("canceled"),
+        Ok(pb::TaskState::Unspecified) | Err(_) => None,
     };
     let artifacts = task
         .artifacts
         .iter()
         .map(|a| {
-            let mut artifact = serde_json::Map::new();
-            if !a.name.is_empty() {
-                artifact.insert("name".into(), json!(a.name));
-            }
-            let text = text_of(&a.parts);
-            if !text.is_empty() {
-                artifact.insert("text".into(), json!(text));
-            }
-            let data: Vec<Value> = a
-                .parts
-                .iter()
+            let data = (a.parts.iter())
                 .filter_map(|p| match &p.content {
                     Some(pb::part::Content::Data(value)) => serde_json::to_value(value).ok(),
                     _ => None,
                 })
                 .collect();
-            if !data.is_empty() {
-                artifact.insert("data".into(), Value::Array(data));
-            }
-            Value::Object(artifact)
+            artifact_view(&a.name, text_of(&a.parts), data)
         })
         .collect();
+    settle(
+        task.id.clone(),
+        task.context_id.clone(),
+        state,
+        text,
+        artifacts,
+    )
+}
+
+/// The answer of a task in `state` (0.3 names), in either dialect: `None` while it
+/// runs, a refusal once it failed, was rejected or canceled, or in no known state.
+fn settle(
+    id: String,
+    context_id: String,
+    state: Option<&str>,
+    text: String,
+    artifacts: Vec<Value>,
+) -> Result<Option<Answer>, CallError> {
+    let ended = |how: &str| match text.as_str() {
+        "" => CallError::Refused(format!("its task {id} {how}")),
+        text => CallError::Refused(format!("its task {id} {how}: {text}")),
+    };
+    let state = match state {
+        Some("completed") => "completed",
+        Some("input-required") => "input-required",
+        Some("auth-required") => "auth-required",
+        Some("submitted" | "working") => return Ok(None),
+        Some(how @ ("failed" | "rejected" | "canceled")) => return Err(ended(how)),
+        _ => {
+            return Err(CallError::Refused(format!(
+                "answered with task {id} in no known state"
+            )));
+        }
+    };
     Ok(Some(Answer {
         state,
         text,
         artifacts,
-        task_id: task.id.clone(),
-        context_id: task.context_id.clone(),
+        task_id: id,
+        context_id,
     }))
 }
 
-fn ended(task: &pb::Task, how: &str, text: &str) -> CallError {
-    match text {
-        "" => CallError::Refused(format!("its task {} {how}", task.id)),
-        text => CallError::Refused(format!("its task {} {how}: {text}", task.id)),
+/// An artifact as the tool gives it: its `name`, `text` and `data`, each when present.
+fn artifact_view(name: &str, text: String, data: Vec<Value>) -> Value {
+    let mut artifact = serde_json::Map::new();
+    if !name.is_empty() {
+        artifact.insert("name".into(), json!(name));
     }
+    if !text.is_empty() {
+        artifact.insert("text".into(), json!(text));
+    }
+    if !data.is_empty() {
+        artifact.insert("data".into(), Value::Array(data));
+    }
+    Value::Object(artifact)
 }
 
 /// The text parts of a message or artifact, joined.
