@@ -128,14 +128,16 @@ store_tasks() {
 metric() { curl -sf "$url/metrics" | awk -v m="$1" '$1 == m {print $2}' | head -n 1; }
 # Postgres' counters for the segment's costs, one line: CPU ticks of every postgres
 # process, WAL bytes, full-page images, blocks read into shared buffers (misses), blocks
-# written out by backends and the checkpointer.
+# written out by backends and the checkpointer, and checkpoints begun (a page is logged
+# whole on its first change after each: their pace sets the full-page images).
 pg_counters() {
     local t=0
     for pid in $(pgrep -x postgres || true); do
         t=$((t + $(ticks "$pid" 2>/dev/null || echo 0)))
     done
     echo "$t $(psql -qAtX -F ' ' "$PG_URL/$db" -c "SELECT w.wal_bytes, w.wal_fpi, d.blks_read,
-        b.buffers_backend + b.buffers_checkpoint + b.buffers_clean
+        b.buffers_backend + b.buffers_checkpoint + b.buffers_clean,
+        b.checkpoints_timed + b.checkpoints_req
         FROM pg_stat_wal w, pg_stat_database d, pg_stat_bgwriter b
         WHERE d.datname = current_database()")"
 }
@@ -145,7 +147,7 @@ echo "growth: $STORE, $SEGMENTS segments of $SEGMENT at $CONNECTIONS connections
 printf '%-8s %9s %9s %9s %9s %9s %10s %11s %9s %10s %7s' segment "ok/s" "p50 ms" "p99 ms" \
     failed "RSS MiB" "store MiB" "tasks held" "B/task" "deleted" "us/req"
 if [[ "$STORE" == postgres ]]; then
-    printf ' %7s %8s %7s %8s %8s' "pg us" "WAL B" "FPI" "misses" "written"
+    printf ' %7s %8s %7s %8s %8s %6s' "pg us" "WAL B" "FPI" "misses" "written" "ckpts"
 fi
 printf '\n'
 hz=$(getconf CLK_TCK)
@@ -177,7 +179,7 @@ line = (f"{seg:<8} {r['succeeded_per_sec']:9.0f} {lat['p50_ms']:9.2f} {lat['p99_
 if pg0 and pg1:
     d = [int(b) - int(a) for a, b in zip(pg0.split(), pg1.split())]
     line += (f" {d[0] / int(hz) * 1e6 / ops:7.0f} {d[1] / ops:8.0f} {d[2] / ops:7.2f}"
-             f" {d[3] / ops:8.2f} {d[4] / ops:8.2f}")
+             f" {d[3] / ops:8.2f} {d[4] / ops:8.2f} {d[5]:6d}")
 print(line)
 if r["failed"]:
     print(f"         failed: {r.get('errors', {})}")
