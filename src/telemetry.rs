@@ -427,6 +427,9 @@ pub const REMOTE_AGENT_CALLS: &str = "agent_a2a_remote_agent_calls_total";
 /// How long a call of `ask_<agent>` took, by `agent`, in milliseconds (the remote task
 /// followed to its end included).
 pub const REMOTE_AGENT_CALL_MS: &str = "agent_a2a_remote_agent_call_ms";
+/// Turns a restart cut short that were picked up where they stopped instead of failed
+/// (their unfinished calls could be made again: `Skill::resumable`).
+pub const TURNS_RESUMED: &str = "agent_a2a_turns_resumed_total";
 /// Remote agents' cards not used because their signature did not verify with the keys
 /// of `verify_with`, by `agent`.
 pub const REMOTE_AGENT_CARDS_REFUSED: &str = "agent_a2a_remote_agent_cards_refused_total";
@@ -504,6 +507,10 @@ fn describe() {
         "Thread actors restarted by their supervisor after a panic."
     );
     describe_counter!(TASK_TRANSITIONS, "Task state changes by the state entered.");
+    describe_counter!(
+        TURNS_RESUMED,
+        "Turns a restart cut short that were resumed where they stopped (their unfinished tool calls can be made again without being made twice) instead of failed."
+    );
     describe_histogram!(PERSIST_BATCH, "Write batches committed per transaction.");
     describe_histogram!(PERSIST_COMMIT_MS, "Commit latency in milliseconds.");
     describe_histogram!(

@@ -24,7 +24,7 @@ pub use convert::{convert_messages, convert_messages_with_ids};
 pub use model::{AgentError, ModelAdapter};
 pub use runner::{
     ACTIVE_AGENT_KEY, AgentNode, AgentTree, RunError, RunObserver, RunSettings, Runner,
-    ToolInvoker, TreeError, run_and_collect,
+    ToolInvoker, TreeError, run_and_collect, unanswered_calls,
 };
 pub use tools::{TRANSFER_TO_AGENT, function_declarations, transfer_to_agent_declaration};
 

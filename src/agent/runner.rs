@@ -249,8 +249,10 @@ fn select_tools(
 /// Runs the tools a model calls.
 #[async_trait]
 pub trait ToolInvoker: Send + Sync {
-    /// Runs tool `name` with `args`. `Err` holds the text the model is shown.
-    async fn invoke(&self, name: &str, args: Map<String, Value>) -> Result<Value, String>;
+    /// Runs the tool `call` names with its arguments (its `id` names the call: the same
+    /// id when a resumed run makes an unanswered call again). `Err` holds the text the
+    /// model is shown.
+    async fn invoke(&self, call: &FunctionCall) -> Result<Value, String>;
 }
 
 /// Receives every event of a run, in order.
@@ -336,6 +338,11 @@ impl Runner {
     /// conversation the model sees (the user's message last); every content the run adds
     /// is pushed onto it, so after a failure it holds the progress made. `context` is
     /// added to every agent's instruction (e.g. memories and constraints of the session).
+    ///
+    /// A conversation that ends with a model response whose calls are not all answered
+    /// (a run a restart cut short after storing the response) is picked up there: those
+    /// calls are made and answered first, by the starting agent (the one that has the
+    /// conversation, which made them).
     pub async fn run(
         &self,
         contents: &mut Vec<Content>,
@@ -343,6 +350,10 @@ impl Runner {
         observer: &mut dyn RunObserver,
     ) -> Result<(), RunError> {
         let mut at = self.start;
+        let unanswered = unanswered_calls(contents);
+        if !unanswered.is_empty() {
+            at = self.answer(at, unanswered, contents, observer).await?;
+        }
         for _ in 0..self.settings.max_turns {
             let agent = self.tree.node(at);
             let request = self.request(at, contents, context);
@@ -370,50 +381,64 @@ impl Runner {
             if calls.is_empty() {
                 return Ok(());
             }
-            let (transfers, tool_calls): (Vec<_>, Vec<_>) =
-                calls.into_iter().partition(|c| c.name == TRANSFER_TO_AGENT);
-            let results = join_all(tool_calls.iter().map(|call| self.call_tool(at, call))).await;
-            for (call, response) in tool_calls.iter().zip(results) {
-                let event = response_event(&agent.name, call, response);
-                observe(observer, &event).await?;
-                contents.extend(event.content);
-            }
-            let mut next = at;
-            let mut missing = None;
-            for call in &transfers {
-                let target = call
-                    .args
-                    .get("agent_name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let valid = self.tree.transfer_targets(at);
-                let (response, found) = if valid.contains(&target.as_str()) {
-                    (json!({"result": format!("transferred to {target}")}), true)
-                } else {
-                    let error = RunError::AgentNotFound(target.clone()).to_string();
-                    (json!({"error": error}), false)
-                };
-                let mut event = response_event(&agent.name, call, object(response));
-                if found {
-                    event.actions.transfer_to_agent = Some(target.clone());
-                    event
-                        .actions
-                        .state_delta
-                        .insert(ACTIVE_AGENT_KEY.into(), Value::String(target.clone()));
-                    next = self.tree.find(&target).unwrap_or(at);
-                } else if missing.is_none() {
-                    missing = Some(target);
-                }
-                observe(observer, &event).await?;
-                contents.extend(event.content);
-            }
-            if let Some(name) = missing {
-                return Err(RunError::AgentNotFound(name));
-            }
-            at = next;
+            at = self.answer(at, calls, contents, observer).await?;
         }
         Err(RunError::TurnLimit(self.settings.max_turns))
+    }
+
+    /// Answers the calls of agent `at`'s last response: tools run concurrently, then the
+    /// transfers. Each answer is observed and pushed onto `contents`. The agent that has
+    /// the conversation next.
+    async fn answer(
+        &self,
+        at: usize,
+        calls: Vec<FunctionCall>,
+        contents: &mut Vec<Content>,
+        observer: &mut dyn RunObserver,
+    ) -> Result<usize, RunError> {
+        let agent = self.tree.node(at);
+        let (transfers, tool_calls): (Vec<_>, Vec<_>) =
+            calls.into_iter().partition(|c| c.name == TRANSFER_TO_AGENT);
+        let results = join_all(tool_calls.iter().map(|call| self.call_tool(at, call))).await;
+        for (call, response) in tool_calls.iter().zip(results) {
+            let event = response_event(&agent.name, call, response);
+            observe(observer, &event).await?;
+            contents.extend(event.content);
+        }
+        let mut next = at;
+        let mut missing = None;
+        for call in &transfers {
+            let target = call
+                .args
+                .get("agent_name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let valid = self.tree.transfer_targets(at);
+            let (response, found) = if valid.contains(&target.as_str()) {
+                (json!({"result": format!("transferred to {target}")}), true)
+            } else {
+                let error = RunError::AgentNotFound(target.clone()).to_string();
+                (json!({"error": error}), false)
+            };
+            let mut event = response_event(&agent.name, call, object(response));
+            if found {
+                event.actions.transfer_to_agent = Some(target.clone());
+                event
+                    .actions
+                    .state_delta
+                    .insert(ACTIVE_AGENT_KEY.into(), Value::String(target.clone()));
+                next = self.tree.find(&target).unwrap_or(at);
+            } else if missing.is_none() {
+                missing = Some(target);
+            }
+            observe(observer, &event).await?;
+            contents.extend(event.content);
+        }
+        match missing {
+            Some(name) => Err(RunError::AgentNotFound(name)),
+            None => Ok(next),
+        }
     }
 
     /// The request for agent `at`: its instruction (plus `context` and the agents it may
@@ -472,7 +497,7 @@ impl Runner {
                     .join(", ")
             ));
         }
-        let invoke = self.tools.invoke(&call.name, call.args.clone());
+        let invoke = self.tools.invoke(call);
         match tokio::time::timeout(self.settings.tool_timeout, invoke).await {
             Ok(Ok(value)) => object(value),
             Ok(Err(message)) => error_response(message),
@@ -483,6 +508,36 @@ impl Runner {
             )),
         }
     }
+}
+
+/// The calls of the conversation's last model response that no later content answers:
+/// what a run cut short after storing that response had yet to answer. Empty when
+/// anything but answers follows the response (a new user message, text).
+pub fn unanswered_calls(contents: &[Content]) -> Vec<FunctionCall> {
+    let mut answered = std::collections::HashSet::new();
+    for content in contents.iter().rev() {
+        let mut calls = content.function_calls().peekable();
+        if calls.peek().is_some() {
+            return calls
+                .filter(|call| !answered.contains(call.id.as_str()))
+                .cloned()
+                .collect();
+        }
+        let mut answers = 0;
+        for part in &content.parts {
+            match part {
+                Part::FunctionResponse(response) => {
+                    answered.insert(response.id.as_str());
+                    answers += 1;
+                }
+                _ => return Vec::new(),
+            }
+        }
+        if answers == 0 {
+            return Vec::new();
+        }
+    }
+    Vec::new()
 }
 
 async fn observe(observer: &mut dyn RunObserver, event: &Event) -> Result<(), RunError> {

@@ -26,7 +26,8 @@ struct Tools {
 
 #[async_trait]
 impl ToolInvoker for Tools {
-    async fn invoke(&self, name: &str, args: Map<String, Value>) -> Result<Value, String> {
+    async fn invoke(&self, call: &FunctionCall) -> Result<Value, String> {
+        let (name, args) = (call.name.as_str(), &call.args);
         if let Ok(mut calls) = self.calls.lock() {
             calls.push((name.to_owned(), args.clone()));
         }
@@ -568,4 +569,96 @@ async fn a_run_starts_with_the_agent_that_has_the_conversation() {
         .await
         .unwrap();
     assert_eq!(recorder.complete()[0].author, "root");
+}
+
+fn model_calls(calls: &[(&str, &str)]) -> Content {
+    Content {
+        role: "model".into(),
+        parts: calls
+            .iter()
+            .map(|(id, name)| {
+                Part::FunctionCall(FunctionCall {
+                    id: (*id).into(),
+                    name: (*name).into(),
+                    args: json!({"q": id}).as_object().unwrap().clone(),
+                })
+            })
+            .collect(),
+    }
+}
+
+fn answered(id: &str, name: &str) -> Content {
+    Content {
+        role: "user".into(),
+        parts: vec![Part::FunctionResponse(FunctionResponse {
+            id: id.into(),
+            name: name.into(),
+            response: Map::new(),
+        })],
+    }
+}
+
+#[test]
+fn unanswered_calls_are_those_of_the_last_response_without_an_answer_after_it() {
+    let ids = |contents: &[Content]| -> Vec<String> {
+        unanswered_calls(contents)
+            .into_iter()
+            .map(|c| c.id)
+            .collect()
+    };
+    let mut contents = user("hi");
+    assert!(
+        ids(&contents).is_empty(),
+        "a new message: nothing to pick up"
+    );
+    contents.push(model_calls(&[("c1", "lookup"), ("c2", "scalar")]));
+    assert_eq!(ids(&contents), ["c1", "c2"]);
+    contents.push(answered("c2", "scalar"));
+    assert_eq!(ids(&contents), ["c1"]);
+    contents.push(answered("c1", "lookup"));
+    assert!(ids(&contents).is_empty(), "every call answered");
+    // A call left unanswered by a run that failed, then a new message: nothing.
+    let mut later = user("hi");
+    later.push(model_calls(&[("c3", "lookup")]));
+    later.extend(user("something else"));
+    assert!(ids(&later).is_empty());
+}
+
+#[tokio::test]
+async fn a_run_picks_up_the_calls_a_stored_response_left_unanswered() {
+    // The conversation as a restart left it: the model's response with two calls is
+    // stored, one of them answered. The run makes the other call, then asks the model.
+    let s = setup(vec![answer(vec![text("Both done.")])], &[], 4);
+    let mut contents = user("look both up");
+    contents.push(model_calls(&[("c1", "lookup"), ("c2", "scalar")]));
+    contents.push(answered("c1", "lookup"));
+    let mut recorder = Recorder::default();
+    s.runner
+        .run(&mut contents, "", &mut recorder)
+        .await
+        .unwrap();
+    let calls: Vec<String> = s
+        .tools
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(name, _)| name.clone())
+        .collect();
+    assert_eq!(calls, ["scalar"], "only the unanswered call is made");
+    assert_eq!(
+        responses(&recorder),
+        vec![json!({"result": 42}).as_object().unwrap().clone()]
+    );
+    // The model's one request pairs every call with its answer.
+    let requests = s.provider.requests();
+    assert_eq!(requests.len(), 1);
+    let answered: Vec<_> = requests[0]
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .filter_map(|m| m.tool_call_id.clone())
+        .collect();
+    assert_eq!(answered, ["c1", "c2"]);
+    assert_eq!(contents.len(), 5, "user, calls, two answers, the text");
 }

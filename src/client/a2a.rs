@@ -190,24 +190,26 @@ impl RemoteAgent {
         &self.name
     }
 
+    /// When a call begun now must have its answer: `timeout_ms` from now.
+    pub fn deadline(&self) -> Instant {
+        Instant::now() + self.timeout
+    }
+
     /// Sends `text` (and `data` as a data part) as a message with id `message_id` — a
     /// new task's, or one continuing the remote task `continues` (its task and context
-    /// ids: the answer to a question it asked) — and follows the task until it ends or
-    /// asks for input.
-    pub async fn ask(
+    /// ids: the answer to a question it asked). The remote's answer, or its task still
+    /// running, to [`follow`](Self::follow).
+    pub async fn send(
         &self,
         message_id: &str,
         text: &str,
         data: Option<&Value>,
         continues: Option<(&str, &str)>,
-    ) -> Result<Answer, CallError> {
-        let deadline = Instant::now() + self.timeout;
+        deadline: Instant,
+    ) -> Result<Sent, CallError> {
         let endpoint = self.endpoint().await?;
         let v03 = endpoint.binding == Binding::JsonRpc03;
-        let (send, get) = match v03 {
-            true => ("message/send", "tasks/get"),
-            false => ("SendMessage", "GetTask"),
-        };
+        let send = if v03 { "message/send" } else { "SendMessage" };
         let mut params = json!({ "message": message_of(v03, message_id, text, data, continues) });
         if !endpoint.tenant.is_empty() {
             params["tenant"] = json!(endpoint.tenant);
@@ -215,43 +217,64 @@ impl RemoteAgent {
         let answer = self
             .call(&endpoint, send, &["message:send"], params, deadline)
             .await?;
-        let mut task = match reply(v03, answer)? {
-            Reply::Answer(answer) => return Ok(answer),
+        let task = match reply(v03, answer)? {
+            Reply::Answer(answer) => return Ok(Sent::Answered(answer)),
             Reply::Task(task) => task,
         };
-        let mut wait = FIRST_POLL;
-        loop {
-            let task_id = task
-                .get("id")
+        let text_of = |key: &str| {
+            task.get(key)
                 .and_then(Value::as_str)
                 .unwrap_or_default()
-                .to_owned();
-            let outcome = match v03 {
-                true => outcome_03(&task)?,
-                false => outcome(
-                    &serde_json::from_value::<pb::Task>(task)
-                        .map_err(|e| CallError::Refused(format!("answered with no task ({e})")))?,
-                )?,
-            };
-            match outcome {
-                Some(answer) => return Ok(answer),
-                None if Instant::now() + wait >= deadline => {
-                    return Err(CallError::Unreachable(format!(
-                        "task {task_id} did not end within {} ms",
-                        self.timeout.as_millis()
-                    )));
-                }
-                None => {}
+                .to_owned()
+        };
+        let (task_id, context_id) = (text_of("id"), text_of("contextId"));
+        match task_outcome(v03, task)? {
+            Some(answer) => Ok(Sent::Answered(answer)),
+            None if task_id.is_empty() => Err(CallError::Refused(
+                "answered with a running task that has no id".into(),
+            )),
+            None => Ok(Sent::Running {
+                task_id,
+                context_id,
+            }),
+        }
+    }
+
+    /// Follows the remote task `task_id` with `GetTask` until it ends or asks for input
+    /// (waiting `FIRST_POLL` first when it was just seen running).
+    pub async fn follow(
+        &self,
+        task_id: &str,
+        seen_running: bool,
+        deadline: Instant,
+    ) -> Result<Answer, CallError> {
+        let endpoint = self.endpoint().await?;
+        let v03 = endpoint.binding == Binding::JsonRpc03;
+        let get = if v03 { "tasks/get" } else { "GetTask" };
+        let mut wait = if seen_running {
+            FIRST_POLL
+        } else {
+            Duration::ZERO
+        };
+        loop {
+            if Instant::now() + wait >= deadline {
+                return Err(CallError::Unreachable(format!(
+                    "task {task_id} did not end within {} ms",
+                    self.timeout.as_millis()
+                )));
             }
             tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(MAX_POLL);
+            wait = (wait * 2).clamp(FIRST_POLL, MAX_POLL);
             let mut params = json!({"id": task_id});
             if !endpoint.tenant.is_empty() {
                 params["tenant"] = json!(endpoint.tenant);
             }
-            task = self
-                .call(&endpoint, get, &["tasks", &task_id], params, deadline)
+            let task = self
+                .call(&endpoint, get, &["tasks", task_id], params, deadline)
                 .await?;
+            if let Some(answer) = task_outcome(v03, task)? {
+                return Ok(answer);
+            }
         }
     }
 
@@ -530,6 +553,24 @@ fn message_of(
 }
 
 /// What a send answered: a direct reply, or a task to follow.
+/// What a send left: the remote's answer, or its task still running.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sent {
+    Answered(Answer),
+    Running { task_id: String, context_id: String },
+}
+
+/// A task's answer in either version's shape, `None` while it runs.
+fn task_outcome(v03: bool, task: Value) -> Result<Option<Answer>, CallError> {
+    if v03 {
+        return outcome_03(&task);
+    }
+    outcome(
+        &serde_json::from_value::<pb::Task>(task)
+            .map_err(|e| CallError::Refused(format!("answered with no task ({e})")))?,
+    )
+}
+
 enum Reply {
     Answer(Answer),
     Task(Value),

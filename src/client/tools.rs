@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::a2a::{CallError, RemoteAgent};
+use super::a2a::{Answer, CallError, RemoteAgent, Sent};
 use crate::config::{RemoteAgentSettings, Settings};
+use crate::domain::TenantId;
 use crate::push::UrlPolicy;
 use crate::skills::{Caller, Skill, SkillError, SkillInfo, SkillRegistry, ToolSpec};
 use crate::telemetry;
@@ -70,7 +71,7 @@ impl RemoteAgentSkill {
         })
     }
 
-    async fn ask(&self, arguments: &Value) -> Result<Value, SkillError> {
+    async fn ask(&self, arguments: &Value, caller: &Caller) -> Result<Value, SkillError> {
         let text = arguments
             .get("text")
             .and_then(Value::as_str)
@@ -101,8 +102,7 @@ impl RemoteAgentSkill {
         let name = self.agent.name();
         let started = Instant::now();
         let outcome = if self.breaker.admit() {
-            let message_id = uuid::Uuid::new_v4().to_string();
-            let result = self.agent.ask(&message_id, text, data, continues).await;
+            let result = self.delegate(caller, text, data, continues).await;
             self.breaker
                 .settle(!matches!(result, Err(CallError::Unreachable(_))));
             result.map_err(|e| (e, "unreachable"))
@@ -138,6 +138,83 @@ impl RemoteAgentSkill {
         }
     }
 }
+
+impl RemoteAgentSkill {
+    /// One call made durable where the turn allows it (`caller.call`): the message's id
+    /// is derived from the call, so the same call made again after a restart sends the
+    /// same id (a server that honours message ids answers it with the first send's
+    /// task); a task the remote is still running is recorded in the turn's journal
+    /// before it is waited on, and the call made again follows it without sending.
+    async fn delegate(
+        &self,
+        caller: &Caller,
+        text: &str,
+        data: Option<&Value>,
+        continues: Option<(&str, &str)>,
+    ) -> Result<Answer, CallError> {
+        let deadline = self.agent.deadline();
+        let Some(call) = &caller.call else {
+            let message_id = uuid::Uuid::new_v4().to_string();
+            return match self
+                .agent
+                .send(&message_id, text, data, continues, deadline)
+                .await?
+            {
+                Sent::Answered(answer) => Ok(answer),
+                Sent::Running { task_id, .. } => self.agent.follow(&task_id, true, deadline).await,
+            };
+        };
+        if let Some(task_id) = call
+            .recorded()
+            .as_ref()
+            .and_then(|r| r.get("taskId"))
+            .and_then(Value::as_str)
+        {
+            tracing::info!(
+                agent = self.agent.name(),
+                task_id,
+                "following the remote task a restart interrupted"
+            );
+            return self.agent.follow(task_id, false, deadline).await;
+        }
+        let message_id = derived_message_id(&caller.tenant, &call.key);
+        match self
+            .agent
+            .send(&message_id, text, data, continues, deadline)
+            .await?
+        {
+            Sent::Answered(answer) => Ok(answer),
+            Sent::Running {
+                task_id,
+                context_id,
+            } => {
+                call.record(json!({
+                    "agent": self.agent.name(),
+                    "taskId": task_id,
+                    "contextId": context_id,
+                    "messageId": message_id,
+                }))
+                .await
+                .map_err(|e| {
+                    CallError::Unreachable(format!(
+                        "its task {task_id} could not be recorded before waiting on it ({e})"
+                    ))
+                })?;
+                self.agent.follow(&task_id, true, deadline).await
+            }
+        }
+    }
+}
+
+/// The message id of the call `call_key` of `tenant`: the same for the same call made
+/// again, and no other call's (a name-based UUID, RFC 9562 version 5).
+fn derived_message_id(tenant: &TenantId, call_key: &str) -> String {
+    let name = format!("{}\u{0}{call_key}", tenant.as_str());
+    uuid::Uuid::new_v5(&DELEGATION_NAMESPACE, name.as_bytes()).to_string()
+}
+
+/// The namespace of [`derived_message_id`]'s names (a fixed random UUID).
+const DELEGATION_NAMESPACE: uuid::Uuid = uuid::uuid!("6f1c9a52-3b8e-4d07-9a61-2c5e8f0b7d43");
 
 #[async_trait]
 impl Skill for RemoteAgentSkill {
@@ -186,12 +263,16 @@ impl Skill for RemoteAgentSkill {
         &self,
         tool: &str,
         arguments: Value,
-        _caller: &Caller,
+        caller: &Caller,
     ) -> Result<Value, SkillError> {
         if tool != self.tool {
             return Err(SkillError::NotFound(format!("tool {tool}")));
         }
-        self.ask(&arguments).await
+        self.ask(&arguments, caller).await
+    }
+
+    fn resumable(&self, tool: &str) -> bool {
+        tool == self.tool
     }
 }
 
@@ -251,6 +332,19 @@ impl Breaker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_made_again_sends_the_same_message_id_and_no_other_call_does() {
+        let tenant = TenantId::default_tenant();
+        let first = derived_message_id(&tenant, "task-1/call-1");
+        assert_eq!(first, derived_message_id(&tenant, "task-1/call-1"));
+        assert_ne!(first, derived_message_id(&tenant, "task-1/call-2"));
+        assert_ne!(first, derived_message_id(&tenant, "task-2/call-1"));
+        let other = TenantId::parse("acme").expect("a tenant id");
+        assert_ne!(first, derived_message_id(&other, "task-1/call-1"));
+        let id = uuid::Uuid::parse_str(&first).expect("a UUID");
+        assert_eq!(id.get_version_num(), 5);
+    }
 
     #[test]
     fn a_card_url_the_push_policy_refuses_stops_the_start() {

@@ -209,6 +209,8 @@ pub struct Tools {
     names: Vec<String>,
     /// Each skill's actor by skill id, in registration order.
     skills: Vec<(String, Addr<SkillActor>)>,
+    /// The tools whose calls a restart may make again (`Skill::resumable`).
+    resumable: std::collections::HashSet<String>,
 }
 
 impl Tools {
@@ -221,6 +223,7 @@ impl Tools {
         let mut by_name = HashMap::new();
         let mut names = Vec::new();
         let mut skills = Vec::new();
+        let mut resumable = std::collections::HashSet::new();
         for (i, skill) in registry.skills().iter().enumerate() {
             let mut schemas = HashMap::new();
             let mut outputs = HashMap::new();
@@ -256,6 +259,9 @@ impl Tools {
                     });
                 }
                 names.push(tool.name.clone());
+                if skill.resumable(&tool.name) {
+                    resumable.insert(tool.name.clone());
+                }
                 by_name.insert(
                     tool.name.clone(),
                     (skill.info().id.clone(), tool, addr.clone()),
@@ -266,6 +272,7 @@ impl Tools {
             by_name,
             names,
             skills,
+            resumable,
         })
     }
 
@@ -275,6 +282,7 @@ impl Tools {
             by_name: HashMap::new(),
             names: Vec::new(),
             skills: Vec::new(),
+            resumable: std::collections::HashSet::new(),
         }
     }
 
@@ -286,6 +294,12 @@ impl Tools {
     /// The id of the skill that serves `tool`.
     pub fn skill_of(&self, tool: &str) -> Option<&str> {
         self.by_name.get(tool).map(|(owner, _, _)| owner.as_str())
+    }
+
+    /// Whether a call of `tool` cut short by a restart may be made again
+    /// ([`crate::skills::Skill::resumable`]).
+    pub fn resumable(&self, tool: &str) -> bool {
+        self.resumable.contains(tool)
     }
 
     /// The spec of a tool (restricted to `skill` when given).

@@ -62,6 +62,48 @@ pub struct Caller {
     /// so a turn another node has taken over writes nothing (`SkillError::Fenced`).
     /// `None` outside cluster mode.
     pub fence_token: Option<i64>,
+    /// The call being made, when the executor can name it so that a retry of the same
+    /// call names it the same (a turn resumed after a restart): `None` for calls made
+    /// outside a turn.
+    pub call: Option<CallRef>,
+}
+
+/// One tool call of a turn, as the tool sees it: a key that stays the same when the call
+/// is made again after a restart, and a journal where the tool records what it started,
+/// durably, so that the call made again follows it instead of starting it a second time.
+#[derive(Clone)]
+pub struct CallRef {
+    /// Unique among the calls of the deployment: the calling task's id and the call's
+    /// own id (the model's function call id, or the message that made a direct call).
+    pub key: String,
+    pub journal: Arc<dyn CallJournal>,
+}
+
+impl std::fmt::Debug for CallRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallRef").field("key", &self.key).finish()
+    }
+}
+
+impl CallRef {
+    /// What this call recorded before it was made again, if anything.
+    pub fn recorded(&self) -> Option<Value> {
+        self.journal.recorded(&self.key)
+    }
+
+    /// Records `value` for this call; returns once it is durable.
+    pub async fn record(&self, value: Value) -> Result<(), SkillError> {
+        self.journal.record(&self.key, value).await
+    }
+}
+
+/// Where a turn keeps what its tool calls started (see [`CallRef`]).
+#[async_trait]
+pub trait CallJournal: Send + Sync {
+    /// The value recorded under `key` by an earlier run of the call.
+    fn recorded(&self, key: &str) -> Option<Value>;
+    /// Records `value` under `key`, durably, before returning.
+    async fn record(&self, key: &str, value: Value) -> Result<(), SkillError>;
 }
 
 impl Caller {
@@ -188,6 +230,14 @@ pub trait Skill: Send + Sync + 'static {
     /// only. Skills without a dependency of their own are always healthy.
     async fn health(&self) -> Result<(), String> {
         Ok(())
+    }
+
+    /// Whether a call of `tool` may be made again after a restart cut it short: the
+    /// tool repeats nothing the first call did (it follows what that call recorded in
+    /// its [`CallRef`] journal, and what it sends again carries the same ids). A turn
+    /// whose unfinished calls are all such calls is resumed instead of failed.
+    fn resumable(&self, _tool: &str) -> bool {
+        false
     }
 }
 

@@ -85,7 +85,7 @@ impl FakeModel {
         self.scripts.lock().unwrap().push_back(None);
     }
 
-    fn requests(&self) -> Vec<Value> {
+    pub(crate) fn requests(&self) -> Vec<Value> {
         self.requests.lock().unwrap().clone()
     }
 
@@ -163,7 +163,7 @@ fn agent(skill: &Arc<WeatherSkill>) -> Agent {
     }
 }
 
-fn with_model(url: &str) -> impl FnOnce(&mut Settings) + '_ {
+pub(crate) fn with_model(url: &str) -> impl FnOnce(&mut Settings) + '_ {
     move |s: &mut Settings| {
         s.providers.insert(
             "default".into(),

@@ -28,11 +28,30 @@ pub(crate) fn start_server_logged(
     start_server_limited(data_dir, env, None)
 }
 
+/// [`start_server_with`], reading the configuration file `config`.
+pub(crate) fn start_server_configured(
+    data_dir: &std::path::Path,
+    env: &[(&str, &str)],
+    config: &std::path::Path,
+) -> (Child, String) {
+    let (child, url, _) = launch(data_dir, env, None, Some(config));
+    (child, url)
+}
+
 /// [`start_server_logged`] under an open-files limit (soft and hard) of `open_files`.
 pub(crate) fn start_server_limited(
     data_dir: &std::path::Path,
     env: &[(&str, &str)],
     open_files: Option<u64>,
+) -> (Child, String, Arc<Mutex<Vec<String>>>) {
+    launch(data_dir, env, open_files, None)
+}
+
+fn launch(
+    data_dir: &std::path::Path,
+    env: &[(&str, &str)],
+    open_files: Option<u64>,
+    config: Option<&std::path::Path>,
 ) -> (Child, String, Arc<Mutex<Vec<String>>>) {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -54,6 +73,9 @@ pub(crate) fn start_server_limited(
                 Ok(())
             });
         }
+    }
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
     }
     let mut child = command
         .args([

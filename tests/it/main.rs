@@ -10,6 +10,7 @@ mod cluster;
 mod cluster_nodes;
 mod dashboard;
 mod database_lock;
+mod delegation;
 mod durability;
 mod errors;
 mod generations;

@@ -72,6 +72,8 @@ const CATALOGUE: &[&str] = &[
     t::REMOTE_AGENT_CALLS,
     t::REMOTE_AGENT_CALL_MS,
     t::REMOTE_AGENT_CARDS_REFUSED,
+    // exported once a turn is resumed after a restart (tests/it/delegation.rs)
+    t::TURNS_RESUMED,
 ];
 
 /// `name → type` from the `# TYPE` lines of an exposition.

@@ -19,20 +19,20 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
-use super::executor::{AgentExecutor, Turn, TurnSink};
+use super::executor::{AgentExecutor, Turn, TurnSink, calling};
 use super::tool_router::ToolRoutingExecutor;
 use crate::agent::{
     ACTIVE_AGENT_KEY, AgentError, AgentTree, Content, Event, LlmRequest, ModelAdapter, Part,
-    RunError, RunObserver, RunSettings, Runner, ToolInvoker, function_declarations,
-    run_and_collect,
+    RunError, RunObserver, RunSettings, Runner, TRANSFER_TO_AGENT, ToolInvoker,
+    function_declarations, run_and_collect, unanswered_calls,
 };
 use crate::config::{AgentSettings, HistorySettings};
-use crate::domain::{Artifact, Message, Metadata, Part as A2aPart, Timestamp};
+use crate::domain::{Artifact, Message, Metadata, Part as A2aPart, TaskId, Timestamp};
 use crate::error::Result;
 use crate::providers::ProviderError;
 use crate::runtime::skill_actor::Tools;
 use crate::session::{FunctionCall, FunctionResponse, HeuristicEstimator, HistoryConfig};
-use crate::skills::{Caller, SkillError};
+use crate::skills::{CallJournal, Caller, SkillError};
 
 /// The tool whose output is added to the instruction at the start of each run.
 const SESSION_CONTEXT_TOOL: &str = crate::skills::context::SESSION_CONTEXT_TOOL;
@@ -66,21 +66,41 @@ impl AgentLoopExecutor {
     }
 }
 
+impl AgentLoopExecutor {
+    /// The conversation the model sees, from the turn's history.
+    fn contents(&self, turn: &Turn) -> Vec<Content> {
+        let root = self.tree.root().name.clone();
+        crate::session::events(&turn.history, &root, &HeuristicEstimator, &self.history)
+            .into_iter()
+            .filter_map(|event| event.content)
+            .collect()
+    }
+}
+
 #[async_trait]
 impl AgentExecutor for AgentLoopExecutor {
+    /// A direct call as the tool router says; a run cut short after a model response
+    /// whose unanswered calls are all resumable tools (or transfers), which the run
+    /// picks up by answering them (`Runner::run`).
+    fn resumable(&self, turn: &Turn) -> bool {
+        if ToolRoutingExecutor::is_tool_call(turn) {
+            return ToolRoutingExecutor.resumable(turn);
+        }
+        let calls = unanswered_calls(&self.contents(turn));
+        !calls.is_empty()
+            && calls
+                .iter()
+                .all(|c| c.name == TRANSFER_TO_AGENT || turn.tools.resumable(&c.name))
+    }
+
     async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<()> {
         if ToolRoutingExecutor::is_tool_call(&turn) {
             return ToolRoutingExecutor.execute(turn, sink).await;
         }
         sink.working().await?;
         let context = session_context(&turn).await;
-        let root = self.tree.root().name.clone();
-        let mut contents: Vec<Content> =
-            crate::session::events(&turn.history, &root, &HeuristicEstimator, &self.history)
-                .into_iter()
-                .filter_map(|event| event.content)
-                .collect();
-        let tools = SkillTools::new(&turn);
+        let mut contents = self.contents(&turn);
+        let tools = SkillTools::new(&turn, &sink);
         let active = turn.state.get(ACTIVE_AGENT_KEY).and_then(Value::as_str);
         let runner =
             Runner::new(self.tree.clone(), Arc::new(tools), self.settings).starting_with(active);
@@ -186,31 +206,33 @@ fn provider_kind(error: &ProviderError) -> String {
 }
 
 /// The turn's tools as the runner calls them: through the skill actors, as the turn's
-/// tenant and thread.
+/// tenant and thread, each call named by its function call id.
 struct SkillTools {
     tools: Arc<Tools>,
     caller: Caller,
+    task_id: TaskId,
+    journal: Arc<dyn CallJournal>,
 }
 
 impl SkillTools {
-    fn new(turn: &Turn) -> Self {
+    fn new(turn: &Turn, sink: &TurnSink) -> Self {
         Self {
             tools: turn.tools.clone(),
             caller: turn.caller(),
+            task_id: turn.task_id.clone(),
+            journal: turn.journal(sink),
         }
     }
 }
 
 #[async_trait]
 impl ToolInvoker for SkillTools {
-    async fn invoke(
-        &self,
-        name: &str,
-        args: Map<String, Value>,
-    ) -> std::result::Result<Value, String> {
+    async fn invoke(&self, call: &FunctionCall) -> std::result::Result<Value, String> {
+        let name = call.name.as_str();
+        let caller = calling(self.caller.clone(), &self.task_id, &self.journal, &call.id);
         let result = self
             .tools
-            .call(name, None, Value::Object(args), self.caller.clone())
+            .call(name, None, Value::Object(call.args.clone()), caller)
             .await;
         match result {
             Some(Ok(value)) => Ok(value),
@@ -385,6 +407,11 @@ impl RoutingExecutor {
 
 #[async_trait]
 impl AgentExecutor for RoutingExecutor {
+    /// Direct calls only: a routed call is the cheap model's, which is not asked again.
+    fn resumable(&self, turn: &Turn) -> bool {
+        ToolRoutingExecutor::is_tool_call(turn) && ToolRoutingExecutor.resumable(turn)
+    }
+
     async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<()> {
         if ToolRoutingExecutor::is_tool_call(&turn) {
             return ToolRoutingExecutor.execute(turn, sink).await;
@@ -432,10 +459,10 @@ impl AgentExecutor for RoutingExecutor {
             return sink.input_required(sink.text(text)).await;
         }
         sink.append_event(event).await?;
-        let tools = SkillTools::new(&turn);
+        let tools = SkillTools::new(&turn, &sink);
         let mut failures = Vec::new();
         for call in &calls {
-            let invoke = tools.invoke(&call.name, call.args.clone());
+            let invoke = tools.invoke(call);
             let result = match tokio::time::timeout(self.tool_timeout, invoke).await {
                 Ok(result) => result,
                 Err(_) => Err(format!(

@@ -12,12 +12,13 @@ use std::sync::Arc;
 use actix::Addr;
 use async_trait::async_trait;
 
+use crate::domain::Timestamp;
 use crate::domain::{Artifact, ContextId, Message, Metadata, Part, TaskId, TaskState, TenantId};
 use crate::error::{Error, Result};
 use crate::runtime::skill_actor::Tools;
 use crate::runtime::thread::{Emit, ThreadActor, TurnEmit};
 use crate::session::{Event, StoredMessage};
-use crate::skills::Caller;
+use crate::skills::{CallJournal, CallRef, Caller, SkillError};
 
 /// The agent logic a deployment plugs in.
 #[async_trait]
@@ -26,6 +27,15 @@ pub trait AgentExecutor: Send + Sync + 'static {
     /// before any output fails the request with that error; `Internal` errors and panics
     /// fail the task with `INTERNAL_ERROR` (details only in the log).
     async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<()>;
+
+    /// Whether the turn a restart cut short (`turn.resumed`: its task was working, its
+    /// message and the history it wrote are in `turn`) can be picked up where it
+    /// stopped instead of failed: only when every effect it has not finished can be
+    /// made again without being made twice (`Tools::resumable`). Such a turn is then
+    /// [`execute`](Self::execute)d with `turn.resumed` set. Default: never.
+    fn resumable(&self, _turn: &Turn) -> bool {
+        false
+    }
 }
 
 /// What an executor gets to work on.
@@ -50,6 +60,9 @@ pub struct Turn {
     /// Cluster mode: the fencing token the thread's actor was placed under, which the
     /// turn's commits and its tools' writes are checked against (`Caller::fence_token`).
     pub fence_token: Option<i64>,
+    /// The turn was cut short by a restart and is picked up again
+    /// ([`AgentExecutor::resumable`]); its message and history are as they were stored.
+    pub resumed: bool,
 }
 
 impl Turn {
@@ -59,7 +72,83 @@ impl Turn {
             tenant: self.tenant.clone(),
             context_id: self.context_id.clone(),
             fence_token: self.fence_token,
+            call: None,
         }
+    }
+
+    /// The journal of the turn's tool calls: entries in the thread's state, written
+    /// through `sink` (see [`CallRef`]).
+    pub fn journal(&self, sink: &TurnSink) -> Arc<dyn CallJournal> {
+        Arc::new(TurnJournal {
+            sink: sink.clone(),
+            recorded: self
+                .state
+                .iter()
+                .filter(|(key, _)| key.starts_with(JOURNAL_PREFIX))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+        })
+    }
+}
+
+/// `caller` as the caller of the tool call `call_id` of task `task_id` (the model's
+/// function call id, or the message's id for a direct call): keyed by the task and the
+/// call, so that the same call made again in a resumed turn finds what it recorded in
+/// `journal`. A call without an id stays unnamed.
+pub fn calling(
+    mut caller: Caller,
+    task_id: &TaskId,
+    journal: &Arc<dyn CallJournal>,
+    call_id: &str,
+) -> Caller {
+    if !call_id.is_empty() {
+        caller.call = Some(CallRef {
+            key: format!("{task_id}/{call_id}"),
+            journal: journal.clone(),
+        });
+    }
+    caller
+}
+
+/// The thread-state keys of the calls' journal: `call:<task id>/<call id>`. Entries live
+/// as long as any state entry (`state.ttl_secs`); a turn resumed later than that sends
+/// its calls again, under the same derived ids.
+pub const JOURNAL_PREFIX: &str = "call:";
+
+/// The author of the state-only events that write the journal.
+const JOURNAL_AUTHOR: &str = "agent-a2a";
+
+/// A turn's [`CallJournal`]: entries in the thread's state, written through the turn's
+/// sink (durable when `record` returns, refused once the turn is over).
+struct TurnJournal {
+    sink: TurnSink,
+    /// The journal's entries when the turn started.
+    recorded: serde_json::Map<String, serde_json::Value>,
+}
+
+#[async_trait]
+impl CallJournal for TurnJournal {
+    fn recorded(&self, key: &str) -> Option<serde_json::Value> {
+        self.recorded
+            .get(&format!("{JOURNAL_PREFIX}{key}"))
+            .filter(|v| !v.is_null())
+            .cloned()
+    }
+
+    async fn record(
+        &self,
+        key: &str,
+        value: serde_json::Value,
+    ) -> std::result::Result<(), SkillError> {
+        let mut event = Event::new(JOURNAL_AUTHOR, None, Timestamp::now());
+        event
+            .actions
+            .state_delta
+            .insert(format!("{JOURNAL_PREFIX}{key}"), value);
+        self.sink
+            .append_event(event)
+            .await
+            .map_err(|e| SkillError::Unavailable(format!("the call's journal: {e}")))
     }
 }
 

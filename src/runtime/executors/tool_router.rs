@@ -10,7 +10,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::executor::{AgentExecutor, Turn, TurnSink};
+use super::executor::{AgentExecutor, Turn, TurnSink, calling};
 use crate::domain::{Artifact, Part, PartContent};
 use crate::error::{Error, Result};
 use crate::runtime::skill_actor::Tools;
@@ -83,6 +83,14 @@ fn find_call(turn: &Turn) -> Result<Option<ToolCall>> {
 
 #[async_trait]
 impl AgentExecutor for ToolRoutingExecutor {
+    /// A direct call of a tool that can be called again (`Tools::resumable`): made again
+    /// as it was, under the same call key.
+    fn resumable(&self, turn: &Turn) -> bool {
+        matches!(find_call(turn), Ok(Some(call))
+            if turn.tools.resumable(&call.tool)
+                && turn.tools.spec(&call.tool, call.skill.as_deref()).is_some())
+    }
+
     async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<()> {
         let Some(call) = find_call(&turn)? else {
             return sink
@@ -100,7 +108,12 @@ impl AgentExecutor for ToolRoutingExecutor {
             return Err(unknown());
         }
         sink.working().await?;
-        let caller = turn.caller();
+        let caller = calling(
+            turn.caller(),
+            &turn.task_id,
+            &turn.journal(&sink),
+            turn.message.message_id.as_str(),
+        );
         let result = turn
             .tools
             .call(&call.tool, call.skill.as_deref(), call.arguments, caller)

@@ -94,7 +94,9 @@ impl ThreadActor {
     /// `working` task would otherwise stay so forever and strand every client waiting on
     /// it. Each gets a failed status with `errorCode: INTERRUPTED`, one commit each, queued
     /// before any message is handled. Interrupted states (`input-required`, …) wait for the
-    /// client and are left alone.
+    /// client and are left alone. A turn its executor can pick up where it stopped (its
+    /// unfinished calls can be made again without being made twice) is resumed instead
+    /// (`resume_interrupted`).
     pub(in crate::runtime) fn fail_interrupted(&mut self, ctx: &mut Context<Self>) {
         let Ok(loaded) = self.loaded_quietly() else {
             return;
@@ -112,6 +114,9 @@ impl ThreadActor {
             .map(|(id, _)| id.clone())
             .collect();
         for task_id in orphans {
+            if self.resume_interrupted(&task_id, ctx) {
+                continue;
+            }
             ctx.wait(fut::ready(()).then(move |(), act: &mut Self, ctx| {
                 let mut message = Message::agent(
                     act.key.context_id.clone(),

@@ -8,11 +8,13 @@ use tracing::Instrument;
 use super::control::subscribe_entry;
 use super::plan::{self, Planned, StartTurn};
 use super::{ActorError, HubEvent, Mode, ThreadActor, Waiter, count_transition};
-use crate::domain::{SendMessage, SendOutcome, TaskId, TaskState, Timestamp};
+use crate::domain::{
+    Message, Metadata, Role, SendMessage, SendOutcome, TaskId, TaskState, Timestamp,
+};
 use crate::error::Error;
 use crate::runtime::executor::{Turn, TurnSink};
 use crate::runtime::lifecycle::shutdown::Busy;
-use crate::telemetry::trace;
+use crate::telemetry::{self, trace};
 
 /// Start (or queue) a turn for a client message.
 #[derive(Message)]
@@ -219,8 +221,6 @@ impl ThreadActor {
     ) {
         let buffer = self.deps.streaming.subscriber_buffer;
         let key = self.key.clone();
-        self.turn_counter += 1;
-        let turn_id = self.turn_counter;
         let shared = self.deps.shared.clone();
         let Ok(loaded) = self.loaded() else {
             pending
@@ -265,33 +265,106 @@ impl ThreadActor {
             count_transition(TaskState::Submitted);
         }
 
-        let turn = Turn {
-            tenant: key.tenant.clone(),
-            context_id: key.context_id.clone(),
-            task_id: task_id.clone(),
+        let Some(turn) = self.turn(task_id, message, existing, pending.cmd.metadata) else {
+            return;
+        };
+        self.launch(turn, pending.busy, &pending.span, ctx);
+    }
+
+    /// Picks up, instead of failing it, the turn a restart cut short on `task_id` when
+    /// the executor can (`AgentExecutor::resumable`): the task is working, its last
+    /// message from the client and the thread's history as stored make the turn again,
+    /// and it runs with no caller waiting (clients read or subscribe to the task). The
+    /// request's metadata was not stored and is absent. Whether it was resumed.
+    pub(in crate::runtime) fn resume_interrupted(
+        &mut self,
+        task_id: &TaskId,
+        ctx: &mut Context<Self>,
+    ) -> bool {
+        let key = self.key.clone();
+        let Ok(loaded) = self.loaded_quietly() else {
+            return false;
+        };
+        if loaded.running.is_some() {
+            return false;
+        }
+        let Some(entry) = loaded.tasks.get(task_id) else {
+            return false;
+        };
+        if entry.task.status.state != TaskState::Working {
+            return false;
+        }
+        let Some(message) = entry
+            .task
+            .history
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .cloned()
+        else {
+            return false;
+        };
+        let Some(mut turn) = self.turn(task_id.clone(), message, true, None) else {
+            return false;
+        };
+        turn.resumed = true;
+        if !self.deps.executor.resumable(&turn) {
+            return false;
+        }
+        tracing::warn!(task_id = %task_id, context_id = %key.context_id, "turn interrupted by a restart resumed");
+        metrics::counter!(telemetry::TURNS_RESUMED).increment(1);
+        let busy = self.deps.shared.activity.busy();
+        self.launch(turn, busy, &tracing::Span::none(), ctx);
+        true
+    }
+
+    /// The turn of `message` on task `task_id`, with the thread's history and live state.
+    fn turn(
+        &mut self,
+        task_id: TaskId,
+        message: Message,
+        continuation: bool,
+        metadata: Option<Metadata>,
+    ) -> Option<Turn> {
+        let tools = self.deps.tools.clone();
+        let (tenant, context_id) = (self.key.tenant.clone(), self.key.context_id.clone());
+        let fence_token = self.token;
+        let loaded = self.loaded_quietly().ok()?;
+        Some(Turn {
+            tenant,
+            context_id,
+            task_id,
             message,
-            continuation: existing,
+            continuation,
             history: loaded.history.iter().cloned().collect(),
             state: loaded
                 .state
                 .iter(Timestamp::now())
                 .map(|(k, v)| (k.to_owned(), v.clone()))
                 .collect(),
-            metadata: pending.cmd.metadata,
-            tools: self.deps.tools.clone(),
-            fence_token: self.token,
-        };
+            metadata,
+            tools,
+            fence_token,
+            resumed: false,
+        })
+    }
+
+    /// Runs `turn` on the executor as the thread's running turn.
+    fn launch(&mut self, turn: Turn, busy: Busy, parent: &tracing::Span, ctx: &mut Context<Self>) {
+        self.turn_counter += 1;
+        let turn_id = self.turn_counter;
+        let task_id = turn.task_id.clone();
         let sink = TurnSink {
             addr: ctx.address(),
-            context_id: key.context_id.clone(),
+            context_id: turn.context_id.clone(),
             task_id: task_id.clone(),
             turn: turn_id,
         };
         let executor = self.deps.executor.clone();
         let span = trace::turn(
-            &pending.span,
+            parent,
             &self.deps.agent_name,
-            key.context_id.as_str(),
+            turn.context_id.as_str(),
             task_id.as_str(),
         );
         let handle = actix::spawn(
@@ -303,7 +376,7 @@ impl ThreadActor {
             turn: turn_id,
             abort: Some(handle.abort_handle()),
             replied: false,
-            _busy: pending.busy,
+            _busy: busy,
             span,
         });
         ctx.spawn(

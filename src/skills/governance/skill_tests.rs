@@ -82,6 +82,7 @@ fn caller(tenant: &str) -> Caller {
         tenant: TenantId::parse(tenant).unwrap(),
         context_id: ContextId::generate(),
         fence_token: None,
+        call: None,
     }
 }
 

@@ -26,6 +26,7 @@ fn caller(tenant: &str) -> Caller {
         tenant: TenantId::parse(tenant).unwrap(),
         context_id: ContextId::generate(),
         fence_token: None,
+        call: None,
     }
 }
 
@@ -296,6 +297,7 @@ async fn bad_arguments_are_refused_naming_the_field() {
         tenant: TenantId::from_store("a/b").unwrap(),
         context_id: ContextId::generate(),
         fence_token: None,
+        call: None,
     };
     let odd_tenant = skill.invoke("knowledge_query", json!({}), &stored).await;
     assert!(invalid(odd_tenant).contains("tenant"));

@@ -16,6 +16,7 @@ fn caller(tenant_name: &str) -> Caller {
         tenant: tenant(tenant_name),
         context_id: ContextId::parse("ctx-1").unwrap(),
         fence_token: None,
+        call: None,
     }
 }
 
