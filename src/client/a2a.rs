@@ -278,6 +278,26 @@ impl RemoteAgent {
         }
     }
 
+    /// Cancels the remote task `task_id` (`CancelTask`; 0.3 `tasks/cancel`). A task that
+    /// has ended already is refused by the remote, as a `Refused` error.
+    pub async fn cancel(&self, task_id: &str) -> Result<(), CallError> {
+        let deadline = self.deadline();
+        let endpoint = self.endpoint().await?;
+        let method = match endpoint.binding {
+            Binding::JsonRpc03 => "tasks/cancel",
+            _ => "CancelTask",
+        };
+        let mut params = json!({"id": task_id});
+        if !endpoint.tenant.is_empty() {
+            params["tenant"] = json!(endpoint.tenant);
+        }
+        let path = ["tasks".to_owned(), format!("{task_id}:cancel")];
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        self.call(&endpoint, method, &path, params, deadline)
+            .await
+            .map(|_| ())
+    }
+
     /// The interface to speak to, from the card (read again once its age has passed).
     pub async fn endpoint(&self) -> Result<Endpoint, CallError> {
         let mut card = self.card.lock().await;
@@ -391,10 +411,9 @@ impl RemoteAgent {
                     .map_err(|()| CallError::Refused("its interface URL has no path".into()))?
                     .pop_if_empty()
                     .extend(path);
-                if method == "SendMessage" {
-                    self.http.post(url).json(&params)
-                } else {
-                    self.http.get(url)
+                match method {
+                    "SendMessage" | "CancelTask" => self.http.post(url).json(&params),
+                    _ => self.http.get(url),
                 }
             }
         };

@@ -20,7 +20,9 @@ use super::a2a::{Answer, CallError, RemoteAgent, Sent};
 use crate::config::{RemoteAgentSettings, Settings};
 use crate::domain::TenantId;
 use crate::push::UrlPolicy;
-use crate::skills::{Caller, Skill, SkillError, SkillInfo, SkillRegistry, ToolSpec};
+use crate::skills::{
+    CallRef, Caller, Question, Skill, SkillError, SkillInfo, SkillRegistry, ToolSpec,
+};
 use crate::telemetry;
 
 /// Registers a skill for each of `agent.remote_agents`; a card URL the URL policy
@@ -175,7 +177,9 @@ impl RemoteAgentSkill {
                 task_id,
                 "following the remote task a restart interrupted"
             );
-            return self.agent.follow(task_id, false, deadline).await;
+            let answer = self.agent.follow(task_id, false, deadline).await;
+            self.forget(call).await;
+            return answer;
         }
         let message_id = derived_message_id(&caller.tenant, &call.key);
         match self
@@ -189,7 +193,7 @@ impl RemoteAgentSkill {
                 context_id,
             } => {
                 call.record(json!({
-                    "agent": self.agent.name(),
+                    "tool": self.tool,
                     "taskId": task_id,
                     "contextId": context_id,
                     "messageId": message_id,
@@ -200,8 +204,21 @@ impl RemoteAgentSkill {
                         "its task {task_id} could not be recorded before waiting on it ({e})"
                     ))
                 })?;
-                self.agent.follow(&task_id, true, deadline).await
+                let answer = self.agent.follow(&task_id, true, deadline).await;
+                self.forget(call).await;
+                answer
             }
+        }
+    }
+}
+
+impl RemoteAgentSkill {
+    /// The remote task the call followed has ended (or was given up on): its record is
+    /// cleared, so that nothing follows or cancels it later. A failure only leaves the
+    /// record to expire (a later cancel of it is refused by the remote, harmlessly).
+    async fn forget(&self, call: &CallRef) {
+        if let Err(e) = call.record(Value::Null).await {
+            tracing::debug!(agent = self.agent.name(), error = %e, "remote task's record not cleared");
         }
     }
 }
@@ -273,6 +290,38 @@ impl Skill for RemoteAgentSkill {
 
     fn resumable(&self, tool: &str) -> bool {
         tool == self.tool
+    }
+
+    /// The remote task the call started (`taskId` of its record or its question's
+    /// arguments) is canceled there.
+    async fn cancel(&self, tool: &str, started: &Value) -> Result<(), SkillError> {
+        let Some(task_id) = started["taskId"].as_str().filter(|_| tool == self.tool) else {
+            return Ok(());
+        };
+        self.agent
+            .cancel(task_id)
+            .await
+            .map_err(|e| SkillError::Remote(format!("remote agent {}: {e}", self.agent.name())))
+    }
+
+    /// A remote task that needs input asks its question through ours; the reply
+    /// continues the remote task (its `taskId` and `contextId`).
+    fn question(&self, tool: &str, result: &Value) -> Option<Question> {
+        if tool != self.tool || result["state"] != "input-required" {
+            return None;
+        }
+        let text = match result["text"].as_str().map(str::trim) {
+            Some(text) if !text.is_empty() => text.to_owned(),
+            _ => format!("The remote agent {} needs more input.", self.agent.name()),
+        };
+        let mut continue_with = serde_json::Map::new();
+        for key in ["taskId", "contextId"] {
+            continue_with.insert(key.into(), result.get(key)?.clone());
+        }
+        Some(Question {
+            text,
+            continue_with,
+        })
     }
 }
 

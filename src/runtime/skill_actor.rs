@@ -17,7 +17,7 @@ use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 use crate::config::SkillSettings;
-use crate::skills::{Caller, Skill, SkillError, SkillRegistry, ToolSpec};
+use crate::skills::{Caller, Question, Skill, SkillError, SkillRegistry, ToolSpec};
 use crate::telemetry::trace;
 use crate::telemetry::{SKILL_CALLS, SKILL_ERRORS, SKILL_LATENCY_MS};
 
@@ -209,8 +209,12 @@ pub struct Tools {
     names: Vec<String>,
     /// Each skill's actor by skill id, in registration order.
     skills: Vec<(String, Addr<SkillActor>)>,
-    /// The tools whose calls a restart may make again (`Skill::resumable`).
-    resumable: std::collections::HashSet<String>,
+    /// The skill of each tool, for what it says of its calls (`Skill::resumable`,
+    /// `Skill::question`).
+    skills_by_tool: HashMap<String, Arc<dyn Skill>>,
+    /// `skills.timeout_ms`: how long a call may take (the skill actor's bound), and a
+    /// cancel.
+    call_timeout: Duration,
 }
 
 impl Tools {
@@ -223,7 +227,7 @@ impl Tools {
         let mut by_name = HashMap::new();
         let mut names = Vec::new();
         let mut skills = Vec::new();
-        let mut resumable = std::collections::HashSet::new();
+        let mut skills_by_tool = HashMap::new();
         for (i, skill) in registry.skills().iter().enumerate() {
             let mut schemas = HashMap::new();
             let mut outputs = HashMap::new();
@@ -259,9 +263,7 @@ impl Tools {
                     });
                 }
                 names.push(tool.name.clone());
-                if skill.resumable(&tool.name) {
-                    resumable.insert(tool.name.clone());
-                }
+                skills_by_tool.insert(tool.name.clone(), skill.clone());
                 by_name.insert(
                     tool.name.clone(),
                     (skill.info().id.clone(), tool, addr.clone()),
@@ -272,7 +274,8 @@ impl Tools {
             by_name,
             names,
             skills,
-            resumable,
+            skills_by_tool,
+            call_timeout: Duration::from_millis(settings.timeout_ms),
         })
     }
 
@@ -282,7 +285,8 @@ impl Tools {
             by_name: HashMap::new(),
             names: Vec::new(),
             skills: Vec::new(),
-            resumable: std::collections::HashSet::new(),
+            skills_by_tool: HashMap::new(),
+            call_timeout: Duration::ZERO,
         }
     }
 
@@ -299,7 +303,33 @@ impl Tools {
     /// Whether a call of `tool` cut short by a restart may be made again
     /// ([`crate::skills::Skill::resumable`]).
     pub fn resumable(&self, tool: &str) -> bool {
-        self.resumable.contains(tool)
+        self.skills_by_tool
+            .get(tool)
+            .is_some_and(|s| s.resumable(tool))
+    }
+
+    /// The question `result` of `tool` asks the user, if it is one
+    /// ([`crate::skills::Skill::question`]).
+    pub fn question(&self, tool: &str, result: &Value) -> Option<Question> {
+        self.skills_by_tool.get(tool)?.question(tool, result)
+    }
+
+    /// Cancels what a call of `tool` started elsewhere (`started`: its journal record, or
+    /// its question's arguments; [`crate::skills::Skill::cancel`]), within
+    /// `skills.timeout_ms`. `None`: no such tool.
+    pub async fn cancel(&self, tool: &str, started: &Value) -> Option<Result<(), SkillError>> {
+        let skill = self.skills_by_tool.get(tool)?;
+        let timeout = self.call_timeout;
+        Some(
+            tokio::time::timeout(timeout, skill.cancel(tool, started))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(SkillError::Unavailable(format!(
+                        "{tool}: not canceled within {} ms (skills.timeout_ms)",
+                        timeout.as_millis()
+                    )))
+                }),
+        )
     }
 
     /// The spec of a tool (restricted to `skill` when given).

@@ -239,6 +239,31 @@ pub trait Skill: Send + Sync + 'static {
     fn resumable(&self, _tool: &str) -> bool {
         false
     }
+
+    /// Whether `result` (of `tool`) is a question for the user rather than an answer —
+    /// a remote agent's task that needs input — and how to continue the call with the
+    /// user's reply. A turn whose call ends in a question leaves its task
+    /// `input-required`; the reply in that task continues the call.
+    fn question(&self, _tool: &str, _result: &Value) -> Option<Question> {
+        None
+    }
+
+    /// The calling task was canceled: cancel what a call of `tool` started elsewhere and
+    /// left running or waiting — `started` is what the call recorded in its journal
+    /// ([`CallRef::record`]) or the arguments its question continues with
+    /// ([`Question::continue_with`]). Default: nothing to cancel.
+    async fn cancel(&self, _tool: &str, _started: &Value) -> Result<(), SkillError> {
+        Ok(())
+    }
+}
+
+/// A tool's result that asks the user something (see [`Skill::question`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Question {
+    /// What to ask, as the user reads it.
+    pub text: String,
+    /// The call's arguments that continue it; the reply's text is added as `text`.
+    pub continue_with: serde_json::Map<String, Value>,
 }
 
 /// The skills registered at start-up.

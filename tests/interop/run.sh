@@ -159,4 +159,5 @@ start asking "$asking_url" --config "$work/asking.toml" --bind "${asking_url#htt
 echo "interop: running pytest against $url (signing: $hybrid_url, $v1_url; asking: $asking_url)"
 A2A_URL="$url" A2A_SIGNED_HYBRID_URL="$hybrid_url" A2A_SIGNED_V1_URL="$v1_url" \
     A2A_SIGNED_API_KEY="$api_key" A2A_SERVER_BINARY="$server" A2A_ASKING_URL="$asking_url" \
+    A2A_SDK_AGENT_URL="http://127.0.0.1:$sdk_port" \
     "$venv/bin/python" -m pytest -c "$here/pytest.ini" --rootdir "$here" "$here" -v "$@"

@@ -4,7 +4,8 @@ for the interop suite: a remote agent that an agent-a2a server asks through its 
 
 A message whose text starts with "ask me" gets its task moved to input-required with a
 question; "fail" fails the task with a reason; any other text completes the task with an
-artifact and a status message that echo the text. JSON-RPC is served at POST /
+artifact and a status message that echo the text. A task waiting for input can be
+canceled. JSON-RPC is served at POST /
 (protocol 1.0), the agent card at /.well-known/agent-card.json.
 
     python sdk_agent.py --host 127.0.0.1 --port 9101
@@ -43,7 +44,8 @@ class InteropExecutor(AgentExecutor):
             await updater.complete(updater.new_agent_message([new_text_part(f"done: {text}")]))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        raise NotImplementedError("its tasks end before they could be canceled")
+        # Only a task that waits for input is still open: it is canceled.
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
 def build_app(url: str) -> Starlette:

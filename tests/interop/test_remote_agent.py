@@ -10,12 +10,21 @@ JSON-RPC 1.0 and reads the tool's result from the task's artifact.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 import httpx
 import pytest
 
 ASKING_URL = os.environ.get("A2A_ASKING_URL", "").rstrip("/")
+SDK_AGENT_URL = os.environ.get("A2A_SDK_AGENT_URL", "").rstrip("/")
+
+
+def rpc(url: str, method: str, params: dict) -> dict:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    response = httpx.post(url + "/", json=body, headers={"A2A-Version": "1.0"}, timeout=30)
+    response.raise_for_status()
+    return response.json()
 
 
 def ask(text: str, **continues: str) -> dict:
@@ -53,12 +62,45 @@ def test_the_sdk_agent_answers_through_the_tool() -> None:
     assert answer["taskId"] and answer["contextId"]
 
 
+def reply_in(task: dict, text: str) -> dict:
+    """``text`` sent in ``task`` (ours, input-required); the task after it."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": f"interop-{uuid.uuid4()}",
+                "role": "ROLE_USER",
+                "taskId": task["id"],
+                "contextId": task["contextId"],
+                "parts": [{"text": text}],
+            }
+        },
+    }
+    response = httpx.post(ASKING_URL + "/", json=body, headers={"A2A-Version": "1.0"}, timeout=30)
+    response.raise_for_status()
+    return response.json()["result"]["task"]
+
+
 def test_a_question_of_the_sdk_agent_comes_back_and_is_answered_in_its_task() -> None:
-    answer = result_of(ask("ask me something"))
+    # The SDK agent's question makes our task input-required with it.
+    task = ask("ask me something")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+    assert task["status"]["message"]["parts"][0]["text"] == "which invoice?", task
+    answer = task["artifacts"][0]["parts"][0]["data"]
     assert (answer["state"], answer["text"]) == ("input-required", "which invoice?")
-    done = result_of(ask("INV-42", taskId=answer["taskId"], contextId=answer["contextId"]))
+    # The reply in our task continues the SDK agent's task.
+    replied = reply_in(task, "INV-42")
+    assert replied["status"]["state"] == "TASK_STATE_COMPLETED", replied
+    done = replied["artifacts"][-1]["parts"][0]["data"]
     assert (done["state"], done["text"]) == ("completed", "done: INV-42"), done
     assert done["taskId"] == answer["taskId"]
+    # A caller may also continue a remote task by a call that names it.
+    task = ask("ask me something")
+    answer = task["artifacts"][0]["parts"][0]["data"]
+    done = result_of(ask("INV-43", taskId=answer["taskId"], contextId=answer["contextId"]))
+    assert (done["state"], done["text"]) == ("completed", "done: INV-43"), done
 
 
 def test_a_task_the_sdk_agent_fails_fails_the_call_with_its_reason() -> None:
@@ -67,3 +109,21 @@ def test_a_task_the_sdk_agent_fails_fails_the_call_with_its_reason() -> None:
     text = task["status"]["message"]["parts"][0]["text"]
     assert text.startswith("ask_python failed: remote agent python: its task "), text
     assert text.endswith("failed: no such invoice"), text
+
+
+def test_canceling_our_task_cancels_the_sdk_agents_task_it_waits_on() -> None:
+    if not SDK_AGENT_URL:
+        pytest.fail("no SDK agent URL: run tests/interop/run.sh")
+    task = ask("ask me something")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+    theirs = task["artifacts"][0]["parts"][0]["data"]["taskId"]
+    canceled = rpc(ASKING_URL, "CancelTask", {"id": task["id"]})
+    assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED", canceled
+    deadline = time.monotonic() + 10
+    while True:
+        there = rpc(SDK_AGENT_URL, "GetTask", {"id": theirs})
+        state = there.get("result", {}).get("status", {}).get("state")
+        if state == "TASK_STATE_CANCELED":
+            break
+        assert time.monotonic() < deadline, f"not canceled at the SDK agent: {there}"
+        time.sleep(0.05)

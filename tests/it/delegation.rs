@@ -25,6 +25,8 @@ struct Asked {
     gets: usize,
     /// The task has ended: `GetTask` answers it completed.
     done: bool,
+    /// The ids of every `CancelTask`; once asked, the task is canceled.
+    cancels: Vec<String>,
 }
 
 /// A remote agent over JSON-RPC whose one task runs until [`SlowRemote::finish`]:
@@ -101,7 +103,9 @@ impl SlowRemote {
 
 async fn answer(asked: &Mutex<Asked>, hold_first: bool, body: Value) -> HttpResponse {
     let task = |done: bool| {
-        if done {
+        if !asked.lock().unwrap().cancels.is_empty() {
+            json!({"id": "r-1", "contextId": "rc-1", "status": {"state": "TASK_STATE_CANCELED"}})
+        } else if done {
             json!({"id": "r-1", "contextId": "rc-1",
                 "status": {"state": "TASK_STATE_COMPLETED", "message": {"messageId": "m-1",
                     "role": "ROLE_AGENT", "parts": [{"text": "refund issued"}]}},
@@ -127,6 +131,11 @@ async fn answer(asked: &Mutex<Asked>, hold_first: bool, body: Value) -> HttpResp
                 tokio::time::sleep(Duration::from_secs(3600)).await;
             }
             reply(json!({"task": task(done)}))
+        }
+        Some("CancelTask") => {
+            let id = body["params"]["id"].as_str().unwrap_or_default().to_owned();
+            asked.lock().unwrap().cancels.push(id);
+            reply(task(false))
         }
         Some("GetTask") => {
             let done = {
@@ -311,6 +320,22 @@ async fn a_model_turn_cut_short_in_a_remote_call_is_picked_up_at_that_call() {
             .contains("refund issued"),
         "{tool}"
     );
+}
+
+/// Canceling our task while the remote works on its task cancels the remote task.
+#[actix_web::test]
+async fn canceling_the_task_cancels_the_remote_task_it_waits_on() {
+    let remote = SlowRemote::start(false);
+    let app = spawn_agent_in(None, Agent::configured(), calling(&remote)).await;
+    let task = started(&app.rpc("SendMessage", direct_call()).await);
+    remote.wait_for("asked for its task", |a| a.gets > 0).await;
+    let r = app.rpc("CancelTask", json!({"id": task})).await;
+    assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
+    remote
+        .wait_for("asked to cancel r-1", |a| a.cancels == ["r-1"])
+        .await;
+    // Nothing more is sent: the call, cut off, does not ask again.
+    assert_eq!(remote.sends().len(), 1);
 }
 
 /// The real binary, killed with SIGKILL while the remote works on its task, then

@@ -10,8 +10,11 @@ use agent_a2a::config::{RemoteAgentSettings, Settings};
 use agent_a2a::startup::Agent;
 use serde_json::{Value, json};
 
+use crate::agent::{FakeModel, delta, finish, with_model};
 use crate::grpc::{ACME, keys};
-use crate::support::{TestApp, call_tool, spawn_agent_in, spawn_app, spawn_app_with, tool_result};
+use crate::support::{
+    TestApp, call_tool, spawn_agent_in, spawn_app, spawn_app_with, tool_result, user_message,
+};
 
 /// A server whose agent routes tool calls to its configured skills, with `remotes`.
 async fn asking(remotes: Vec<RemoteAgentSettings>) -> TestApp {
@@ -21,6 +24,15 @@ async fn asking(remotes: Vec<RemoteAgentSettings>) -> TestApp {
         s.agent.remote_agents = remotes;
     })
     .await
+}
+
+/// `text` sent as the reply in `task` (our task, input-required); the task after it.
+async fn reply_in(app: &TestApp, task: &Value, text: &str) -> Value {
+    let mut reply = user_message(text);
+    reply["taskId"] = task["id"].clone();
+    reply["contextId"] = task["contextId"].clone();
+    let r = app.rpc("SendMessage", json!({"message": reply})).await;
+    r["result"]["task"].clone()
 }
 
 fn card_of(app: &TestApp) -> String {
@@ -55,22 +67,41 @@ async fn a_remote_agent_answers_asks_and_refuses_through_its_tool() {
         "{there}"
     );
 
-    // A question comes back as the answer's state and text, and is answered by a call
-    // that continues the remote task.
-    let asks = tool_result(&call_tool(&app, "ask_helper", json!({"text": "input now"})).await);
-    assert_eq!(asks["state"], "input-required");
-    assert_eq!(asks["text"], "need more input");
+    // A question of the remote makes our task input-required with it (the call's result
+    // is its artifact); the reply, in our task, continues the remote task.
+    let asks = call_tool(&app, "ask_helper", json!({"text": "input now"})).await;
+    assert_eq!(
+        asks["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{asks}"
+    );
+    assert_eq!(
+        asks["status"]["message"]["parts"][0]["text"],
+        "need more input"
+    );
+    let asked = &asks["artifacts"][0]["parts"][0]["data"];
+    assert_eq!(asked["state"], "input-required");
+    assert_eq!(asked["text"], "need more input");
+    let replied = reply_in(&app, &asks, "here it is").await;
+    assert_eq!(
+        replied["status"]["state"], "TASK_STATE_COMPLETED",
+        "{replied}"
+    );
+    let answered = &replied["artifacts"][1]["parts"][0]["data"];
+    assert_eq!(answered["state"], "completed", "{answered}");
+    assert_eq!(answered["text"], "continued: here it is");
+    assert_eq!(answered["taskId"], asked["taskId"]);
+    // A caller may also continue the remote task itself, by a call that names it.
+    let asks = call_tool(&app, "ask_helper", json!({"text": "input now"})).await;
+    let asked = &asks["artifacts"][0]["parts"][0]["data"];
     let answered = tool_result(
         &call_tool(
             &app,
             "ask_helper",
-            json!({"text": "here it is", "taskId": asks["taskId"], "contextId": asks["contextId"]}),
+            json!({"text": "again", "taskId": asked["taskId"], "contextId": asked["contextId"]}),
         )
         .await,
     );
-    assert_eq!(answered["state"], "completed", "{answered}");
-    assert_eq!(answered["text"], "continued: here it is");
-    assert_eq!(answered["taskId"], asks["taskId"]);
+    assert_eq!(answered["text"], "continued: again", "{answered}");
     let task = call_tool(&app, "ask_helper", json!({"text": "x", "taskId": "t-only"})).await;
     assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED", "{task}");
 
@@ -93,7 +124,7 @@ async fn a_remote_agent_answers_asks_and_refuses_through_its_tool() {
 
     let metrics = app.get("/metrics").await.text().await.unwrap();
     for line in [
-        "agent_a2a_remote_agent_calls_total{agent=\"helper\",outcome=\"ok\"} 3",
+        "agent_a2a_remote_agent_calls_total{agent=\"helper\",outcome=\"ok\"} 5",
         "agent_a2a_remote_agent_calls_total{agent=\"helper\",outcome=\"refused\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} missing");
@@ -206,7 +237,12 @@ async fn a_0_3_remote_is_spoken_to_in_0_3_json_rpc() {
     assert_eq!(answer["state"], "completed", "{answer}");
     assert_eq!(answer["text"], "ok");
     assert_eq!(answer["artifacts"], json!([{"text": "done"}]));
-    let asks = tool_result(&call_tool(&app, "ask_old", json!({"text": "input now"})).await);
+    let task = call_tool(&app, "ask_old", json!({"text": "input now"})).await;
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{task}"
+    );
+    let asks = &task["artifacts"][0]["parts"][0]["data"];
     assert_eq!(
         (asks["state"].as_str(), asks["text"].as_str()),
         (Some("input-required"), Some("need more input"))
@@ -431,4 +467,121 @@ async fn a_remote_task_that_does_not_end_in_time_fails_the_call() {
         text.contains("remote agent never: task t/1 did not end within 400 ms"),
         "{text}"
     );
+}
+
+/// The model asks a remote that asks back: our task waits for the user with the model's
+/// words for the remote's question; the user's reply goes to the model, which continues
+/// the remote task, and the task completes with the model's answer.
+#[actix_web::test]
+async fn a_remote_agents_question_makes_the_models_task_wait_for_the_user() {
+    let remote = spawn_app().await;
+    let model = FakeModel::start().await;
+    let call = |id: &str, arguments: Value| {
+        vec![
+            delta(
+                json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
+                "function": {"name": "ask_helper", "arguments": arguments.to_string()}}]}),
+            ),
+            finish("tool_calls"),
+        ]
+    };
+    model.script(&call("call_1", json!({"text": "input now"})));
+    model.script(&[
+        delta(json!({"content": "The helper asks: need more input"})),
+        finish("stop"),
+    ]);
+    let settings = {
+        let (card, url) = (card_of(&remote), model.url.clone());
+        move |s: &mut Settings| {
+            s.push.allow_loopback = true;
+            s.agent.remote_agents = vec![RemoteAgentSettings::new("helper", card.clone())];
+            with_model(&url)(s);
+        }
+    };
+    let app = spawn_agent_in(None, Agent::configured(), settings).await;
+    let r = app
+        .rpc(
+            "SendMessage",
+            json!({"message": user_message("ask the helper")}),
+        )
+        .await;
+    let task = r["result"]["task"].clone();
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{task}"
+    );
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"], "The helper asks: need more input",
+        "{task}"
+    );
+
+    // The model saw the remote task's ids in the call's result; it continues with them.
+    let requests = model.requests();
+    let result: Value = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| serde_json::from_str(m["content"].as_str()?).ok())
+        .expect("the call's result in the model's second request");
+    assert_eq!(result["state"], "input-required", "{result}");
+    model.script(&call(
+        "call_2",
+        json!({"text": "here it is", "taskId": result["taskId"], "contextId": result["contextId"]}),
+    ));
+    model.script(&[
+        delta(json!({"content": "Done: continued."})),
+        finish("stop"),
+    ]);
+    let done = reply_in(&app, &task, "here it is").await;
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert!(
+        done["artifacts"].to_string().contains("Done: continued."),
+        "{done}"
+    );
+    let there = remote.rpc("GetTask", json!({"id": result["taskId"]})).await;
+    assert_eq!(
+        there["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{there}"
+    );
+}
+
+/// Our task waiting on the remote's question is canceled: so is the remote's task, over
+/// JSON-RPC, HTTP+JSON and 0.3 JSON-RPC.
+#[actix_web::test]
+async fn canceling_a_task_that_waits_on_a_remote_question_cancels_the_remote_task() {
+    let remote = spawn_app().await;
+    let v03 = serve(json!({
+        "name": "old", "description": "A 0.3 agent", "version": "1",
+        "protocolVersion": "0.3.0", "url": format!("{}/", remote.url),
+        "preferredTransport": "JSONRPC", "capabilities": {},
+        "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"], "skills": [],
+    }));
+    for card in [card_of(&remote), serve_card(&remote.url), v03] {
+        cancel_through(&remote, card).await;
+    }
+}
+
+async fn cancel_through(remote: &TestApp, card: String) {
+    let app = asking(vec![RemoteAgentSettings::new("helper", card.clone())]).await;
+    let asks = call_tool(&app, "ask_helper", json!({"text": "input now"})).await;
+    assert_eq!(
+        asks["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{asks}"
+    );
+    let theirs = asks["artifacts"][0]["parts"][0]["data"]["taskId"].clone();
+    let r = app.rpc("CancelTask", json!({"id": asks["id"]})).await;
+    assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let there = remote.rpc("GetTask", json!({"id": theirs})).await;
+        if there["result"]["status"]["state"] == "TASK_STATE_CANCELED" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not canceled there through {card}: {there}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }

@@ -20,7 +20,7 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
 use super::executor::{AgentExecutor, Turn, TurnSink, calling};
-use super::tool_router::ToolRoutingExecutor;
+use super::tool_router::{self, ToolRoutingExecutor};
 use crate::agent::{
     ACTIVE_AGENT_KEY, AgentError, AgentTree, Content, Event, LlmRequest, ModelAdapter, Part,
     RunError, RunObserver, RunSettings, Runner, TRANSFER_TO_AGENT, ToolInvoker,
@@ -32,7 +32,7 @@ use crate::error::Result;
 use crate::providers::ProviderError;
 use crate::runtime::skill_actor::Tools;
 use crate::session::{FunctionCall, FunctionResponse, HeuristicEstimator, HistoryConfig};
-use crate::skills::{CallJournal, Caller, SkillError};
+use crate::skills::{CallJournal, Caller, Question, SkillError};
 
 /// The tool whose output is added to the instruction at the start of each run.
 const SESSION_CONTEXT_TOOL: &str = crate::skills::context::SESSION_CONTEXT_TOOL;
@@ -100,15 +100,27 @@ impl AgentExecutor for AgentLoopExecutor {
         sink.working().await?;
         let context = session_context(&turn).await;
         let mut contents = self.contents(&turn);
-        let tools = SkillTools::new(&turn, &sink);
+        let tools = Arc::new(SkillTools::new(&turn, &sink));
         let active = turn.state.get(ACTIVE_AGENT_KEY).and_then(Value::as_str);
         let runner =
-            Runner::new(self.tree.clone(), Arc::new(tools), self.settings).starting_with(active);
+            Runner::new(self.tree.clone(), tools.clone(), self.settings).starting_with(active);
         let mut observer = SinkObserver::new(&sink, self.flush);
         match run_and_collect(&runner, &mut contents, &context, &mut observer).await {
-            Ok(_) => {
+            Ok(answer) => {
                 observer.finish().await?;
-                sink.complete(None).await
+                // The last call asked the user something, and the model passed it on:
+                // the task waits for the reply (which the model continues the call with).
+                match tools.question() {
+                    Some((_, question)) => {
+                        let text = if answer.trim().is_empty() {
+                            question.text
+                        } else {
+                            answer
+                        };
+                        sink.input_required(sink.text(text)).await
+                    }
+                    None => sink.complete(None).await,
+                }
             }
             Err(RunError::Observer(e)) => Err(e),
             Err(e) => sink.fail(run_failure(&sink, &e)).await,
@@ -212,6 +224,9 @@ struct SkillTools {
     caller: Caller,
     task_id: TaskId,
     journal: Arc<dyn CallJournal>,
+    /// What the last call's result asked the user, if it asked (`Tools::question`), and
+    /// the tool that asked.
+    asked: std::sync::Mutex<Option<(String, Question)>>,
 }
 
 impl SkillTools {
@@ -221,7 +236,16 @@ impl SkillTools {
             caller: turn.caller(),
             task_id: turn.task_id.clone(),
             journal: turn.journal(sink),
+            asked: std::sync::Mutex::new(None),
         }
+    }
+
+    /// What the last call made asked the user, if it asked, and the tool that asked.
+    fn question(&self) -> Option<(String, Question)> {
+        self.asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -234,6 +258,17 @@ impl ToolInvoker for SkillTools {
             .tools
             .call(name, None, Value::Object(call.args.clone()), caller)
             .await;
+        let asked = match &result {
+            Some(Ok(value)) => self
+                .tools
+                .question(name, value)
+                .map(|q| (name.to_owned(), q)),
+            _ => None,
+        };
+        *self
+            .asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = asked;
         match result {
             Some(Ok(value)) => Ok(value),
             Some(Err(e)) => Err(model_error_text(name, e)),
@@ -501,6 +536,11 @@ impl AgentExecutor for RoutingExecutor {
             metadata.insert("errorCode".into(), json!("TOOL_ERROR"));
             message.metadata = Some(metadata);
             return sink.fail(message).await;
+        }
+        // The last call asked the user something: the reply continues that call directly
+        // (the routing model sees no history).
+        if let Some((tool, question)) = tools.question() {
+            return tool_router::ask(&sink, &tool, None, question).await;
         }
         sink.complete(None).await
     }

@@ -115,8 +115,8 @@ pub fn calling(
 /// its calls again, under the same derived ids.
 pub const JOURNAL_PREFIX: &str = "call:";
 
-/// The author of the state-only events that write the journal.
-const JOURNAL_AUTHOR: &str = "agent-a2a";
+/// The author of the state-only events the runtime writes ([`TurnSink::set_state`]).
+const STATE_AUTHOR: &str = "agent-a2a";
 
 /// A turn's [`CallJournal`]: entries in the thread's state, written through the turn's
 /// sink (durable when `record` returns, refused once the turn is over).
@@ -140,13 +140,8 @@ impl CallJournal for TurnJournal {
         key: &str,
         value: serde_json::Value,
     ) -> std::result::Result<(), SkillError> {
-        let mut event = Event::new(JOURNAL_AUTHOR, None, Timestamp::now());
-        event
-            .actions
-            .state_delta
-            .insert(format!("{JOURNAL_PREFIX}{key}"), value);
         self.sink
-            .append_event(event)
+            .set_state(format!("{JOURNAL_PREFIX}{key}"), value)
             .await
             .map_err(|e| SkillError::Unavailable(format!("the call's journal: {e}")))
     }
@@ -227,6 +222,14 @@ impl TurnSink {
     /// A state delta past the thread's state limit refuses the event and changes nothing.
     pub async fn append_event(&self, event: Event) -> Result<()> {
         self.emit(Emit::Event(Box::new(event))).await
+    }
+
+    /// Sets `key` of the thread's state (a state-only session event); returns once
+    /// durable. Past the thread's state limit it is refused and nothing changes.
+    pub async fn set_state(&self, key: String, value: serde_json::Value) -> Result<()> {
+        let mut event = Event::new(STATE_AUTHOR, None, Timestamp::now());
+        event.actions.state_delta.insert(key, value);
+        self.append_event(event).await
     }
 
     /// Answers with a message instead of a task. Only valid as the first output of a

@@ -11,10 +11,10 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::executor::{AgentExecutor, Turn, TurnSink, calling};
-use crate::domain::{Artifact, Part, PartContent};
+use crate::domain::{Artifact, Part, PartContent, TaskId};
 use crate::error::{Error, Result};
 use crate::runtime::skill_actor::Tools;
-use crate::skills::SkillError;
+use crate::skills::{Question, SkillError};
 
 /// The default executor (no model): direct tool calls, and help for free text.
 #[derive(Debug, Default, Clone, Copy)]
@@ -28,9 +28,10 @@ struct ToolCall {
 }
 
 impl ToolRoutingExecutor {
-    /// Whether the turn's message holds an explicit tool call (well formed or not).
+    /// Whether the turn's message holds an explicit tool call (well formed or not), or
+    /// replies to the question a direct call asked in this task.
     pub(in crate::runtime) fn is_tool_call(turn: &Turn) -> bool {
-        !matches!(find_call(turn), Ok(None))
+        !matches!(the_call(turn), Ok(None))
     }
 
     pub(in crate::runtime) fn help(tools: &Tools) -> String {
@@ -48,6 +49,62 @@ impl ToolRoutingExecutor {
              tool's input schema."
         )
     }
+}
+
+/// The thread-state key of the call a task's question continues: `question:<task id>`,
+/// `{"tool", "skill", "arguments"}`, written when a call's result asks the user
+/// something (`Tools::question`) and the task goes `input-required`.
+pub(in crate::runtime) fn question_key(task: &TaskId) -> String {
+    format!("question:{task}")
+}
+
+/// The task waits for the user's reply to `question`, asked by a call of `tool`: the
+/// call to continue with it is kept in the thread's state, and the task goes
+/// `input-required` with the question.
+pub(super) async fn ask(
+    sink: &TurnSink,
+    tool: &str,
+    skill: Option<&str>,
+    question: Question,
+) -> Result<()> {
+    let continued = json!({
+        "tool": tool,
+        "skill": skill,
+        "arguments": question.continue_with,
+    });
+    sink.set_state(question_key(sink.task_id()), continued)
+        .await?;
+    sink.input_required(sink.text(question.text)).await
+}
+
+/// The call a turn makes: the message's explicit call, or — a reply in a task whose call
+/// asked a question — that call continued with the reply's text.
+fn the_call(turn: &Turn) -> Result<Option<ToolCall>> {
+    if let Some(call) = find_call(turn)? {
+        return Ok(Some(call));
+    }
+    if !turn.continuation {
+        return Ok(None);
+    }
+    let Some(asked) = turn.state.get(&question_key(&turn.task_id)) else {
+        return Ok(None);
+    };
+    let (Some(tool), Some(Value::Object(arguments))) =
+        (asked["tool"].as_str(), asked.get("arguments"))
+    else {
+        return Ok(None);
+    };
+    let text = turn.message.text();
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let mut arguments = arguments.clone();
+    arguments.insert("text".into(), Value::String(text));
+    Ok(Some(ToolCall {
+        tool: tool.to_owned(),
+        skill: asked["skill"].as_str().map(str::to_owned),
+        arguments: Value::Object(arguments),
+    }))
 }
 
 fn find_call(turn: &Turn) -> Result<Option<ToolCall>> {
@@ -83,16 +140,16 @@ fn find_call(turn: &Turn) -> Result<Option<ToolCall>> {
 
 #[async_trait]
 impl AgentExecutor for ToolRoutingExecutor {
-    /// A direct call of a tool that can be called again (`Tools::resumable`): made again
-    /// as it was, under the same call key.
+    /// A direct call of a tool that can be called again (`Tools::resumable`), or the reply
+    /// that continues one: made again as it was, under the same call key.
     fn resumable(&self, turn: &Turn) -> bool {
-        matches!(find_call(turn), Ok(Some(call))
+        matches!(the_call(turn), Ok(Some(call))
             if turn.tools.resumable(&call.tool)
                 && turn.tools.spec(&call.tool, call.skill.as_deref()).is_some())
     }
 
     async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<()> {
-        let Some(call) = find_call(&turn)? else {
+        let Some(call) = the_call(&turn)? else {
             return sink
                 .input_required(sink.text(Self::help(&turn.tools)))
                 .await;
@@ -121,13 +178,17 @@ impl AgentExecutor for ToolRoutingExecutor {
             .ok_or_else(unknown)?;
         match result {
             Ok(result) => {
+                let question = turn.tools.question(&call.tool, &result);
                 let mut artifact = Artifact::new(vec![Part {
                     media_type: Some("application/json".into()),
                     ..Part::data(result)
                 }]);
                 artifact.name = Some(call.tool.clone());
                 sink.artifact(artifact, false, true).await?;
-                sink.complete(None).await
+                match question {
+                    Some(question) => ask(&sink, &call.tool, call.skill.as_deref(), question).await,
+                    None => sink.complete(None).await,
+                }
             }
             Err(SkillError::InvalidArguments(e)) => {
                 sink.reject(sink.text(format!("{}: invalid arguments: {e}", call.tool)))

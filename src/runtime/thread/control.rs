@@ -11,6 +11,8 @@ use crate::domain::{
     Message, SendOutcome, StreamEvent, Task, TaskId, TaskState, TenantId, Timestamp,
 };
 use crate::error::Error;
+use crate::runtime::executor::JOURNAL_PREFIX;
+use crate::runtime::executors::question_key;
 
 pub(in crate::runtime) enum Waiter {
     Outcome {
@@ -109,6 +111,7 @@ impl Handler<CancelTask> for ThreadActor {
                             };
                             act.apply_emit(&task_id, apply);
                             act.abort_if_running(&task_id, ctx);
+                            act.cancel_elsewhere(&task_id);
                             let loaded = act.loaded()?;
                             loaded
                                 .tasks
@@ -143,6 +146,52 @@ impl ThreadActor {
             .loaded()
             .map_err(|_| Error::internal("thread actor closed"))?;
         plan::plan_forced_status(&key, loaded, task_id, state, message, Timestamp::now())
+    }
+
+    /// What the canceled task's tool calls started elsewhere and left running or waiting
+    /// — a remote task recorded in a call's journal, or the one a question continues —
+    /// is canceled there (`Tools::cancel`), in the background; failures are logged.
+    fn cancel_elsewhere(&mut self, task_id: &TaskId) {
+        let tools = self.deps.tools.clone();
+        let Ok(loaded) = self.loaded() else { return };
+        let journal = format!("{JOURNAL_PREFIX}{task_id}/");
+        let question = question_key(task_id);
+        let mut started: Vec<(String, serde_json::Value)> = Vec::new();
+        for (key, value) in loaded.state.iter(Timestamp::now()) {
+            let record = if key.starts_with(&journal) {
+                value.clone()
+            } else if key == question {
+                value["arguments"].clone()
+            } else {
+                continue;
+            };
+            let Some(tool) = value["tool"].as_str() else {
+                continue;
+            };
+            if !started
+                .iter()
+                .any(|(t, r)| t == tool && r["taskId"] == record["taskId"])
+            {
+                started.push((tool.to_owned(), record));
+            }
+        }
+        if started.is_empty() {
+            return;
+        }
+        let task_id = task_id.clone();
+        actix::spawn(async move {
+            for (tool, record) in started {
+                match tools.cancel(&tool, &record).await {
+                    Some(Ok(())) => {
+                        tracing::info!(task_id = %task_id, tool, "canceled what the task's call started")
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(task_id = %task_id, tool, error = %e, "what the task's call started was not canceled")
+                    }
+                    None => {}
+                }
+            }
+        });
     }
 
     /// A canceled task's turn stops at once: its executor is aborted.
