@@ -139,9 +139,7 @@ impl RemoteAgentSkill {
             Err((e, _)) => Err(SkillError::Remote(format!("remote agent {name}: {e}"))),
         }
     }
-}
 
-impl RemoteAgentSkill {
     /// One call made durable where the turn allows it (`caller.call`): the message's id
     /// is derived from the call, so the same call made again after a restart sends the
     /// same id (a server that honours message ids answers it with the first send's
@@ -210,9 +208,7 @@ impl RemoteAgentSkill {
             }
         }
     }
-}
 
-impl RemoteAgentSkill {
     /// The remote task the call followed has ended (or was given up on): its record is
     /// cleared, so that nothing follows or cancels it later. A failure only leaves the
     /// record to expire (a later cancel of it is refused by the remote, harmlessly).

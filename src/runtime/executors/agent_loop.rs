@@ -253,7 +253,12 @@ impl SkillTools {
 impl ToolInvoker for SkillTools {
     async fn invoke(&self, call: &FunctionCall) -> std::result::Result<Value, String> {
         let name = call.name.as_str();
-        let caller = calling(self.caller.clone(), &self.task_id, &self.journal, &call.id);
+        let caller = calling(
+            self.caller.clone(),
+            &self.task_id,
+            &self.journal,
+            &model_call_id(call),
+        );
         let result = self
             .tools
             .call(name, None, Value::Object(call.args.clone()), caller)
@@ -275,6 +280,21 @@ impl ToolInvoker for SkillTools {
             None => Err(format!("unknown tool {name:?}")),
         }
     }
+}
+
+/// A model's call as its key names it: its id and a digest of its name and arguments. A
+/// call made again from the stored response has both the same; two calls of one task
+/// never share a key even from a provider that numbers its calls per response
+/// (`call_0`), so a remote never takes one for the other's retry.
+fn model_call_id(call: &FunctionCall) -> String {
+    use sha2::{Digest, Sha256};
+    let mut digest = Sha256::new();
+    digest.update(call.name.as_bytes());
+    digest.update([0]);
+    digest.update(Value::Object(call.args.clone()).to_string().as_bytes());
+    let digest = digest.finalize();
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}.{hex}", call.id)
 }
 
 /// What the model is told about a failed tool call: the caller's mistakes in full, our own
@@ -581,4 +601,27 @@ pub(in crate::runtime) fn configured(
     }
     tracing::info!("no model configured: explicit tool calls only");
     Ok(Arc::new(ToolRoutingExecutor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str, text: &str) -> FunctionCall {
+        FunctionCall {
+            id: id.into(),
+            name: "ask_billing".into(),
+            args: Map::from_iter([("text".to_owned(), json!(text))]),
+        }
+    }
+
+    #[test]
+    fn a_calls_key_is_the_same_made_again_and_differs_for_a_reused_provider_id() {
+        let first = model_call_id(&call("call_0", "refund order 7"));
+        assert_eq!(first, model_call_id(&call("call_0", "refund order 7")));
+        assert!(first.starts_with("call_0."), "{first}");
+        // A provider numbering calls per response: the same id, another call.
+        assert_ne!(first, model_call_id(&call("call_0", "order 8")));
+        assert_ne!(first, model_call_id(&call("call_1", "refund order 7")));
+    }
 }
