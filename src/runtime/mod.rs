@@ -361,6 +361,9 @@ impl Runtime {
     /// arbiter (writes still queued are not committed; none of them was acknowledged).
     /// A graceful shutdown uses [`Runtime::begin_drain`] and [`Runtime::close`] instead.
     pub fn shutdown(&self) {
+        self.shared
+            .closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.stop.send_replace(true);
         for arbiter in lock(&self.arbiters).drain(..) {
             arbiter.stop();

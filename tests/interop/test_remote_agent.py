@@ -27,25 +27,17 @@ def rpc(url: str, method: str, params: dict) -> dict:
     return response.json()
 
 
-def ask(text: str, **continues: str) -> dict:
+def send(message: dict) -> dict:
+    """``message`` sent to the asking server; the task it answers with."""
     if not ASKING_URL:
         pytest.fail("no asking server: run tests/interop/run.sh")
+    message = {"messageId": f"interop-{uuid.uuid4()}", "role": "ROLE_USER", **message}
+    return rpc(ASKING_URL, "SendMessage", {"message": message})["result"]["task"]
+
+
+def ask(text: str, **continues: str) -> dict:
     arguments = {"text": text, **continues}
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": f"interop-{uuid.uuid4()}",
-                "role": "ROLE_USER",
-                "parts": [{"data": {"tool": "ask_python", "arguments": arguments}}],
-            }
-        },
-    }
-    response = httpx.post(ASKING_URL + "/", json=body, headers={"A2A-Version": "1.0"}, timeout=30)
-    response.raise_for_status()
-    return response.json()["result"]["task"]
+    return send({"parts": [{"data": {"tool": "ask_python", "arguments": arguments}}]})
 
 
 def result_of(task: dict) -> dict:
@@ -64,23 +56,7 @@ def test_the_sdk_agent_answers_through_the_tool() -> None:
 
 def reply_in(task: dict, text: str) -> dict:
     """``text`` sent in ``task`` (ours, input-required); the task after it."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": f"interop-{uuid.uuid4()}",
-                "role": "ROLE_USER",
-                "taskId": task["id"],
-                "contextId": task["contextId"],
-                "parts": [{"text": text}],
-            }
-        },
-    }
-    response = httpx.post(ASKING_URL + "/", json=body, headers={"A2A-Version": "1.0"}, timeout=30)
-    response.raise_for_status()
-    return response.json()["result"]["task"]
+    return send({"taskId": task["id"], "contextId": task["contextId"], "parts": [{"text": text}]})
 
 
 def test_a_question_of_the_sdk_agent_comes_back_and_is_answered_in_its_task() -> None:

@@ -169,20 +169,24 @@ fn calling(remote: &SlowRemote) -> impl Fn(&mut Settings) + Clone + use<> {
     }
 }
 
+/// One JSON-RPC call to the server at `url`; its answer.
+async fn rpc_at(url: &str, method: &str, params: Value) -> Value {
+    http_client()
+        .post(format!("{url}/"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .expect("a JSON-RPC request")
+        .json()
+        .await
+        .expect("a JSON-RPC answer")
+}
+
 /// Reads task `id` at `url` until it ends; the task.
 async fn ended(url: &str, id: &str) -> Value {
-    let client = http_client();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let r: Value = client
-            .post(format!("{url}/"))
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}}))
-            .send()
-            .await
-            .expect("GetTask")
-            .json()
-            .await
-            .expect("a JSON-RPC answer");
+        let r = rpc_at(url, "GetTask", json!({"id": id})).await;
         let state = r["result"]["status"]["state"].as_str().unwrap_or_default();
         if ["TASK_STATE_COMPLETED", "TASK_STATE_FAILED"].contains(&state) {
             return r["result"].clone();
@@ -355,16 +359,7 @@ async fn sigkill_mid_delegation(env: &[(&str, &str)]) {
     )
     .unwrap();
     let (mut child, url) = start_server_configured(dir.path(), env, &config);
-    let r: Value = http_client()
-        .post(format!("{url}/"))
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": direct_call()}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let task = started(&r);
+    let task = started(&rpc_at(&url, "SendMessage", direct_call()).await);
     remote.wait_for("asked for its task", |a| a.gets > 0).await;
     child.kill().expect("SIGKILL");
     child.wait().unwrap();

@@ -120,6 +120,7 @@ impl Runtime {
     /// stops the persistence actor. Whatever was acknowledged was durable already; this
     /// makes the writes of turns that finished while no one waited durable too.
     pub async fn close(&self, deadline: Instant) -> Result<()> {
+        self.shared.closing.store(true, Ordering::SeqCst);
         self.stop.send_replace(true);
         let actors = std::mem::take(&mut *lock(&self.arbiters));
         for arbiter in &actors {

@@ -6,6 +6,7 @@
 //! never the internal detail; a panic additionally stops the actor so its supervisor
 //! restarts it from the store.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -146,6 +147,11 @@ impl ThreadActor {
         result: Result<Result<(), Error>, tokio::task::JoinError>,
         ctx: &mut Context<Self>,
     ) {
+        if self.deps.shared.closing.load(Ordering::SeqCst) {
+            // The stop cut the turn off: its task stays as last committed, for the next
+            // load to resume or fail (`Shared::closing`).
+            return;
+        }
         let Ok(loaded) = self.loaded() else { return };
         let Some(running) = loaded.running.as_ref().filter(|r| r.turn == turn_id) else {
             return;
@@ -364,6 +370,13 @@ impl Handler<TurnEmit> for ThreadActor {
     type Result = AtomicResponse<Self, Result<(), Error>>;
 
     fn handle(&mut self, msg: TurnEmit, ctx: &mut Context<Self>) -> Self::Result {
+        if self.deps.shared.closing.load(Ordering::SeqCst) {
+            // The stop cuts the turn off here: nothing it says from now on is recorded.
+            return AtomicResponse::new(Box::pin(fut::ready(Err(Error::Unavailable {
+                detail: "the server is stopping".into(),
+                retry_after_secs: 1,
+            }))));
+        }
         let plan = match self.plan_emit(&msg) {
             Ok(plan) => plan,
             Err(e) => {

@@ -92,6 +92,12 @@ pub struct Shared {
     /// no turn of theirs runs here (a stream following another node's task watches it);
     /// turns are still taken until the drain.
     pub leaving: watch::Sender<bool>,
+    /// The runtime's actors are being stopped (the end of a shutdown, after its wait for
+    /// turns): a turn's output is refused from here, so that a turn cut off by the stop
+    /// leaves its task as last committed — to be resumed or failed when its thread loads
+    /// again — and never records what the stop did to it (a skill actor stopped under a
+    /// call is not the call's answer).
+    pub closing: AtomicBool,
 }
 
 impl Shared {
@@ -103,6 +109,7 @@ impl Shared {
             activity: Arc::new(Activity::default()),
             draining: AtomicBool::new(false),
             leaving: watch::Sender::new(false),
+            closing: AtomicBool::new(false),
         }
     }
 
