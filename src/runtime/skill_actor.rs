@@ -203,15 +203,18 @@ pub enum SkillStartError {
     },
 }
 
+/// A registered tool: its skill's id, its spec, the actor that runs its calls, and the
+/// skill.
+type Registered = (String, ToolSpec, Addr<SkillActor>, Arc<dyn Skill>);
+
 /// Every tool, reachable by name through its skill's actor.
 pub struct Tools {
-    by_name: HashMap<String, (String, ToolSpec, Addr<SkillActor>)>,
+    /// Each tool's skill id, spec, actor, and skill (for what it says of its calls:
+    /// `Skill::resumable`, `Skill::question`, `Skill::cancel`).
+    by_name: HashMap<String, Registered>,
     names: Vec<String>,
     /// Each skill's actor by skill id, in registration order.
     skills: Vec<(String, Addr<SkillActor>)>,
-    /// The skill of each tool, for what it says of its calls (`Skill::resumable`,
-    /// `Skill::question`).
-    skills_by_tool: HashMap<String, Arc<dyn Skill>>,
     /// `skills.timeout_ms`: how long a call may take (the skill actor's bound), and a
     /// cancel.
     call_timeout: Duration,
@@ -224,10 +227,9 @@ impl Tools {
         settings: &SkillSettings,
         arbiters: &[ArbiterHandle],
     ) -> Result<Tools, SkillStartError> {
-        let mut by_name = HashMap::new();
+        let mut by_name: HashMap<String, Registered> = HashMap::new();
         let mut names = Vec::new();
         let mut skills = Vec::new();
-        let mut skills_by_tool = HashMap::new();
         for (i, skill) in registry.skills().iter().enumerate() {
             let mut schemas = HashMap::new();
             let mut outputs = HashMap::new();
@@ -255,7 +257,7 @@ impl Tools {
             };
             skills.push((skill.info().id.clone(), addr.clone()));
             for tool in skill.tools() {
-                if let Some((first, _, _)) = by_name.get(&tool.name) {
+                if let Some((first, ..)) = by_name.get(&tool.name) {
                     return Err(SkillStartError::DuplicateTool {
                         tool: tool.name.clone(),
                         first: String::clone(first),
@@ -263,10 +265,9 @@ impl Tools {
                     });
                 }
                 names.push(tool.name.clone());
-                skills_by_tool.insert(tool.name.clone(), skill.clone());
                 by_name.insert(
                     tool.name.clone(),
-                    (skill.info().id.clone(), tool, addr.clone()),
+                    (skill.info().id.clone(), tool, addr.clone(), skill.clone()),
                 );
             }
         }
@@ -274,7 +275,6 @@ impl Tools {
             by_name,
             names,
             skills,
-            skills_by_tool,
             call_timeout: Duration::from_millis(settings.timeout_ms),
         })
     }
@@ -285,7 +285,6 @@ impl Tools {
             by_name: HashMap::new(),
             names: Vec::new(),
             skills: Vec::new(),
-            skills_by_tool: HashMap::new(),
             call_timeout: Duration::ZERO,
         }
     }
@@ -297,28 +296,31 @@ impl Tools {
 
     /// The id of the skill that serves `tool`.
     pub fn skill_of(&self, tool: &str) -> Option<&str> {
-        self.by_name.get(tool).map(|(owner, _, _)| owner.as_str())
+        self.by_name.get(tool).map(|(owner, ..)| owner.as_str())
+    }
+
+    /// The skill that serves `tool`.
+    fn skill(&self, tool: &str) -> Option<&Arc<dyn Skill>> {
+        self.by_name.get(tool).map(|(.., skill)| skill)
     }
 
     /// Whether a call of `tool` cut short by a restart may be made again
     /// ([`crate::skills::Skill::resumable`]).
     pub fn resumable(&self, tool: &str) -> bool {
-        self.skills_by_tool
-            .get(tool)
-            .is_some_and(|s| s.resumable(tool))
+        self.skill(tool).is_some_and(|s| s.resumable(tool))
     }
 
     /// The question `result` of `tool` asks the user, if it is one
     /// ([`crate::skills::Skill::question`]).
     pub fn question(&self, tool: &str, result: &Value) -> Option<Question> {
-        self.skills_by_tool.get(tool)?.question(tool, result)
+        self.skill(tool)?.question(tool, result)
     }
 
     /// Cancels what a call of `tool` started elsewhere (`started`: its journal record, or
     /// its question's arguments; [`crate::skills::Skill::cancel`]), within
     /// `skills.timeout_ms`. `None`: no such tool.
     pub async fn cancel(&self, tool: &str, started: &Value) -> Option<Result<(), SkillError>> {
-        let skill = self.skills_by_tool.get(tool)?;
+        let skill = self.skill(tool)?;
         let timeout = self.call_timeout;
         Some(
             tokio::time::timeout(timeout, skill.cancel(tool, started))
@@ -336,8 +338,8 @@ impl Tools {
     pub fn spec(&self, tool: &str, skill: Option<&str>) -> Option<&ToolSpec> {
         self.by_name
             .get(tool)
-            .filter(|(owner, _, _)| skill.is_none_or(|s| s == owner))
-            .map(|(_, spec, _)| spec)
+            .filter(|(owner, ..)| skill.is_none_or(|s| s == owner))
+            .map(|(_, spec, ..)| spec)
     }
 
     /// Every skill's health, by skill id in registration order, asked through its actor
@@ -365,7 +367,7 @@ impl Tools {
         arguments: Value,
         caller: Caller,
     ) -> Option<Result<Value, SkillError>> {
-        let (owner, _, addr) = self.by_name.get(tool)?;
+        let (owner, _, addr, _) = self.by_name.get(tool)?;
         if skill.is_some_and(|s| s != owner) {
             return None;
         }

@@ -79,12 +79,13 @@ impl Turn {
     /// The journal of the turn's tool calls: entries in the thread's state, written
     /// through `sink` (see [`CallRef`]).
     pub fn journal(&self, sink: &TurnSink) -> Arc<dyn CallJournal> {
+        let this_task = format!("{JOURNAL_PREFIX}{}/", self.task_id);
         Arc::new(TurnJournal {
             sink: sink.clone(),
             recorded: self
                 .state
                 .iter()
-                .filter(|(key, _)| key.starts_with(JOURNAL_PREFIX))
+                .filter(|(key, _)| key.starts_with(&this_task))
                 .map(|(key, value)| (key.clone(), value.clone()))
                 .collect(),
         })
@@ -113,7 +114,7 @@ pub fn calling(
 /// The thread-state keys of the calls' journal: `call:<task id>/<call id>`. Entries live
 /// as long as any state entry (`state.ttl_secs`); a turn resumed later than that sends
 /// its calls again, under the same derived ids.
-pub const JOURNAL_PREFIX: &str = "call:";
+pub(super) const JOURNAL_PREFIX: &str = "call:";
 
 /// The author of the state-only events the runtime writes ([`TurnSink::set_state`]).
 const STATE_AUTHOR: &str = "agent-a2a";
@@ -122,7 +123,7 @@ const STATE_AUTHOR: &str = "agent-a2a";
 /// sink (durable when `record` returns, refused once the turn is over).
 struct TurnJournal {
     sink: TurnSink,
-    /// The journal's entries when the turn started.
+    /// The journal's entries of the turn's task when the turn started.
     recorded: serde_json::Map<String, serde_json::Value>,
 }
 

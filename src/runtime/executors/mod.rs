@@ -9,4 +9,4 @@ mod tool_router;
 pub(super) use agent_loop::configured;
 pub use agent_loop::{AgentLoopExecutor, RoutingExecutor};
 pub use tool_router::ToolRoutingExecutor;
-pub(super) use tool_router::question_key;
+pub(super) use tool_router::started_elsewhere;

@@ -10,7 +10,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::executor::{AgentExecutor, Turn, TurnSink, calling};
+use super::executor::{AgentExecutor, JOURNAL_PREFIX, Turn, TurnSink, calling};
 use crate::domain::{Artifact, Part, PartContent, TaskId};
 use crate::error::{Error, Result};
 use crate::runtime::skill_actor::Tools;
@@ -54,8 +54,40 @@ impl ToolRoutingExecutor {
 /// The thread-state key of the call a task's question continues: `question:<task id>`,
 /// `{"tool", "skill", "arguments"}`, written when a call's result asks the user
 /// something (`Tools::question`) and the task goes `input-required`.
-pub(in crate::runtime) fn question_key(task: &TaskId) -> String {
+fn question_key(task: &TaskId) -> String {
     format!("question:{task}")
+}
+
+/// What task `task_id`'s calls started elsewhere and left running or waiting, from the
+/// thread's `state`: each remote task a call's journal still records (`call:<task
+/// id>/…`) and the one its question continues (`question:<task id>`), once per tool and
+/// remote task, as `(tool, what to hand Skill::cancel)`.
+pub(in crate::runtime) fn started_elsewhere<'a>(
+    state: impl Iterator<Item = (&'a str, &'a Value)>,
+    task_id: &TaskId,
+) -> Vec<(String, Value)> {
+    let journal = format!("{JOURNAL_PREFIX}{task_id}/");
+    let question = question_key(task_id);
+    let mut started: Vec<(String, Value)> = Vec::new();
+    for (key, value) in state {
+        let record = if key.starts_with(&journal) {
+            value.clone()
+        } else if key == question {
+            value["arguments"].clone()
+        } else {
+            continue;
+        };
+        let Some(tool) = value["tool"].as_str() else {
+            continue;
+        };
+        if !started
+            .iter()
+            .any(|(t, r)| t == tool && r["taskId"] == record["taskId"])
+        {
+            started.push((tool.to_owned(), record));
+        }
+    }
+    started
 }
 
 /// The task waits for the user's reply to `question`, asked by a call of `tool`: the

@@ -11,8 +11,7 @@ use crate::domain::{
     Message, SendOutcome, StreamEvent, Task, TaskId, TaskState, TenantId, Timestamp,
 };
 use crate::error::Error;
-use crate::runtime::executor::JOURNAL_PREFIX;
-use crate::runtime::executors::question_key;
+use crate::runtime::executors::started_elsewhere;
 
 pub(in crate::runtime) enum Waiter {
     Outcome {
@@ -154,27 +153,7 @@ impl ThreadActor {
     fn cancel_elsewhere(&mut self, task_id: &TaskId) {
         let tools = self.deps.tools.clone();
         let Ok(loaded) = self.loaded() else { return };
-        let journal = format!("{JOURNAL_PREFIX}{task_id}/");
-        let question = question_key(task_id);
-        let mut started: Vec<(String, serde_json::Value)> = Vec::new();
-        for (key, value) in loaded.state.iter(Timestamp::now()) {
-            let record = if key.starts_with(&journal) {
-                value.clone()
-            } else if key == question {
-                value["arguments"].clone()
-            } else {
-                continue;
-            };
-            let Some(tool) = value["tool"].as_str() else {
-                continue;
-            };
-            if !started
-                .iter()
-                .any(|(t, r)| t == tool && r["taskId"] == record["taskId"])
-            {
-                started.push((tool.to_owned(), record));
-            }
-        }
+        let started = started_elsewhere(loaded.state.iter(Timestamp::now()), task_id);
         if started.is_empty() {
             return;
         }
