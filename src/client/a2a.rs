@@ -4,9 +4,11 @@
 //! The card is read at the first call and again when its `Cache-Control: max-age` has
 //! passed (five minutes without one); a card that cannot be read fails the call, and the
 //! next call tries again. Of the card's `supportedInterfaces`, in the card's order (first
-//! preferred), the first A2A 1.0 interface with a binding spoken here is used: `JSONRPC`
-//! or `HTTP+JSON`; without one, a 0.3 JSON-RPC interface (listed, or a 0.3 card's own
-//! `url` or `additionalInterfaces`), spoken in 0.3 (`message/send`, `tasks/get`). Every URL — the card's and each interface's — passes the push
+//! preferred), the first A2A 1.0 interface with a binding spoken here is used: `JSONRPC`,
+//! `HTTP+JSON` or `GRPC` (a `host:port` is TLS unless `grpc_tls` is off); without one, a
+//! 0.3 interface over JSON-RPC or HTTP+JSON (listed, or a 0.3 card's own `url` or
+//! `additionalInterfaces`), spoken in 0.3 (`message/send`, `tasks/get`; HTTP+JSON under
+//! `/v1/`). Every URL — the card's and each interface's — passes the push
 //! receivers' URL policy as written, and the client's resolver connects only to addresses
 //! the policy allows. Requests carry the calling turn's `traceparent` when it is traced.
 //! Answers are read up to `max_answer_bytes`. A task the remote
@@ -47,17 +49,40 @@ pub enum CallError {
 pub enum Binding {
     JsonRpc,
     HttpJson,
+    /// `lf.a2a.v1.A2AService`.
+    Grpc,
     /// A2A 0.3 JSON-RPC (`message/send`, `tasks/get`, `kind`-tagged objects).
     JsonRpc03,
+    /// A2A 0.3 HTTP+JSON (under `/v1/`, the 0.3 proto's JSON: `content` for a message's
+    /// parts, `TASK_STATE_*` states).
+    Rest03,
+}
+
+impl Binding {
+    /// Spoken in 0.3: its answers are read in the 0.3 JSON-RPC shape.
+    fn v03(self) -> bool {
+        matches!(self, Self::JsonRpc03 | Self::Rest03)
+    }
+
+    /// The names of its send, task read and cancel.
+    fn methods(self) -> [&'static str; 3] {
+        if self.v03() {
+            ["message/send", "tasks/get", "tasks/cancel"]
+        } else {
+            ["SendMessage", "GetTask", "CancelTask"]
+        }
+    }
 }
 
 /// The interface of the card the client speaks to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Endpoint {
     pub url: Url,
     pub binding: Binding,
     /// The card's `tenant` of the interface, sent with each request when set.
     pub tenant: String,
+    /// The gRPC interface's channel (connections kept between calls).
+    grpc: Option<tonic::transport::Channel>,
 }
 
 #[derive(Debug, Clone)]
@@ -104,6 +129,8 @@ pub struct RemoteAgent {
     policy: Arc<UrlPolicy>,
     timeout: Duration,
     max_answer_bytes: usize,
+    /// A gRPC interface written `host:port` is spoken over TLS (`grpc_tls`).
+    grpc_tls: bool,
     card: tokio::sync::Mutex<Option<Card>>,
 }
 
@@ -182,6 +209,7 @@ impl RemoteAgent {
             policy,
             timeout,
             max_answer_bytes: settings.max_answer_bytes,
+            grpc_tls: settings.grpc_tls,
             card: tokio::sync::Mutex::new(None),
         })
     }
@@ -208,9 +236,10 @@ impl RemoteAgent {
         deadline: Instant,
     ) -> Result<Sent, CallError> {
         let endpoint = self.endpoint().await?;
-        let v03 = endpoint.binding == Binding::JsonRpc03;
-        let send = if v03 { "message/send" } else { "SendMessage" };
-        let mut params = json!({ "message": message_of(v03, message_id, text, data, continues) });
+        let v03 = endpoint.binding.v03();
+        let [send, ..] = endpoint.binding.methods();
+        let message = message_of(endpoint.binding, message_id, text, data, continues);
+        let mut params = json!({ "message": message });
         if !endpoint.tenant.is_empty() {
             params["tenant"] = json!(endpoint.tenant);
         }
@@ -249,8 +278,8 @@ impl RemoteAgent {
         deadline: Instant,
     ) -> Result<Answer, CallError> {
         let endpoint = self.endpoint().await?;
-        let v03 = endpoint.binding == Binding::JsonRpc03;
-        let get = if v03 { "tasks/get" } else { "GetTask" };
+        let v03 = endpoint.binding.v03();
+        let [_, get, _] = endpoint.binding.methods();
         let mut wait = if seen_running {
             FIRST_POLL
         } else {
@@ -283,10 +312,7 @@ impl RemoteAgent {
     pub async fn cancel(&self, task_id: &str) -> Result<(), CallError> {
         let deadline = self.deadline();
         let endpoint = self.endpoint().await?;
-        let method = match endpoint.binding {
-            Binding::JsonRpc03 => "tasks/cancel",
-            _ => "CancelTask",
-        };
+        let [.., method] = endpoint.binding.methods();
         let mut params = json!({"id": task_id});
         if !endpoint.tenant.is_empty() {
             params["tenant"] = json!(endpoint.tenant);
@@ -331,20 +357,37 @@ impl RemoteAgent {
         }
         let Some((url, binding, tenant)) = interface_of(&value) else {
             return Err(CallError::Refused(
-                "its card offers no interface spoken here (A2A 1.0 over JSON-RPC or \
-                 HTTP+JSON, or 0.3 over JSON-RPC)"
+                "its card offers no interface spoken here (A2A 1.0 over JSON-RPC, \
+                 HTTP+JSON or gRPC, or 0.3 over JSON-RPC or HTTP+JSON)"
                     .into(),
             ));
+        };
+        // A 1.0 gRPC interface is `host:port`; the scheme says TLS or clear text.
+        let url = match binding {
+            Binding::Grpc if !url.contains("://") => {
+                let scheme = if self.grpc_tls { "https" } else { "http" };
+                format!("{scheme}://{url}")
+            }
+            _ => url,
         };
         let url = self
             .policy
             .check_url(&url)
             .map_err(|e| CallError::Refused(format!("its card's interface {e}")))?;
+        let grpc = match binding {
+            Binding::Grpc => Some(super::grpc::channel(
+                &url,
+                self.policy.clone(),
+                self.timeout,
+            )?),
+            _ => None,
+        };
         Ok(Card {
             endpoint: Endpoint {
                 url,
                 binding,
                 tenant,
+                grpc,
             },
             read_at: Instant::now(),
             max_age,
@@ -398,36 +441,44 @@ impl RemoteAgent {
                 self.timeout.as_millis()
             )));
         }
+        // The call continues the turn's trace at the remote (`traceparent`).
+        let mut headers = self.headers.clone();
+        crate::telemetry::trace::inject(&mut headers);
         let request = match endpoint.binding {
             Binding::JsonRpc | Binding::JsonRpc03 => self
                 .http
                 .post(endpoint.url.clone())
                 .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
-            Binding::HttpJson => {
+            Binding::HttpJson | Binding::Rest03 => {
                 // Each segment percent-encoded: a task id the remote chose cannot name
-                // another path of its host.
+                // another path of its host. 0.3's routes are under `/v1/`.
                 let mut url = endpoint.url.clone();
+                let prefix = (endpoint.binding == Binding::Rest03).then_some("v1");
                 url.path_segments_mut()
                     .map_err(|()| CallError::Refused("its interface URL has no path".into()))?
                     .pop_if_empty()
+                    .extend(prefix)
                     .extend(path);
                 match method {
-                    "SendMessage" | "CancelTask" => self.http.post(url).json(&params),
+                    "SendMessage" | "CancelTask" | "message/send" | "tasks/cancel" => {
+                        self.http.post(url).json(&params)
+                    }
                     _ => self.http.get(url),
                 }
             }
+            Binding::Grpc => {
+                let channel = endpoint.grpc.clone().ok_or_else(|| {
+                    CallError::Refused("its gRPC interface has no channel".into())
+                })?;
+                let max = self.max_answer_bytes;
+                return super::grpc::call(channel, method, params, headers, left, max).await;
+            }
         };
-        // The call continues the turn's trace at the remote (`traceparent`).
-        let mut headers = self.headers.clone();
-        crate::telemetry::trace::inject(&mut headers);
         let response = request
             .headers(headers)
             .header(
                 "A2A-Version",
-                match endpoint.binding {
-                    Binding::JsonRpc03 => "0.3",
-                    _ => "1.0",
-                },
+                if endpoint.binding.v03() { "0.3" } else { "1.0" },
             )
             .timeout(left)
             .send()
@@ -457,7 +508,7 @@ impl RemoteAgent {
                     ))),
                 }
             }
-            Binding::HttpJson => {
+            Binding::HttpJson | Binding::Rest03 | Binding::Grpc => {
                 if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
                     return Err(unreachable_or_refused(status, method));
                 }
@@ -468,8 +519,12 @@ impl RemoteAgent {
                         .unwrap_or_else(|| status.to_string());
                     return Err(CallError::Refused(format!("refused {method}: {why}")));
                 }
-                value.ok_or_else(|| {
+                let value = value.ok_or_else(|| {
                     CallError::Refused(format!("answered {method} with something not JSON"))
+                })?;
+                Ok(match endpoint.binding {
+                    Binding::Rest03 => rest03::as_rpc(value),
+                    _ => value,
                 })
             }
         }
@@ -501,9 +556,9 @@ impl RemoteAgent {
 }
 
 /// The interface of a card to speak to: of `supportedInterfaces`, in the card's order,
-/// the first A2A 1.0 one over JSON-RPC or HTTP+JSON; else the first 0.3 JSON-RPC one —
-/// in `supportedInterfaces`, or a 0.3 card's own `url` (its `preferredTransport`
-/// JSON-RPC, the 0.3 default) or `additionalInterfaces`.
+/// the first A2A 1.0 one over JSON-RPC, HTTP+JSON or gRPC; else the first 0.3 one over
+/// JSON-RPC or HTTP+JSON — in `supportedInterfaces`, or a 0.3 card's own `url` (in its
+/// `preferredTransport`, JSON-RPC by default) or `additionalInterfaces`.
 fn interface_of(card: &Value) -> Option<(String, Binding, String)> {
     let field = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
     let interfaces = card.get("supportedInterfaces").and_then(Value::as_array);
@@ -516,53 +571,64 @@ fn interface_of(card: &Value) -> Option<(String, Binding, String)> {
         let binding = match field(i, "protocolBinding").as_str() {
             "JSONRPC" => Binding::JsonRpc,
             "HTTP+JSON" => Binding::HttpJson,
+            "GRPC" => Binding::Grpc,
             _ => return None,
         };
         Some((field(i, "url"), binding, field(i, "tenant")))
     });
+    let binding_03 = |transport: &str| match transport {
+        "JSONRPC" => Some(Binding::JsonRpc03),
+        "HTTP+JSON" => Some(Binding::Rest03),
+        _ => None,
+    };
     let v03 = || {
         listed()
-            .find(|i| {
-                field(i, "protocolVersion").starts_with("0.3")
-                    && field(i, "protocolBinding") == "JSONRPC"
-            })
-            .map(|i| field(i, "url"))
+            .filter(|i| field(i, "protocolVersion").starts_with("0.3"))
+            .find_map(|i| Some((field(i, "url"), binding_03(&field(i, "protocolBinding"))?)))
             .or_else(|| {
                 let transport = card.get("preferredTransport").and_then(Value::as_str);
-                let own = matches!(transport, None | Some("JSONRPC"));
-                (own && field(card, "protocolVersion").starts_with("0.3"))
-                    .then(|| field(card, "url"))
-                    .filter(|u| !u.is_empty())
+                let binding = binding_03(transport.unwrap_or("JSONRPC"))?;
+                (field(card, "protocolVersion").starts_with("0.3"))
+                    .then(|| (field(card, "url"), binding))
+                    .filter(|(u, _)| !u.is_empty())
             })
             .or_else(|| {
                 let additional = card.get("additionalInterfaces").and_then(Value::as_array);
                 additional
                     .into_iter()
                     .flatten()
-                    .find(|i| field(i, "transport") == "JSONRPC")
-                    .map(|i| field(i, "url"))
+                    .find_map(|i| Some((field(i, "url"), binding_03(&field(i, "transport"))?)))
             })
-            .map(|url| (url, Binding::JsonRpc03, String::new()))
+            .map(|(url, binding)| (url, binding, String::new()))
     };
     v1.or_else(v03).filter(|(url, ..)| !url.is_empty())
 }
 
 /// The message to send, in the dialect's shape.
 fn message_of(
-    v03: bool,
+    binding: Binding,
     message_id: &str,
     text: &str,
     data: Option<&Value>,
     continues: Option<(&str, &str)>,
 ) -> Value {
-    let mut message = if v03 {
-        let mut parts = vec![json!({"kind": "text", "text": text})];
-        parts.extend(data.map(|d| json!({"kind": "data", "data": d})));
-        json!({"kind": "message", "messageId": message_id, "role": "user", "parts": parts})
-    } else {
-        let mut parts = vec![json!({"text": text})];
-        parts.extend(data.map(|d| json!({"data": d})));
-        json!({"messageId": message_id, "role": "ROLE_USER", "parts": parts})
+    let mut message = match binding {
+        Binding::JsonRpc03 => {
+            let mut parts = vec![json!({"kind": "text", "text": text})];
+            parts.extend(data.map(|d| json!({"kind": "data", "data": d})));
+            json!({"kind": "message", "messageId": message_id, "role": "user", "parts": parts})
+        }
+        // The 0.3 proto: `content`, and a data part's Struct inside a DataPart.
+        Binding::Rest03 => {
+            let mut parts = vec![json!({"text": text})];
+            parts.extend(data.map(|d| json!({"data": {"data": d}})));
+            json!({"messageId": message_id, "role": "ROLE_USER", "content": parts})
+        }
+        Binding::JsonRpc | Binding::HttpJson | Binding::Grpc => {
+            let mut parts = vec![json!({"text": text})];
+            parts.extend(data.map(|d| json!({"data": d})));
+            json!({"messageId": message_id, "role": "ROLE_USER", "parts": parts})
+        }
     };
     if let Some((task_id, context_id)) = continues {
         message["taskId"] = json!(task_id);
@@ -571,7 +637,6 @@ fn message_of(
     message
 }
 
-/// What a send answered: a direct reply, or a task to follow.
 /// What a send left: the remote's answer, or its task still running.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Sent {
@@ -841,6 +906,102 @@ fn max_age(headers: &HeaderMap) -> Option<Duration> {
     })
 }
 
+/// The 0.3 HTTP+JSON answers (the 0.3 proto's JSON) in the 0.3 JSON-RPC shape, which
+/// the client reads: `kind` tags, `parts`, lowercase states.
+mod rest03 {
+    use serde_json::{Map, Value, json};
+
+    /// A send's answer (`{"task"}` or `{"msg"}`, `{"message"}` by its JSON name), or a
+    /// task.
+    pub(super) fn as_rpc(answer: Value) -> Value {
+        let Value::Object(mut answer) = answer else {
+            return answer;
+        };
+        if let Some(task) = answer.remove("task") {
+            return task_of(task);
+        }
+        if let Some(message) = answer.remove("msg").or_else(|| answer.remove("message")) {
+            return message_of(message);
+        }
+        task_of(Value::Object(answer))
+    }
+
+    fn task_of(task: Value) -> Value {
+        let Value::Object(mut task) = task else {
+            return task;
+        };
+        task.insert("kind".into(), json!("task"));
+        if let Some(Value::Object(status)) = task.get_mut("status") {
+            if let Some(state) = status.get("state").and_then(Value::as_str) {
+                let state = state_of(state);
+                status.insert("state".into(), json!(state));
+            }
+            // The proto's `update`, whose JSON name is `message`.
+            if let Some(message) = status.remove("message").or_else(|| status.remove("update")) {
+                status.insert("message".into(), message_of(message));
+            }
+        }
+        if let Some(Value::Array(artifacts)) = task.get_mut("artifacts") {
+            for artifact in artifacts.iter_mut().filter_map(Value::as_object_mut) {
+                tag_parts(artifact, "parts");
+            }
+        }
+        Value::Object(task)
+    }
+
+    fn message_of(message: Value) -> Value {
+        let Value::Object(mut message) = message else {
+            return message;
+        };
+        message.insert("kind".into(), json!("message"));
+        tag_parts(&mut message, "content");
+        Value::Object(message)
+    }
+
+    /// The parts under `key` (or `parts`) as `kind`-tagged 0.3 JSON-RPC parts.
+    fn tag_parts(holder: &mut Map<String, Value>, key: &str) {
+        let Some(Value::Array(parts)) = holder.remove(key).or_else(|| holder.remove("parts"))
+        else {
+            return;
+        };
+        let parts = parts
+            .into_iter()
+            .map(|part| {
+                let Value::Object(mut part) = part else {
+                    return part;
+                };
+                if part.contains_key("text") {
+                    part.insert("kind".into(), json!("text"));
+                } else if let Some(data) = part.remove("data") {
+                    // A DataPart holds its Struct under `data`.
+                    let data = match data {
+                        Value::Object(mut wrapper) if wrapper.contains_key("data") => {
+                            wrapper.remove("data").unwrap_or(Value::Null)
+                        }
+                        bare => bare,
+                    };
+                    part.insert("kind".into(), json!("data"));
+                    part.insert("data".into(), data);
+                } else if part.contains_key("file") {
+                    part.insert("kind".into(), json!("file"));
+                }
+                Value::Object(part)
+            })
+            .collect();
+        holder.insert("parts".into(), Value::Array(parts));
+    }
+
+    /// `TASK_STATE_INPUT_REQUIRED` → `input-required`; 0.3 spelled canceled
+    /// `TASK_STATE_CANCELLED`.
+    fn state_of(state: &str) -> String {
+        match state.strip_prefix("TASK_STATE_") {
+            Some("CANCELLED") => "canceled".into(),
+            Some(name) => name.to_ascii_lowercase().replace('_', "-"),
+            None => state.to_owned(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -908,12 +1069,19 @@ mod tests {
     }
 
     #[test]
-    fn the_interface_is_the_first_1_0_one_spoken_here_else_a_0_3_json_rpc_one() {
+    fn the_interface_is_the_first_1_0_one_spoken_here_else_a_0_3_one() {
         let interface = |card: Value| interface_of(&card);
         let listed = |entries: Value| json!({"supportedInterfaces": entries});
         assert_eq!(
             interface(listed(json!([
                 {"url": "g", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+                {"url": "j", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            ]))),
+            Some(("g".into(), Binding::Grpc, String::new()))
+        );
+        assert_eq!(
+            interface(listed(json!([
+                {"url": "s", "protocolBinding": "SOAP", "protocolVersion": "1.0"},
                 {"url": "j03", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
                 {"url": "r", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0", "tenant": "t"},
                 {"url": "j", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
@@ -931,9 +1099,52 @@ mod tests {
         let old = json!({"protocolVersion": "0.3.0", "url": "u"});
         assert_eq!(interface(old).map(|i| i.1), Some(Binding::JsonRpc03));
         let grpc_first = json!({"protocolVersion": "0.3.0", "url": "u", "preferredTransport": "GRPC",
-            "additionalInterfaces": [{"url": "a", "transport": "JSONRPC"}]});
-        assert_eq!(interface(grpc_first).map(|i| i.0), Some("a".into()));
+            "additionalInterfaces": [{"url": "g", "transport": "GRPC"}, {"url": "a", "transport": "HTTP+JSON"}]});
+        assert_eq!(
+            interface(grpc_first),
+            Some(("a".into(), Binding::Rest03, String::new()))
+        );
+        let rest =
+            json!({"protocolVersion": "0.3.0", "url": "u", "preferredTransport": "HTTP+JSON"});
+        assert_eq!(interface(rest).map(|i| i.1), Some(Binding::Rest03));
+        // 0.3 gRPC (package `a2a.v1`) is not spoken.
+        let old_grpc =
+            listed(json!([{"url": "g", "protocolBinding": "GRPC", "protocolVersion": "0.3"}]));
+        assert_eq!(interface(old_grpc), None);
         assert_eq!(interface(json!({"name": "none"})), None);
+    }
+
+    #[test]
+    fn a_0_3_http_json_answer_reads_as_its_json_rpc_twin() {
+        let task = json!({"task": {"id": "t1", "contextId": "c1",
+            "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {"messageId": "m",
+                "role": "ROLE_AGENT", "content": [{"text": "which one?"}]}},
+            "artifacts": [{"artifactId": "a", "name": "n", "parts": [
+                {"text": "one"}, {"data": {"data": {"n": 1}}}]}]}});
+        let read = outcome_03(&rest03::as_rpc(task)).unwrap().unwrap();
+        assert_eq!(
+            (read.state, read.text.as_str()),
+            ("input-required", "which one?")
+        );
+        assert_eq!(
+            read.artifacts,
+            vec![json!({"name": "n", "text": "one", "data": [{"n": 1}]})]
+        );
+        let canceled = json!({"id": "t2", "status": {"state": "TASK_STATE_CANCELLED"}});
+        let e = outcome_03(&rest03::as_rpc(canceled)).unwrap_err();
+        assert_eq!(e, CallError::Refused("its task t2 canceled".into()));
+        // A direct reply, under the proto's field name or its JSON name.
+        for key in ["msg", "message"] {
+            let reply = json!({key: {"messageId": "m", "role": "ROLE_AGENT",
+                "content": [{"text": "hi"}]}});
+            assert_eq!(text_03(&rest03::as_rpc(reply)), "hi");
+        }
+        let sent = message_of(Binding::Rest03, "m", "x", Some(&json!({"k": 1})), None);
+        assert_eq!(
+            sent,
+            json!({"messageId": "m", "role": "ROLE_USER",
+                "content": [{"text": "x"}, {"data": {"data": {"k": 1}}}]})
+        );
     }
 
     #[test]

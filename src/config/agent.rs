@@ -96,6 +96,12 @@ pub struct RemoteAgentSettings {
     /// A card without a valid signature is not used.
     #[serde(default)]
     pub verify_with: String,
+    /// A gRPC interface whose card `url` is `host:port` (no scheme, as A2A 1.0 writes
+    /// it) is spoken over TLS; `false`: in clear text (h2c), for a remote on loopback or
+    /// behind a mesh that encrypts. A URL written `https://` or `http://` says which
+    /// itself.
+    #[serde(default = "remote_grpc_tls")]
+    pub grpc_tls: bool,
 }
 
 fn remote_timeout_ms() -> u64 {
@@ -109,6 +115,9 @@ fn remote_breaker_failures() -> u32 {
 }
 fn remote_breaker_open_secs() -> u64 {
     30
+}
+fn remote_grpc_tls() -> bool {
+    true
 }
 
 impl std::fmt::Debug for RemoteAgentSettings {
@@ -126,6 +135,7 @@ impl std::fmt::Debug for RemoteAgentSettings {
             .field("breaker_failures", &self.breaker_failures)
             .field("breaker_open_secs", &self.breaker_open_secs)
             .field("verify_with", &self.verify_with)
+            .field("grpc_tls", &self.grpc_tls)
             .finish()
     }
 }
@@ -145,6 +155,7 @@ impl RemoteAgentSettings {
             breaker_failures: remote_breaker_failures(),
             breaker_open_secs: remote_breaker_open_secs(),
             verify_with: String::new(),
+            grpc_tls: remote_grpc_tls(),
         }
     }
 

@@ -174,7 +174,7 @@ fn serve_card(base: &str) -> String {
     serve(json!({
         "name": "rest-only", "description": "A remote spoken to over HTTP+JSON", "version": "1",
         "supportedInterfaces": [
-            {"url": "http://127.0.0.1:1/unused", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+            {"url": "http://127.0.0.1:1/unused", "protocolBinding": "GRPC", "protocolVersion": "0.3"},
             {"url": base, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         ],
         "capabilities": {}, "defaultInputModes": ["text/plain"],
@@ -258,15 +258,133 @@ async fn a_0_3_remote_is_spoken_to_in_0_3_json_rpc() {
     assert_eq!(answered["text"], "continued: there", "{answered}");
     let text = failure(&call_tool(&app, "ask_old", json!({"text": "reject-request"})).await);
     assert!(text.contains("refused message/send"), "{text}");
-    // A card with no interface spoken here is refused, saying so.
+    // A card with no interface spoken here (0.3's gRPC is not) is refused, saying so.
     let grpc_only = serve(json!({
         "name": "grpc", "description": "d", "version": "1",
-        "supportedInterfaces": [{"url": "127.0.0.1:1", "protocolBinding": "GRPC", "protocolVersion": "1.0"}],
+        "supportedInterfaces": [{"url": "127.0.0.1:1", "protocolBinding": "GRPC", "protocolVersion": "0.3"}],
         "capabilities": {}, "defaultInputModes": [], "defaultOutputModes": [], "skills": [],
     }));
     let app = asking(vec![RemoteAgentSettings::new("grpc", grpc_only)]).await;
     let text = failure(&call_tool(&app, "ask_grpc", json!({"text": "please"})).await);
     assert!(text.contains("offers no interface spoken here"), "{text}");
+}
+
+/// A card whose first interface is the remote's gRPC one at `url`.
+fn grpc_card(url: String) -> String {
+    serve(json!({
+        "name": "grpc", "description": "A remote spoken to over gRPC", "version": "1",
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+            {"url": "http://127.0.0.1:1/unused", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        ],
+        "capabilities": {}, "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"], "skills": [],
+    }))
+}
+
+/// A 0.3 card that prefers HTTP+JSON at `base` (its routes under `/v1/`).
+fn rest_03_card(base: &str) -> String {
+    serve(json!({
+        "name": "old-rest", "description": "A 0.3 agent over HTTP+JSON", "version": "1",
+        "protocolVersion": "0.3.0", "url": base, "preferredTransport": "HTTP+JSON",
+        "additionalInterfaces": [{"url": "http://127.0.0.1:1/", "transport": "JSONRPC"}],
+        "capabilities": {}, "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"], "skills": [],
+    }))
+}
+
+/// The remote in clear-text gRPC (`host:port` with `grpc_tls` off, and an `http://`
+/// URL) and in 0.3 HTTP+JSON answers, asks and refuses as over JSON-RPC: the answer and
+/// its artifact, a question that makes our task wait and the reply that continues the
+/// remote's, a refusal with the remote's reason.
+#[actix_web::test]
+async fn grpc_and_0_3_http_json_remotes_answer_ask_and_refuse_alike() {
+    let remote = spawn_app().await;
+    let grpc = remote.grpc_addr.expect("the remote serves gRPC");
+    let mut bare = RemoteAgentSettings::new("grpc", grpc_card(grpc.to_string()));
+    bare.grpc_tls = false;
+    let schemed = RemoteAgentSettings::new("grpc_h2c", grpc_card(format!("http://{grpc}")));
+    let rest = RemoteAgentSettings::new("rest03", rest_03_card(&remote.url));
+    let app = asking(vec![bare, schemed, rest]).await;
+    for (tool, refused) in [
+        ("ask_grpc", "refused SendMessage"),
+        ("ask_grpc_h2c", "refused SendMessage"),
+        ("ask_rest03", "refused message/send"),
+    ] {
+        let answer = tool_result(&call_tool(&app, tool, json!({"text": "please"})).await);
+        assert_eq!(answer["state"], "completed", "{tool}: {answer}");
+        assert_eq!(answer["text"], "ok", "{tool}");
+        assert_eq!(answer["artifacts"], json!([{"text": "done"}]), "{tool}");
+        let there = remote.rpc("GetTask", json!({"id": answer["taskId"]})).await;
+        assert_eq!(
+            there["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{tool}: {there}"
+        );
+
+        let asks = call_tool(&app, tool, json!({"text": "input now"})).await;
+        assert_eq!(
+            asks["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+            "{tool}: {asks}"
+        );
+        let asked = asks["artifacts"][0]["parts"][0]["data"].clone();
+        assert_eq!(asked["text"], "need more input", "{tool}");
+        let replied = reply_in(&app, &asks, "here it is").await;
+        let answered = &replied["artifacts"][1]["parts"][0]["data"];
+        assert_eq!(
+            (answered["state"].as_str(), answered["text"].as_str()),
+            (Some("completed"), Some("continued: here it is")),
+            "{tool}: {replied}"
+        );
+        assert_eq!(answered["taskId"], asked["taskId"], "{tool}");
+
+        let text = failure(&call_tool(&app, tool, json!({"text": "reject-request"})).await);
+        assert!(
+            text.contains(refused) && text.contains("rejected by the agent"),
+            "{tool}: {text}"
+        );
+    }
+}
+
+/// Over gRPC the credentials go as metadata; a remote that wants them refuses a call
+/// without, saying why, and the credential shows nowhere.
+#[actix_web::test]
+async fn grpc_remotes_get_the_credentials_as_metadata() {
+    let remote = spawn_app_with(crate::support::Backend::Sqlite, |s| keys(s, 10_000)).await;
+    let card = grpc_card(format!("http://{}", remote.grpc_addr.expect("gRPC")));
+    let mut with_key = RemoteAgentSettings::new("keyed", card.clone());
+    with_key.api_key = ACME.into();
+    let mut with_bearer = RemoteAgentSettings::new("bearer", card.clone());
+    with_bearer.bearer = ACME.into();
+    let without = RemoteAgentSettings::new("anonymous", card);
+    let app = asking(vec![with_key, with_bearer, without]).await;
+    for tool in ["ask_keyed", "ask_bearer"] {
+        let answer = tool_result(&call_tool(&app, tool, json!({"text": "please"})).await);
+        assert_eq!(answer["state"], "completed", "{tool}: {answer}");
+    }
+    let text = failure(&call_tool(&app, "ask_anonymous", json!({"text": "please"})).await);
+    assert!(
+        text.contains("refused SendMessage") && text.contains("Unauthenticated"),
+        "{text}"
+    );
+    assert!(!text.contains(ACME), "{text}");
+}
+
+/// A gRPC interface written `host:port` is spoken over TLS unless `grpc_tls` is off: a
+/// clear-text server fails the call with the handshake's reason, and counts against
+/// the breaker (it was not reached).
+#[actix_web::test]
+async fn a_grpc_interface_without_a_scheme_is_tls_by_default() {
+    let remote = spawn_app().await;
+    let card = grpc_card(remote.grpc_addr.expect("gRPC").to_string());
+    let app = asking(vec![RemoteAgentSettings::new("tls", card)]).await;
+    let text = failure(&call_tool(&app, "ask_tls", json!({"text": "please"})).await);
+    assert!(
+        text.contains("SendMessage") && text.contains("Unavailable"),
+        "{text}"
+    );
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    let line = "agent_a2a_remote_agent_calls_total{agent=\"tls\",outcome=\"unreachable\"} 1";
+    assert!(metrics.contains(line), "{line} missing");
 }
 
 #[actix_web::test]
@@ -480,7 +598,7 @@ async fn a_remote_agents_question_makes_the_models_task_wait_for_the_user() {
         vec![
             delta(
                 json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
-                "function": {"name": "ask_helper", "arguments": arguments.to_string()}}]}),
+                "function": {"name": "ask_asker", "arguments": arguments.to_string()}}]}),
             ),
             finish("tool_calls"),
         ]
@@ -494,7 +612,7 @@ async fn a_remote_agents_question_makes_the_models_task_wait_for_the_user() {
         let (card, url) = (card_of(&remote), model.url.clone());
         move |s: &mut Settings| {
             s.push.allow_loopback = true;
-            s.agent.remote_agents = vec![RemoteAgentSettings::new("helper", card.clone())];
+            s.agent.remote_agents = vec![RemoteAgentSettings::new("asker", card.clone())];
             with_model(&url)(s);
         }
     };
@@ -547,7 +665,7 @@ async fn a_remote_agents_question_makes_the_models_task_wait_for_the_user() {
 }
 
 /// Our task waiting on the remote's question is canceled: so is the remote's task, over
-/// JSON-RPC, HTTP+JSON and 0.3 JSON-RPC.
+/// JSON-RPC, HTTP+JSON, gRPC, 0.3 JSON-RPC and 0.3 HTTP+JSON.
 #[actix_web::test]
 async fn canceling_a_task_that_waits_on_a_remote_question_cancels_the_remote_task() {
     let remote = spawn_app().await;
@@ -557,14 +675,23 @@ async fn canceling_a_task_that_waits_on_a_remote_question_cancels_the_remote_tas
         "preferredTransport": "JSONRPC", "capabilities": {},
         "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"], "skills": [],
     }));
-    for card in [card_of(&remote), serve_card(&remote.url), v03] {
+    let grpc = grpc_card(format!("http://{}", remote.grpc_addr.expect("gRPC")));
+    let rest_03 = rest_03_card(&remote.url);
+    for card in [
+        card_of(&remote),
+        serve_card(&remote.url),
+        grpc,
+        v03,
+        rest_03,
+    ] {
         cancel_through(&remote, card).await;
     }
 }
 
 async fn cancel_through(remote: &TestApp, card: String) {
-    let app = asking(vec![RemoteAgentSettings::new("helper", card.clone())]).await;
-    let asks = call_tool(&app, "ask_helper", json!({"text": "input now"})).await;
+    // Its own name: the metrics are the process's, and another test counts `helper`'s.
+    let app = asking(vec![RemoteAgentSettings::new("canceled", card.clone())]).await;
+    let asks = call_tool(&app, "ask_canceled", json!({"text": "input now"})).await;
     assert_eq!(
         asks["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
         "{asks}"
