@@ -52,6 +52,10 @@ pub struct AgentNode {
     /// Positions in the tree of the agents this one may transfer to (its sub-agents).
     pub sub_agents: Vec<usize>,
     pub parent: Option<usize>,
+    /// A remote A2A agent's node: the tool that asks it (`ask_<name>`, its one tool).
+    /// Runs that reach it send it the user's message instead of asking a model (its
+    /// `model` is its parent's, unused).
+    pub remote: Option<String>,
 }
 
 impl std::fmt::Debug for AgentNode {
@@ -108,6 +112,7 @@ impl AgentTree {
             model: &settings.model,
             tools: &settings.tools,
             sub_agents: &settings.sub_agents,
+            remote: "",
         };
         tree.add(root, None, "", model, tools)?;
         Ok(tree)
@@ -138,15 +143,25 @@ impl AgentTree {
             agent: config.name.to_owned(),
             provider: provider.to_owned(),
         })?;
+        let remote = (!config.remote.is_empty()).then(|| format!("ask_{}", config.remote));
+        let own_tools = match &remote {
+            Some(ask) => select_tools(config.name, std::slice::from_ref(ask), tools)?,
+            None => select_tools(config.name, config.tools, tools)?,
+        };
+        let description = match (&remote, config.description) {
+            (Some(_), "") => format!("The remote A2A agent {}.", config.remote),
+            (_, description) => description.to_owned(),
+        };
         let node = AgentNode {
             name: config.name.to_owned(),
-            description: config.description.to_owned(),
+            description,
             instruction: config.instruction.to_owned(),
             model: adapter,
             model_name: (!config.model.is_empty()).then(|| config.model.to_owned()),
-            tools: select_tools(config.name, config.tools, tools)?,
+            tools: own_tools,
             sub_agents: Vec::new(),
             parent,
+            remote,
         };
         self.nodes.push(node);
         let at = self.nodes.len() - 1;
@@ -201,6 +216,8 @@ struct NodeConfig<'a> {
     model: &'a str,
     tools: &'a [String],
     sub_agents: &'a [SubAgentSettings],
+    /// The `[[agent.remote_agents]]` this agent is; empty: none.
+    remote: &'a str,
 }
 
 impl<'a> NodeConfig<'a> {
@@ -213,6 +230,7 @@ impl<'a> NodeConfig<'a> {
             model: &sub.model,
             tools: &sub.tools,
             sub_agents: &sub.sub_agents,
+            remote: &sub.remote,
         }
     }
 }
@@ -278,6 +296,10 @@ pub enum RunError {
     /// The observer could not take an event (e.g. the store refused it).
     #[error(transparent)]
     Observer(crate::error::Error),
+    /// A remote agent the conversation was handed to could not answer (why, as the
+    /// failed call says).
+    #[error("{0}")]
+    Remote(String),
 }
 
 /// How runs behave.
@@ -356,6 +378,9 @@ impl Runner {
         }
         for _ in 0..self.settings.max_turns {
             let agent = self.tree.node(at);
+            if let Some(ask) = &agent.remote {
+                return self.delegate(at, ask, contents, observer).await;
+            }
             let request = self.request(at, contents, context);
             let mut responses = Box::pin(agent.model.generate(request, self.settings.stream));
             let mut last = None;
@@ -438,6 +463,77 @@ impl Runner {
         match missing {
             Some(name) => Err(RunError::AgentNotFound(name)),
             None => Ok(next),
+        }
+    }
+
+    /// Agent `at` is a remote A2A agent: the user's last message goes to it as a call of
+    /// `ask` (recorded before it is made, as a model's call is, so a restart picks it up
+    /// where it stopped), unless this run already answered that call (a stored one picked
+    /// up); its answer — text, then its artifacts' text — ends the run. The conversation
+    /// stays with it while it asks for input (the user's reply continues its task), and
+    /// goes back to the parent otherwise; each new message goes on in the remote's
+    /// conversation (its `contextId`). A failed call fails the run with its reason.
+    async fn delegate(
+        &self,
+        at: usize,
+        ask: &str,
+        contents: &mut Vec<Content>,
+        observer: &mut dyn RunObserver,
+    ) -> Result<(), RunError> {
+        let agent = self.tree.node(at);
+        let picked_up = contents.last().and_then(|c| response_to(c, ask)).cloned();
+        let response = match picked_up {
+            Some(response) => response,
+            None => {
+                let call = FunctionCall {
+                    id: format!("{ask}-{}", uuid::Uuid::new_v4()),
+                    name: ask.to_owned(),
+                    args: delegation_arguments(contents, ask),
+                };
+                let content = Content {
+                    role: "model".into(),
+                    parts: vec![Part::FunctionCall(call.clone())],
+                };
+                let event = Event::new(&agent.name, Some(content), Timestamp::now());
+                observe(observer, &event).await?;
+                contents.extend(event.content);
+                let response = self.call_tool(at, &call).await;
+                let event = response_event(&agent.name, &call, response.clone());
+                observe(observer, &event).await?;
+                contents.extend(event.content);
+                response
+            }
+        };
+        let waits = response.get("state").and_then(Value::as_str) == Some("input-required");
+        let failed = response
+            .get("error")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let mut event = Event::new(
+            &agent.name,
+            Some(Content {
+                role: "model".into(),
+                parts: vec![Part::Text(match &failed {
+                    Some(error) => format!("The remote agent could not answer: {error}"),
+                    None => remote_answer_text(&response),
+                })],
+            }),
+            Timestamp::now(),
+        );
+        // The failure's words are the task's status, not an answer.
+        event.turn_complete = failed.is_none();
+        if !waits && let Some(parent) = agent.parent {
+            let parent = self.tree.node(parent).name.clone();
+            event
+                .actions
+                .state_delta
+                .insert(ACTIVE_AGENT_KEY.into(), Value::String(parent));
+        }
+        observe(observer, &event).await?;
+        contents.extend(event.content);
+        match failed {
+            Some(error) => Err(RunError::Remote(error)),
+            None => Ok(()),
         }
     }
 
@@ -554,6 +650,78 @@ fn object(value: Value) -> Map<String, Value> {
 
 fn error_response(message: String) -> Map<String, Value> {
     Map::from_iter([("error".to_owned(), Value::String(message))])
+}
+
+/// The response to a call of `tool` that `content` is, if it is one.
+fn response_to<'c>(content: &'c Content, tool: &str) -> Option<&'c Map<String, Value>> {
+    content.parts.iter().find_map(|part| match part {
+        Part::FunctionResponse(r) if r.name == tool => Some(&r.response),
+        _ => None,
+    })
+}
+
+/// What a remote agent is asked: the user's last message's text, going on in the
+/// remote's conversation — the task that asked, while its last answer asks for input,
+/// else its context — as its last answer in `contents` names them.
+fn delegation_arguments(contents: &[Content], ask: &str) -> Map<String, Value> {
+    let text = contents
+        .iter()
+        .rev()
+        .find(|c| {
+            c.role == ROLE_USER
+                && c.parts
+                    .iter()
+                    .all(|p| !matches!(p, Part::FunctionResponse(_)))
+        })
+        .map(|c| {
+            c.parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Text(t) => Some(t.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    let mut arguments = Map::from_iter([("text".to_owned(), Value::String(text))]);
+    let last = contents
+        .iter()
+        .rev()
+        .filter_map(|c| response_to(c, ask))
+        .find(|r| !r.contains_key("error"));
+    if let Some(last) = last {
+        let asked = last.get("state").and_then(Value::as_str) == Some("input-required");
+        let keys: &[&str] = if asked {
+            &["taskId", "contextId"]
+        } else {
+            &["contextId"]
+        };
+        for key in keys {
+            if let Some(id) = last
+                .get(*key)
+                .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+            {
+                arguments.insert((*key).to_owned(), id.clone());
+            }
+        }
+    }
+    arguments
+}
+
+/// A remote agent's answer as the text of the turn: its text, then its artifacts' text.
+fn remote_answer_text(response: &Map<String, Value>) -> String {
+    let text = response.get("text").and_then(Value::as_str).into_iter();
+    let artifacts = response
+        .get("artifacts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.get("text").and_then(Value::as_str));
+    text.chain(artifacts)
+        .filter(|t| !t.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The event answering `call` (ADK's shape: role `user`, authored by the calling agent).

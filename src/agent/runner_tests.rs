@@ -105,6 +105,7 @@ fn settings(sub_agents: &[&str]) -> AgentSettings {
                 model: String::new(),
                 tools: Vec::new(),
                 sub_agents: Vec::new(),
+                remote: String::new(),
             })
             .collect(),
         ..AgentSettings::default()
@@ -661,4 +662,231 @@ async fn a_run_picks_up_the_calls_a_stored_response_left_unanswered() {
         .collect();
     assert_eq!(answered, ["c1", "c2"]);
     assert_eq!(contents.len(), 5, "user, calls, two answers, the text");
+}
+
+/// A remote agent behind `ask_billing`: answers in order, and the arguments it was
+/// asked with.
+#[derive(Default)]
+struct Remote {
+    answers: Mutex<Vec<Result<Value, String>>>,
+    asked: Mutex<Vec<Map<String, Value>>>,
+}
+
+#[async_trait]
+impl ToolInvoker for Remote {
+    async fn invoke(&self, call: &FunctionCall) -> Result<Value, String> {
+        assert_eq!(call.name, "ask_billing");
+        self.asked.lock().unwrap().push(call.args.clone());
+        self.answers.lock().unwrap().remove(0)
+    }
+}
+
+impl Remote {
+    fn asked(&self) -> Vec<Map<String, Value>> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+/// A root with the remote agent `billing` as its sub-agent; the model's `scripts`, the
+/// remote's `answers`.
+fn with_remote(
+    scripts: Vec<Result<Vec<ProviderEvent>, ProviderError>>,
+    answers: Vec<Result<Value, String>>,
+) -> (Arc<ScriptedProvider>, Arc<Remote>, Runner) {
+    let provider = Arc::new(ScriptedProvider::new("p", "m", scripts));
+    let adapter = ModelAdapter::new(provider.clone());
+    let mut settings = settings(&[]);
+    settings.sub_agents = vec![SubAgentSettings {
+        name: "billing".into(),
+        description: String::new(),
+        instruction: String::new(),
+        provider: String::new(),
+        model: String::new(),
+        tools: Vec::new(),
+        sub_agents: Vec::new(),
+        remote: "billing".into(),
+    }];
+    let tree = AgentTree::build(
+        &settings,
+        &|name| (name == "p").then(|| adapter.clone()),
+        &[spec("lookup"), spec("ask_billing")],
+    )
+    .unwrap();
+    let remote = Arc::new(Remote {
+        answers: Mutex::new(answers),
+        ..Remote::default()
+    });
+    let runner = Runner::new(
+        Arc::new(tree),
+        remote.clone(),
+        RunSettings {
+            max_turns: 4,
+            tool_timeout: Duration::from_millis(200),
+            max_output_tokens: 0,
+            stream: true,
+        },
+    );
+    (provider, remote, runner)
+}
+
+fn to_billing() -> Result<Vec<ProviderEvent>, ProviderError> {
+    answer(vec![call(
+        0,
+        "t1",
+        TRANSFER_TO_AGENT,
+        r#"{"agent_name":"billing"}"#,
+    )])
+}
+
+fn active_agent(event: &Event) -> Option<&str> {
+    event
+        .actions
+        .state_delta
+        .get(ACTIVE_AGENT_KEY)
+        .and_then(Value::as_str)
+}
+
+#[tokio::test]
+async fn a_transfer_to_a_remote_agent_asks_it_and_its_answer_ends_the_run() {
+    let (provider, remote, runner) = with_remote(
+        vec![to_billing()],
+        vec![Ok(json!({"state": "completed", "text": "Paid.",
+            "artifacts": [{"text": "receipt 7"}], "taskId": "r1", "contextId": "rc"}))],
+    );
+    // The root's model is told of it, with its default description.
+    let tree = runner.tree();
+    let billing = tree.node(tree.find("billing").unwrap());
+    assert_eq!(billing.description, "The remote A2A agent billing.");
+    assert_eq!(billing.remote.as_deref(), Some("ask_billing"));
+    let mut recorder = Recorder::default();
+    let mut contents = user("my invoice");
+    runner.run(&mut contents, "", &mut recorder).await.unwrap();
+    assert_eq!(
+        provider.requests().len(),
+        1,
+        "only the root's model is asked"
+    );
+    assert_eq!(remote.asked(), [json_map(json!({"text": "my invoice"}))]);
+    let complete = recorder.complete();
+    // Transfer call and answer, then the remote's call (recorded before it is made) and
+    // answer, then its answer as the turn's, handing the conversation back.
+    assert_eq!(complete.len(), 5, "{complete:?}");
+    assert_eq!(complete[2].author, "billing");
+    assert_eq!(
+        complete[2].function_calls().next().unwrap().name,
+        "ask_billing"
+    );
+    let last = complete[4];
+    assert!(last.turn_complete);
+    assert_eq!(last.text(), "Paid.\nreceipt 7");
+    assert_eq!(active_agent(last), Some("root"));
+    assert_eq!(collect_text(&recorder.events), "Paid.\nreceipt 7");
+}
+
+#[tokio::test]
+async fn a_remote_agent_that_asks_keeps_the_conversation_until_it_answered() {
+    let (provider, remote, runner) = with_remote(
+        vec![to_billing()],
+        vec![
+            Ok(json!({"state": "input-required", "text": "Which invoice?",
+                "taskId": "r1", "contextId": "rc"})),
+            Ok(
+                json!({"state": "completed", "text": "Refunded.", "taskId": "r1", "contextId": "rc"}),
+            ),
+            Ok(
+                json!({"state": "completed", "text": "You're welcome.", "taskId": "r2", "contextId": "rc"}),
+            ),
+        ],
+    );
+    let mut recorder = Recorder::default();
+    let mut contents = user("my invoice");
+    runner.run(&mut contents, "", &mut recorder).await.unwrap();
+    let last = *recorder.complete().last().unwrap();
+    assert_eq!(last.text(), "Which invoice?");
+    assert_eq!(
+        active_agent(last),
+        None,
+        "the conversation stays with billing"
+    );
+
+    // The reply continues the remote's task; no model is asked.
+    let runner = runner.starting_with(Some("billing"));
+    contents.extend(user("number 7"));
+    let mut recorder = Recorder::default();
+    runner.run(&mut contents, "", &mut recorder).await.unwrap();
+    let last = *recorder.complete().last().unwrap();
+    assert_eq!(last.text(), "Refunded.");
+    assert_eq!(active_agent(last), Some("root"));
+    // A later message goes on in the remote's conversation, in a new task.
+    contents.extend(user("thanks"));
+    runner
+        .run(&mut contents, "", &mut Recorder::default())
+        .await
+        .unwrap();
+    assert_eq!(provider.requests().len(), 1);
+    assert_eq!(
+        remote.asked()[1..],
+        [
+            json_map(json!({"text": "number 7", "taskId": "r1", "contextId": "rc"})),
+            json_map(json!({"text": "thanks", "contextId": "rc"})),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_remote_agent_that_fails_fails_the_run_with_its_reason() {
+    let (_, _, runner) = with_remote(
+        vec![to_billing()],
+        vec![Err("remote agent billing: unreachable".into())],
+    );
+    let mut recorder = Recorder::default();
+    let e = runner
+        .run(&mut user("my invoice"), "", &mut recorder)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "remote agent billing: unreachable");
+    let last = *recorder.complete().last().unwrap();
+    // The call is answered with the error (the history stays paired), the conversation
+    // goes back to the root, and the failure is not an answer.
+    assert!(!last.turn_complete);
+    assert_eq!(active_agent(last), Some("root"));
+    assert_eq!(
+        responses(&recorder).last().unwrap()["error"],
+        "remote agent billing: unreachable"
+    );
+}
+
+#[tokio::test]
+async fn a_stored_call_of_a_remote_agent_is_picked_up_and_not_made_twice() {
+    let (provider, remote, runner) = with_remote(
+        vec![],
+        vec![Ok(
+            json!({"state": "completed", "text": "Paid.", "taskId": "r1", "contextId": "rc"}),
+        )],
+    );
+    let mut contents = user("my invoice");
+    contents.push(Content {
+        role: "model".into(),
+        parts: vec![Part::FunctionCall(FunctionCall {
+            id: "ask_billing-1".into(),
+            name: "ask_billing".into(),
+            args: json_map(json!({"text": "my invoice"})),
+        })],
+    });
+    let mut recorder = Recorder::default();
+    runner
+        .starting_with(Some("billing"))
+        .run(&mut contents, "", &mut recorder)
+        .await
+        .unwrap();
+    assert_eq!(remote.asked().len(), 1);
+    assert!(provider.requests().is_empty());
+    assert_eq!(recorder.complete().last().unwrap().text(), "Paid.");
+}
+
+fn json_map(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
 }

@@ -224,15 +224,16 @@ impl RemoteAgent {
     }
 
     /// Sends `text` (and `data` as a data part) as a message with id `message_id` — a
-    /// new task's, or one continuing the remote task `continues` (its task and context
-    /// ids: the answer to a question it asked). The remote's answer, or its task still
+    /// new task's, or one continuing `continues`: the remote task (its task and context
+    /// ids: the answer to a question it asked), or with a context id alone its
+    /// conversation, in a new task. The remote's answer, or its task still
     /// running, to [`follow`](Self::follow).
     pub async fn send(
         &self,
         message_id: &str,
         text: &str,
         data: Option<&Value>,
-        continues: Option<(&str, &str)>,
+        continues: Option<(Option<&str>, &str)>,
         deadline: Instant,
     ) -> Result<Sent, CallError> {
         let endpoint = self.endpoint().await?;
@@ -610,7 +611,7 @@ fn message_of(
     message_id: &str,
     text: &str,
     data: Option<&Value>,
-    continues: Option<(&str, &str)>,
+    continues: Option<(Option<&str>, &str)>,
 ) -> Value {
     let mut message = match binding {
         Binding::JsonRpc03 => {
@@ -631,7 +632,9 @@ fn message_of(
         }
     };
     if let Some((task_id, context_id)) = continues {
-        message["taskId"] = json!(task_id);
+        if let Some(task_id) = task_id {
+            message["taskId"] = json!(task_id);
+        }
         message["contextId"] = json!(context_id);
     }
     message

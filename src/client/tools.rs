@@ -91,13 +91,11 @@ impl RemoteAgentSkill {
                 .filter(|v| !v.is_empty())
         };
         let continues = match (id("taskId"), id("contextId")) {
-            (Some(task), Some(context)) => Some((task, context)),
+            (task, Some(context)) => Some((task, context)),
             (None, None) => None,
-            _ => {
+            (Some(_), None) => {
                 return Err(SkillError::InvalidArguments(
-                    "taskId and contextId: both (to continue the remote task that asked), \
-                     or neither"
-                        .into(),
+                    "taskId needs its contextId (to continue the remote task that asked)".into(),
                 ));
             }
         };
@@ -150,7 +148,7 @@ impl RemoteAgentSkill {
         caller: &Caller,
         text: &str,
         data: Option<&Value>,
-        continues: Option<(&str, &str)>,
+        continues: Option<(Option<&str>, &str)>,
     ) -> Result<Answer, CallError> {
         let deadline = self.agent.deadline();
         let Some(call) = &caller.call else {
@@ -243,7 +241,8 @@ impl Skill for RemoteAgentSkill {
                  its task's `state` (completed, input-required, auth-required, or message \
                  for a direct reply), its `text` and `artifacts`, and the task's `taskId` \
                  and `contextId`. When it asks for input, answer with another call that \
-                 gives the same `taskId` and `contextId`.",
+                 gives the same `taskId` and `contextId`; a `contextId` alone goes on with \
+                 the same conversation in a new task.",
                 self.info.description
             ),
             input_schema: json!({
@@ -252,7 +251,7 @@ impl Skill for RemoteAgentSkill {
                     "text": {"type": "string", "minLength": 1, "description": "What to ask."},
                     "data": {"type": "object", "description": "Structured input, sent as a data part."},
                     "taskId": {"type": "string", "description": "The remote task to continue (one that asked for input)."},
-                    "contextId": {"type": "string", "description": "That task's contextId."},
+                    "contextId": {"type": "string", "description": "That task's contextId; alone: the remote conversation to go on with."},
                 },
                 "required": ["text"],
                 "additionalProperties": false,

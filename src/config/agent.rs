@@ -362,6 +362,14 @@ pub struct SubAgentSettings {
     pub tools: Vec<String>,
     #[serde(default)]
     pub sub_agents: Vec<SubAgentSettings>,
+    /// The name of an `[[agent.remote_agents]]` entry: this agent *is* that remote A2A
+    /// agent. A transfer to it sends it the user's message (through its `ask_<name>`,
+    /// durably) and its answer is the turn's; the conversation goes back to the parent
+    /// once it answered, or stays with it while it waits for the user's input. Its
+    /// `instruction`, `provider`, `model`, `tools` and `sub_agents` are the remote's own:
+    /// none may be set. Empty: an agent of this server.
+    #[serde(default)]
+    pub remote: String,
 }
 
 /// The history a model sees (`[history]`).
@@ -442,6 +450,10 @@ impl AgentSettings {
                 });
             }
             names.push(&sub.name);
+            if !sub.remote.is_empty() {
+                self.check_remote_sub_agent(sub, parent_provider)?;
+                continue;
+            }
             provider("agent.sub_agents", &sub.provider)?;
             if sub_provider.is_empty() {
                 return Err(ConfigError::Key {
@@ -453,6 +465,49 @@ impl AgentSettings {
                 });
             }
             stack.extend(sub.sub_agents.iter().map(|s| (s, sub_provider)));
+        }
+        Ok(())
+    }
+
+    /// A sub-agent that is a remote agent names one configured, sets nothing of its own
+    /// but its name and description, and has a parent parent has a model to hand it the conversation.
+    fn check_remote_sub_agent(
+        &self,
+        sub: &SubAgentSettings,
+        parent_provider: &str,
+    ) -> Result<(), ConfigError> {
+        let refuse = |problem: String| {
+            Err(ConfigError::Key {
+                key: "agent.sub_agents",
+                problem,
+            })
+        };
+        if !self.remote_agents.iter().any(|r| r.name == sub.remote) {
+            return refuse(format!(
+                "agent {:?} is the remote agent {:?}, which no [[agent.remote_agents]] names",
+                sub.name, sub.remote
+            ));
+        }
+        let own = [
+            ("instruction", sub.instruction.is_empty()),
+            ("provider", sub.provider.is_empty()),
+            ("model", sub.model.is_empty()),
+            ("tools", sub.tools.is_empty()),
+            ("sub_agents", sub.sub_agents.is_empty()),
+        ];
+        if let Some((field, _)) = own.iter().find(|(_, empty)| !empty) {
+            return refuse(format!(
+                "agent {:?} is the remote agent {:?}: its {field} is the remote's own, and \
+                 cannot be set here",
+                sub.name, sub.remote
+            ));
+        }
+        if parent_provider.is_empty() {
+            return refuse(format!(
+                "agent {:?} is the remote agent {:?}: the agent handing it the conversation \
+                 needs a provider (set agent.provider)",
+                sub.name, sub.remote
+            ));
         }
         Ok(())
     }

@@ -197,6 +197,46 @@ fn agent_settings_are_checked() {
         let e = load(&[], o).unwrap_err().to_string();
         assert!(e.contains(expected), "{agent}: {e}");
     }
+    // A sub-agent that is a remote agent: one configured, nothing of its own, a parent
+    // with a model.
+    let remote =
+        "[[agent.remote_agents]]\nname = \"billing\"\ncard_url = \"https://b.example.org/card\"\n";
+    let remote_cases = [
+        (
+            "[[agent.sub_agents]]\nname = \"b\"\nremote = \"nobody\"\n",
+            "which no [[agent.remote_agents]] names",
+        ),
+        (
+            "[[agent.sub_agents]]\nname = \"b\"\nremote = \"billing\"\ninstruction = \"x\"\n",
+            "its instruction is the remote's own",
+        ),
+        (
+            "[[agent.sub_agents]]\nname = \"b\"\nremote = \"billing\"\ntools = [\"x\"]\n",
+            "its tools is the remote's own",
+        ),
+        (
+            "[[agent.sub_agents]]\nname = \"b\"\nremote = \"billing\"\n[[agent.sub_agents.sub_agents]]\nname = \"c\"\n",
+            "its sub_agents is the remote's own",
+        ),
+    ];
+    for (sub, expected) in remote_cases {
+        let text = format!("{OLLAMA}[agent]\nprovider = \"default\"\n{remote}{sub}");
+        let (_d, o) = with_file(&text);
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(
+            e.contains("agent.sub_agents") && e.contains(expected),
+            "{sub}: {e}"
+        );
+    }
+    let (_d, o) = with_file(&format!(
+        "{OLLAMA}{remote}[[agent.sub_agents]]\nname = \"b\"\nremote = \"billing\"\n"
+    ));
+    let e = load(&[], o).unwrap_err().to_string();
+    assert!(e.contains("needs a provider"), "{e}");
+    let (_d, o) = with_file(&format!(
+        "{OLLAMA}[agent]\nprovider = \"default\"\n{remote}[[agent.sub_agents]]\nname = \"b\"\nremote = \"billing\"\n"
+    ));
+    assert_eq!(load(&[], o).unwrap().agent.sub_agents[0].remote, "billing");
     let nested = "[agent]\nprovider = \"default\"\n[[agent.sub_agents]]\nname = \"a\"\ntools = [\"memory_add\"]\n[[agent.sub_agents.sub_agents]]\nname = \"b\"\n";
     let (_d, o) = with_file(&format!("{OLLAMA}{nested}"));
     let s = load(&[], o).unwrap();

@@ -617,6 +617,7 @@ async fn a_transfer_sticks_to_the_thread_for_the_next_turn() {
             model: String::new(),
             tools: Vec::new(),
             sub_agents: Vec::new(),
+            remote: String::new(),
         }];
     })
     .await;

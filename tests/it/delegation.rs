@@ -326,6 +326,66 @@ async fn a_model_turn_cut_short_in_a_remote_call_is_picked_up_at_that_call() {
     );
 }
 
+/// A turn the model handed to a remote sub-agent, stopped while the remote works: after
+/// the restart the stored call follows the remote task it recorded (nothing is sent
+/// again), the task completes with the remote's answer, and the model was asked only
+/// the once (the transfer).
+#[actix_web::test]
+async fn a_turn_handed_to_a_remote_agent_is_picked_up_at_its_call() {
+    let remote = SlowRemote::start(false);
+    let model = FakeModel::start().await;
+    model.script(&[
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "t1", "type": "function",
+            "function": {"name": "transfer_to_agent", "arguments": "{\"agent_name\":\"billing\"}"}}]}),
+        ),
+        finish("tool_calls"),
+    ]);
+    let settings = {
+        let (calling, url) = (calling(&remote), model.url.clone());
+        move |s: &mut Settings| {
+            calling(s);
+            s.agent.sub_agents = vec![agent_a2a::config::SubAgentSettings {
+                name: "billing".into(),
+                description: String::new(),
+                instruction: String::new(),
+                provider: String::new(),
+                model: String::new(),
+                tools: Vec::new(),
+                sub_agents: Vec::new(),
+                remote: "billing".into(),
+            }];
+            with_model(&url)(s);
+        }
+    };
+    let app = spawn_agent_in(None, Agent::configured(), settings.clone()).await;
+    let r = app
+        .rpc(
+            "SendMessage",
+            json!({"message": user_message("Please refund order 7."),
+                "configuration": {"returnImmediately": true}}),
+        )
+        .await;
+    let task = started(&r);
+    remote.wait_for("asked for its task", |a| a.gets > 0).await;
+    let dir = app.stop().await;
+    remote.finish();
+
+    let app = spawn_agent_in(dir, Agent::configured(), settings).await;
+    let done = ended(&app.url, &task).await;
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert!(
+        artifact_text(&done).contains(r"refund issued\nreceipt 7"),
+        "{done}"
+    );
+    assert_eq!(remote.sends().len(), 1, "the message was sent once");
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "the model was asked only for the transfer"
+    );
+}
+
 /// Canceling our task while the remote works on its task cancels the remote task.
 #[actix_web::test]
 async fn canceling_the_task_cancels_the_remote_task_it_waits_on() {

@@ -712,3 +712,88 @@ async fn cancel_through(remote: &TestApp, card: String) {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
+
+/// A remote agent as a sub-agent (`remote = …`): the model hands the conversation to
+/// it; its question is our task's, and the user's reply continues its task without the
+/// model being asked; once it answered, the conversation is the root's again and the
+/// root's model sees what it said.
+#[actix_web::test]
+async fn a_remote_agent_takes_the_conversation_handed_to_it() {
+    let remote = spawn_app().await;
+    let model = FakeModel::start().await;
+    model.script(&[
+        delta(json!({"tool_calls": [{"index": 0, "id": "t1", "type": "function",
+            "function": {"name": "transfer_to_agent", "arguments": r#"{"agent_name":"billing"}"#}}]})),
+        finish("tool_calls"),
+    ]);
+    model.script(&[
+        delta(json!({"content": "Back with the root."})),
+        finish("stop"),
+    ]);
+    let settings = {
+        let (card, url) = (card_of(&remote), model.url.clone());
+        move |s: &mut Settings| {
+            s.push.allow_loopback = true;
+            s.agent.remote_agents = vec![RemoteAgentSettings::new("billing", card.clone())];
+            s.agent.sub_agents = vec![agent_a2a::config::SubAgentSettings {
+                name: "billing".into(),
+                description: "Invoices.".into(),
+                instruction: String::new(),
+                provider: String::new(),
+                model: String::new(),
+                tools: Vec::new(),
+                sub_agents: Vec::new(),
+                remote: "billing".into(),
+            }];
+            with_model(&url)(s);
+        }
+    };
+    let app = spawn_agent_in(None, Agent::configured(), settings).await;
+    let mut first = user_message("input now");
+    first["contextId"] = json!("ctx-remote");
+    let r = app.rpc("SendMessage", json!({"message": first})).await;
+    let task = r["result"]["task"].clone();
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{task}"
+    );
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"], "need more input",
+        "{task}"
+    );
+
+    let done = reply_in(&app, &task, "here it is").await;
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert!(
+        done["artifacts"]
+            .to_string()
+            .contains("continued: here it is"),
+        "{done}"
+    );
+    assert_eq!(model.requests().len(), 1, "the reply went to the remote");
+
+    let mut later = user_message("thanks");
+    later["contextId"] = json!("ctx-remote");
+    let r = app.rpc("SendMessage", json!({"message": later})).await;
+    let task = &r["result"]["task"];
+    assert!(
+        task["artifacts"]
+            .to_string()
+            .contains("Back with the root."),
+        "{task}"
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[1]["messages"]
+            .to_string()
+            .contains("continued: here it is"),
+        "the root's model sees the remote's answer: {}",
+        requests[1]["messages"]
+    );
+    // The remote has one task: the question, and the reply that continued it.
+    let there = remote.rpc("ListTasks", json!({})).await;
+    let tasks = there["result"]["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 1, "{there}");
+    assert_eq!(tasks[0]["status"]["state"], "TASK_STATE_COMPLETED");
+}

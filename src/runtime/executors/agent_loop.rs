@@ -193,6 +193,7 @@ fn run_failure(sink: &TurnSink, error: &RunError) -> Message {
         ),
         RunError::TurnLimit(_) => ("AGENT_TURN_LIMIT", error.to_string()),
         RunError::AgentNotFound(_) => ("AGENT_NOT_FOUND", error.to_string()),
+        RunError::Remote(why) => ("REMOTE_AGENT_FAILED", why.clone()),
         RunError::Observer(_) => ("INTERNAL_ERROR", "internal error".to_owned()),
     };
     tracing::warn!(error = %error, code, "agent run failed");
