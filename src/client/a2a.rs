@@ -11,9 +11,10 @@
 //! `/v1/`). Every URL — the card's and each interface's — passes the push
 //! receivers' URL policy as written, and the client's resolver connects only to addresses
 //! the policy allows. Requests carry the calling turn's `traceparent` when it is traced.
-//! Answers are read up to `max_answer_bytes`. A task the remote
-//! answers with before its end (submitted, working) is followed with `GetTask` until it
-//! ends or asks for input, within the call's `timeout_ms`.
+//! Answers are read up to `max_answer_bytes`. A send asks the remote to answer at once
+//! (`returnImmediately`; 0.3 `blocking: false`); a task it answers with before its end
+//! (submitted, working) is followed with `GetTask` until it ends or asks for input,
+//! within the call's `timeout_ms`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,8 +30,8 @@ use crate::push::UrlPolicy;
 /// How long a card without `Cache-Control: max-age` is used before it is read again.
 const DEFAULT_CARD_AGE: Duration = Duration::from_secs(300);
 /// The first wait between two `GetTask`s of a task still running; it doubles up to
-/// [`MAX_POLL`].
-const FIRST_POLL: Duration = Duration::from_millis(50);
+/// [`MAX_POLL`]. Short: a send answers at once, with a task most remotes finish soon.
+const FIRST_POLL: Duration = Duration::from_millis(10);
 const MAX_POLL: Duration = Duration::from_secs(2);
 
 /// Why a call to a remote agent did not give an answer.
@@ -240,7 +241,15 @@ impl RemoteAgent {
         let v03 = endpoint.binding.v03();
         let [send, ..] = endpoint.binding.methods();
         let message = message_of(endpoint.binding, message_id, text, data, continues);
-        let mut params = json!({ "message": message });
+        // The remote answers with its task at once (0.3: not blocking), so that a task
+        // still running is recorded before it is waited on: a blocking send would hold
+        // the call with no task id to record, and a restart would have to send again.
+        let configuration = if v03 {
+            json!({"blocking": false})
+        } else {
+            json!({"returnImmediately": true})
+        };
+        let mut params = json!({ "message": message, "configuration": configuration });
         if !endpoint.tenant.is_empty() {
             params["tenant"] = json!(endpoint.tenant);
         }

@@ -6,8 +6,9 @@
 # keys of tests/fixtures and an API key), one with the 0.3 card fields and one without,
 # for the SDK's card signing tests (tests/interop/test_card_signing.py). An agent on the
 # SDK's own server (tests/interop/sdk_agent.py) is the remote agent a fourth server asks
-# through its tool `ask_python` (tests/interop/test_remote_agent.py). The servers are
-# always stopped, whatever happens.
+# through its tool `ask_python` (tests/interop/test_remote_agent.py; one test starts,
+# SIGKILLs and restarts a calling server of its own). The servers are always stopped,
+# whatever happens.
 #
 # Usage: tests/interop/run.sh [pytest args...]
 # Environment:

@@ -10,8 +10,12 @@ JSON-RPC 1.0 and reads the tool's result from the task's artifact.
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
@@ -103,3 +107,87 @@ def test_canceling_our_task_cancels_the_sdk_agents_task_it_waits_on() -> None:
             break
         assert time.monotonic() < deadline, f"not canceled at the SDK agent: {there}"
         time.sleep(0.05)
+
+
+def wait_until(what: str, check, timeout: float = 20.0):  # noqa: ANN001, ANN201
+    """``check()`` polled until it gives something true; that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"never {what}"
+        time.sleep(0.05)
+
+
+def start_asking_server(binary: str, data_dir: Path, port: int) -> subprocess.Popen:
+    """An agent-a2a server asking the SDK agent, on its own SQLite ``data_dir``."""
+    config = data_dir / "asking.toml"
+    config.write_text(
+        "[auth]\nenabled = false\n[push]\nallow_loopback = true\n"
+        "[[agent.remote_agents]]\nname = \"python\"\n"
+        f'card_url = "{SDK_AGENT_URL}/.well-known/agent-card.json"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "TEST_DATABASE_URL")}
+    process = subprocess.Popen(
+        [binary, "--config", str(config), "--data-dir", str(data_dir / "store"),
+         "--bind", f"127.0.0.1:{port}", "--grpc-bind", ""],
+        env=env, stdout=subprocess.DEVNULL, stderr=open(data_dir / "server.log", "ab"),
+    )
+
+    def ready() -> bool:
+        assert process.poll() is None, (data_dir / "server.log").read_text()[-4000:]
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/.well-known/agent-card.json").is_success
+        except httpx.HTTPError:
+            return False
+
+    wait_until("ready", ready)
+    return process
+
+
+def test_a_delegation_survives_sigkill_of_the_calling_server() -> None:
+    """The calling server is SIGKILLed while the SDK agent works on the task it was
+    handed; restarted on the same store, it follows that task (recorded before the call
+    waited on it) to its end — the SDK agent, which does not dedupe message ids, was
+    given the message once — and our task completes with its answer."""
+    binary = os.environ.get("A2A_SERVER_BINARY", "")
+    if not (binary and SDK_AGENT_URL):
+        pytest.fail("A2A_SERVER_BINARY and A2A_SDK_AGENT_URL: run tests/interop/run.sh")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    marker = str(uuid.uuid4())
+    with tempfile.TemporaryDirectory() as work:
+        work = Path(work)
+        server = start_asking_server(binary, work, port)
+        try:
+            call = {"tool": "ask_python", "arguments": {"text": f"slow {marker}"}}
+            message = {"messageId": f"interop-{uuid.uuid4()}", "role": "ROLE_USER",
+                       "parts": [{"data": call}]}
+            answer = rpc(url, "SendMessage", {"message": message,
+                                              "configuration": {"returnImmediately": True}})
+            ours = answer["result"]["task"]["id"]
+
+            def theirs() -> list[dict]:
+                seen = httpx.get(f"{SDK_AGENT_URL}/interop/seen").json()
+                return [m for m in seen if m["text"] == f"slow {marker}"]
+
+            # Followed with GetTask: its id is in our store.
+            wait_until("followed", lambda: theirs() and theirs()[0]["gets"] > 0)
+            server.kill()
+            server.wait()
+            server = start_asking_server(binary, work, port)
+            httpx.post(f"{SDK_AGENT_URL}/interop/release/{marker}").raise_for_status()
+
+            def ended() -> dict | None:
+                task = rpc(url, "GetTask", {"id": ours})["result"]
+                return task if task["status"]["state"] != "TASK_STATE_WORKING" else None
+
+            done = wait_until("ended", ended)
+            assert result_of(done)["text"] == f"done: slow {marker}", done
+            assert len(theirs()) == 1, theirs()
+        finally:
+            server.kill()
+            server.wait()

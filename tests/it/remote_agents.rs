@@ -105,12 +105,14 @@ async fn a_remote_agent_answers_asks_and_refuses_through_its_tool() {
     let task = call_tool(&app, "ask_helper", json!({"text": "x", "taskId": "t-only"})).await;
     assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED", "{task}");
 
-    // A refusal fails the call with the remote's reason, and the code says whose it is.
+    // A task the remote failed fails the call with the remote's reason, and the code
+    // says whose it is. (The send answers at once, so the agent's refusal of the
+    // message is its task's failure.)
     let task = call_tool(&app, "ask_helper", json!({"text": "reject-request"})).await;
     let text = failure(&task);
     assert!(
-        text.starts_with("ask_helper failed: remote agent helper: refused SendMessage:")
-            && text.contains("rejected by the agent"),
+        text.starts_with("ask_helper failed: remote agent helper: its task ")
+            && text.contains("failed: invalid params: message: rejected by the agent"),
         "{text}"
     );
     assert_eq!(
@@ -257,7 +259,7 @@ async fn a_0_3_remote_is_spoken_to_in_0_3_json_rpc() {
     );
     assert_eq!(answered["text"], "continued: there", "{answered}");
     let text = failure(&call_tool(&app, "ask_old", json!({"text": "reject-request"})).await);
-    assert!(text.contains("refused message/send"), "{text}");
+    assert!(text.contains("rejected by the agent"), "{text}");
     // A card with no interface spoken here (0.3's gRPC is not) is refused, saying so.
     let grpc_only = serve(json!({
         "name": "grpc", "description": "d", "version": "1",
@@ -294,11 +296,11 @@ fn rest_03_card(base: &str) -> String {
 }
 
 /// The remote in clear-text gRPC (`host:port` with `grpc_tls` off, and an `http://`
-/// URL) and in 0.3 HTTP+JSON answers, asks and refuses as over JSON-RPC: the answer and
+/// URL) and in 0.3 HTTP+JSON answers, asks and fails as over JSON-RPC: the answer and
 /// its artifact, a question that makes our task wait and the reply that continues the
-/// remote's, a refusal with the remote's reason.
+/// remote's, a failure with the remote's reason.
 #[actix_web::test]
-async fn grpc_and_0_3_http_json_remotes_answer_ask_and_refuse_alike() {
+async fn grpc_and_0_3_http_json_remotes_answer_ask_and_fail_alike() {
     let remote = spawn_app().await;
     let grpc = remote.grpc_addr.expect("the remote serves gRPC");
     let mut bare = RemoteAgentSettings::new("grpc", grpc_card(grpc.to_string()));
@@ -306,11 +308,7 @@ async fn grpc_and_0_3_http_json_remotes_answer_ask_and_refuse_alike() {
     let schemed = RemoteAgentSettings::new("grpc_h2c", grpc_card(format!("http://{grpc}")));
     let rest = RemoteAgentSettings::new("rest03", rest_03_card(&remote.url));
     let app = asking(vec![bare, schemed, rest]).await;
-    for (tool, refused) in [
-        ("ask_grpc", "refused SendMessage"),
-        ("ask_grpc_h2c", "refused SendMessage"),
-        ("ask_rest03", "refused message/send"),
-    ] {
+    for tool in ["ask_grpc", "ask_grpc_h2c", "ask_rest03"] {
         let answer = tool_result(&call_tool(&app, tool, json!({"text": "please"})).await);
         assert_eq!(answer["state"], "completed", "{tool}: {answer}");
         assert_eq!(answer["text"], "ok", "{tool}");
@@ -339,7 +337,7 @@ async fn grpc_and_0_3_http_json_remotes_answer_ask_and_refuse_alike() {
 
         let text = failure(&call_tool(&app, tool, json!({"text": "reject-request"})).await);
         assert!(
-            text.contains(refused) && text.contains("rejected by the agent"),
+            text.contains("its task ") && text.contains("rejected by the agent"),
             "{tool}: {text}"
         );
     }
