@@ -89,6 +89,8 @@ pub struct Endpoint {
 #[derive(Debug, Clone)]
 struct Card {
     endpoint: Endpoint,
+    /// What the card says its agent does ([`about_of`]).
+    about: String,
     read_at: Instant,
     max_age: Duration,
 }
@@ -336,14 +338,23 @@ impl RemoteAgent {
 
     /// The interface to speak to, from the card (read again once its age has passed).
     pub async fn endpoint(&self) -> Result<Endpoint, CallError> {
+        Ok(self.card().await?.endpoint)
+    }
+
+    /// What its card says the agent does: its description, then its skills' names and
+    /// descriptions (read as [`endpoint`](Self::endpoint) reads it).
+    pub async fn about(&self) -> Result<String, CallError> {
+        Ok(self.card().await?.about)
+    }
+
+    async fn card(&self) -> Result<Card, CallError> {
         let mut card = self.card.lock().await;
         if let Some(fresh) = card.as_ref().filter(|c| c.read_at.elapsed() < c.max_age) {
-            return Ok(fresh.endpoint.clone());
+            return Ok(fresh.clone());
         }
         let read = self.read_card().await?;
-        let endpoint = read.endpoint.clone();
-        *card = Some(read);
-        Ok(endpoint)
+        *card = Some(read.clone());
+        Ok(read)
     }
 
     async fn read_card(&self) -> Result<Card, CallError> {
@@ -399,6 +410,7 @@ impl RemoteAgent {
                 tenant,
                 grpc,
             },
+            about: about_of(&value),
             read_at: Instant::now(),
             max_age,
         })
@@ -612,6 +624,34 @@ fn interface_of(card: &Value) -> Option<(String, Binding, String)> {
             .map(|(url, binding)| (url, binding, String::new()))
     };
     v1.or_else(v03).filter(|(url, ..)| !url.is_empty())
+}
+
+/// What a card says its agent does: its `description`, then `Its skills:` with each
+/// skill's name (else id) and description.
+fn about_of(card: &Value) -> String {
+    fn text<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+        v.get(key).and_then(Value::as_str).map(str::trim)
+    }
+    let skills: Vec<String> = (card.get("skills").and_then(Value::as_array).into_iter())
+        .flatten()
+        .filter_map(|skill| {
+            let name = text(skill, "name")
+                .filter(|n| !n.is_empty())
+                .or_else(|| text(skill, "id"))?;
+            Some(match text(skill, "description").filter(|d| !d.is_empty()) {
+                Some(description) => format!("{name} ({description})"),
+                None => name.to_owned(),
+            })
+        })
+        .collect();
+    let mut about = text(card, "description").unwrap_or_default().to_owned();
+    if !skills.is_empty() {
+        if !about.is_empty() {
+            about.push(' ');
+        }
+        about.push_str(&format!("Its skills: {}.", skills.join("; ")));
+    }
+    about
 }
 
 /// The message to send, in the dialect's shape.
@@ -1124,6 +1164,20 @@ mod tests {
             listed(json!([{"url": "g", "protocolBinding": "GRPC", "protocolVersion": "0.3"}]));
         assert_eq!(interface(old_grpc), None);
         assert_eq!(interface(json!({"name": "none"})), None);
+    }
+
+    #[test]
+    fn a_card_says_what_its_agent_does_by_its_description_and_skills() {
+        let card = json!({"description": "Bills customers.", "skills": [
+            {"id": "refunds", "name": "Refunds", "description": "Refunds an order."},
+            {"id": "invoices", "description": ""},
+            {"description": "nameless"},
+        ]});
+        assert_eq!(
+            about_of(&card),
+            "Bills customers. Its skills: Refunds (Refunds an order.); invoices."
+        );
+        assert_eq!(about_of(&json!({"skills": []})), "");
     }
 
     #[test]

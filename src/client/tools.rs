@@ -27,13 +27,47 @@ use crate::telemetry;
 
 /// Registers a skill for each of `agent.remote_agents`; a card URL the URL policy
 /// refuses stops the start.
-pub fn remote_agents(settings: &Settings, registry: &mut SkillRegistry) -> Result<(), String> {
+pub async fn remote_agents(
+    settings: &Settings,
+    registry: &mut SkillRegistry,
+) -> Result<(), String> {
     if settings.agent.remote_agents.is_empty() {
         return Ok(());
     }
     let policy = Arc::new(UrlPolicy::new(&settings.push)?);
-    for remote in &settings.agent.remote_agents {
-        registry.register(Arc::new(RemoteAgentSkill::new(remote, policy.clone())?));
+    let mut skills = settings
+        .agent
+        .remote_agents
+        .iter()
+        .map(|remote| RemoteAgentSkill::new(remote, policy.clone()).map(|s| (remote, s)))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Their cards are read at once, each within its `card_wait_ms`.
+    let described = skills.iter().map(|(remote, skill)| async move {
+        if !remote.description.is_empty() || remote.card_wait_ms == 0 {
+            return None;
+        }
+        let wait = Duration::from_millis(remote.card_wait_ms);
+        match tokio::time::timeout(wait, skill.agent.about()).await {
+            Ok(Ok(about)) => Some(about),
+            Ok(Err(e)) => {
+                tracing::warn!(agent = %remote.name, error = %e, "remote agent card not read at start-up; its tool has the default description");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(agent = %remote.name, wait_ms = remote.card_wait_ms, "remote agent card not read within card_wait_ms; its tool has the default description");
+                None
+            }
+        }
+    });
+    let described = futures_util::future::join_all(described).await;
+    for ((_, mut skill), about) in skills.drain(..).zip(described) {
+        if let Some(about) = about.filter(|a| !a.is_empty()) {
+            skill.info.description = format!(
+                "Asks the remote A2A agent `{}`: {about}",
+                skill.agent.name()
+            );
+        }
+        registry.register(Arc::new(skill));
     }
     Ok(())
 }
@@ -390,28 +424,30 @@ mod tests {
         assert_eq!(id.get_version_num(), 5);
     }
 
-    #[test]
-    fn a_card_url_the_push_policy_refuses_stops_the_start() {
+    #[tokio::test]
+    async fn a_card_url_the_push_policy_refuses_stops_the_start() {
         let mut settings = Settings::default();
         settings.agent.remote_agents = vec![RemoteAgentSettings::new(
             "local",
             "http://127.0.0.1:9000/.well-known/agent-card.json",
         )];
         let mut registry = SkillRegistry::default();
-        let e = remote_agents(&settings, &mut registry).err().unwrap();
+        let e = remote_agents(&settings, &mut registry).await.err().unwrap();
         assert!(e.contains("local") && e.contains("loopback"), "{e}");
         for url in [
             "http://169.254.169.254/card",
             "http://metadata.google.internal/card",
         ] {
             settings.agent.remote_agents[0].card_url = url.into();
-            let e = remote_agents(&settings, &mut registry).err().unwrap();
+            let e = remote_agents(&settings, &mut registry).await.err().unwrap();
             assert!(e.contains("card_url"), "{url}: {e}");
         }
         settings.push.allow_loopback = true;
         settings.agent.remote_agents[0].card_url =
             "http://127.0.0.1:9000/.well-known/agent-card.json".into();
-        remote_agents(&settings, &mut registry).unwrap();
+        // Not read at start-up: nothing listens there.
+        settings.agent.remote_agents[0].card_wait_ms = 0;
+        remote_agents(&settings, &mut registry).await.unwrap();
         let tools: Vec<String> = registry.skills()[0]
             .tools()
             .into_iter()

@@ -102,6 +102,12 @@ pub struct RemoteAgentSettings {
     /// itself.
     #[serde(default = "remote_grpc_tls")]
     pub grpc_tls: bool,
+    /// How long the start waits for its card (read at start-up, all remote agents at
+    /// once), whose description and skills then describe the tool to the model when
+    /// `description` is empty; past it, or when the card cannot be read, the start goes
+    /// on with the default description. 0: not read at start-up. At most `timeout_ms`.
+    #[serde(default = "remote_card_wait_ms")]
+    pub card_wait_ms: u64,
 }
 
 fn remote_timeout_ms() -> u64 {
@@ -118,6 +124,9 @@ fn remote_breaker_open_secs() -> u64 {
 }
 fn remote_grpc_tls() -> bool {
     true
+}
+fn remote_card_wait_ms() -> u64 {
+    3_000
 }
 
 impl std::fmt::Debug for RemoteAgentSettings {
@@ -136,6 +145,7 @@ impl std::fmt::Debug for RemoteAgentSettings {
             .field("breaker_open_secs", &self.breaker_open_secs)
             .field("verify_with", &self.verify_with)
             .field("grpc_tls", &self.grpc_tls)
+            .field("card_wait_ms", &self.card_wait_ms)
             .finish()
     }
 }
@@ -156,6 +166,7 @@ impl RemoteAgentSettings {
             breaker_open_secs: remote_breaker_open_secs(),
             verify_with: String::new(),
             grpc_tls: remote_grpc_tls(),
+            card_wait_ms: remote_card_wait_ms(),
         }
     }
 
@@ -203,6 +214,12 @@ impl RemoteAgentSettings {
             if value == 0 {
                 return refuse(format!("{}: `{field}` must be at least 1", self.name));
             }
+        }
+        if self.card_wait_ms > self.timeout_ms {
+            return refuse(format!(
+                "{}: `card_wait_ms` ({}) is longer than its `timeout_ms` ({})",
+                self.name, self.card_wait_ms, self.timeout_ms
+            ));
         }
         Ok(())
     }

@@ -640,4 +640,9 @@ fn remote_agents_need_a_tool_name_an_http_card_and_bounds_inside_the_tool_timeou
         "longer than skills.timeout_ms",
     );
     refused(&one("b", url, "colour = \"red\"\n"), "colour");
+    refused(
+        &one("b", url, "timeout_ms = 1000\ncard_wait_ms = 1001\n"),
+        "`card_wait_ms` (1001) is longer than its `timeout_ms` (1000)",
+    );
+    assert_eq!(remote.card_wait_ms, 3_000);
 }

@@ -87,6 +87,8 @@ pub async fn configured(
     }
     registry.register(Arc::new(GovernanceSkill::new(governance.clone())));
     registry.register(Arc::new(SessionContextSkill::new(memory, governance)));
-    crate::client::remote_agents(settings, &mut registry).map_err(BootstrapError::RemoteAgents)?;
+    crate::client::remote_agents(settings, &mut registry)
+        .await
+        .map_err(BootstrapError::RemoteAgents)?;
     Ok(registry)
 }

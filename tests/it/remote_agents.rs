@@ -151,6 +151,63 @@ async fn a_remote_agent_answers_asks_and_refuses_through_its_tool() {
     assert!(card.to_string().contains("ask_helper"), "{card}");
 }
 
+/// The remote's card is read at start-up: its description and skills describe the tool
+/// (to the model, and in our card); a card not read within `card_wait_ms` leaves the
+/// default description, and the start does not wait longer for it.
+#[actix_web::test]
+async fn the_remote_card_read_at_start_up_describes_the_tool() {
+    let remote = spawn_app().await;
+    let theirs = serve(json!({
+        "name": "billing", "description": "Bills customers.", "version": "1",
+        "supportedInterfaces": [{"url": format!("{}/", remote.url),
+            "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "capabilities": {}, "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "refunds", "name": "Refunds", "description": "Refunds an order.",
+            "tags": []}],
+    }));
+    let slow_card = serve_after(
+        json!({"name": "late", "description": "Never read in time.", "version": "1",
+            "supportedInterfaces": [], "capabilities": {}, "skills": []}),
+        std::time::Duration::from_secs(5),
+    );
+    let mut late = RemoteAgentSettings::new("late", slow_card);
+    late.card_wait_ms = 200;
+    let started = std::time::Instant::now();
+    let app = asking(vec![RemoteAgentSettings::new("helper", theirs), late]).await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "the start waited {:?}",
+        started.elapsed()
+    );
+    let ours: Value = app
+        .get("/.well-known/agent-card.json")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let description = |id: &str| {
+        ours["skills"]
+            .as_array()
+            .and_then(|skills| skills.iter().find(|s| s["id"] == id))
+            .and_then(|s| s["description"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(
+        description("remote-helper"),
+        "Asks the remote A2A agent `helper`: Bills customers. Its skills: Refunds (Refunds \
+         an order.)."
+    );
+    // The card read at start-up is the one the first call speaks to.
+    let answer = tool_result(&call_tool(&app, "ask_helper", json!({"text": "please"})).await);
+    assert_eq!(answer["text"], "ok", "{answer}");
+    assert_eq!(
+        description("remote-late"),
+        "Asks the remote A2A agent `late` and returns its answer."
+    );
+}
+
 #[actix_web::test]
 async fn credentials_are_sent_to_a_remote_that_wants_them() {
     let remote = spawn_app_with(crate::support::Backend::Sqlite, |s| keys(s, 10_000)).await;
@@ -186,6 +243,11 @@ fn serve_card(base: &str) -> String {
 
 /// `card`, served on a port of its own; its URL.
 fn serve(card: Value) -> String {
+    serve_after(card, std::time::Duration::ZERO)
+}
+
+/// `card`, served on a port of its own `delay` after each request; its URL.
+fn serve_after(card: Value, delay: std::time::Duration) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/card.json", listener.local_addr().unwrap());
     let server = HttpServer::new(move || {
@@ -194,7 +256,10 @@ fn serve(card: Value) -> String {
             "/card.json",
             web::get().to(move || {
                 let card = card.clone();
-                async move { HttpResponse::Ok().json(card) }
+                async move {
+                    tokio::time::sleep(delay).await;
+                    HttpResponse::Ok().json(card)
+                }
             }),
         )
     })
@@ -498,8 +563,9 @@ async fn a_remote_card_can_be_required_to_be_signed() {
     let text = failure(&call_tool(&app, "ask_unsigned", json!({"text": "please"})).await);
     assert!(text.contains("carries no signature"), "{text}");
     let metrics = app.get("/metrics").await.text().await.unwrap();
+    // Refused when read at start-up, and again at the call (a refused card is not kept).
     assert!(
-        metrics.contains("agent_a2a_remote_agent_cards_refused_total{agent=\"stranger\"} 1"),
+        metrics.contains("agent_a2a_remote_agent_cards_refused_total{agent=\"stranger\"} 2"),
         "{metrics}"
     );
 }
