@@ -257,6 +257,16 @@ impl PgStore {
         self.settle(&mut conn, result).await
     }
 
+    /// The census as two statements of one read (`reads::census`).
+    async fn count_census(
+        &self,
+        now: crate::domain::Timestamp,
+    ) -> Result<super::Census, StoreError> {
+        let mut conn = self.conn().await?;
+        let result = census(&mut &*conn, now).await;
+        self.settle(&mut conn, result).await
+    }
+
     /// None: a claim is a network round trip, awaited like any read.
     fn inline_claim(
         &self,
@@ -485,4 +495,34 @@ fn warn_if_not_vacuumed(conn: &mut AsyncConnectionWrapper<AsyncPgConnection>) {
         }
         Err(e) => tracing::warn!(error = %e, "could not read Postgres' autovacuum settings"),
     }
+}
+
+/// Active threads and tasks by state: two statements of one read connection.
+async fn census(
+    conn: &mut &AsyncPgConnection,
+    now: crate::domain::Timestamp,
+) -> Result<super::Census, StoreError> {
+    use super::schema::{tasks, threads};
+    use diesel::{ExpressionMethods, QueryDsl};
+    use diesel_async::RunQueryDsl;
+    let active_threads: i64 = threads::table
+        .filter(threads::status.eq(super::ThreadStatus::Active.as_str()))
+        .filter(threads::expires_at.gt(now.millis()))
+        .count()
+        .get_result(conn)
+        .await?;
+    let by_state: Vec<(String, i64)> = tasks::table
+        .group_by(tasks::state)
+        .select((tasks::state, diesel::dsl::count_star()))
+        .order(tasks::state.asc())
+        .load(conn)
+        .await?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    Ok(super::Census {
+        active_threads: count(active_threads),
+        tasks_by_state: by_state
+            .into_iter()
+            .map(|(state, n)| (state, count(n)))
+            .collect(),
+    })
 }

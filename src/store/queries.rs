@@ -24,6 +24,7 @@
 ///   calling thread, Postgres as it is);
 /// - `async fn commit_ops(&self, &[WriteOp])`, `async fn analyze_grown_tables(&self)`
 ///   (see [`Store::refresh_statistics`](crate::store::Store::refresh_statistics)),
+///   `async fn count_census(&self, now)` (see [`Store::census`](crate::store::Store::census)),
 ///   `fn inline_claim(&self, …)` (see
 ///   [`Store::claim_inline`](crate::store::Store::claim_inline)) and
 ///   `fn blocking_writer(&self)` (see
@@ -136,9 +137,7 @@ macro_rules! store_impl {
                 &self,
                 now: $crate::domain::Timestamp,
             ) -> Result<$crate::store::Census, $crate::store::StoreError> {
-                let mut conn = self.conn().await?;
-                let result = reads::census($lend!(conn), now).await;
-                self.settle(&mut conn, result).await
+                self.count_census(now).await
             }
 
             async fn refresh_statistics(

@@ -527,32 +527,6 @@ macro_rules! read_queries {
                 Ok(())
             }
 
-            pub(super) async fn census(
-                conn: &mut Conn<'_>,
-                now: $crate::domain::Timestamp,
-            ) -> Result<$crate::store::Census, StoreError> {
-                let active_threads: i64 = threads::table
-                    .filter(threads::status.eq($crate::store::ThreadStatus::Active.as_str()))
-                    .filter(threads::expires_at.gt(now.millis()))
-                    .count()
-                    .get_result(conn)
-                    .await?;
-                let by_state: Vec<(String, i64)> = tasks::table
-                    .group_by(tasks::state)
-                    .select((tasks::state, diesel::dsl::count_star()))
-                    .order(tasks::state.asc())
-                    .load(conn)
-                    .await?;
-                let count = |n: i64| u64::try_from(n).unwrap_or(0);
-                Ok($crate::store::Census {
-                    active_threads: count(active_threads),
-                    tasks_by_state: by_state
-                        .into_iter()
-                        .map(|(state, n)| (state, count(n)))
-                        .collect(),
-                })
-            }
-
             pub(super) async fn due_threads(
                 conn: &mut Conn<'_>,
                 status: $crate::store::ThreadStatus,
