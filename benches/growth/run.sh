@@ -13,7 +13,10 @@
 # --retention sets `store.retention_secs`, --ttl `threads.thread_ttl_secs` (and the
 # idempotency window to their sum, which configuration requires it to be at most), and
 # the janitor runs every --janitor-every seconds. Postgres needs a server at --pg-url (a
-# role that may CREATE DATABASE) and `psql`; SQLite needs the `sqlite3` shell.
+# role that may CREATE DATABASE) and `psql`; SQLite needs the `sqlite3` shell. On SQLite
+# each segment also shows the WAL file's size at its end and the checkpoints run in it;
+# --keep-log keeps the server's log. Settings pass through the environment
+# (AGENT_A2A__…).
 
 set -Eeuo pipefail
 
@@ -32,6 +35,7 @@ RATE=""
 RETENTION=0
 TTL=""
 JANITOR_EVERY=10
+KEEP_LOG=""
 PORT=${GROWTH_BENCH_PORT:-9455}
 PG_URL=${GROWTH_PG_URL:-postgres://postgres@127.0.0.1:5432}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -53,6 +57,7 @@ Options:
   --janitor-every SECS  threads.janitor_interval_secs (default $JANITOR_EVERY)
   --load PATH           a built load generator (default: build benches/load here)
   --pg-url URL          Postgres server without a database (default $PG_URL)
+  --keep-log PATH       copy the server's log there at the end
 USAGE
 }
 
@@ -70,6 +75,7 @@ while (($#)); do
         --janitor-every) JANITOR_EVERY="$2"; shift 2 ;;
         --load) LOAD="$2"; shift 2 ;;
         --pg-url) PG_URL="$2"; shift 2 ;;
+        --keep-log) KEEP_LOG="$2"; shift 2 ;;
         -h | --help) usage; exit 0 ;;
         *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -87,7 +93,11 @@ done
 WORK="$(mktemp -d)"
 PIDS=()
 DATABASES=()
-trap stop_and_clean EXIT
+finish() {
+    [[ -n "$KEEP_LOG" && -f "$WORK/server.log" ]] && cp "$WORK/server.log" "$KEEP_LOG"
+    stop_and_clean
+}
+trap finish EXIT
 printf '[auth]\nenabled = false\n' >"$WORK/bench.toml"
 
 url="http://127.0.0.1:$PORT"
@@ -126,6 +136,13 @@ store_tasks() {
     fi
 }
 metric() { curl -sf "$url/metrics" | awk -v m="$1" '$1 == m {print $2}' | head -n 1; }
+# SQLite: the WAL file's size in bytes, and the checkpoints run so far (by the checkpoint
+# thread and by the writer).
+sqlite_counters() {
+    local wal="$WORK/data/agent-a2a.db-wal" runs
+    runs=$(curl -sf "$url/metrics" | awk '$1 ~ /^agent_a2a_sqlite_checkpoint_duration_ms_count/ {n += $2} END {print n + 0}')
+    echo "$(stat -c %s "$wal" 2>/dev/null || echo 0) $runs"
+}
 # Postgres' counters for the segment's costs, one line: CPU ticks of every postgres
 # process, WAL bytes, full-page images, blocks read into shared buffers (misses), blocks
 # written out by backends and the checkpointer, and checkpoints begun (a page is logged
@@ -148,6 +165,8 @@ printf '%-8s %9s %9s %9s %9s %9s %10s %11s %9s %10s %7s' segment "ok/s" "p50 ms"
     failed "RSS MiB" "store MiB" "tasks held" "B/task" "deleted" "us/req"
 if [[ "$STORE" == postgres ]]; then
     printf ' %7s %8s %7s %8s %8s %6s' "pg us" "WAL B" "FPI" "misses" "written" "ckpts"
+else
+    printf ' %8s %6s' "WAL MiB" "ckpts"
 fi
 printf '\n'
 hz=$(getconf CLK_TCK)
@@ -155,11 +174,13 @@ for i in $(seq 1 "$SEGMENTS"); do
     cpu0=$(ticks "${PIDS[0]}")
     pg0=""
     [[ "$STORE" == postgres ]] && pg0="$(pg_counters)"
+    [[ "$STORE" == sqlite ]] && pg0="$(sqlite_counters)"
     "$LOAD" --url "$url/" --scenario send --connections "$CONNECTIONS" --duration "$SEGMENT" \
         --warmup 0s ${RATE:+--rate "$RATE"} --message-ids "$MESSAGE_IDS" --quiet --json "$WORK/report.json" >/dev/null
     cpu1=$(ticks "${PIDS[0]}")
     pg1=""
     [[ "$STORE" == postgres ]] && pg1="$(pg_counters)"
+    [[ "$STORE" == sqlite ]] && pg1="$(sqlite_counters)"
     rss=$(awk '/^VmRSS/ {print $2}' "/proc/${PIDS[0]}/status")
     bytes=$(store_bytes)
     tasks=$(store_tasks)
@@ -176,7 +197,10 @@ per = f"{int(size) / tasks:9.0f}" if tasks else f"{'-':>9}"
 line = (f"{seg:<8} {r['succeeded_per_sec']:9.0f} {lat['p50_ms']:9.2f} {lat['p99_ms']:9.2f} "
         f"{r['failed']:9d} {int(rss) / 1024:9.0f} {int(size) / 2**20:10.0f} {tasks:11d} {per} "
         f"{float(deleted):10.0f} {int(ticks) / int(hz) * 1e6 / ops:7.0f}")
-if pg0 and pg1:
+if pg0 and pg1 and len(pg1.split()) == 2:
+    wal, runs = (int(v) for v in pg1.split())
+    line += f" {wal / 2**20:8.0f} {runs - int(pg0.split()[1]):6d}"
+elif pg0 and pg1:
     d = [int(b) - int(a) for a, b in zip(pg0.split(), pg1.split())]
     line += (f" {d[0] / int(hz) * 1e6 / ops:7.0f} {d[1] / ops:8.0f} {d[2] / ops:7.2f}"
              f" {d[3] / ops:8.2f} {d[4] / ops:8.2f} {d[5]:6d}")

@@ -1,9 +1,9 @@
 //! The A2A client of a remote agent: its card, the interface chosen from it, a message
 //! sent and its task followed.
 //!
-//! The card is read at the first call and again when its `Cache-Control: max-age` has
-//! passed (five minutes without one); a card that cannot be read fails the call, and the
-//! next call tries again. Of the card's `supportedInterfaces`, in the card's order (first
+//! The card is read at start-up (see `tools::remote_agents`), or else at the first call,
+//! and again when its `Cache-Control: max-age` has passed (five minutes without one); a
+//! card that cannot be read fails the call, and the next call tries again. Of the card's `supportedInterfaces`, in the card's order (first
 //! preferred), the first A2A 1.0 interface with a binding spoken here is used: `JSONRPC`,
 //! `HTTP+JSON` or `GRPC` (a `host:port` is TLS unless `grpc_tls` is off); without one, a
 //! 0.3 interface over JSON-RPC or HTTP+JSON (listed, or a 0.3 card's own `url` or
@@ -134,6 +134,8 @@ pub struct RemoteAgent {
     max_answer_bytes: usize,
     /// A gRPC interface written `host:port` is spoken over TLS (`grpc_tls`).
     grpc_tls: bool,
+    /// Certificate authorities trusted beside the platform's (`ca_file`).
+    extra_roots: Arc<Vec<rustls::pki_types::CertificateDer<'static>>>,
     card: tokio::sync::Mutex<Option<Card>>,
 }
 
@@ -190,10 +192,25 @@ impl RemoteAgent {
             }
         };
         let timeout = Duration::from_millis(settings.timeout_ms);
+        let extra_roots = match settings.ca_file.trim() {
+            "" => Vec::new(),
+            path => read_roots(path).map_err(|e| {
+                format!(
+                    "agent.remote_agents {}: ca_file {path:?}: {e}",
+                    settings.name
+                )
+            })?,
+        };
+        let certificates = extra_roots
+            .iter()
+            .map(|der| reqwest::Certificate::from_der(der))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("agent.remote_agents {}: ca_file: {e}", settings.name))?;
         // The client's TLS needs the process's crypto provider (a second install is
         // refused, harmlessly).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
+            .tls_certs_merge(certificates)
             .redirect(reqwest::redirect::Policy::none())
             .timeout(timeout)
             .connect_timeout(timeout)
@@ -213,6 +230,7 @@ impl RemoteAgent {
             timeout,
             max_answer_bytes: settings.max_answer_bytes,
             grpc_tls: settings.grpc_tls,
+            extra_roots: Arc::new(extra_roots),
             card: tokio::sync::Mutex::new(None),
         })
     }
@@ -400,6 +418,7 @@ impl RemoteAgent {
                 &url,
                 self.policy.clone(),
                 self.timeout,
+                &self.extra_roots,
             )?),
             _ => None,
         };
@@ -575,6 +594,19 @@ impl RemoteAgent {
         }
         Ok(body)
     }
+}
+
+/// The certificates of the PEM file at `path` (at least one).
+fn read_roots(path: &str) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, String> {
+    use rustls::pki_types::pem::PemObject;
+    let pem = std::fs::read(path).map_err(|e| e.to_string())?;
+    let roots = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("not PEM certificates ({e})"))?;
+    if roots.is_empty() {
+        return Err("holds no certificate".into());
+    }
+    Ok(roots)
 }
 
 /// The interface of a card to speak to: of `supportedInterfaces`, in the card's order,

@@ -2,7 +2,7 @@
 //! client a2a-pb generates, over connections this module makes itself so that every
 //! address passes the URL policy (a name resolves only to the addresses the policy
 //! allows, as the HTTP bindings' resolver does) and TLS is rustls with the platform's
-//! roots, ALPN `h2`.
+//! roots (and the remote's `ca_file`), ALPN `h2`.
 //!
 //! The requests and answers cross as the same ProtoJSON the JSON bindings carry: a
 //! request's ProtoJSON is read into its pbjson twin (`a2a_pb::protojson`) and re-encoded
@@ -11,7 +11,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_pb::proto::a2a_service_client::A2aServiceClient;
@@ -21,6 +21,7 @@ use prost::Message;
 use reqwest::Url;
 use reqwest::dns::Resolve;
 use reqwest::header::HeaderMap;
+use rustls::pki_types::CertificateDer;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -39,25 +40,30 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The channel to the interface at `url` (`http://` clear text, `https://` TLS), made
-/// lazily: it connects at the first call, and again after a connection is lost.
+/// The channel to the interface at `url` (`http://` clear text, `https://` TLS trusting
+/// the platform's roots and `extra_roots`), made lazily: it connects at the first call,
+/// and again after a connection is lost.
 pub(super) fn channel(
     url: &Url,
     policy: Arc<UrlPolicy>,
     timeout: Duration,
+    extra_roots: &[CertificateDer<'static>],
 ) -> Result<Channel, CallError> {
     let refuse = |why: String| CallError::Refused(format!("its gRPC interface {why}"));
     let uri = Uri::from_str(url.as_str()).map_err(|e| refuse(e.to_string()))?;
-    let tls = url.scheme() == "https";
+    let tls = match url.scheme() {
+        "https" => Some(tls_config(extra_roots).map_err(|e| refuse(format!("TLS: {e}")))?),
+        _ => None,
+    };
     let host = url
         .host_str()
         .ok_or_else(|| refuse("has no host".into()))?
         .to_owned();
     let port = url
         .port_or_known_default()
-        .unwrap_or(if tls { 443 } else { 80 });
+        .unwrap_or(if tls.is_some() { 443 } else { 80 });
     let connector = tower::service_fn(move |_: Uri| {
-        let (policy, host) = (policy.clone(), host.clone());
+        let (policy, host, tls) = (policy.clone(), host.clone(), tls.clone());
         async move { connect(&policy, &host, port, tls).await }
     });
     Ok(Endpoint::from(uri)
@@ -66,12 +72,12 @@ pub(super) fn channel(
         .connect_with_connector_lazy(connector))
 }
 
-/// A connection to `host:port` at an address the policy allows; TLS when `tls`.
+/// A connection to `host:port` at an address the policy allows; TLS when `tls` is given.
 async fn connect(
     policy: &Arc<UrlPolicy>,
     host: &str,
     port: u16,
-    tls: bool,
+    tls: Option<Arc<rustls::ClientConfig>>,
 ) -> Result<TokioIo<Box<dyn Io>>, BoxError> {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     let addresses: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
@@ -93,33 +99,39 @@ async fn connect(
     };
     let tcp = tokio::net::TcpStream::connect(addresses.as_slice()).await?;
     tcp.set_nodelay(true)?;
-    if !tls {
+    let Some(tls) = tls else {
         return Ok(TokioIo::new(Box::new(tcp)));
-    }
+    };
     let name = rustls::pki_types::ServerName::try_from(bare.to_owned())?;
-    let stream = tokio_rustls::TlsConnector::from(tls_config()?)
+    let stream = tokio_rustls::TlsConnector::from(tls)
         .connect(name, tcp)
         .await?;
     Ok(TokioIo::new(Box::new(stream)))
 }
 
-/// TLS for gRPC: the platform's roots (as the HTTP bindings' client), HTTP/2 by ALPN.
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, BoxError> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
-    let made = CONFIG.get_or_init(|| {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
-            .map_err(|e| format!("TLS roots: {e}"))?;
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(verifier))
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"h2".to_vec()];
-        Ok(Arc::new(config))
-    });
-    made.clone().map_err(Into::into)
+/// TLS for gRPC: the platform's roots (as the HTTP bindings' client) and `extra_roots`,
+/// HTTP/2 by ALPN.
+fn tls_config(
+    extra_roots: &[CertificateDer<'static>],
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = if extra_roots.is_empty() {
+        rustls_platform_verifier::Verifier::new(provider.clone())
+    } else {
+        rustls_platform_verifier::Verifier::new_with_extra_roots(
+            extra_roots.iter().cloned(),
+            provider.clone(),
+        )
+    }
+    .map_err(|e| format!("its roots: {e}"))?;
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(config))
 }
 
 /// One unary call, `method` with the ProtoJSON `params`, its answer as ProtoJSON.

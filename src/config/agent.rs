@@ -108,6 +108,12 @@ pub struct RemoteAgentSettings {
     /// on with the default description. 0: not read at start-up. At most `timeout_ms`.
     #[serde(default = "remote_card_wait_ms")]
     pub card_wait_ms: u64,
+    /// A PEM file of certificate authorities its TLS certificates may also chain to (a
+    /// private PKI), beside the platform's roots, for its card, its HTTP interfaces and
+    /// its gRPC one; empty: the platform's roots only. Read at start: a file that cannot
+    /// be read or holds no certificate stops the start.
+    #[serde(default)]
+    pub ca_file: String,
 }
 
 fn remote_timeout_ms() -> u64 {
@@ -146,6 +152,7 @@ impl std::fmt::Debug for RemoteAgentSettings {
             .field("verify_with", &self.verify_with)
             .field("grpc_tls", &self.grpc_tls)
             .field("card_wait_ms", &self.card_wait_ms)
+            .field("ca_file", &self.ca_file)
             .finish()
     }
 }
@@ -167,6 +174,7 @@ impl RemoteAgentSettings {
             verify_with: String::new(),
             grpc_tls: remote_grpc_tls(),
             card_wait_ms: remote_card_wait_ms(),
+            ca_file: String::new(),
         }
     }
 

@@ -432,6 +432,149 @@ async fn grpc_remotes_get_the_credentials_as_metadata() {
     assert!(!text.contains(ACME), "{text}");
 }
 
+/// A certificate authority and a certificate it signed for 127.0.0.1, made with the
+/// `openssl` command in `dir`: the CA's PEM, and the server's certificate and key in one
+/// PEM (as HAProxy takes them).
+fn private_pki(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl is installed (.ci/run installs it)");
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=test CA",
+            ],
+            &["-addext", "basicConstraints=critical,CA:TRUE"],
+            &["-addext", "keyUsage=critical,keyCertSign"],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "srv.key",
+                "-out",
+                "srv.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        dir.join("srv.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "srv.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "srv.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "srv.ext",
+    ]);
+    let mut both = std::fs::read(dir.join("srv.pem")).unwrap();
+    both.extend(std::fs::read(dir.join("srv.key")).unwrap());
+    std::fs::write(dir.join("haproxy.pem"), both).unwrap();
+    (dir.join("ca.pem"), dir.join("haproxy.pem"))
+}
+
+/// A gRPC remote behind TLS (HAProxy ends it, HTTP/2 by ALPN, in front of the remote's
+/// clear-text gRPC) with a certificate of a private CA: spoken to over TLS when its card
+/// says `host:port`, trusting `ca_file`; without it the certificate is refused, saying
+/// so. A `ca_file` that holds no certificate stops the start.
+#[actix_web::test]
+async fn a_grpc_remote_behind_tls_is_trusted_through_its_ca_file() {
+    let remote = spawn_app().await;
+    let pki = tempfile::tempdir().unwrap();
+    let (ca, server_pem) = private_pki(pki.path());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let backend = remote.grpc_addr.expect("gRPC").port();
+    let _proxy = crate::support::Haproxy::spawn(&format!(
+        "defaults\n    mode tcp\n    timeout connect 1s\n    timeout client 30s\n\
+         \x20   timeout server 30s\n\
+         frontend tls\n    bind 127.0.0.1:{port} ssl crt {} alpn h2\n    default_backend grpc\n\
+         backend grpc\n    server remote 127.0.0.1:{backend}\n",
+        server_pem.display()
+    ));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "HAProxy did not come up"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let card = grpc_card(format!("127.0.0.1:{port}"));
+    let mut trusting = RemoteAgentSettings::new("private", card.clone());
+    trusting.ca_file = ca.display().to_string();
+    let stranger = RemoteAgentSettings::new("stranger", card);
+    let app = asking(vec![trusting, stranger]).await;
+    let answer = tool_result(&call_tool(&app, "ask_private", json!({"text": "please"})).await);
+    assert_eq!(
+        (answer["state"].as_str(), answer["text"].as_str()),
+        (Some("completed"), Some("ok")),
+        "{answer}"
+    );
+    let text = failure(&call_tool(&app, "ask_stranger", json!({"text": "please"})).await);
+    assert!(text.contains("certificate"), "{text}");
+
+    // A CA file without a certificate is refused at start, naming the agent.
+    std::fs::write(pki.path().join("empty.pem"), "not a certificate\n").unwrap();
+    let mut settings = Settings::default();
+    settings.push.allow_loopback = true;
+    let mut broken = RemoteAgentSettings::new("broken", grpc_card(format!("127.0.0.1:{port}")));
+    broken.ca_file = pki.path().join("empty.pem").display().to_string();
+    broken.card_wait_ms = 0;
+    settings.agent.remote_agents = vec![broken];
+    let mut registry = agent_a2a::skills::SkillRegistry::default();
+    let e = agent_a2a::client::remote_agents(&settings, &mut registry)
+        .await
+        .unwrap_err();
+    assert!(
+        e.contains("broken") && e.contains("ca_file") && e.contains("holds no certificate"),
+        "{e}"
+    );
+}
+
 /// A gRPC interface written `host:port` is spoken over TLS unless `grpc_tls` is off: a
 /// clear-text server fails the call with the handshake's reason, and counts against
 /// the breaker (it was not reached).
