@@ -216,19 +216,18 @@ impl SqliteStore {
         result
     }
 
-    /// The census in steps of [`CENSUS_STEP_ROWS`] rows, each its own read transaction,
-    /// on a connection of its own in the blocking pool: one statement over every task
-    /// would hold one snapshot for as long as it reads (seconds on a store of millions),
-    /// and a reader on old pages keeps the WAL from starting over, so the WAL would grow
-    /// by every commit meanwhile (gigabytes at ten thousand sends a second) and stay that
-    /// large on disk. Steps see the store at slightly different moments: the counts are
-    /// gauges of a store that changes anyway.
+    /// The census from the counts the store keeps (`census_counts`, kept by triggers in
+    /// the transactions that change the rows), on a connection of its own in the blocking
+    /// pool. Counting the rows instead read every task — one read transaction of
+    /// seconds on a store of millions, and a reader on old pages keeps the WAL from
+    /// starting over, so the WAL grew by every commit meanwhile (gigabytes at ten thousand
+    /// sends a second) and stayed that large on disk.
     async fn count_census(
         &self,
         now: crate::domain::Timestamp,
     ) -> Result<super::Census, StoreError> {
         let path = self.inline.path.clone();
-        tokio::task::spawn_blocking(move || census_in_steps(&path, now, CENSUS_STEP_ROWS))
+        tokio::task::spawn_blocking(move || census_counted(&path, now))
             .await
             .map_err(|e| StoreError::Unavailable(format!("the sqlite census task failed: {e}")))?
     }
@@ -320,16 +319,10 @@ fn message_here(
 /// opened on first use and closed with the thread. In WAL mode a reader never waits for
 /// the writer, and a lookup in the page cache costs microseconds — less than handing the
 /// call to the blocking pool and back.
-/// Rows one step of the SQLite census reads (see `count_census`): a few milliseconds.
-const CENSUS_STEP_ROWS: i64 = 20_000;
-
-/// The census of the store at `path` (see `count_census`): tasks by state over ranges
-/// of `step` rowids, active threads over pages of `step` keys of `threads_by_expiry`.
-pub(super) fn census_in_steps(
-    path: &Path,
-    now: crate::domain::Timestamp,
-    step: i64,
-) -> Result<super::Census, StoreError> {
+/// The census of the store at `path` (see `count_census`): the counts the triggers of
+/// `census_counts` keep, less the threads still marked active whose expiry is behind
+/// `now` (a range of `threads_by_expiry`: those the janitor has not expired yet).
+fn census_counted(path: &Path, now: crate::domain::Timestamp) -> Result<super::Census, StoreError> {
     let conn = rusqlite::Connection::open_with_flags(
         path,
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -337,70 +330,39 @@ pub(super) fn census_in_steps(
     .map_err(store_error)?;
     conn.busy_timeout(Duration::from_secs(5))
         .map_err(store_error)?;
-    let (first, last): (i64, i64) = conn
-        .query_row(
-            "SELECT coalesce(min(rowid), 0), coalesce(max(rowid), -1) FROM tasks",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .map_err(store_error)?;
-    let mut by_state = std::collections::BTreeMap::<String, u64>::new();
-    let mut states = conn
-        .prepare(
-            "SELECT state, count(*) FROM tasks WHERE rowid >= ?1 AND rowid < ?2 GROUP BY state",
-        )
-        .map_err(store_error)?;
-    let mut from = first;
-    while from <= last {
-        let rows = states
-            .query_map([from, from.saturating_add(step)], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
-            })
-            .map_err(store_error)?;
-        for row in rows {
-            let (state, n) = row.map_err(store_error)?;
-            *by_state.entry(state).or_default() += u64::try_from(n).unwrap_or(0);
-        }
-        from = from.saturating_add(step);
-    }
     let active = super::ThreadStatus::Active.as_str();
-    let mut first_page = conn
-        .prepare(
-            "SELECT expires_at, tenant_id, thread_id FROM threads \
-             WHERE status = ?1 AND expires_at > ?2 \
-             ORDER BY expires_at, tenant_id, thread_id LIMIT ?3",
-        )
+    let mut counts = conn
+        .prepare("SELECT what, name, n FROM census_counts WHERE n > 0 ORDER BY what, name")
         .map_err(store_error)?;
-    let mut next_page = conn
-        .prepare(
-            "SELECT expires_at, tenant_id, thread_id FROM threads \
-             WHERE status = ?1 AND (expires_at, tenant_id, thread_id) > (?2, ?3, ?4) \
-             ORDER BY expires_at, tenant_id, thread_id LIMIT ?5",
-        )
+    let mut census = super::Census::default();
+    let mut active_threads = 0i64;
+    let rows = counts
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, i64>(2)?,
+            ))
+        })
         .map_err(store_error)?;
-    let key = |row: &rusqlite::Row<'_>| -> rusqlite::Result<(i64, String, String)> {
-        Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-    };
-    let mut active_threads = 0u64;
-    let mut page: Vec<(i64, String, String)> = first_page
-        .query_map(rusqlite::params![active, now.millis(), step], key)
-        .and_then(|rows| rows.collect())
-        .map_err(store_error)?;
-    loop {
-        active_threads += page.len() as u64;
-        let Some((at, tenant, thread)) = page.pop().filter(|_| page.len() + 1 >= step as usize)
-        else {
-            break;
-        };
-        page = next_page
-            .query_map(rusqlite::params![active, at, tenant, thread, step], key)
-            .and_then(|rows| rows.collect())
-            .map_err(store_error)?;
+    for row in rows {
+        match row.map_err(store_error)? {
+            (what, state, n) if what == "task" => census
+                .tasks_by_state
+                .push((state, u64::try_from(n).unwrap_or(0))),
+            (_, status, n) if status == active => active_threads = n,
+            _ => {}
+        }
     }
-    Ok(super::Census {
-        active_threads,
-        tasks_by_state: by_state.into_iter().collect(),
-    })
+    let overdue: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM threads WHERE status = ?1 AND expires_at <= ?2",
+            rusqlite::params![active, now.millis()],
+            |row| row.get(0),
+        )
+        .map_err(store_error)?;
+    census.active_threads = u64::try_from(active_threads - overdue).unwrap_or(0);
+    Ok(census)
 }
 
 struct InlineReader {

@@ -55,11 +55,6 @@ impl SqliteTestStore {
         Self { store, _dir: dir }
     }
 
-    /// The database file.
-    pub(crate) fn path(&self) -> std::path::PathBuf {
-        self._dir.path().join(super::SQLITE_FILE)
-    }
-
     /// The same database opened anew, as a restarted process opens it.
     pub(crate) async fn reopen(self) -> Self {
         drop(self.store);

@@ -5,46 +5,87 @@ use std::sync::Arc;
 use super::*;
 use crate::store::{Census, Store, ThreadStatus, WriteOp};
 
-on_both_backends!(an_empty_store_counts_nothing, census_counts_across_tenants);
+on_both_backends!(
+    an_empty_store_counts_nothing,
+    census_counts_across_tenants,
+    the_census_follows_every_change_of_the_rows
+);
 
 async fn an_empty_store_counts_nothing(store: Arc<dyn Store>) {
     assert_eq!(store.census(Timestamp(1)).await, Ok(Census::default()));
 }
 
-/// SQLite counts in steps, each its own read; any step size gives the one count.
-#[tokio::test]
-async fn sqlite_counts_alike_in_steps_of_any_size() {
-    let db = crate::store::testing::SqliteTestStore::open().await;
+/// The census follows every change of the rows: tasks changing state, threads expired,
+/// a retired thread's tasks deleted (on SQLite from the counts its triggers keep).
+async fn the_census_follows_every_change_of_the_rows(store: Arc<dyn Store>) {
     let a = tenant("acme");
-    let mut ops = Vec::new();
-    for i in 0..7 {
-        let ctx = context(&format!("c{i}"));
-        let mut thread = thread(&a, &ctx, 100);
-        if i == 3 {
-            thread.status = ThreadStatus::Expired;
-        }
-        ops.push(WriteOp::UpsertThread(thread));
-        let state = [TaskState::Working, TaskState::Completed, TaskState::Failed][i % 3];
-        ops.push(WriteOp::UpsertTask(
-            task(&a, &ctx, &format!("t{i}"), state, 10).into(),
-        ));
-    }
-    db.store.commit(&ops).await.unwrap();
-    let whole = db.store.census(Timestamp(1_000)).await.unwrap();
-    assert_eq!(whole.active_threads, 6, "{whole:?}");
+    let (one, two, old) = (context("one"), context("two"), context("old"));
+    let mut overdue = thread(&a, &old, 100);
+    overdue.expires_at = Timestamp(500);
+    let at = |ctx: &ContextId, id: &str, state| task(&a, ctx, id, state, 10);
+    store
+        .commit(&[
+            WriteOp::UpsertThread(thread(&a, &one, 100)),
+            WriteOp::UpsertThread(thread(&a, &two, 100)),
+            WriteOp::UpsertThread(overdue),
+            WriteOp::UpsertTask(at(&one, "a", TaskState::Working).into()),
+            WriteOp::UpsertTask(at(&one, "b", TaskState::Working).into()),
+            WriteOp::UpsertTask(at(&two, "c", TaskState::Completed).into()),
+            WriteOp::UpsertTask(at(&old, "d", TaskState::Working).into()),
+        ])
+        .await
+        .unwrap();
+    let counted = |active, states: &[(&str, u64)]| Census {
+        active_threads: active,
+        tasks_by_state: states.iter().map(|(s, n)| (s.to_string(), *n)).collect(),
+    };
+    let now = Timestamp(1_000);
     assert_eq!(
-        whole.tasks_by_state,
-        vec![
-            ("completed".to_owned(), 2),
-            ("failed".to_owned(), 2),
-            ("working".to_owned(), 3)
-        ]
+        store.census(now).await.unwrap(),
+        counted(2, &[("completed", 1), ("working", 3)])
     );
-    for step in [1, 2, 3, 6, 7, 100] {
-        let counted =
-            crate::store::sqlite::census_in_steps(&db.path(), Timestamp(1_000), step).unwrap();
-        assert_eq!(counted, whole, "steps of {step}");
-    }
+    store
+        .commit(&[
+            WriteOp::UpsertTask(at(&one, "a", TaskState::Completed).into()),
+            WriteOp::UpsertTask(at(&one, "b", TaskState::Failed).into()),
+            // The same state again changes no count.
+            WriteOp::UpsertTask(at(&two, "c", TaskState::Completed).into()),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.census(now).await.unwrap(),
+        counted(2, &[("completed", 2), ("failed", 1), ("working", 1)])
+    );
+    store
+        .commit(&[WriteOp::ExpireThreads {
+            tenant: a.clone(),
+            thread_ids: vec![old.clone()],
+            at: now,
+        }])
+        .await
+        .unwrap();
+    store
+        .commit(&[WriteOp::RetireThreads {
+            tenant: a.clone(),
+            thread_ids: vec![old.clone()],
+            before: Timestamp(2_000),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.census(now).await.unwrap(),
+        counted(2, &[("completed", 2), ("failed", 1)])
+    );
+    // Past the live threads' expiry, none is active (still marked so, not yet expired).
+    assert_eq!(
+        store
+            .census(Timestamp(i64::MAX))
+            .await
+            .unwrap()
+            .active_threads,
+        0
+    );
 }
 
 async fn census_counts_across_tenants(store: Arc<dyn Store>) {

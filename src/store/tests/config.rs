@@ -9,7 +9,7 @@ use crate::store::{
 };
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 17] = [
+const ALL_MIGRATIONS: [&str; 18] = [
     "2026-11-22-000000_init",
     "2026-11-22-000100_memories",
     "2026-11-23-000000_thread_recovery",
@@ -27,6 +27,7 @@ const ALL_MIGRATIONS: [&str; 17] = [
     "2026-11-27-000200_binary_ids",
     "2026-11-28-000000_outbox_owner",
     "2026-11-28-000100_due_plan",
+    "2026-11-28-000200_census_counts",
 ];
 
 fn postgres_migrations() -> Vec<String> {
@@ -35,12 +36,13 @@ fn postgres_migrations() -> Vec<String> {
 
 /// The migrations of `cfg`'s backend, in the order they apply: SQLite has no
 /// `a2a_require` (its commits read their answers before they commit) and keeps its ids as
-/// text, Postgres no rowid tables to rebuild and no claims log (its claims stay under
-/// their key's unique index, which is what several nodes agree through).
+/// text, Postgres no rowid tables to rebuild, no claims log (its claims stay under
+/// their key's unique index, which is what several nodes agree through) and no census
+/// counts (its census reads are not held against its WAL).
 fn migrations_of(cfg: &StoreConfig) -> Vec<String> {
     let skipped: &[&str] = match cfg.database_url {
         None => &["_write_checks", "_binary_ids", "_outbox_owner", "_due_plan"],
-        Some(_) => &["_rows_in_their_keys", "_claims_in_order"],
+        Some(_) => &["_rows_in_their_keys", "_claims_in_order", "_census_counts"],
     };
     ALL_MIGRATIONS
         .iter()
