@@ -8,8 +8,31 @@ use crate::store::{Census, Store, ThreadStatus, WriteOp};
 on_both_backends!(
     an_empty_store_counts_nothing,
     census_counts_across_tenants,
-    the_census_follows_every_change_of_the_rows
+    the_census_follows_every_change_of_the_rows,
+    every_state_is_counted
 );
+
+/// A task in each state counts once in it (SQLite keeps a row for every state).
+async fn every_state_is_counted(store: Arc<dyn Store>) {
+    let a = tenant("acme");
+    let ctx = context("all");
+    let mut ops = vec![WriteOp::UpsertThread(thread(&a, &ctx, 100))];
+    for (i, state) in TaskState::ALL.into_iter().enumerate() {
+        ops.push(WriteOp::UpsertTask(
+            task(&a, &ctx, &format!("t{i}"), state, 10).into(),
+        ));
+    }
+    store.commit(&ops).await.unwrap();
+    let mut want: Vec<(String, u64)> = TaskState::ALL
+        .iter()
+        .map(|s| (s.as_str().to_owned(), 1))
+        .collect();
+    want.sort();
+    assert_eq!(
+        store.census(Timestamp(1_000)).await.unwrap().tasks_by_state,
+        want
+    );
+}
 
 async fn an_empty_store_counts_nothing(store: Arc<dyn Store>) {
     assert_eq!(store.census(Timestamp(1)).await, Ok(Census::default()));
