@@ -696,16 +696,7 @@ fn with_remote(
     let provider = Arc::new(ScriptedProvider::new("p", "m", scripts));
     let adapter = ModelAdapter::new(provider.clone());
     let mut settings = settings(&[]);
-    settings.sub_agents = vec![SubAgentSettings {
-        name: "billing".into(),
-        description: String::new(),
-        instruction: String::new(),
-        provider: String::new(),
-        model: String::new(),
-        tools: Vec::new(),
-        sub_agents: Vec::new(),
-        remote: "billing".into(),
-    }];
+    settings.sub_agents = vec![SubAgentSettings::remote("billing", "billing")];
     let tree = AgentTree::build(
         &settings,
         &|name| (name == "p").then(|| adapter.clone()),

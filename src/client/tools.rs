@@ -25,8 +25,9 @@ use crate::skills::{
 };
 use crate::telemetry;
 
-/// Registers a skill for each of `agent.remote_agents`; a card URL the URL policy
-/// refuses stops the start.
+/// Registers a skill for each of `agent.remote_agents`, after reading their cards at
+/// once (each within its `card_wait_ms`; see [`RemoteAgentSkill`]'s description); a card
+/// URL the URL policy refuses, or an unreadable `ca_file`, stops the start.
 pub async fn remote_agents(
     settings: &Settings,
     registry: &mut SkillRegistry,
@@ -35,7 +36,7 @@ pub async fn remote_agents(
         return Ok(());
     }
     let policy = Arc::new(UrlPolicy::new(&settings.push)?);
-    let mut skills = settings
+    let skills = settings
         .agent
         .remote_agents
         .iter()
@@ -60,7 +61,7 @@ pub async fn remote_agents(
         }
     });
     let described = futures_util::future::join_all(described).await;
-    for ((_, mut skill), about) in skills.drain(..).zip(described) {
+    for ((_, mut skill), about) in skills.into_iter().zip(described) {
         if let Some(about) = about.filter(|a| !a.is_empty()) {
             skill.info.description = format!(
                 "Asks the remote A2A agent `{}`: {about}",

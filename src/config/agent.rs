@@ -397,6 +397,23 @@ pub struct SubAgentSettings {
     pub remote: String,
 }
 
+impl SubAgentSettings {
+    /// The sub-agent `name` that is the configured remote agent `remote`, with the
+    /// default description.
+    pub fn remote(name: impl Into<String>, remote: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            description: String::new(),
+            instruction: String::new(),
+            provider: String::new(),
+            model: String::new(),
+            tools: Vec::new(),
+            sub_agents: Vec::new(),
+            remote: remote.into(),
+        }
+    }
+}
+
 /// The history a model sees (`[history]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

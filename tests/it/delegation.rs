@@ -282,21 +282,7 @@ async fn a_model_turn_cut_short_in_a_remote_call_is_picked_up_at_that_call() {
             with_model(&url)(s);
         }
     };
-    let app = spawn_agent_in(None, Agent::configured(), settings.clone()).await;
-    let r = app
-        .rpc(
-            "SendMessage",
-            json!({"message": user_message("Please refund order 7."),
-                "configuration": {"returnImmediately": true}}),
-        )
-        .await;
-    let task = started(&r);
-    remote.wait_for("asked for its task", |a| a.gets > 0).await;
-    let dir = app.stop().await;
-    remote.finish();
-
-    let app = spawn_agent_in(dir, Agent::configured(), settings).await;
-    let done = ended(&app.url, &task).await;
+    let done = cut_short_and_restarted(&remote, settings).await;
     assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
     assert!(
         artifact_text(&done).contains("Your refund was issued."),
@@ -345,19 +331,33 @@ async fn a_turn_handed_to_a_remote_agent_is_picked_up_at_its_call() {
         let (calling, url) = (calling(&remote), model.url.clone());
         move |s: &mut Settings| {
             calling(s);
-            s.agent.sub_agents = vec![agent_a2a::config::SubAgentSettings {
-                name: "billing".into(),
-                description: String::new(),
-                instruction: String::new(),
-                provider: String::new(),
-                model: String::new(),
-                tools: Vec::new(),
-                sub_agents: Vec::new(),
-                remote: "billing".into(),
-            }];
+            s.agent.sub_agents = vec![agent_a2a::config::SubAgentSettings::remote(
+                "billing", "billing",
+            )];
             with_model(&url)(s);
         }
     };
+    let done = cut_short_and_restarted(&remote, settings).await;
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert!(
+        artifact_text(&done).contains(r"refund issued\nreceipt 7"),
+        "{done}"
+    );
+    assert_eq!(remote.sends().len(), 1, "the message was sent once");
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "the model was asked only for the transfer"
+    );
+}
+
+/// "Please refund order 7." sent to a server of `settings` (a model turn), the server
+/// stopped once the remote was asked for its task, the remote let finish, the server
+/// started again on the same store: the task once it ended.
+async fn cut_short_and_restarted(
+    remote: &SlowRemote,
+    settings: impl Fn(&mut Settings) + Clone,
+) -> Value {
     let app = spawn_agent_in(None, Agent::configured(), settings.clone()).await;
     let r = app
         .rpc(
@@ -370,20 +370,8 @@ async fn a_turn_handed_to_a_remote_agent_is_picked_up_at_its_call() {
     remote.wait_for("asked for its task", |a| a.gets > 0).await;
     let dir = app.stop().await;
     remote.finish();
-
     let app = spawn_agent_in(dir, Agent::configured(), settings).await;
-    let done = ended(&app.url, &task).await;
-    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
-    assert!(
-        artifact_text(&done).contains(r"refund issued\nreceipt 7"),
-        "{done}"
-    );
-    assert_eq!(remote.sends().len(), 1, "the message was sent once");
-    assert_eq!(
-        model.requests().len(),
-        1,
-        "the model was asked only for the transfer"
-    );
+    ended(&app.url, &task).await
 }
 
 /// Canceling our task while the remote works on its task cancels the remote task.

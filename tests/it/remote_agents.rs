@@ -942,16 +942,9 @@ async fn a_remote_agent_takes_the_conversation_handed_to_it() {
         move |s: &mut Settings| {
             s.push.allow_loopback = true;
             s.agent.remote_agents = vec![RemoteAgentSettings::new("billing", card.clone())];
-            s.agent.sub_agents = vec![agent_a2a::config::SubAgentSettings {
-                name: "billing".into(),
-                description: "Invoices.".into(),
-                instruction: String::new(),
-                provider: String::new(),
-                model: String::new(),
-                tools: Vec::new(),
-                sub_agents: Vec::new(),
-                remote: "billing".into(),
-            }];
+            let mut billing = agent_a2a::config::SubAgentSettings::remote("billing", "billing");
+            billing.description = "Invoices.".into();
+            s.agent.sub_agents = vec![billing];
             with_model(&url)(s);
         }
     };
