@@ -144,9 +144,7 @@ pub(super) async fn call(
     left: Duration,
     max_answer_bytes: usize,
 ) -> Result<Value, CallError> {
-    let mut client = A2aServiceClient::new(channel)
-        .max_decoding_message_size(max_answer_bytes)
-        .max_encoding_message_size(usize::MAX);
+    let mut client = A2aServiceClient::new(channel).max_decoding_message_size(max_answer_bytes);
     let mut metadata = MetadataMap::from_headers(headers);
     metadata.insert("a2a-version", MetadataValue::from_static("1.0"));
     fn request<M>(metadata: &MetadataMap, message: M, left: Duration) -> tonic::Request<M> {
