@@ -9,7 +9,7 @@ use crate::store::{
 };
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 18] = [
+const ALL_MIGRATIONS: [&str; 19] = [
     "2026-11-22-000000_init",
     "2026-11-22-000100_memories",
     "2026-11-23-000000_thread_recovery",
@@ -28,6 +28,7 @@ const ALL_MIGRATIONS: [&str; 18] = [
     "2026-11-28-000000_outbox_owner",
     "2026-11-28-000100_due_plan",
     "2026-11-28-000200_census_counts",
+    "2026-11-28-000300_status_time_ascending",
 ];
 
 fn postgres_migrations() -> Vec<String> {
@@ -38,11 +39,17 @@ fn postgres_migrations() -> Vec<String> {
 /// `a2a_require` (its commits read their answers before they commit) and keeps its ids as
 /// text, Postgres no rowid tables to rebuild, no claims log (its claims stay under
 /// their key's unique index, which is what several nodes agree through) and no census
-/// counts (its census reads are not held against its WAL).
+/// counts (its census reads are not held against its WAL), and its list index is
+/// ascending since `_binary_ids`.
 fn migrations_of(cfg: &StoreConfig) -> Vec<String> {
     let skipped: &[&str] = match cfg.database_url {
         None => &["_write_checks", "_binary_ids", "_outbox_owner", "_due_plan"],
-        Some(_) => &["_rows_in_their_keys", "_claims_in_order", "_census_counts"],
+        Some(_) => &[
+            "_rows_in_their_keys",
+            "_claims_in_order",
+            "_census_counts",
+            "_status_time_ascending",
+        ],
     };
     ALL_MIGRATIONS
         .iter()
