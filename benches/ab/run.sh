@@ -29,6 +29,7 @@ ROUNDS=3
 PORT=${AB_BENCH_PORT:-9451}
 PG_URL=${AB_PG_URL:-postgres://postgres@127.0.0.1:5432}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+LOAD=""
 
 usage() {
     sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
@@ -44,6 +45,7 @@ Options:
   --warmup TIME       warm-up per run (default $WARMUP)
   --rounds N          rounds, each running old then new (default $ROUNDS)
   --pg-url URL        Postgres server without a database (default $PG_URL)
+  --load PATH         a built load generator (default: build benches/load here)
 USAGE
 }
 
@@ -58,13 +60,14 @@ while (($#)); do
         --warmup) WARMUP="$2"; shift 2 ;;
         --rounds) ROUNDS="$2"; shift 2 ;;
         --pg-url) PG_URL="$2"; shift 2 ;;
+        --load) LOAD="$2"; shift 2 ;;
         -h | --help) usage; exit 0 ;;
         *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
     esac
 done
 [[ -x "$OLD" && -x "$NEW" ]] || { echo "--old and --new must name executables" >&2; usage >&2; exit 2; }
 
-LOAD="$(build_load "$ROOT" "$TARGET_DIR")"
+[[ -n "$LOAD" ]] || LOAD="$(build_load "$ROOT" "$TARGET_DIR")"
 [[ -x "$LOAD" ]] || { echo "no load generator in $TARGET_DIR" >&2; exit 1; }
 
 WORK="$(mktemp -d)"
