@@ -32,6 +32,10 @@ pub struct Invoke {
     /// actor's arbiter, so what the skill sends out (a remote agent's request) carries
     /// the trace.
     pub span: tracing::Span,
+    /// Resolves when the caller stopped waiting (its turn was canceled, timed out or cut
+    /// off: the sender dropped): the call is dropped with it, so a skill's request in
+    /// flight is abandoned there too (an MCP server is sent `notifications/cancelled`).
+    pub abandoned: tokio::sync::oneshot::Receiver<()>,
 }
 
 /// Checks the skill's engine (see [`Skill::health`]), giving up after `timeout`.
@@ -78,10 +82,17 @@ impl Handler<Invoke> for SkillActor {
         let outputs = self.outputs.clone();
         let permits = self.permits.clone();
         let timeout = self.timeout;
+        let Invoke {
+            tool,
+            arguments,
+            caller,
+            span,
+            abandoned,
+        } = call;
         Box::pin(async move {
             let started = Instant::now();
             let skill_id = skill.info().id.clone();
-            let result = match check_arguments(&schemas, &call.tool, &call.arguments) {
+            let result = match check_arguments(&schemas, &tool, &arguments) {
                 Err(e) => Err(e),
                 Ok(()) => {
                     // Waiting for a permit counts against the call's time budget too.
@@ -91,29 +102,34 @@ impl Handler<Invoke> for SkillActor {
                             .await
                             .map_err(|_| SkillError::Unavailable("skill shut down".into()))?;
                         skill
-                            .invoke(&call.tool, call.arguments, &call.caller)
-                            .instrument(call.span)
+                            .invoke(&tool, arguments, &caller)
+                            .instrument(span)
                             .await
                     };
-                    match tokio::time::timeout(timeout, run).await {
-                        Ok(Ok(value)) => check_output(&outputs, &call.tool, value),
-                        Ok(Err(e)) => Err(e),
-                        Err(_) => Err(SkillError::Unavailable(format!(
-                            "{} did not finish within {} ms (skills.timeout_ms)",
-                            call.tool,
-                            timeout.as_millis()
+                    tokio::select! {
+                        finished = tokio::time::timeout(timeout, run) => match finished {
+                            Ok(Ok(value)) => check_output(&outputs, &tool, value),
+                            Ok(Err(e)) => Err(e),
+                            Err(_) => Err(SkillError::Unavailable(format!(
+                                "{tool} did not finish within {} ms (skills.timeout_ms)",
+                                timeout.as_millis()
+                            ))),
+                        },
+                        // Nobody waits for the answer: stop making it.
+                        _ = abandoned => Err(SkillError::Unavailable(format!(
+                            "{tool}: the caller stopped waiting"
                         ))),
                     }
                 }
             };
             let outcome = outcome(&result);
-            metrics::counter!(SKILL_CALLS, "skill" => skill_id.clone(), "tool" => call.tool.clone(), "outcome" => outcome)
+            metrics::counter!(SKILL_CALLS, "skill" => skill_id.clone(), "tool" => tool.clone(), "outcome" => outcome)
                 .increment(1);
             if result.is_err() {
-                metrics::counter!(SKILL_ERRORS, "skill" => skill_id.clone(), "tool" => call.tool.clone(), "outcome" => outcome)
+                metrics::counter!(SKILL_ERRORS, "skill" => skill_id.clone(), "tool" => tool.clone(), "outcome" => outcome)
                     .increment(1);
             }
-            metrics::histogram!(SKILL_LATENCY_MS, "skill" => skill_id, "tool" => call.tool)
+            metrics::histogram!(SKILL_LATENCY_MS, "skill" => skill_id, "tool" => tool)
                 .record(started.elapsed().as_secs_f64() * 1000.0);
             result
         })
@@ -372,11 +388,14 @@ impl Tools {
             return None;
         }
         let span = trace::tool(owner, tool);
+        // Held while this waits: dropped with it, it tells the actor to drop the call.
+        let (_waiting, abandoned) = tokio::sync::oneshot::channel();
         let invoke = Invoke {
             tool: tool.to_owned(),
             arguments,
             caller,
             span: span.clone(),
+            abandoned,
         };
         let result = match addr.send(invoke).instrument(span.clone()).await {
             Ok(result) => result,
@@ -407,6 +426,7 @@ fn outcome(result: &Result<Value, SkillError>) -> &'static str {
         Err(SkillError::Unavailable(_)) => "unavailable",
         Err(SkillError::Fenced(_)) => "fenced",
         Err(SkillError::Remote(_)) => "remote",
+        Err(SkillError::ToolServer(_)) => "tool_server",
     }
 }
 
