@@ -21,6 +21,7 @@ mod agent;
 mod auth;
 mod cluster;
 mod jwt;
+mod mcp;
 mod models;
 mod ops;
 mod push;
@@ -50,6 +51,7 @@ pub use auth::{
 };
 pub use cluster::ClusterSettings;
 pub use jwt::{ASYMMETRIC_ALGORITHMS, JwtIssuerSettings, JwtSettingsError, validate_jwt};
+pub use mcp::McpServerSettings;
 pub use models::{ModelSettings, ProviderKind, ProviderSettings};
 pub use ops::{HealthSettings, LogFormat, LogSettings, MetricsSettings};
 pub use push::PushSettings;
@@ -201,17 +203,20 @@ impl Settings {
         self.validate_retention()
     }
 
-    /// A remote agent's call is a tool call: `skills.timeout_ms` cuts it, so its own
-    /// `timeout_ms` (which ends it with the remote's reason) must come first.
+    /// A remote agent's or MCP server's call is a tool call: `skills.timeout_ms` cuts it,
+    /// so its own `timeout_ms` (which ends it with the remote's reason) must come first.
     fn validate_remote_timeouts(&self) -> Result<(), ConfigError> {
         let cut = self.skills.timeout_ms;
-        match self.agent.remote_agents.iter().find(|r| r.timeout_ms > cut) {
-            Some(remote) => Err(ConfigError::Key {
-                key: "agent.remote_agents",
+        let remotes = self.agent.remote_agents.iter();
+        let remotes = remotes.map(|r| ("agent.remote_agents", &r.name, r.timeout_ms));
+        let servers = self.agent.mcp_servers.iter();
+        let servers = servers.map(|m| ("agent.mcp_servers", &m.name, m.timeout_ms));
+        match remotes.chain(servers).find(|(.., timeout)| *timeout > cut) {
+            Some((key, name, timeout)) => Err(ConfigError::Key {
+                key,
                 problem: format!(
-                    "{}: `timeout_ms` ({}) is longer than skills.timeout_ms ({cut}), which ends \
-                     every tool call",
-                    remote.name, remote.timeout_ms
+                    "{name}: `timeout_ms` ({timeout}) is longer than skills.timeout_ms ({cut}), \
+                     which ends every tool call"
                 ),
             }),
             None => Ok(()),

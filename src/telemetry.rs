@@ -427,6 +427,22 @@ pub const REMOTE_AGENT_CALLS: &str = "agent_a2a_remote_agent_calls_total";
 /// How long a call of `ask_<agent>` took, by `agent`, in milliseconds (the remote task
 /// followed to its end included).
 pub const REMOTE_AGENT_CALL_MS: &str = "agent_a2a_remote_agent_call_ms";
+
+// MCP servers' tools (recorded by `client::mcp`).
+
+/// Calls of an MCP server's tools by `server` and `outcome`: `ok`, `refused` (a JSON-RPC
+/// error), `tool_error` (the result says `isError`), `timeout`, `unreachable`,
+/// `too_large` (over `max_result_bytes`), `garbage`, `breaker_open` (not sent).
+pub const MCP_CALLS: &str = "agent_a2a_mcp_calls_total";
+/// How long a call of an MCP server's tool took, by `server`, in milliseconds.
+pub const MCP_CALL_MS: &str = "agent_a2a_mcp_call_ms";
+/// Connections to an MCP server made again (a stdio server started again), by `server`.
+pub const MCP_RESTARTS: &str = "agent_a2a_mcp_restarts_total";
+/// 1 while the connection to an MCP server is up, by `server`.
+pub const MCP_SERVER_UP: &str = "agent_a2a_mcp_server_up";
+/// `notifications/tools/list_changed` heard from an MCP server, by `server`.
+pub const MCP_TOOL_LIST_CHANGES: &str = "agent_a2a_mcp_tool_list_changes_total";
+
 /// Turns a restart cut short that were picked up where they stopped instead of failed
 /// (their unfinished calls could be made again: `Skill::resumable`).
 pub const TURNS_RESUMED: &str = "agent_a2a_turns_resumed_total";
@@ -461,6 +477,26 @@ fn describe() {
     describe_histogram!(
         REMOTE_AGENT_CALL_MS,
         "Duration of a call of a remote A2A agent's tool in milliseconds, by agent (the remote task followed to its end)."
+    );
+    describe_counter!(
+        MCP_CALLS,
+        "Calls of an MCP server's tools by server and outcome (ok, refused, tool_error, timeout, unreachable, too_large, garbage, breaker_open)."
+    );
+    describe_histogram!(
+        MCP_CALL_MS,
+        "Duration of a call of an MCP server's tool in milliseconds, by server."
+    );
+    describe_counter!(
+        MCP_RESTARTS,
+        "Connections to an MCP server made again after it ended (a stdio server started again), by server."
+    );
+    describe_gauge!(
+        MCP_SERVER_UP,
+        "1 while the connection to an MCP server is up, by server."
+    );
+    describe_counter!(
+        MCP_TOOL_LIST_CHANGES,
+        "notifications/tools/list_changed heard from an MCP server, by server (its tools are taken at the next start)."
     );
     describe_gauge!(
         POSTGRES_AUTOVACUUM_OFF,

@@ -10,6 +10,8 @@
 
 pub mod a2a;
 mod grpc;
+pub mod mcp;
 pub mod tools;
 
+pub use mcp::mcp_servers;
 pub use tools::remote_agents;

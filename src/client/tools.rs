@@ -356,7 +356,7 @@ impl Skill for RemoteAgentSkill {
 }
 
 /// Consecutive unreachable calls open it; open, it admits one call once its time is up.
-struct Breaker {
+pub(super) struct Breaker {
     failures: u32,
     open_for: Duration,
     state: Mutex<BreakerState>,
@@ -371,7 +371,7 @@ struct BreakerState {
 }
 
 impl Breaker {
-    fn new(failures: u32, open_for: Duration) -> Self {
+    pub(super) fn new(failures: u32, open_for: Duration) -> Self {
         Self {
             failures: failures.max(1),
             open_for,
@@ -380,7 +380,7 @@ impl Breaker {
     }
 
     /// Whether a call may go out now.
-    fn admit(&self) -> bool {
+    pub(super) fn admit(&self) -> bool {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         match state.open_until {
             None => true,
@@ -394,7 +394,7 @@ impl Breaker {
 
     /// The outcome of an admitted call: `reached` closes the breaker; a failure counts,
     /// and opens it at the threshold (or again, after a failed probe).
-    fn settle(&self, reached: bool) {
+    pub(super) fn settle(&self, reached: bool) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let probing = std::mem::take(&mut state.probing);
         if reached {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, ProviderSettings, positive};
+use super::{ConfigError, McpServerSettings, ProviderSettings, positive};
 
 /// The agent the card describes, and its model-backed loop when `provider` is set
 /// (`[agent]`).
@@ -55,6 +55,9 @@ pub struct AgentSettings {
     /// Remote A2A agents the agent may ask, each as a tool `ask_<name>`
     /// (`[[agent.remote_agents]]`).
     pub remote_agents: Vec<RemoteAgentSettings>,
+    /// Model Context Protocol servers whose tools the agent may call, each as
+    /// `<name>__<tool>` (`[[agent.mcp_servers]]`).
+    pub mcp_servers: Vec<McpServerSettings>,
 }
 
 /// A remote A2A agent, called as the tool `ask_<name>` (`[[agent.remote_agents]]`). Its
@@ -362,6 +365,7 @@ impl Default for AgentSettings {
             routing_model: String::new(),
             card_signing: CardSigningSettings::default(),
             remote_agents: Vec::new(),
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -450,6 +454,10 @@ impl AgentSettings {
         let mut remote_names = Vec::new();
         for remote in &self.remote_agents {
             remote.validate(&mut remote_names)?;
+        }
+        let mut mcp_names = Vec::new();
+        for server in &self.mcp_servers {
+            server.validate(&mut mcp_names)?;
         }
         positive("agent.max_turns", u64::from(self.max_turns))?;
         positive("agent.tool_timeout_ms", self.tool_timeout_ms)?;

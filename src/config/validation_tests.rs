@@ -646,3 +646,93 @@ fn remote_agents_need_a_tool_name_an_http_card_and_bounds_inside_the_tool_timeou
     );
     assert_eq!(remote.card_wait_ms, 3_000);
 }
+
+#[test]
+fn mcp_servers_need_a_name_one_transport_and_bounds_inside_the_tool_timeout() {
+    let good = "auth.enabled = false\n[[agent.mcp_servers]]\nname = \"files\"\ncommand = \"npx\"\nargs = [\"-y\", \"server\"]\nenv = { TOKEN = \"s3cret-value\" }\n[[agent.mcp_servers]]\nname = \"tickets\"\nurl = \"https://tickets.example.org/mcp\"\nbearer_env = \"TICKETS_TOKEN\"\ntools = [\"search\"]\n";
+    let (_d, o) = with_file(good);
+    let s = load(&[], o).unwrap();
+    let files = &s.agent.mcp_servers[0];
+    assert_eq!(
+        (
+            files.timeout_ms,
+            files.start_timeout_ms,
+            files.max_result_bytes,
+            files.max_concurrency,
+            files.max_tools,
+            files.restart_backoff_ms,
+        ),
+        (25_000, 10_000, 1 << 20, 4, 64, 500)
+    );
+    assert_eq!(files.tool_name("read_file"), "files__read_file");
+    assert_eq!(s.agent.mcp_servers[1].tools, ["search"]);
+    assert!(
+        !format!("{s:?}").contains("s3cret-value"),
+        "environment values are not printed"
+    );
+
+    let refused = |text: &str, words: &str| {
+        let (_d, o) = with_file(&format!("auth.enabled = false\n{text}"));
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(
+            e.contains("agent.mcp_servers") && e.contains(words),
+            "{text}: {e}"
+        );
+    };
+    let one = |name: &str, extra: &str| {
+        format!("[[agent.mcp_servers]]\nname = \"{name}\"\ncommand = \"server\"\n{extra}")
+    };
+    refused(&one("Files", ""), "lowercase");
+    refused(&one("", ""), "lowercase");
+    refused(&one("my__files", ""), "without `__`");
+    refused(&format!("{}{}", one("f", ""), one("f", "")), "twice");
+    refused(
+        "[[agent.mcp_servers]]\nname = \"f\"\n",
+        "set `command` (a server started over stdio) or `url`",
+    );
+    refused(
+        &one("f", "url = \"https://x.example.org/mcp\"\n"),
+        "not both",
+    );
+    refused(
+        "[[agent.mcp_servers]]\nname = \"f\"\nurl = \"ftp://x/mcp\"\n",
+        "not an http(s) URL",
+    );
+    refused(
+        "[[agent.mcp_servers]]\nname = \"f\"\nurl = \"https://x.example.org/mcp\"\nargs = [\"a\"]\n",
+        "are for a `command`",
+    );
+    refused(
+        &one("f", "bearer_env = \"T\"\n"),
+        "`bearer_env` is for a `url`",
+    );
+    refused(
+        &one("f", "env = { \"A=B\" = \"x\" }\n"),
+        "`env` holds the variable",
+    );
+    for field in [
+        "timeout_ms",
+        "start_timeout_ms",
+        "max_result_bytes",
+        "max_concurrency",
+        "max_tools",
+        "restart_backoff_ms",
+        "breaker_failures",
+        "breaker_open_secs",
+    ] {
+        refused(
+            &one("f", &format!("{field} = 0\n")),
+            &format!("`{field}` must be at least 1"),
+        );
+    }
+    refused(&one("f", "max_result_bytes = 16777217\n"), "over 16777216");
+    refused(
+        &one("f", "max_tools = 1\ntools = [\"a\", \"b\"]\n"),
+        "lists 2 tools, more than its `max_tools` (1)",
+    );
+    refused(
+        &one("f", "timeout_ms = 40000\n"),
+        "longer than skills.timeout_ms",
+    );
+    refused(&one("f", "colour = \"red\"\n"), "colour");
+}

@@ -35,6 +35,8 @@ pub enum BootstrapError {
     Join(String),
     #[error("remote agents: {0}")]
     RemoteAgents(String),
+    #[error("MCP servers: {0}")]
+    McpServers(String),
 }
 
 /// Builds the skills enabled in `settings`, in the order the card lists them. The memory
@@ -90,5 +92,8 @@ pub async fn configured(
     crate::client::remote_agents(settings, &mut registry)
         .await
         .map_err(BootstrapError::RemoteAgents)?;
+    crate::client::mcp_servers(settings, &mut registry)
+        .await
+        .map_err(BootstrapError::McpServers)?;
     Ok(registry)
 }

@@ -143,6 +143,10 @@ pub enum SkillError {
     /// which and why, and is told in full (it is the remote's business, not ours).
     #[error("{0}")]
     Remote(String),
+    /// An MCP server the tool lives on failed the call, refused it, answered past its
+    /// bounds or could not be reached; the text says which, and is told in full.
+    #[error("{0}")]
+    ToolServer(String),
     /// Cluster mode: another node has taken the calling turn's thread over, so the call's
     /// writes were refused and nothing was written. The turn's own commits are refused
     /// too; its client retries on the thread's new owner.

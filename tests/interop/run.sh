@@ -27,17 +27,7 @@ target_dir="${CARGO_TARGET_DIR:-$root/target}"
 bin_name="${A2A_SERVER_BIN:-agent-a2a}"
 
 # --- Python side: a virtualenv with the pinned requirements (reinstalled when they change).
-stamp="$venv/.requirements.sha256"
-want="$(sha256sum "$here/requirements.txt" | cut -d' ' -f1)"
-if [[ ! -x "$venv/bin/python" ]]; then
-    echo "interop: creating virtualenv $venv"
-    python3 -m venv "$venv"
-fi
-if [[ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]]; then
-    echo "interop: installing $here/requirements.txt"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
-    echo "$want" > "$stamp"
-fi
+bash "$here/venv.sh" > /dev/null
 
 # --- Rust side: a debug build of the server.
 echo "interop: building $bin_name (debug)"

@@ -24,6 +24,7 @@ mod jsonrpc;
 mod jwt;
 mod layering;
 mod lifecycle;
+mod mcp;
 mod metrics;
 mod open_files;
 mod outage;

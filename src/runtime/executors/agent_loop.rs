@@ -319,11 +319,13 @@ fn model_error_text(tool: &str, error: SkillError) -> String {
             format!("blocked by governance: {message} (report: {report})")
         }
         // The caller's mistakes, told in full so the model can correct the call; and a
-        // remote agent's failure, which is the remote's and says what happened there.
+        // remote agent's or MCP server's failure, which is theirs and says what happened
+        // there.
         told @ (SkillError::InvalidArguments(_)
         | SkillError::NotFound(_)
         | SkillError::Conflict(_)
-        | SkillError::Remote(_)) => told.to_string(),
+        | SkillError::Remote(_)
+        | SkillError::ToolServer(_)) => told.to_string(),
     }
 }
 

@@ -255,6 +255,11 @@ impl AgentExecutor for ToolRoutingExecutor {
                 sink.fail(failure(&sink, &call.tool, &detail, "REMOTE_AGENT_FAILED"))
                     .await
             }
+            Err(SkillError::ToolServer(detail)) => {
+                tracing::warn!(tool = %call.tool, detail = %detail, "MCP tool call failed");
+                sink.fail(failure(&sink, &call.tool, &detail, "MCP_TOOL_FAILED"))
+                    .await
+            }
             // Fenced: the failure's commit is refused too, and the client retries on the
             // thread's new owner.
             Err(SkillError::Unavailable(detail) | SkillError::Fenced(detail)) => {

@@ -1,0 +1,671 @@
+//! Model Context Protocol servers as skills: each server of `[[agent.mcp_servers]]` is a
+//! skill whose tools are the server's, named `<server>__<tool>`, spoken to with the
+//! official Rust SDK (`rmcp`) over a child process's stdin and stdout or over Streamable
+//! HTTP.
+//!
+//! **At start** every server is connected at once, each within its `start_timeout_ms`:
+//! the initialize handshake, then `tools/list` to its last page. Its tools (those
+//! `tools` allows, at most `max_tools`) are registered with the server's input schemas,
+//! which the skill actor checks every call's arguments against. A server that cannot
+//! be started, refuses the handshake or offers more tools than allowed stops the start,
+//! naming it.
+//!
+//! **Supervision.** Each server has a task that holds its connection ([`supervise`]): a
+//! stdio server that exits (or whose pipes close) is started again after
+//! `restart_backoff_ms`, doubled after each start that did not last a minute (up to 64
+//! times it); an HTTP server whose calls find it unreachable is connected to again the
+//! same way (a session the server forgot is re-initialized by the client itself). The
+//! child runs in a process group of its own with its stderr logged under the server's
+//! name, inherits nothing of this server's environment but `PATH`, `HOME`, `LANG` and
+//! `TMPDIR`, and is killed when the skill is dropped; a child whose parent died sees
+//! its stdin close, which ends an MCP stdio server.
+//!
+//! **A call** waits for one of `max_concurrency` permits and for a live connection,
+//! then sends `tools/call`; all within `timeout_ms`, past which the request is dropped,
+//! which sends `notifications/cancelled` to the server (as does a turn canceled
+//! meanwhile: the call's future is dropped). Its result — the server's `content` blocks
+//! and `structuredContent`, at most `max_result_bytes` as JSON — is the tool's result. A
+//! result the server marks `isError`, a JSON-RPC error, a server that is down or slow:
+//! each fails the call with [`SkillError::ToolServer`] saying which, which the model is
+//! told as the tool's failed result. HTTP calls that found the server unreachable count
+//! against its breaker (`breaker_failures` in a row open it for `breaker_open_secs`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
+use serde_json::{Value, json};
+use tokio::sync::{Notify, Semaphore, watch};
+
+use super::tools::Breaker;
+use crate::config::{McpServerSettings, Settings};
+use crate::push::UrlPolicy;
+use crate::skills::{Caller, Skill, SkillError, SkillInfo, SkillRegistry, ToolSpec, output};
+use crate::telemetry;
+
+/// The variables a stdio server inherits from this server's environment.
+const INHERITED_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
+
+/// A start that lasted this long resets the restart backoff.
+const STEADY: Duration = Duration::from_secs(60);
+
+/// The longest stderr line logged whole; longer ones are cut.
+const MAX_LOG_LINE: usize = 2048;
+
+/// Registers a skill for each of `agent.mcp_servers`, after starting them all at once;
+/// the first that cannot be started stops the start, naming it.
+pub async fn mcp_servers(settings: &Settings, registry: &mut SkillRegistry) -> Result<(), String> {
+    if settings.agent.mcp_servers.is_empty() {
+        return Ok(());
+    }
+    let policy = Arc::new(UrlPolicy::new(&settings.push)?);
+    let started = settings.agent.mcp_servers.iter().map(|server| {
+        let policy = policy.clone();
+        async move { McpServerSkill::start(server, policy).await }
+    });
+    for skill in futures_util::future::join_all(started).await {
+        registry.register(Arc::new(skill?));
+    }
+    Ok(())
+}
+
+/// How a server is reached, resolved from its settings at start.
+#[derive(Clone)]
+enum Endpoint {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: Option<String>,
+    },
+    Http {
+        url: String,
+        bearer: Option<String>,
+        client: reqwest::Client,
+    },
+}
+
+impl Endpoint {
+    fn of(settings: &McpServerSettings, policy: Arc<UrlPolicy>) -> Result<Self, String> {
+        let name = &settings.name;
+        if !settings.url.is_empty() {
+            let url = policy
+                .check_url(&settings.url)
+                .map_err(|e| format!("agent.mcp_servers {name}: {e}"))?;
+            let bearer = match settings.bearer_env.as_str() {
+                "" => None,
+                var => Some(std::env::var(var).map_err(|_| {
+                    format!("agent.mcp_servers {name}: bearer_env names {var}, which is not set")
+                })?),
+            };
+            // The client's TLS needs the process's crypto provider (a second install is
+            // refused, harmlessly).
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let client = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .connect_timeout(Duration::from_millis(settings.start_timeout_ms))
+                .dns_resolver(Arc::new(crate::push::policy::CheckedResolver { policy }))
+                .user_agent(concat!("agent-a2a/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|e| format!("agent.mcp_servers {name}: client: {e}"))?;
+            return Ok(Endpoint::Http {
+                url: url.to_string(),
+                bearer,
+                client,
+            });
+        }
+        let mut env = Vec::new();
+        for var in INHERITED_ENV {
+            if let Ok(value) = std::env::var(var) {
+                env.push((var.to_owned(), value));
+            }
+        }
+        for (var, value) in &settings.env {
+            let value = match value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) {
+                Some(from) => std::env::var(from).map_err(|_| {
+                    format!("agent.mcp_servers {name}: env {var} names {from}, which is not set")
+                })?,
+                None => value.clone(),
+            };
+            env.retain(|(v, _)| v != var);
+            env.push((var.clone(), value));
+        }
+        Ok(Endpoint::Stdio {
+            command: settings.command.clone(),
+            args: settings.args.clone(),
+            env,
+            cwd: (!settings.cwd.is_empty()).then(|| settings.cwd.clone()),
+        })
+    }
+
+    fn is_stdio(&self) -> bool {
+        matches!(self, Endpoint::Stdio { .. })
+    }
+}
+
+/// What the client tells the server, and hears of it between calls.
+#[derive(Clone)]
+struct Handler {
+    server: Arc<str>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("agent-a2a", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        // The agent's tools are fixed at start (its card and the model's tool list say
+        // them): a changed list is taken at the next start.
+        metrics::counter!(telemetry::MCP_TOOL_LIST_CHANGES, "server" => self.server.to_string())
+            .increment(1);
+        tracing::info!(server = %self.server, "MCP server's tool list changed; the agent's tools are the ones listed at start until the next start");
+    }
+}
+
+type Running = RunningService<RoleClient, Handler>;
+
+/// Connects to `endpoint`: starts the child or opens the HTTP session, and makes the
+/// handshake, within `wait`.
+async fn connect(name: &Arc<str>, endpoint: &Endpoint, wait: Duration) -> Result<Running, String> {
+    let handler = Handler {
+        server: name.clone(),
+    };
+    let serving = async {
+        match endpoint {
+            Endpoint::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args).env_clear().envs(env.iter().cloned());
+                if let Some(cwd) = cwd {
+                    cmd.current_dir(cwd);
+                }
+                let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
+                wrapped
+                    .wrap(process_wrap::tokio::ProcessGroup::leader())
+                    .wrap(process_wrap::tokio::KillOnDrop);
+                let (transport, stderr) = TokioChildProcess::builder(wrapped)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| format!("{command} could not be started: {e}"))?;
+                if let Some(stderr) = stderr {
+                    tokio::spawn(log_stderr(name.clone(), stderr));
+                }
+                handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("handshake failed: {e}"))
+            }
+            Endpoint::Http {
+                url,
+                bearer,
+                client,
+            } => {
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                if let Some(bearer) = bearer {
+                    config = config.auth_header(bearer.clone());
+                }
+                // Its stream of server notifications reconnects a few times, then the
+                // next failed call connects anew.
+                let mut backoff = ExponentialBackoff::default();
+                backoff.max_times = Some(5);
+                backoff.max_delay = Some(Duration::from_secs(30));
+                config.retry_config = Arc::new(backoff);
+                let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+                    client.clone(),
+                    config,
+                );
+                handler.serve(transport).await.map_err(|e| {
+                    // The token is never part of an error's text (it travels in a header).
+                    format!("handshake failed: {e}")
+                })
+            }
+        }
+    };
+    match tokio::time::timeout(wait, serving).await {
+        Ok(result) => result,
+        Err(_) => Err(format!(
+            "no handshake within {} ms (start_timeout_ms)",
+            wait.as_millis()
+        )),
+    }
+}
+
+/// Logs the child's stderr, line by line, under the server's name.
+async fn log_stderr(server: Arc<str>, stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let line = match line.char_indices().nth(MAX_LOG_LINE) {
+            Some((at, _)) => &line[..at],
+            None => &line,
+        };
+        tracing::info!(target: "agent_a2a::mcp::stderr", server = %server, "{line}");
+    }
+}
+
+/// The server's tools the agent takes: `allowed` ones (all when empty), at most `max`.
+fn taken(settings: &McpServerSettings, tools: Vec<Tool>) -> Result<Vec<Tool>, String> {
+    let name = &settings.name;
+    let offered: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    if let Some(missing) = settings
+        .tools
+        .iter()
+        .find(|t| !offered.contains(&t.as_str()))
+    {
+        return Err(format!(
+            "agent.mcp_servers {name}: `tools` allows {missing:?}, which the server does not \
+             offer (it offers {offered:?})"
+        ));
+    }
+    let tools: Vec<Tool> = tools
+        .into_iter()
+        .filter(|t| settings.tools.is_empty() || settings.tools.iter().any(|a| a == &t.name))
+        .filter(|t| {
+            // Model providers take function names of these characters, at most 64.
+            let full = settings.tool_name(&t.name);
+            let callable = full.len() <= 64
+                && full
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !callable {
+                tracing::warn!(server = %name, tool = %t.name, "MCP tool left out: `<server>__<tool>` must be at most 64 letters, digits, `_` or `-`");
+            }
+            callable
+        })
+        .collect();
+    if tools.len() > settings.max_tools {
+        return Err(format!(
+            "agent.mcp_servers {name}: the server offers {} tools, more than its max_tools ({}); \
+             raise it or list the ones the agent needs in `tools`",
+            tools.len(),
+            settings.max_tools
+        ));
+    }
+    Ok(tools)
+}
+
+/// A tool of the server as the agent offers it: `<server>__<tool>`, the server's
+/// description and input schema, and a result of the MCP shape.
+fn spec(settings: &McpServerSettings, tool: &Tool) -> ToolSpec {
+    let description = tool
+        .description
+        .as_deref()
+        .filter(|d| !d.trim().is_empty())
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            format!(
+                "The tool `{}` of the MCP server `{}`.",
+                tool.name, settings.name
+            )
+        });
+    ToolSpec {
+        name: settings.tool_name(&tool.name),
+        description,
+        input_schema: Value::Object(tool.input_schema.as_ref().clone()),
+        output_schema: output::object(
+            &["content"],
+            json!({
+                "content": output::array_of(output::of("object")),
+                "structuredContent": {},
+            }),
+        ),
+    }
+}
+
+/// The live connection as the callers see it: `None` while the supervisor (re)connects.
+type Live = watch::Receiver<Option<Peer<RoleClient>>>;
+
+/// One MCP server, as a skill.
+pub struct McpServerSkill {
+    info: SkillInfo,
+    name: Arc<str>,
+    tools: Vec<ToolSpec>,
+    /// Each registered tool's name on the server.
+    server_names: HashMap<String, String>,
+    live: Live,
+    /// Wakes the supervisor to connect anew (an HTTP server found unreachable).
+    reconnect: Arc<Notify>,
+    permits: Semaphore,
+    timeout: Duration,
+    max_result_bytes: usize,
+    /// HTTP: counts calls that found the server unreachable.
+    breaker: Option<Breaker>,
+    /// Dropped with the skill: the supervisor then closes the connection (and the
+    /// child).
+    _stop: watch::Sender<()>,
+}
+
+impl McpServerSkill {
+    /// Starts the server of `settings` (its handshake and tool list within
+    /// `start_timeout_ms`) and its supervisor.
+    pub async fn start(
+        settings: &McpServerSettings,
+        policy: Arc<UrlPolicy>,
+    ) -> Result<Self, String> {
+        let name: Arc<str> = Arc::from(settings.name.as_str());
+        let endpoint = Endpoint::of(settings, policy)?;
+        let wait = Duration::from_millis(settings.start_timeout_ms);
+        let running = connect(&name, &endpoint, wait)
+            .await
+            .map_err(|e| format!("agent.mcp_servers {name}: {e}"))?;
+        let listed = tokio::time::timeout(wait, running.list_all_tools()).await;
+        let tools = match listed {
+            Ok(Ok(tools)) => taken(settings, tools)?,
+            Ok(Err(e)) => return Err(format!("agent.mcp_servers {name}: tools/list failed: {e}")),
+            Err(_) => {
+                return Err(format!(
+                    "agent.mcp_servers {name}: no tool list within {} ms (start_timeout_ms)",
+                    settings.start_timeout_ms
+                ));
+            }
+        };
+        let specs: Vec<ToolSpec> = tools.iter().map(|t| spec(settings, t)).collect();
+        let server_names = tools
+            .iter()
+            .map(|t| (settings.tool_name(&t.name), t.name.to_string()))
+            .collect();
+        tracing::info!(server = %name, tools = specs.len(), stdio = endpoint.is_stdio(), "MCP server connected");
+        let (publish, live) = watch::channel(Some(running.peer().clone()));
+        let (stop, stopped) = watch::channel(());
+        let reconnect = Arc::new(Notify::new());
+        tokio::spawn(supervise(Supervised {
+            name: name.clone(),
+            endpoint: endpoint.clone(),
+            wait,
+            backoff: Duration::from_millis(settings.restart_backoff_ms),
+            publish,
+            reconnect: reconnect.clone(),
+            stopped,
+            first: Some(running),
+        }));
+        Ok(Self {
+            info: SkillInfo::new(
+                format!("mcp-{name}"),
+                format!("MCP server {name}"),
+                format!("The tools of the MCP server `{name}`."),
+            )
+            .with_tags(&["mcp"]),
+            name,
+            tools: specs,
+            server_names,
+            live,
+            reconnect,
+            permits: Semaphore::new(settings.max_concurrency),
+            timeout: Duration::from_millis(settings.timeout_ms),
+            max_result_bytes: settings.max_result_bytes,
+            breaker: (!endpoint.is_stdio()).then(|| {
+                Breaker::new(
+                    settings.breaker_failures,
+                    Duration::from_secs(settings.breaker_open_secs),
+                )
+            }),
+            _stop: stop,
+        })
+    }
+
+    /// Calls `tool` (the server's name) with `arguments`: a permit, a live connection,
+    /// and the call (the caller bounds the whole by `timeout_ms`).
+    async fn call(&self, tool: &str, arguments: Value) -> Result<Value, Failure> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| Failure::Down("the server is stopping".into()))?;
+        let mut live = self.live.clone();
+        let peer = match live.wait_for(Option::is_some).await {
+            Ok(peer) => peer
+                .clone()
+                .ok_or_else(|| Failure::Down("not connected".into()))?,
+            Err(_) => return Err(Failure::Down("the server is stopping".into())),
+        };
+        let arguments = match arguments {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            other => {
+                return Err(Failure::Refused(format!(
+                    "arguments must be an object, not {other}"
+                )));
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        let result = peer.call_tool(params).await.map_err(|e| match e {
+            // A Streamable HTTP server that forgot the session and says so with a 400
+            // rather than the 404 the client re-initializes on: connect anew.
+            ServiceError::McpError(error)
+                if error.code.0 == -32000 && error.message.to_lowercase().contains("session") =>
+            {
+                Failure::Down(format!("the server forgot the session: {}", error.message))
+            }
+            ServiceError::McpError(error) => Failure::Refused(format!(
+                "{} (JSON-RPC error {})",
+                error.message, error.code.0
+            )),
+            ServiceError::Timeout { .. } => Failure::Slow,
+            other => Failure::Down(other.to_string()),
+        })?;
+        let mut answer = serde_json::to_value(&result)
+            .map_err(|e| Failure::Garbage(format!("its result does not serialize: {e}")))?;
+        let size = serde_json::to_vec(&answer)
+            .map(|b| b.len())
+            .unwrap_or(usize::MAX);
+        if size > self.max_result_bytes {
+            return Err(Failure::TooLarge(size));
+        }
+        let Value::Object(fields) = &mut answer else {
+            return Err(Failure::Garbage("its result is not an object".into()));
+        };
+        if fields.remove("isError").and_then(|v| v.as_bool()) == Some(true) {
+            return Err(Failure::ToolError(text_of(fields.get("content"))));
+        }
+        let mut out = serde_json::Map::new();
+        out.insert(
+            "content".into(),
+            fields.remove("content").unwrap_or_else(|| json!([])),
+        );
+        if let Some(structured) = fields.remove("structuredContent") {
+            out.insert("structuredContent".into(), structured);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// The text blocks of a result's `content`, joined.
+fn text_of(content: Option<&Value>) -> String {
+    let texts: Vec<&str> = content
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|b| b["type"] == "text")
+        .filter_map(|b| b["text"].as_str())
+        .collect();
+    if texts.is_empty() {
+        "(no text)".into()
+    } else {
+        texts.join("\n")
+    }
+}
+
+/// Why a call failed.
+#[derive(Debug)]
+enum Failure {
+    /// The server answered with a JSON-RPC error.
+    Refused(String),
+    /// The tool ran and says it failed (`isError`).
+    ToolError(String),
+    /// No answer within `timeout_ms`.
+    Slow,
+    /// Not connected, or the connection broke.
+    Down(String),
+    /// The answer was larger than `max_result_bytes`.
+    TooLarge(usize),
+    /// The answer could not be read.
+    Garbage(String),
+}
+
+impl Failure {
+    /// Whether the server was reached (for its breaker).
+    fn reached(&self) -> bool {
+        !matches!(self, Failure::Slow | Failure::Down(_))
+    }
+
+    fn label(&self) -> &'static str {
+        match self {
+            Failure::Refused(_) => "refused",
+            Failure::ToolError(_) => "tool_error",
+            Failure::Slow => "timeout",
+            Failure::Down(_) => "unreachable",
+            Failure::TooLarge(_) => "too_large",
+            Failure::Garbage(_) => "garbage",
+        }
+    }
+}
+
+#[async_trait]
+impl Skill for McpServerSkill {
+    fn info(&self) -> &SkillInfo {
+        &self.info
+    }
+
+    fn tools(&self) -> Vec<ToolSpec> {
+        self.tools.clone()
+    }
+
+    async fn invoke(
+        &self,
+        tool: &str,
+        arguments: Value,
+        _caller: &Caller,
+    ) -> Result<Value, SkillError> {
+        let Some(on_server) = self.server_names.get(tool) else {
+            return Err(SkillError::NotFound(format!("no tool {tool}")));
+        };
+        let server = &self.name;
+        if let Some(breaker) = &self.breaker
+            && !breaker.admit()
+        {
+            metrics::counter!(telemetry::MCP_CALLS, "server" => server.to_string(), "outcome" => "breaker_open")
+                .increment(1);
+            return Err(SkillError::ToolServer(format!(
+                "MCP server `{server}` is failing; calls are paused (its breaker is open)"
+            )));
+        }
+        let started = Instant::now();
+        let outcome =
+            match tokio::time::timeout(self.timeout, self.call(on_server, arguments)).await {
+                Ok(outcome) => outcome,
+                // Dropping the call sent `notifications/cancelled` to the server.
+                Err(_) => Err(Failure::Slow),
+            };
+        if let Some(breaker) = &self.breaker {
+            breaker.settle(outcome.as_ref().map_or_else(Failure::reached, |_| true));
+        }
+        let label = outcome.as_ref().map_or_else(Failure::label, |_| "ok");
+        metrics::counter!(telemetry::MCP_CALLS, "server" => server.to_string(), "outcome" => label)
+            .increment(1);
+        metrics::histogram!(telemetry::MCP_CALL_MS, "server" => server.to_string())
+            .record(started.elapsed().as_secs_f64() * 1e3);
+        outcome.map_err(|failure| {
+            if matches!(failure, Failure::Down(_)) && self.breaker.is_some() {
+                self.reconnect.notify_one();
+            }
+            SkillError::ToolServer(match failure {
+                Failure::Refused(why) => format!("MCP server `{server}` refused {on_server}: {why}"),
+                // The actor says which tool failed; the server says why.
+                Failure::ToolError(text) => text,
+                Failure::Slow => format!(
+                    "MCP server `{server}` did not answer {on_server} within {} ms (timeout_ms); the call was canceled",
+                    self.timeout.as_millis()
+                ),
+                Failure::Down(why) => format!("MCP server `{server}` is unreachable: {why}"),
+                Failure::TooLarge(size) => format!(
+                    "MCP server `{server}` answered {on_server} with {size} bytes, more than its max_result_bytes ({})",
+                    self.max_result_bytes
+                ),
+                Failure::Garbage(why) => format!("MCP server `{server}` answered {on_server} unreadably: {why}"),
+            })
+        })
+    }
+
+    // No `health`: a server being down is not this server's outage (its
+    // `agent_a2a_mcp_server_up` says it), as a remote agent's is not.
+}
+
+/// What a server's supervisor holds.
+struct Supervised {
+    name: Arc<str>,
+    endpoint: Endpoint,
+    wait: Duration,
+    backoff: Duration,
+    publish: watch::Sender<Option<Peer<RoleClient>>>,
+    reconnect: Arc<Notify>,
+    stopped: watch::Receiver<()>,
+    /// The connection made at start.
+    first: Option<Running>,
+}
+
+/// Holds a server's connection: waits for it to end (the child exited, the pipes closed)
+/// or for a call to find it unreachable, then connects anew after the backoff; closes it
+/// (and stops the child) when the skill is dropped.
+async fn supervise(mut s: Supervised) {
+    let mut delay = s.backoff;
+    let mut running = s.first.take();
+    loop {
+        if let Some(service) = running.take() {
+            let since = Instant::now();
+            let _ = s.publish.send(Some(service.peer().clone()));
+            metrics::gauge!(telemetry::MCP_SERVER_UP, "server" => s.name.to_string()).set(1.0);
+            let cancel = service.cancellation_token();
+            let ended = tokio::select! {
+                reason = service.waiting() => format!("{reason:?}"),
+                _ = s.reconnect.notified() => {
+                    cancel.cancel();
+                    "a call found it unreachable".to_owned()
+                }
+                _ = s.stopped.changed() => {
+                    let _ = s.publish.send(None);
+                    cancel.cancel();
+                    return;
+                }
+            };
+            let _ = s.publish.send(None);
+            metrics::gauge!(telemetry::MCP_SERVER_UP, "server" => s.name.to_string()).set(0.0);
+            tracing::warn!(server = %s.name, ended = %ended, "MCP server connection ended; connecting again");
+            delay = if since.elapsed() >= STEADY {
+                s.backoff
+            } else {
+                delay
+            };
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = s.stopped.changed() => return,
+        }
+        delay = (delay * 2).min(s.backoff * 64);
+        metrics::counter!(telemetry::MCP_RESTARTS, "server" => s.name.to_string()).increment(1);
+        match connect(&s.name, &s.endpoint, s.wait).await {
+            Ok(service) => running = Some(service),
+            Err(e) => {
+                tracing::warn!(server = %s.name, error = %e, "MCP server could not be connected; trying again")
+            }
+        }
+    }
+}

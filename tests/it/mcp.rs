@@ -1,0 +1,465 @@
+//! MCP servers' tools: a server on the official Python SDK (FastMCP,
+//! `tests/fixtures/mcp_server.py`) over stdio and over Streamable HTTP, called directly
+//! and by a model; its failures, a slow call canceled on the server, a result over the
+//! bound, the server killed mid-call and started again, and the start refusing a server
+//! it cannot use.
+//!
+//! The fixture needs Python with the `mcp` package (`tests/interop/venv.sh` makes the
+//! virtualenv `.ci/run` uses): `A2A_TEST_PYTHON`, else that virtualenv's Python. Without
+//! it the tests are skipped with a printed reason, except in CI (`CI=true`), where they
+//! fail.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_a2a::config::{McpServerSettings, Settings};
+use agent_a2a::skills::SkillRegistry;
+use agent_a2a::startup::Agent;
+use serde_json::{Value, json};
+
+use crate::agent::{FakeModel, delta, finish, with_model};
+use crate::support::{TestApp, call_tool, spawn_agent_in, tool_result, user_message};
+
+/// The Python that has the `mcp` package, or `None` (outside CI) when there is none.
+fn python() -> Option<String> {
+    let candidates = [
+        std::env::var("A2A_TEST_PYTHON").ok(),
+        Some("/var/tmp/a2a-interop-venv/bin/python".to_owned()),
+    ];
+    for python in candidates.into_iter().flatten() {
+        let ok = Command::new(&python)
+            .args(["-c", "import mcp.server.fastmcp"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return Some(python);
+        }
+    }
+    let why = "no Python with the `mcp` package: run `bash tests/interop/venv.sh` or set \
+               A2A_TEST_PYTHON";
+    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+        panic!("{why}");
+    }
+    eprintln!("skipped: {why}");
+    None
+}
+
+fn fixture() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mcp_server.py")
+        .display()
+        .to_string()
+}
+
+/// The fixture as the stdio server `name` (each test its own: the metrics are the
+/// process's).
+fn stdio(name: &str, python: &str) -> McpServerSettings {
+    McpServerSettings::stdio(name, python, &[&fixture(), "stdio"])
+}
+
+/// A server with the configured agent and `servers`, and `tweak` applied.
+async fn serving(servers: Vec<McpServerSettings>, tweak: impl FnOnce(&mut Settings)) -> TestApp {
+    spawn_agent_in(None, Agent::configured(), |s: &mut Settings| {
+        // The HTTP fixture listens on loopback, which the URL policy refuses by default.
+        s.push.allow_loopback = true;
+        s.agent.mcp_servers = servers;
+        tweak(s);
+    })
+    .await
+}
+
+/// The status message of a failed task.
+fn failure(task: &Value) -> String {
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
+    task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The value of the metric `name` whose labels include every one of `labels`
+/// (`key="value"`), if there is one.
+async fn metric(app: &TestApp, name: &str, labels: &[&str]) -> Option<f64> {
+    let text = app.get("/metrics").await.text().await.unwrap();
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{'))
+        })
+        .find(|l| labels.iter().all(|label| l.contains(label)))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// Waits until the file `path` exists (the fixture writes it).
+async fn written(path: &std::path::Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The fixture over Streamable HTTP on a free loopback port; killed when dropped.
+struct HttpFixture {
+    child: Child,
+    url: String,
+}
+
+impl HttpFixture {
+    fn start(python: &str) -> HttpFixture {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(python)
+            .args([fixture(), "streamable-http".into(), port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the HTTP fixture starts");
+        // Ready when it accepts connections (it has no other way to say so).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the HTTP fixture did not listen");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        HttpFixture {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[actix_web::test]
+async fn a_stdio_servers_tools_answer_direct_calls_and_say_why_they_fail() {
+    let Some(python) = python() else { return };
+    let app = serving(vec![stdio("fixture", &python)], |_| {}).await;
+
+    // The card lists the server's tools under its name, with their schemas.
+    let card: Value = app
+        .get("/.well-known/agent-card.json")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let skill = card["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "mcp-fixture")
+        .unwrap_or_else(|| panic!("the MCP skill in the card: {card}"));
+    assert_eq!(skill["tags"], json!(["mcp"]));
+
+    let answer = tool_result(&call_tool(&app, "fixture__add", json!({"a": 2, "b": 3})).await);
+    assert_eq!(
+        answer["content"],
+        json!([{"type": "text", "text": "5"}]),
+        "{answer}"
+    );
+    assert_eq!(
+        answer["structuredContent"],
+        json!({"result": 5}),
+        "{answer}"
+    );
+
+    // The server's own schema refuses wrong arguments before anything is sent.
+    let task = call_tool(&app, "fixture__add", json!({"a": "two", "b": 3})).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED", "{task}");
+
+    // A tool error is the call's failure, in the server's words.
+    let text = failure(&call_tool(&app, "fixture__fail", json!({"why": "no"})).await);
+    assert_eq!(
+        text, "fixture__fail failed: Error executing tool fail: refused: no",
+        "{text}"
+    );
+
+    assert_eq!(
+        metric(
+            &app,
+            "agent_a2a_mcp_calls_total",
+            &["outcome=\"ok\"", "server=\"fixture\""]
+        )
+        .await,
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(
+            &app,
+            "agent_a2a_mcp_calls_total",
+            &["outcome=\"tool_error\"", "server=\"fixture\""]
+        )
+        .await,
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&app, "agent_a2a_mcp_server_up", &["server=\"fixture\""]).await,
+        Some(1.0)
+    );
+
+    // A tool added at run time is announced; the agent's tools stay the ones listed at
+    // start.
+    let grown = tool_result(&call_tool(&app, "fixture__grow", json!({"name": "later"})).await);
+    assert_eq!(grown["content"][0]["text"], "grown");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric(
+        &app,
+        "agent_a2a_mcp_tool_list_changes_total",
+        &["server=\"fixture\""],
+    )
+    .await
+        != Some(1.0)
+    {
+        assert!(Instant::now() < deadline, "list_changed not counted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[actix_web::test]
+async fn a_model_calls_an_mcp_tool_and_answers_with_its_result() {
+    let Some(python) = python() else { return };
+    let model = FakeModel::start().await;
+    model.script(&[
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+            "function": {"name": "adder__add", "arguments": "{\"a\": 20, \"b\": 22}"}}]}),
+        ),
+        finish("tool_calls"),
+    ]);
+    model.script(&[delta(json!({"content": "It is 42."})), finish("stop")]);
+    let url = model.url.clone();
+    let app = serving(vec![stdio("adder", &python)], move |s| with_model(&url)(s)).await;
+    let r = app
+        .rpc(
+            "SendMessage",
+            json!({"message": user_message("what is 20 + 22?")}),
+        )
+        .await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert!(
+        task["artifacts"].to_string().contains("It is 42."),
+        "{task}"
+    );
+
+    let requests = model.requests();
+    // The model was offered the tool with the server's schema.
+    let offered = requests[0]["tools"].as_array().unwrap();
+    let add = offered
+        .iter()
+        .find(|t| t["function"]["name"] == "adder__add")
+        .unwrap_or_else(|| panic!("adder__add offered: {offered:?}"));
+    assert_eq!(add["function"]["parameters"]["required"], json!(["a", "b"]));
+    // And it saw the call's result.
+    let result: Value = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| serde_json::from_str(m["content"].as_str()?).ok())
+        .expect("the call's result in the model's second request");
+    assert_eq!(
+        result["structuredContent"],
+        json!({"result": 42}),
+        "{result}"
+    );
+}
+
+#[actix_web::test]
+async fn a_streamable_http_server_answers_within_its_allowlist() {
+    let Some(python) = python() else { return };
+    let server = HttpFixture::start(&python);
+    let mut settings = McpServerSettings::http("remote", server.url.clone());
+    settings.tools = vec!["add".into(), "pid".into()];
+    let app = serving(vec![settings], |_| {}).await;
+    let answer = tool_result(&call_tool(&app, "remote__add", json!({"a": 1, "b": 1})).await);
+    assert_eq!(
+        answer["structuredContent"],
+        json!({"result": 2}),
+        "{answer}"
+    );
+    // Tools the allowlist leaves out are not the agent's.
+    let message = user_message("big");
+    let message = json!({"messageId": message["messageId"], "role": "ROLE_USER",
+        "parts": [{"data": {"tool": "remote__big", "arguments": {"size": 1}}}]});
+    let r = app.rpc("SendMessage", json!({"message": message})).await;
+    assert!(r["error"].to_string().contains("remote__big"), "{r}");
+    assert_eq!(
+        metric(&app, "agent_a2a_mcp_server_up", &["server=\"remote\""]).await,
+        Some(1.0)
+    );
+}
+
+#[actix_web::test]
+async fn a_slow_call_is_canceled_on_the_server_and_a_large_result_refused() {
+    let Some(python) = python() else { return };
+    let mut settings = stdio("sleepy", &python);
+    settings.timeout_ms = 700;
+    settings.max_result_bytes = 64 * 1024;
+    let app = serving(vec![settings], |_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("canceled");
+    let text = failure(
+        &call_tool(
+            &app,
+            "sleepy__slow",
+            json!({"seconds": 30, "marker": marker.display().to_string()}),
+        )
+        .await,
+    );
+    assert!(text.contains("within 700 ms"), "{text}");
+    // The server heard the cancel: its call ended before its sleep did.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !marker.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the server's call was not canceled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let text = failure(&call_tool(&app, "sleepy__big", json!({"size": 100_000})).await);
+    assert!(text.contains("max_result_bytes (65536)"), "{text}");
+    // The server is still there for the next call.
+    let answer = tool_result(&call_tool(&app, "sleepy__big", json!({"size": 10})).await);
+    assert_eq!(answer["content"][0]["text"], "xxxxxxxxxx");
+}
+
+#[actix_web::test]
+async fn canceling_the_task_cancels_its_call_on_the_server() {
+    let Some(python) = python() else { return };
+    let app = serving(vec![stdio("stoppable", &python)], |_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (started, canceled) = (dir.path().join("started"), dir.path().join("canceled"));
+    let message = json!({
+        "messageId": uuid::Uuid::new_v4().to_string(),
+        "role": "ROLE_USER",
+        "parts": [{"data": {"tool": "stoppable__slow", "arguments": {"seconds": 30,
+            "started": started.display().to_string(),
+            "marker": canceled.display().to_string()}}}],
+    });
+    let r = app
+        .rpc(
+            "SendMessage",
+            json!({"message": message, "configuration": {"returnImmediately": true}}),
+        )
+        .await;
+    let id = r["result"]["task"]["id"].clone();
+    assert!(id.is_string(), "{r}");
+    written(&started, "the slow call did not start").await;
+    let r = app.rpc("CancelTask", json!({"id": id})).await;
+    assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
+    written(&canceled, "the server's call was not canceled").await;
+}
+
+#[actix_web::test]
+async fn a_server_killed_mid_call_fails_the_call_and_is_started_again() {
+    let Some(python) = python() else { return };
+    let mut settings = stdio("phoenix", &python);
+    settings.restart_backoff_ms = 50;
+    let app = std::sync::Arc::new(serving(vec![settings], |_| {}).await);
+    let pid_of = |answer: Value| answer["structuredContent"]["result"].as_i64().unwrap();
+    let first = pid_of(tool_result(
+        &call_tool(&app, "phoenix__pid", json!({})).await,
+    ));
+
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let calling = {
+        let app = app.clone();
+        let started = started.display().to_string();
+        actix_web::rt::spawn(async move {
+            call_tool(
+                &app,
+                "phoenix__slow",
+                json!({"seconds": 30, "started": started}),
+            )
+            .await
+        })
+    };
+    // Killed while the call waits.
+    written(&started, "the slow call did not start").await;
+    let killed = Command::new("kill")
+        .args(["-9", &first.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let text = failure(&calling.await.unwrap());
+    assert!(text.contains("unreachable"), "{text}");
+
+    // Started again: the next call reaches a new process.
+    let second = pid_of(tool_result(
+        &call_tool(&app, "phoenix__pid", json!({})).await,
+    ));
+    assert_ne!(first, second);
+    assert!(
+        metric(
+            &app,
+            "agent_a2a_mcp_restarts_total",
+            &["server=\"phoenix\""]
+        )
+        .await
+            >= Some(1.0)
+    );
+}
+
+#[actix_web::test]
+async fn the_start_refuses_a_server_it_cannot_use() {
+    let Some(python) = python() else { return };
+    let refused = |settings: McpServerSettings| async move {
+        let mut s = Settings::default();
+        s.agent.mcp_servers = vec![settings];
+        let mut registry = SkillRegistry::default();
+        agent_a2a::client::mcp_servers(&s, &mut registry)
+            .await
+            .expect_err("the start is refused")
+    };
+    let e = refused(McpServerSettings::stdio(
+        "gone",
+        "/nonexistent/mcp-server",
+        &[],
+    ))
+    .await;
+    assert!(
+        e.contains("gone") && e.contains("could not be started"),
+        "{e}"
+    );
+
+    let mut few = stdio("fixture", &python);
+    few.max_tools = 2;
+    let e = refused(few).await;
+    assert!(e.contains("more than its max_tools (2)"), "{e}");
+
+    let mut missing = stdio("fixture", &python);
+    missing.tools = vec!["add".into(), "nope".into()];
+    let e = refused(missing).await;
+    assert!(
+        e.contains("\"nope\", which the server does not offer"),
+        "{e}"
+    );
+
+    // Loopback HTTP is refused unless the URL policy allows it.
+    let e = refused(McpServerSettings::http("local", "http://127.0.0.1:9/mcp")).await;
+    assert!(e.contains("local") && e.contains("loopback"), "{e}");
+
+    let mut unset = stdio("fixture", &python);
+    unset
+        .env
+        .insert("TOKEN".into(), "${A2A_TEST_UNSET_VARIABLE}".into());
+    let e = refused(unset).await;
+    assert!(
+        e.contains("A2A_TEST_UNSET_VARIABLE, which is not set"),
+        "{e}"
+    );
+}
