@@ -572,6 +572,10 @@ impl Skill for McpServerSkill {
         let outcome =
             match tokio::time::timeout(self.timeout, self.call(on_server, arguments)).await {
                 Ok(outcome) => outcome,
+                // Still waiting for the server to be started again (or reached anew).
+                Err(_) if self.live.borrow().is_none() => Err(Failure::Down(
+                    "not connected within timeout_ms (it is being started or reached again)".into(),
+                )),
                 // Dropping the call sent `notifications/cancelled` to the server.
                 Err(_) => Err(Failure::Slow),
             };
@@ -605,8 +609,16 @@ impl Skill for McpServerSkill {
         })
     }
 
-    // No `health`: a server being down is not this server's outage (its
-    // `agent_a2a_mcp_server_up` says it), as a remote agent's is not.
+    // No `health`: a server being down is not this server's outage, as a remote
+    // agent's is not; `/health/ready` names it (and `agent_a2a_mcp_server_up` says it).
+    fn connection(&self) -> Option<(String, bool)> {
+        let up = self
+            .live
+            .borrow()
+            .as_ref()
+            .is_some_and(|peer| !peer.is_transport_closed());
+        Some((format!("mcp:{}", self.name), up))
+    }
 }
 
 /// What a server's supervisor holds.

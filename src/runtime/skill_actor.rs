@@ -310,6 +310,26 @@ impl Tools {
         &self.names
     }
 
+    /// The outside servers the skills keep connections to that are not connected now
+    /// ([`crate::skills::Skill::connection`]), by skill id, in registration order.
+    pub fn disconnected(&self) -> Vec<(String, String)> {
+        let mut seen = Vec::new();
+        let mut down = Vec::new();
+        for name in &self.names {
+            let Some((owner, .., skill)) = self.by_name.get(name) else {
+                continue;
+            };
+            if seen.contains(owner) {
+                continue;
+            }
+            seen.push(owner.clone());
+            if let Some((server, false)) = skill.connection() {
+                down.push((owner.clone(), server));
+            }
+        }
+        down
+    }
+
     /// The id of the skill that serves `tool`.
     pub fn skill_of(&self, tool: &str) -> Option<&str> {
         self.by_name.get(tool).map(|(owner, ..)| owner.as_str())

@@ -236,6 +236,14 @@ pub trait Skill: Send + Sync + 'static {
         Ok(())
     }
 
+    /// The server outside this one that the skill's tools reach, when it keeps a
+    /// connection to it (an MCP server): its name and whether it is connected now.
+    /// `/health/ready` names those that are not, without failing (they are not this
+    /// server's outage). Default: none.
+    fn connection(&self) -> Option<(String, bool)> {
+        None
+    }
+
     /// Whether a call of `tool` may be made again after a restart cut it short: the
     /// tool repeats nothing the first call did (it follows what that call recorded in
     /// its [`CallRef`] journal, and what it sends again carries the same ids). A turn

@@ -5,9 +5,10 @@
 //! it cannot use.
 //!
 //! The fixture needs Python with the `mcp` package (`tests/interop/venv.sh` makes the
-//! virtualenv `.ci/run` uses): `A2A_TEST_PYTHON`, else that virtualenv's Python. Without
-//! it the tests are skipped with a printed reason, except in CI (`CI=true`), where they
-//! fail.
+//! virtualenv `.ci/run` uses): `A2A_TEST_PYTHON`, else that virtualenv's Python. One test
+//! runs the MCP project's reference server, `@modelcontextprotocol/server-everything`
+//! from npm, under `node` (`tests/fixtures/mcp_everything.sh`). Without them the tests
+//! are skipped with a printed reason, except in CI (`CI=true`), where they fail.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -41,6 +42,31 @@ fn python() -> Option<String> {
     }
     let why = "no Python with the `mcp` package: run `bash tests/interop/venv.sh` or set \
                A2A_TEST_PYTHON";
+    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+        panic!("{why}");
+    }
+    eprintln!("skipped: {why}");
+    None
+}
+
+/// The entry point of `@modelcontextprotocol/server-everything`
+/// (`tests/fixtures/mcp_everything.sh` installs it): `A2A_TEST_MCP_EVERYTHING`, else
+/// where that script puts it; `None` (outside CI) when it or `node` is missing.
+fn everything() -> Option<String> {
+    let entry = std::env::var("A2A_TEST_MCP_EVERYTHING").unwrap_or_else(|_| {
+        "/var/tmp/a2a-npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+            .to_owned()
+    });
+    let node = Command::new("node")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if node && std::path::Path::new(&entry).exists() {
+        return Some(entry);
+    }
+    let why = "no @modelcontextprotocol/server-everything (or no node): run `bash \
+               tests/fixtures/mcp_everything.sh` or set A2A_TEST_MCP_EVERYTHING";
     if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
         panic!("{why}");
     }
@@ -227,7 +253,31 @@ async fn a_stdio_servers_tools_answer_direct_calls_and_say_why_they_fail() {
 }
 
 #[actix_web::test]
-async fn a_model_calls_an_mcp_tool_and_answers_with_its_result() {
+async fn the_reference_server_everything_answers_over_stdio() {
+    let Some(entry) = everything() else { return };
+    let server = McpServerSettings::stdio("everything", "node", &[&entry, "stdio"]);
+    let app = serving(vec![server], |_| {}).await;
+    let echo = tool_result(&call_tool(&app, "everything__echo", json!({"message": "hello"})).await);
+    assert_eq!(
+        echo["content"],
+        json!([{"type": "text", "text": "Echo: hello"}])
+    );
+    let sum = tool_result(&call_tool(&app, "everything__get-sum", json!({"a": 2, "b": 3})).await);
+    assert_eq!(sum["content"][0]["text"], "The sum of 2 and 3 is 5.");
+    // An image block comes through as the server sent it, between its texts.
+    let image = tool_result(&call_tool(&app, "everything__get-tiny-image", json!({})).await);
+    let blocks = image["content"].as_array().unwrap();
+    let kinds: Vec<&str> = blocks.iter().filter_map(|b| b["type"].as_str()).collect();
+    assert_eq!(kinds, ["text", "image", "text"], "{image}");
+    assert_eq!(blocks[1]["mimeType"], "image/png");
+    assert!(blocks[1]["data"].as_str().unwrap().starts_with("iVBOR"));
+    // Its arguments are checked against the server's schema.
+    let task = call_tool(&app, "everything__get-sum", json!({"a": "2"})).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED", "{task}");
+}
+
+#[actix_web::test]
+async fn a_model_calls_an_mcp_tool_and_its_call_survives_a_restart_in_the_history() {
     let Some(python) = python() else { return };
     let model = FakeModel::start().await;
     model.script(&[
@@ -238,14 +288,21 @@ async fn a_model_calls_an_mcp_tool_and_answers_with_its_result() {
         finish("tool_calls"),
     ]);
     model.script(&[delta(json!({"content": "It is 42."})), finish("stop")]);
-    let url = model.url.clone();
-    let app = serving(vec![stdio("adder", &python)], move |s| with_model(&url)(s)).await;
-    let r = app
-        .rpc(
-            "SendMessage",
-            json!({"message": user_message("what is 20 + 22?")}),
-        )
-        .await;
+    let configure = |python: String, url: String| {
+        move |s: &mut Settings| {
+            s.agent.mcp_servers = vec![stdio("adder", &python)];
+            with_model(&url)(s);
+        }
+    };
+    let app = spawn_agent_in(
+        None,
+        Agent::configured(),
+        configure(python.clone(), model.url.clone()),
+    )
+    .await;
+    let mut first = user_message("what is 20 + 22?");
+    first["contextId"] = json!("ctx-adder");
+    let r = app.rpc("SendMessage", json!({"message": first})).await;
     let task = &r["result"]["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
     assert!(
@@ -274,6 +331,38 @@ async fn a_model_calls_an_mcp_tool_and_answers_with_its_result() {
         json!({"result": 42}),
         "{result}"
     );
+
+    // Restarted (the MCP server with it), the next turn's model sees the call and its
+    // result as before: ids, name and output from the stored history.
+    let dir = app.stop().await;
+    model.script(&[delta(json!({"content": "Still 42."})), finish("stop")]);
+    let app = spawn_agent_in(
+        dir,
+        Agent::configured(),
+        configure(python, model.url.clone()),
+    )
+    .await;
+    let mut second = user_message("and again?");
+    second["contextId"] = json!("ctx-adder");
+    let r = app.rpc("SendMessage", json!({"message": second})).await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    let requests = model.requests();
+    let before = requests[1]["messages"].as_array().unwrap();
+    let after = requests[2]["messages"].as_array().unwrap();
+    assert_eq!(
+        &after[..before.len()],
+        &before[..],
+        "the same history, reloaded"
+    );
+    let call = before.iter().find(|m| m["tool_calls"].is_array()).unwrap();
+    assert_eq!(call["tool_calls"][0]["id"], "call_1");
+    assert_eq!(call["tool_calls"][0]["function"]["name"], "adder__add");
+    assert_eq!(after[before.len()]["content"], "It is 42.");
+    assert_eq!(after[before.len() + 1]["content"], "and again?");
+    app.stop().await;
 }
 
 #[actix_web::test]
@@ -411,6 +500,51 @@ async fn a_server_killed_mid_call_fails_the_call_and_is_started_again() {
         )
         .await
             >= Some(1.0)
+    );
+}
+
+#[actix_web::test]
+async fn a_server_that_is_down_is_named_by_readiness_without_failing_it() {
+    let Some(python) = python() else { return };
+    let mut settings = stdio("fragile", &python);
+    settings.restart_backoff_ms = 600_000;
+    settings.timeout_ms = 300;
+    let app = serving(vec![settings], |_| {}).await;
+    let ready = app.get("/health/ready").await;
+    assert_eq!(ready.status(), 200);
+    assert_eq!(
+        ready.json::<Value>().await.unwrap(),
+        json!({"status": "ready"})
+    );
+    let pid = tool_result(&call_tool(&app, "fragile__pid", json!({})).await);
+    let pid = pid["structuredContent"]["result"]
+        .as_i64()
+        .unwrap()
+        .to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ready = app.get("/health/ready").await;
+        assert_eq!(ready.status(), 200, "readiness does not fail");
+        let body: Value = ready.json().await.unwrap();
+        if body["disconnected"] == json!(["mcp:fragile"]) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server not named: {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Its calls fail within their timeout, saying so.
+    let text = failure(&call_tool(&app, "fragile__pid", json!({})).await);
+    assert!(text.contains("not connected"), "{text}");
+    assert_eq!(
+        metric(&app, "agent_a2a_mcp_server_up", &["server=\"fragile\""]).await,
+        Some(0.0)
     );
 }
 

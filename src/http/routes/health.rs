@@ -7,7 +7,9 @@
 //!   and 503 when the store or a skill is down.
 //! - `/health/live` says the process serves HTTP (restart me if this fails).
 //! - `/health/ready` says it should get traffic: start-up recovery has finished, no
-//!   shutdown has begun, and the store answers. 503 otherwise, with the reason.
+//!   shutdown has begun, and the store answers. 503 otherwise, with the reason. Ready, it
+//!   names the outside servers the tools reach that are not connected (`disconnected`:
+//!   MCP servers), without failing.
 //!
 //! Error details stay in the log; the bodies name only what is down.
 
@@ -112,7 +114,19 @@ pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
     }
     let store = runtime.check_store().await;
     if store.up {
-        HttpResponse::Ok().json(json!({"status": "ready"}))
+        let mut body = json!({"status": "ready"});
+        // Outside servers the agent's tools reach that are down: named, not failing
+        // readiness (their calls fail; this server still serves).
+        let down: Vec<String> = runtime
+            .tools()
+            .disconnected()
+            .into_iter()
+            .map(|(_, server)| server)
+            .collect();
+        if !down.is_empty() {
+            body["disconnected"] = json!(down);
+        }
+        HttpResponse::Ok().json(body)
     } else {
         HttpResponse::ServiceUnavailable().json(json!({
             "status": "not ready",
