@@ -200,6 +200,7 @@ impl Settings {
         self.cluster.validate(&self.server, &self.store)?;
         self.telemetry.validate()?;
         self.validate_remote_timeouts()?;
+        self.validate_mcp_tenants()?;
         self.validate_retention()
     }
 
@@ -221,6 +222,45 @@ impl Settings {
             }),
             None => Ok(()),
         }
+    }
+
+    /// The MCP servers an API key's tenant may use are configured ones, and every key of
+    /// a tenant names the same (a call knows its tenant, not its key).
+    fn validate_mcp_tenants(&self) -> Result<(), ConfigError> {
+        let refuse = |problem: String| {
+            Err(ConfigError::Key {
+                key: "auth.api_keys",
+                problem,
+            })
+        };
+        let mut by_tenant: BTreeMap<&str, Option<&Vec<String>>> = BTreeMap::new();
+        for entry in &self.auth.api_keys {
+            if let Some(servers) = &entry.mcp_servers
+                && let Some(unknown) = servers
+                    .iter()
+                    .find(|s| !self.agent.mcp_servers.iter().any(|m| &m.name == *s))
+            {
+                return refuse(format!(
+                    "tenant {:?}: `mcp_servers` names {unknown:?}, which no \
+                     [[agent.mcp_servers]] names",
+                    entry.tenant
+                ));
+            }
+            let servers = entry.mcp_servers.as_ref();
+            match by_tenant.get(entry.tenant.as_str()) {
+                Some(seen) if *seen != servers => {
+                    return refuse(format!(
+                        "the keys of tenant {:?} name different `mcp_servers`; a tenant's \
+                         keys must agree",
+                        entry.tenant
+                    ));
+                }
+                _ => {
+                    by_tenant.insert(&entry.tenant, servers);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A retained thread outlives the idempotency claims of its messages: a retry within

@@ -30,7 +30,7 @@
 //! told as the tool's failed result. HTTP calls that found the server unreachable count
 //! against its breaker (`breaker_failures` in a row open it for `breaker_open_secs`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,6 +48,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use super::tools::Breaker;
 use crate::config::{McpServerSettings, Settings};
+use crate::domain::TenantId;
 use crate::push::UrlPolicy;
 use crate::skills::{Caller, Skill, SkillError, SkillInfo, SkillRegistry, ToolSpec, output};
 use crate::telemetry;
@@ -72,10 +73,29 @@ pub async fn mcp_servers(settings: &Settings, registry: &mut SkillRegistry) -> R
         let policy = policy.clone();
         async move { McpServerSkill::start(server, policy).await }
     });
-    for skill in futures_util::future::join_all(started).await {
-        registry.register(Arc::new(skill?));
+    let started = futures_util::future::join_all(started).await;
+    for (server, skill) in settings.agent.mcp_servers.iter().zip(started) {
+        let mut skill = skill?;
+        skill.denied = denied_tenants(settings, &server.name)?;
+        registry.register(Arc::new(skill));
     }
     Ok(())
+}
+
+/// The tenants whose API keys' `mcp_servers` leave `server` out.
+fn denied_tenants(settings: &Settings, server: &str) -> Result<HashSet<String>, String> {
+    let mut denied = HashSet::new();
+    for entry in &settings.auth.api_keys {
+        let Some(allowed) = &entry.mcp_servers else {
+            continue;
+        };
+        if !allowed.iter().any(|a| a == server) {
+            let tenant = TenantId::parse(entry.tenant.clone())
+                .map_err(|e| format!("auth.api_keys tenant {:?}: {e}", entry.tenant))?;
+            denied.insert(tenant.as_str().to_owned());
+        }
+    }
+    Ok(denied)
 }
 
 /// How a server is reached, resolved from its settings at start.
@@ -348,6 +368,8 @@ pub struct McpServerSkill {
     max_result_bytes: usize,
     /// HTTP: counts calls that found the server unreachable.
     breaker: Option<Breaker>,
+    /// Tenants whose API keys' `mcp_servers` leave this server out.
+    denied: HashSet<String>,
     /// Dropped with the skill: the supervisor then closes the connection (and the
     /// child).
     _stop: watch::Sender<()>,
@@ -417,6 +439,7 @@ impl McpServerSkill {
                     Duration::from_secs(settings.breaker_open_secs),
                 )
             }),
+            denied: HashSet::new(),
             _stop: stop,
         })
     }
@@ -553,12 +576,18 @@ impl Skill for McpServerSkill {
         &self,
         tool: &str,
         arguments: Value,
-        _caller: &Caller,
+        caller: &Caller,
     ) -> Result<Value, SkillError> {
         let Some(on_server) = self.server_names.get(tool) else {
             return Err(SkillError::NotFound(format!("no tool {tool}")));
         };
         let server = &self.name;
+        if self.denied.contains(caller.tenant.as_str()) {
+            return Err(SkillError::NotFound(format!(
+                "{tool}: this tenant may not use the MCP server `{server}` (its API keys' \
+                 mcp_servers)"
+            )));
+        }
         if let Some(breaker) = &self.breaker
             && !breaker.admit()
         {

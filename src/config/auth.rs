@@ -60,6 +60,11 @@ pub struct ApiKeySettings {
     /// The `[rate_limit.tiers.<tier>]` that applies; unknown tiers get the default limit.
     #[serde(default = "ApiKeySettings::default_tier")]
     pub tier: String,
+    /// The `[[agent.mcp_servers]]` whose tools the key's tenant may call, by name; unset:
+    /// all of them, `[]`: none. Every key of one tenant names the same (a call knows its
+    /// tenant, not its key).
+    #[serde(default)]
+    pub mcp_servers: Option<Vec<String>>,
 }
 
 impl ApiKeySettings {

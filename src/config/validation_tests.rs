@@ -736,3 +736,43 @@ fn mcp_servers_need_a_name_one_transport_and_bounds_inside_the_tool_timeout() {
     );
     refused(&one("f", "colour = \"red\"\n"), "colour");
 }
+
+#[test]
+fn a_tenants_mcp_servers_are_configured_ones_and_its_keys_agree() {
+    let server = "[[agent.mcp_servers]]\nname = \"files\"\ncommand = \"server\"\n";
+    let key = |key: &str, tenant: &str, servers: &str| {
+        format!("[[auth.api_keys]]\nkey = \"{key}\"\ntenant = \"{tenant}\"\n{servers}")
+    };
+    let (_d, o) = with_file(&format!(
+        "{}{}{server}",
+        key("k1", "acme", "mcp_servers = []\n"),
+        key("k2", "globex", "")
+    ));
+    let s = load(&[], o).unwrap();
+    assert_eq!(s.auth.api_keys[0].mcp_servers, Some(Vec::new()));
+    assert_eq!(s.auth.api_keys[1].mcp_servers, None);
+
+    let refused = |text: String, words: &str| {
+        let (_d, o) = with_file(&text);
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(
+            e.contains("auth.api_keys") && e.contains(words),
+            "{text}: {e}"
+        );
+    };
+    refused(
+        format!(
+            "{}{server}",
+            key("k1", "acme", "mcp_servers = [\"tickets\"]\n")
+        ),
+        "names \"tickets\", which no [[agent.mcp_servers]] names",
+    );
+    refused(
+        format!(
+            "{}{}{server}",
+            key("k1", "acme", "mcp_servers = [\"files\"]\n"),
+            key("k2", "acme", "")
+        ),
+        "the keys of tenant \"acme\" name different `mcp_servers`",
+    );
+}

@@ -483,6 +483,7 @@ mod tests {
                         key_sha256: String::new(),
                         tenant: (*tenant).into(),
                         tier: (*tier).into(),
+                        mcp_servers: None,
                     })
                     .collect(),
                 ..AuthSettings::default()
@@ -533,6 +534,7 @@ mod tests {
             key_sha256: ApiKeySettings::digest_of("secret").to_uppercase(),
             tenant: "acme".into(),
             tier: "default".into(),
+            mcp_servers: None,
         });
         let gate = Gate::new(&s).unwrap();
         let req = Presented::default().insert_header(("X-API-Key", "secret"));

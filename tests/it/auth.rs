@@ -17,12 +17,14 @@ fn keys(s: &mut Settings) {
             key_sha256: String::new(),
             tenant: "acme".into(),
             tier: "free".into(),
+            mcp_servers: None,
         },
         ApiKeySettings {
             key: String::new(),
             key_sha256: ApiKeySettings::digest_of(GLOBEX),
             tenant: "globex".into(),
             tier: "pro".into(),
+            mcp_servers: None,
         },
     ];
     s.rate_limit.default_per_minute = 10_000;

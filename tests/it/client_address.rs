@@ -24,6 +24,7 @@ fn behind_proxy(s: &mut Settings) {
         key_sha256: String::new(),
         tenant: "acme".into(),
         tier: "default".into(),
+        mcp_servers: None,
     }];
     s.rate_limit.default_per_minute = 10_000;
     s.auth.failures_per_minute = 3;

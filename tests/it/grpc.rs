@@ -645,6 +645,7 @@ pub(crate) fn keys(s: &mut Settings, per_minute: u32) {
             key_sha256: String::new(),
             tenant: tenant.into(),
             tier: "default".into(),
+            mcp_servers: None,
         })
         .collect();
     s.rate_limit.default_per_minute = per_minute;

@@ -153,6 +153,7 @@ async fn spawn(jwks_url: &str, tweak: impl FnOnce(&mut Settings)) -> TestApp {
             key_sha256: String::new(),
             tenant: "initech".into(),
             tier: "default".into(),
+            mcp_servers: None,
         }];
         let mut issuer = JwtIssuerSettings::new(ISSUER, AUDIENCE, &jwks_url);
         // Long enough that no refetch in a test is due to the clock.

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_a2a::config::{McpServerSettings, Settings};
+use agent_a2a::config::{ApiKeySettings, McpServerSettings, Settings};
 use agent_a2a::skills::SkillRegistry;
 use agent_a2a::startup::Agent;
 use serde_json::{Value, json};
@@ -546,6 +546,58 @@ async fn a_server_that_is_down_is_named_by_readiness_without_failing_it() {
         metric(&app, "agent_a2a_mcp_server_up", &["server=\"fragile\""]).await,
         Some(0.0)
     );
+}
+
+#[actix_web::test]
+async fn a_tenant_is_held_to_the_servers_its_keys_name() {
+    let Some(python) = python() else { return };
+    let app = serving(vec![stdio("gated", &python)], |s| {
+        s.auth.enabled = true;
+        let key = |key: &str, tenant: &str, servers: Option<Vec<String>>| ApiKeySettings {
+            key: key.into(),
+            key_sha256: String::new(),
+            tenant: tenant.into(),
+            tier: "default".into(),
+            mcp_servers: servers,
+        };
+        s.auth.api_keys = vec![
+            key("key-acme", "acme", Some(Vec::new())),
+            key("key-globex", "globex", None),
+        ];
+    })
+    .await;
+    let call = |key: &'static str| {
+        let message = json!({
+            "messageId": uuid::Uuid::new_v4().to_string(),
+            "role": "ROLE_USER",
+            "parts": [{"data": {"tool": "gated__add", "arguments": {"a": 1, "b": 2}}}],
+        });
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": message}});
+        let request = app
+            .client
+            .post(&app.url)
+            .header("X-API-Key", key)
+            .header("A2A-Version", "1.0")
+            .json(&body);
+        async move {
+            let r: Value = request.send().await.unwrap().json().await.unwrap();
+            r["result"]["task"].clone()
+        }
+    };
+    let refused = call("key-acme").await;
+    assert_ne!(
+        refused["status"]["state"], "TASK_STATE_COMPLETED",
+        "{refused}"
+    );
+    assert!(
+        refused
+            .to_string()
+            .contains("this tenant may not use the MCP server `gated`"),
+        "{refused}"
+    );
+    let answered = tool_result(&call("key-globex").await);
+    assert_eq!(answered["structuredContent"], json!({"result": 3}));
 }
 
 #[actix_web::test]
