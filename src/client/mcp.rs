@@ -20,8 +20,9 @@
 //! `TMPDIR`, and is killed when the skill is dropped; a child whose parent died sees
 //! its stdin close, which ends an MCP stdio server.
 //!
-//! **A call** waits for one of `max_concurrency` permits and for a live connection,
-//! then sends `tools/call`; all within `timeout_ms`, past which the request is dropped,
+//! **A call** waits for one of `max_concurrency` permits and for a live connection (one
+//! being made; after an attempt that failed, calls fail at once until the next), then
+//! sends `tools/call`; all within `timeout_ms`, past which the request is dropped,
 //! which sends `notifications/cancelled` to the server (as does a turn canceled
 //! meanwhile: the call's future is dropped). Its result — the server's `content` blocks
 //! and `structuredContent`, at most `max_result_bytes` as JSON — is the tool's result. A
@@ -32,6 +33,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -44,7 +46,7 @@ use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Value, json};
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 
 use super::tools::Breaker;
 use crate::config::{McpServerSettings, Settings};
@@ -350,8 +352,29 @@ fn spec(settings: &McpServerSettings, tool: &Tool) -> ToolSpec {
     }
 }
 
-/// The live connection as the callers see it: `None` while the supervisor (re)connects.
-type Live = watch::Receiver<Option<Peer<RoleClient>>>;
+/// The server's connection as the callers see it.
+type Live = watch::Receiver<Link>;
+
+/// Where the server's connection stands.
+#[derive(Clone)]
+enum Link {
+    Up(Connected),
+    /// Being made (again): calls wait for it, within their timeout.
+    Starting,
+    /// The last attempt failed, for this reason; calls fail at once until the next
+    /// attempt (after the backoff) starts.
+    Down(String),
+}
+
+/// A connection, and which of the server's connections it is (counting from 1).
+#[derive(Clone)]
+struct Connected {
+    generation: u64,
+    peer: Peer<RoleClient>,
+}
+
+/// No connection was used (the call did not get one).
+const NO_GENERATION: u64 = 0;
 
 /// One MCP server, as a skill.
 pub struct McpServerSkill {
@@ -361,8 +384,9 @@ pub struct McpServerSkill {
     /// Each registered tool's name on the server.
     server_names: HashMap<String, String>,
     live: Live,
-    /// Wakes the supervisor to connect anew (an HTTP server found unreachable).
-    reconnect: Arc<Notify>,
+    /// Asks the supervisor to connect anew: the generation of the connection an HTTP call
+    /// found unreachable (a stale one is ignored).
+    reconnect: mpsc::Sender<u64>,
     permits: Semaphore,
     timeout: Duration,
     max_result_bytes: usize,
@@ -405,16 +429,21 @@ impl McpServerSkill {
             .map(|t| (settings.tool_name(&t.name), t.name.to_string()))
             .collect();
         tracing::info!(server = %name, tools = specs.len(), stdio = endpoint.is_stdio(), "MCP server connected");
-        let (publish, live) = watch::channel(Some(running.peer().clone()));
+        // The first connection, published at once: the supervisor numbers the next ones.
+        let first = Connected {
+            generation: 1,
+            peer: running.peer().clone(),
+        };
+        let (publish, live) = watch::channel(Link::Up(first));
         let (stop, stopped) = watch::channel(());
-        let reconnect = Arc::new(Notify::new());
+        let (reconnect, reconnects) = mpsc::channel(8);
         tokio::spawn(supervise(Supervised {
             name: name.clone(),
             endpoint: endpoint.clone(),
             wait,
             backoff: Duration::from_millis(settings.restart_backoff_ms),
             publish,
-            reconnect: reconnect.clone(),
+            reconnects,
             stopped,
             first: Some(running),
         }));
@@ -446,19 +475,25 @@ impl McpServerSkill {
 
     /// Calls `tool` (the server's name) with `arguments`: a permit, a live connection,
     /// and the call (the caller bounds the whole by `timeout_ms`).
-    async fn call(&self, tool: &str, arguments: Value) -> Result<Value, Failure> {
+    /// The generation of the connection it used goes to `used`.
+    async fn call(&self, tool: &str, arguments: Value, used: &AtomicU64) -> Result<Value, Failure> {
         let _permit = self
             .permits
             .acquire()
             .await
             .map_err(|_| Failure::Down("the server is stopping".into()))?;
         let mut live = self.live.clone();
-        let peer = match live.wait_for(Option::is_some).await {
-            Ok(peer) => peer
-                .clone()
-                .ok_or_else(|| Failure::Down("not connected".into()))?,
+        let link = match live.wait_for(|l| !matches!(l, Link::Starting)).await {
+            Ok(link) => link.clone(),
             Err(_) => return Err(Failure::Down("the server is stopping".into())),
         };
+        let connected = match link {
+            Link::Up(connected) => connected,
+            Link::Down(why) => return Err(Failure::Down(why)),
+            Link::Starting => return Err(Failure::Down("not connected".into())),
+        };
+        used.store(connected.generation, Ordering::Relaxed);
+        let peer = connected.peer;
         let arguments = match arguments {
             Value::Object(map) => Some(map),
             Value::Null => None,
@@ -598,16 +633,21 @@ impl Skill for McpServerSkill {
             )));
         }
         let started = Instant::now();
-        let outcome =
-            match tokio::time::timeout(self.timeout, self.call(on_server, arguments)).await {
-                Ok(outcome) => outcome,
-                // Still waiting for the server to be started again (or reached anew).
-                Err(_) if self.live.borrow().is_none() => Err(Failure::Down(
-                    "not connected within timeout_ms (it is being started or reached again)".into(),
-                )),
-                // Dropping the call sent `notifications/cancelled` to the server.
-                Err(_) => Err(Failure::Slow),
-            };
+        let used = AtomicU64::new(NO_GENERATION);
+        let outcome = match tokio::time::timeout(
+            self.timeout,
+            self.call(on_server, arguments, &used),
+        )
+        .await
+        {
+            Ok(outcome) => outcome,
+            // Still waiting for the server to be started again (or reached anew).
+            Err(_) if !matches!(*self.live.borrow(), Link::Up(_)) => Err(Failure::Down(
+                "not connected within timeout_ms (it is being started or reached again)".into(),
+            )),
+            // Dropping the call sent `notifications/cancelled` to the server.
+            Err(_) => Err(Failure::Slow),
+        };
         if let Some(breaker) = &self.breaker {
             breaker.settle(outcome.as_ref().map_or_else(Failure::reached, |_| true));
         }
@@ -617,8 +657,13 @@ impl Skill for McpServerSkill {
         metrics::histogram!(telemetry::MCP_CALL_MS, "server" => server.to_string())
             .record(started.elapsed().as_secs_f64() * 1e3);
         outcome.map_err(|failure| {
-            if matches!(failure, Failure::Down(_)) && self.breaker.is_some() {
-                self.reconnect.notify_one();
+            let generation = used.load(Ordering::Relaxed);
+            if matches!(failure, Failure::Down(_))
+                && self.breaker.is_some()
+                && generation != NO_GENERATION
+            {
+                // Full: the supervisor has been asked already.
+                let _ = self.reconnect.try_send(generation);
             }
             SkillError::ToolServer(match failure {
                 Failure::Refused(why) => format!("MCP server `{server}` refused {on_server}: {why}"),
@@ -641,11 +686,10 @@ impl Skill for McpServerSkill {
     // No `health`: a server being down is not this server's outage, as a remote
     // agent's is not; `/health/ready` names it (and `agent_a2a_mcp_server_up` says it).
     fn connection(&self) -> Option<(String, bool)> {
-        let up = self
-            .live
-            .borrow()
-            .as_ref()
-            .is_some_and(|peer| !peer.is_transport_closed());
+        let up = match &*self.live.borrow() {
+            Link::Up(c) => !c.peer.is_transport_closed(),
+            Link::Starting | Link::Down(_) => false,
+        };
         Some((format!("mcp:{}", self.name), up))
     }
 }
@@ -656,8 +700,8 @@ struct Supervised {
     endpoint: Endpoint,
     wait: Duration,
     backoff: Duration,
-    publish: watch::Sender<Option<Peer<RoleClient>>>,
-    reconnect: Arc<Notify>,
+    publish: watch::Sender<Link>,
+    reconnects: mpsc::Receiver<u64>,
     stopped: watch::Receiver<()>,
     /// The connection made at start.
     first: Option<Running>,
@@ -669,25 +713,45 @@ struct Supervised {
 async fn supervise(mut s: Supervised) {
     let mut delay = s.backoff;
     let mut running = s.first.take();
+    // The first connection is published as generation 1.
+    let mut generation = 1;
+    let mut first = true;
     loop {
         if let Some(service) = running.take() {
             let since = Instant::now();
-            let _ = s.publish.send(Some(service.peer().clone()));
+            if !std::mem::take(&mut first) {
+                generation += 1;
+                let peer = service.peer().clone();
+                let _ = s.publish.send(Link::Up(Connected { generation, peer }));
+            }
             metrics::gauge!(telemetry::MCP_SERVER_UP, "server" => s.name.to_string()).set(1.0);
             let cancel = service.cancellation_token();
-            let ended = tokio::select! {
-                reason = service.waiting() => format!("{reason:?}"),
-                _ = s.reconnect.notified() => {
-                    cancel.cancel();
-                    "a call found it unreachable".to_owned()
-                }
-                _ = s.stopped.changed() => {
-                    let _ = s.publish.send(None);
-                    cancel.cancel();
-                    return;
+            let waiting = service.waiting();
+            tokio::pin!(waiting);
+            let ended = loop {
+                tokio::select! {
+                    reason = &mut waiting => break format!("{reason:?}"),
+                    asked = s.reconnects.recv() => match asked {
+                        Some(g) if g == generation => {
+                            cancel.cancel();
+                            break "a call found it unreachable".to_owned();
+                        }
+                        // About a connection before this one.
+                        Some(_) => {}
+                        // The skill is gone.
+                        None => {
+                            cancel.cancel();
+                            return;
+                        }
+                    },
+                    _ = s.stopped.changed() => {
+                        let _ = s.publish.send(Link::Down("the server is stopping".into()));
+                        cancel.cancel();
+                        return;
+                    }
                 }
             };
-            let _ = s.publish.send(None);
+            let _ = s.publish.send(Link::Starting);
             metrics::gauge!(telemetry::MCP_SERVER_UP, "server" => s.name.to_string()).set(0.0);
             tracing::warn!(server = %s.name, ended = %ended, "MCP server connection ended; connecting again");
             delay = if since.elapsed() >= STEADY {
@@ -702,10 +766,12 @@ async fn supervise(mut s: Supervised) {
         }
         delay = (delay * 2).min(s.backoff * 64);
         metrics::counter!(telemetry::MCP_RESTARTS, "server" => s.name.to_string()).increment(1);
+        let _ = s.publish.send(Link::Starting);
         match connect(&s.name, &s.endpoint, s.wait).await {
             Ok(service) => running = Some(service),
             Err(e) => {
-                tracing::warn!(server = %s.name, error = %e, "MCP server could not be connected; trying again")
+                tracing::warn!(server = %s.name, error = %e, "MCP server could not be connected; trying again");
+                let _ = s.publish.send(Link::Down(format!("not connected: {e}")));
             }
         }
     }

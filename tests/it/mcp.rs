@@ -142,6 +142,10 @@ impl HttpFixture {
             .local_addr()
             .unwrap()
             .port();
+        HttpFixture::start_on(python, port)
+    }
+
+    fn start_on(python: &str, port: u16) -> HttpFixture {
         let child = Command::new(python)
             .args([fixture(), "streamable-http".into(), port.to_string()])
             .stdout(Stdio::null())
@@ -386,6 +390,66 @@ async fn a_streamable_http_server_answers_within_its_allowlist() {
     assert!(r["error"].to_string().contains("remote__big"), "{r}");
     assert_eq!(
         metric(&app, "agent_a2a_mcp_server_up", &["server=\"remote\""]).await,
+        Some(1.0)
+    );
+}
+
+#[actix_web::test]
+async fn an_http_server_that_went_away_is_reached_anew_and_its_breaker_opens() {
+    let Some(python) = python() else { return };
+    let server = HttpFixture::start(&python);
+    let port: u16 = server
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
+    let mut settings = McpServerSettings::http("flaky", server.url.clone());
+    settings.restart_backoff_ms = 20;
+    settings.breaker_failures = 3;
+    settings.breaker_open_secs = 3600;
+    settings.timeout_ms = 5_000;
+    let app = serving(vec![settings], |_| {}).await;
+    let sum = |task: Value| tool_result(&task)["structuredContent"]["result"].clone();
+    assert_eq!(
+        sum(call_tool(&app, "flaky__add", json!({"a": 1, "b": 2})).await),
+        3
+    );
+
+    // Gone: the call fails saying so; started again on the same address, a later call
+    // reaches it on a new session.
+    drop(server);
+    let text = failure(&call_tool(&app, "flaky__add", json!({"a": 1, "b": 2})).await);
+    assert!(text.contains("MCP server `flaky` is unreachable"), "{text}");
+    let _server = HttpFixture::start_on(&python, port);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let task = call_tool(&app, "flaky__add", json!({"a": 2, "b": 2})).await;
+        if task["status"]["state"] == "TASK_STATE_COMPLETED" {
+            assert_eq!(sum(task), 4);
+            break;
+        }
+        assert!(Instant::now() < deadline, "not reached again: {task}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(metric(&app, "agent_a2a_mcp_restarts_total", &["server=\"flaky\""]).await >= Some(1.0));
+    drop(_server);
+
+    // Failing in a row, its breaker opens: calls fail at once without trying.
+    for _ in 0..3 {
+        failure(&call_tool(&app, "flaky__add", json!({"a": 1, "b": 1})).await);
+    }
+    let text = failure(&call_tool(&app, "flaky__add", json!({"a": 1, "b": 1})).await);
+    assert!(text.contains("its breaker is open"), "{text}");
+    assert_eq!(
+        metric(
+            &app,
+            "agent_a2a_mcp_calls_total",
+            &["outcome=\"breaker_open\"", "server=\"flaky\""]
+        )
+        .await,
         Some(1.0)
     );
 }
