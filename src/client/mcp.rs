@@ -562,6 +562,40 @@ fn text_of(content: Option<&Value>) -> String {
     }
 }
 
+/// `result` with the base64 of its image and audio blocks and embedded binary
+/// resources replaced by what they are and their size.
+fn without_bytes(mut result: Value) -> Value {
+    if let Some(blocks) = result.get_mut("content").and_then(Value::as_array_mut) {
+        for block in blocks {
+            let kind = block["type"].as_str().unwrap_or_default().to_owned();
+            let media = block["mimeType"].as_str().unwrap_or("unknown").to_owned();
+            match kind.as_str() {
+                "image" | "audio" => elide(block, "data", &format!("{kind} {media}")),
+                "resource" => {
+                    let resource = &mut block["resource"];
+                    let media = resource["mimeType"]
+                        .as_str()
+                        .unwrap_or("unknown")
+                        .to_owned();
+                    elide(resource, "blob", &format!("resource {media}"));
+                }
+                _ => {}
+            }
+        }
+    }
+    result
+}
+
+/// Replaces the base64 text at `field` of `block` (if there is one) by a note of what
+/// it was.
+fn elide(block: &mut Value, field: &str, what: &str) {
+    if let Some(Value::String(data)) = block.get(field) {
+        let padding = data.bytes().rev().take_while(|&b| b == b'=').count();
+        let bytes = (data.len() / 4 * 3).saturating_sub(padding);
+        block[field] = Value::String(format!("({what}, ~{bytes} bytes, not shown to the model)"));
+    }
+}
+
 /// Why a call failed.
 #[derive(Debug)]
 enum Failure {
@@ -683,6 +717,13 @@ impl Skill for McpServerSkill {
         })
     }
 
+    /// Image and audio bytes, and embedded binary resources, stay out of the model's
+    /// context (a base64 screenshot is hundreds of thousands of tokens): each is
+    /// replaced by what it is and its size. Direct callers get them whole.
+    fn for_model(&self, _tool: &str, result: Value) -> Value {
+        without_bytes(result)
+    }
+
     // No `health`: a server being down is not this server's outage, as a remote
     // agent's is not; `/health/ready` names it (and `agent_a2a_mcp_server_up` says it).
     fn connection(&self) -> Option<(String, bool)> {
@@ -774,5 +815,69 @@ async fn supervise(mut s: Supervised) {
                 let _ = s.publish.send(Link::Down(format!("not connected: {e}")));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_is_shown_what_binary_blocks_are_not_their_bytes() {
+        let result = json!({
+            "content": [
+                {"type": "text", "text": "here"},
+                {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="},
+                {"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="},
+                {"type": "resource", "resource": {"uri": "file:///a", "mimeType": "application/zip", "blob": "UEsDBA=="}},
+                {"type": "resource", "resource": {"uri": "file:///b", "text": "plain"}},
+            ],
+            "structuredContent": {"n": 1},
+        });
+        let shown = without_bytes(result);
+        assert_eq!(
+            shown,
+            json!({
+                "content": [
+                    {"type": "text", "text": "here"},
+                    {"type": "image", "mimeType": "image/png", "data": "(image image/png, ~8 bytes, not shown to the model)"},
+                    {"type": "audio", "mimeType": "audio/wav", "data": "(audio audio/wav, ~4 bytes, not shown to the model)"},
+                    {"type": "resource", "resource": {"uri": "file:///a", "mimeType": "application/zip", "blob": "(resource application/zip, ~4 bytes, not shown to the model)"}},
+                    {"type": "resource", "resource": {"uri": "file:///b", "text": "plain"}},
+                ],
+                "structuredContent": {"n": 1},
+            })
+        );
+    }
+
+    #[test]
+    fn tools_the_allowlist_names_must_exist_and_names_a_model_cannot_take_are_left_out() {
+        let tool =
+            |name: &str| Tool::new(name.to_owned(), "a tool", Arc::new(serde_json::Map::new()));
+        let mut settings = McpServerSettings::stdio("s", "x", &[]);
+        let taken_names = |settings: &McpServerSettings, tools: Vec<Tool>| {
+            taken(settings, tools).map(|t| t.iter().map(|t| t.name.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            taken_names(
+                &settings,
+                vec![tool("a"), tool("b.c"), tool(&"x".repeat(70))]
+            )
+            .unwrap(),
+            ["a"]
+        );
+        settings.tools = vec!["b".into()];
+        let e = taken_names(&settings, vec![tool("a")]).unwrap_err();
+        assert!(
+            e.contains("allows \"b\", which the server does not offer"),
+            "{e}"
+        );
+        settings.tools = Vec::new();
+        settings.max_tools = 1;
+        let e = taken_names(&settings, vec![tool("a"), tool("b")]).unwrap_err();
+        assert!(
+            e.contains("offers 2 tools, more than its max_tools (1)"),
+            "{e}"
+        );
     }
 }

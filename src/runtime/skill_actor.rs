@@ -346,6 +346,15 @@ impl Tools {
         self.skill(tool).is_some_and(|s| s.resumable(tool))
     }
 
+    /// What a model is shown of `result` of `tool`
+    /// ([`crate::skills::Skill::for_model`]).
+    pub fn for_model(&self, tool: &str, result: Value) -> Value {
+        match self.skill(tool) {
+            Some(skill) => skill.for_model(tool, result),
+            None => result,
+        }
+    }
+
     /// The question `result` of `tool` asks the user, if it is one
     /// ([`crate::skills::Skill::question`]).
     pub fn question(&self, tool: &str, result: &Value) -> Option<Question> {

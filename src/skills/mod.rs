@@ -236,6 +236,13 @@ pub trait Skill: Send + Sync + 'static {
         Ok(())
     }
 
+    /// What a model is shown of `result` (of `tool`), and keeps in its history: the
+    /// result itself unless the skill leaves something out (an MCP server's image bytes).
+    /// A direct caller gets the whole result.
+    fn for_model(&self, _tool: &str, result: Value) -> Value {
+        result
+    }
+
     /// The server outside this one that the skill's tools reach, when it keeps a
     /// connection to it (an MCP server): its name and whether it is connected now.
     /// `/health/ready` names those that are not, without failing (they are not this

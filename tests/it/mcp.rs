@@ -260,7 +260,9 @@ async fn a_stdio_servers_tools_answer_direct_calls_and_say_why_they_fail() {
 async fn the_reference_server_everything_answers_over_stdio() {
     let Some(entry) = everything() else { return };
     let server = McpServerSettings::stdio("everything", "node", &[&entry, "stdio"]);
-    let app = serving(vec![server], |_| {}).await;
+    let model = FakeModel::start().await;
+    let url = model.url.clone();
+    let app = serving(vec![server], move |s| with_model(&url)(s)).await;
     let echo = tool_result(&call_tool(&app, "everything__echo", json!({"message": "hello"})).await);
     assert_eq!(
         echo["content"],
@@ -278,6 +280,39 @@ async fn the_reference_server_everything_answers_over_stdio() {
     // Its arguments are checked against the server's schema.
     let task = call_tool(&app, "everything__get-sum", json!({"a": "2"})).await;
     assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED", "{task}");
+
+    // A model calling it is told what the image is, not shown its bytes.
+    model.script(&[
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_img", "type": "function",
+            "function": {"name": "everything__get-tiny-image", "arguments": "{}"}}]}),
+        ),
+        finish("tool_calls"),
+    ]);
+    model.script(&[delta(json!({"content": "A logo."})), finish("stop")]);
+    let r = app
+        .rpc(
+            "SendMessage",
+            json!({"message": user_message("show me the logo")}),
+        )
+        .await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    let requests = model.requests();
+    let told = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .expect("the call's result in the model's second request")
+        .to_owned();
+    assert!(told.contains("(image image/png, ~"), "{told}");
+    assert!(told.contains("not shown to the model"), "{told}");
+    assert!(!told.contains("iVBOR"), "{told}");
+    assert!(told.contains("The image above is the MCP logo."), "{told}");
 }
 
 #[actix_web::test]

@@ -276,7 +276,7 @@ impl ToolInvoker for SkillTools {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = asked;
         match result {
-            Some(Ok(value)) => Ok(value),
+            Some(Ok(value)) => Ok(self.tools.for_model(name, value)),
             Some(Err(e)) => Err(model_error_text(name, e)),
             None => Err(format!("unknown tool {name:?}")),
         }
