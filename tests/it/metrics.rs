@@ -74,6 +74,12 @@ const CATALOGUE: &[&str] = &[
     t::REMOTE_AGENT_CARDS_REFUSED,
     // exported once a turn is resumed after a restart (tests/it/delegation.rs)
     t::TURNS_RESUMED,
+    // exported once an MCP server is configured (tests/it/mcp.rs scrapes them)
+    t::MCP_CALLS,
+    t::MCP_CALL_MS,
+    t::MCP_RESTARTS,
+    t::MCP_SERVER_UP,
+    t::MCP_TOOL_LIST_CHANGES,
 ];
 
 /// `name → type` from the `# TYPE` lines of an exposition.
