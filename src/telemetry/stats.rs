@@ -59,6 +59,10 @@ pub(super) enum Count {
     RemoteAnswered,
     /// A remote agent's call that failed (refused, unreachable, breaker open).
     RemoteFailed,
+    /// An MCP server's tool call that brought a result.
+    McpAnswered,
+    /// An MCP server's tool call that failed (any outcome but `ok`).
+    McpFailed,
 }
 
 /// What a tapped histogram measures.
@@ -133,6 +137,8 @@ struct Bucket {
     push_lost: u64,
     remote_answered: u64,
     remote_failed: u64,
+    mcp_answered: u64,
+    mcp_failed: u64,
     latency: Summary,
     commit_latency: Summary,
     batches: u64,
@@ -155,6 +161,8 @@ impl Bucket {
             push_lost: 0,
             remote_answered: 0,
             remote_failed: 0,
+            mcp_answered: 0,
+            mcp_failed: 0,
             latency: sketch(),
             commit_latency: sketch(),
             batches: 0,
@@ -238,6 +246,8 @@ impl Stats {
             Count::PushLost => bucket.push_lost += n,
             Count::RemoteAnswered => bucket.remote_answered += n,
             Count::RemoteFailed => bucket.remote_failed += n,
+            Count::McpAnswered => bucket.mcp_answered += n,
+            Count::McpFailed => bucket.mcp_failed += n,
         });
     }
 
@@ -318,6 +328,8 @@ impl Stats {
             series.push_lost.push(b.push_lost);
             series.remote_answered.push(b.remote_answered);
             series.remote_failed.push(b.remote_failed);
+            series.mcp_answered.push(b.mcp_answered);
+            series.mcp_failed.push(b.mcp_failed);
             series.latency_p50_ms.push(quantile(&b.latency, 0.5));
             series.latency_p99_ms.push(quantile(&b.latency, 0.99));
             series.commits.push(b.commit_latency.count() as u64);
@@ -334,6 +346,8 @@ impl Stats {
             window.push_lost += b.push_lost;
             window.remote_answered += b.remote_answered;
             window.remote_failed += b.remote_failed;
+            window.mcp_answered += b.mcp_answered;
+            window.mcp_failed += b.mcp_failed;
             window.commits += b.commit_latency.count() as u64;
             // Every sketch here is built by `sketch()`, so merging cannot fail.
             let _ = latency.merge(&b.latency);
@@ -407,6 +421,8 @@ pub struct Series {
     pub push_lost: Vec<u64>,
     pub remote_answered: Vec<u64>,
     pub remote_failed: Vec<u64>,
+    pub mcp_answered: Vec<u64>,
+    pub mcp_failed: Vec<u64>,
     pub latency_p50_ms: Vec<Option<f64>>,
     pub latency_p99_ms: Vec<Option<f64>>,
     pub commits: Vec<u64>,
@@ -431,6 +447,8 @@ impl Series {
         self.push_lost.push(0);
         self.remote_answered.push(0);
         self.remote_failed.push(0);
+        self.mcp_answered.push(0);
+        self.mcp_failed.push(0);
         self.latency_p50_ms.push(None);
         self.latency_p99_ms.push(None);
         self.commits.push(0);
@@ -452,6 +470,8 @@ pub struct WindowTotals {
     pub push_lost: u64,
     pub remote_answered: u64,
     pub remote_failed: u64,
+    pub mcp_answered: u64,
+    pub mcp_failed: u64,
     pub commits: u64,
     pub latency_p50_ms: Option<f64>,
     pub latency_p99_ms: Option<f64>,

@@ -63,6 +63,10 @@ impl Recorder for Tap {
                 Some("ok") => Count::RemoteAnswered,
                 _ => Count::RemoteFailed,
             },
+            super::MCP_CALLS => match label(key, "outcome") {
+                Some("ok") => Count::McpAnswered,
+                _ => Count::McpFailed,
+            },
             _ => return Counter::noop(),
         };
         Counter::from_arc(Arc::new(CounterTap {

@@ -65,6 +65,8 @@ async fn stats_count_the_traffic_served() {
         "pushOutbox",
         "remoteAnswered",
         "remoteFailed",
+        "mcpAnswered",
+        "mcpFailed",
         "latencyP50Ms",
         "latencyP99Ms",
         "commits",

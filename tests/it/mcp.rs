@@ -237,6 +237,13 @@ async fn a_stdio_servers_tools_answer_direct_calls_and_say_why_they_fail() {
         metric(&app, "agent_a2a_mcp_server_up", &["server=\"fixture\""]).await,
         Some(1.0)
     );
+    // The operators' dashboard counts them (its collector is process-wide: at least).
+    let stats: Value = app.get("/dashboard/stats.json").await.json().await.unwrap();
+    assert!(
+        stats["window"]["mcpAnswered"].as_u64() >= Some(1),
+        "{stats}"
+    );
+    assert!(stats["window"]["mcpFailed"].as_u64() >= Some(1), "{stats}");
 
     // A tool added at run time is announced; the agent's tools stay the ones listed at
     // start.

@@ -248,8 +248,10 @@
       line("owed", s.pushOutbox, 2),
     ]);
     lineChart(chart("remote"), s.time, [
-      line("answered", s.remoteAnswered, 0),
-      line("failed", s.remoteFailed, 4),
+      line("remote answered", s.remoteAnswered, 0),
+      line("remote failed", s.remoteFailed, 4),
+      line("MCP answered", s.mcpAnswered, 2),
+      line("MCP failed", s.mcpFailed, 1),
     ]);
     lineChart(chart("commit-latency"), s.time, [
       line("p50", s.commitP50Ms, 0),
