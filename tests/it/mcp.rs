@@ -739,6 +739,66 @@ async fn a_stdio_server_gets_the_env_it_is_given_and_nothing_else() {
     assert_eq!(env("CARGO_PKG_NAME").await, "(unset)");
 }
 
+/// An HTTP server's token goes in the `Authorization` header and nowhere else: a server
+/// refusing it stops the start with an error that does not repeat it.
+#[actix_web::test]
+async fn an_http_servers_token_is_sent_as_a_bearer_and_never_told() {
+    use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let recorded = seen.clone();
+    let server = HttpServer::new(move || {
+        let recorded = recorded.clone();
+        App::new().route(
+            "/mcp",
+            web::post().to(move |req: HttpRequest| {
+                let recorded = recorded.clone();
+                async move {
+                    let auth = req.headers().get("authorization");
+                    let auth = auth.and_then(|v| v.to_str().ok()).unwrap_or("(none)");
+                    recorded.lock().unwrap().push(auth.to_owned());
+                    HttpResponse::Unauthorized()
+                        .insert_header(("WWW-Authenticate", "Bearer"))
+                        .finish()
+                }
+            }),
+        )
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let addr = server.addrs()[0];
+    let running = server.run();
+    let handle = running.handle();
+    actix_web::rt::spawn(running);
+
+    // The token: a variable cargo sets for the test process.
+    let token = env!("CARGO_MANIFEST_DIR");
+    let mut s = Settings::default();
+    s.push.allow_loopback = true;
+    let mut sealed = McpServerSettings::http("sealed", format!("http://{addr}/mcp"));
+    sealed.bearer_env = "CARGO_MANIFEST_DIR".into();
+    sealed.start_timeout_ms = 3_000;
+    s.agent.mcp_servers = vec![sealed];
+    let mut registry = SkillRegistry::default();
+    let e = agent_a2a::client::mcp_servers(&s, &mut registry)
+        .await
+        .expect_err("the start is refused");
+    assert!(
+        e.contains("sealed") && e.contains("handshake failed"),
+        "{e}"
+    );
+    assert!(!e.contains(token), "the token is not told: {e}");
+    assert!(
+        !format!("{s:?}").contains(token),
+        "nor printed with the settings"
+    );
+    assert_eq!(
+        seen.lock().unwrap().first().map(String::as_str),
+        Some(format!("Bearer {token}").as_str())
+    );
+    handle.stop(false).await;
+}
+
 #[actix_web::test]
 async fn the_start_refuses_a_server_it_cannot_use() {
     let Some(python) = python() else { return };
