@@ -61,7 +61,8 @@ const INHERITED_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
 /// A start that lasted this long resets the restart backoff.
 const STEADY: Duration = Duration::from_secs(60);
 
-/// The longest stderr line logged whole; longer ones are cut.
+/// The longest stderr line logged whole; longer ones are cut (the log's line, not a bound
+/// on anything a client sends).
 const MAX_LOG_LINE: usize = 2048;
 
 /// Registers a skill for each of `agent.mcp_servers`, after starting them all at once;
@@ -272,14 +273,50 @@ async fn connect(name: &Arc<str>, endpoint: &Endpoint, wait: Duration) -> Result
 
 /// Logs the child's stderr, line by line, under the server's name.
 async fn log_stderr(server: Arc<str>, stderr: tokio::process::ChildStderr) {
-    use tokio::io::AsyncBufReadExt;
-    let mut lines = tokio::io::BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        let line = match line.char_indices().nth(MAX_LOG_LINE) {
-            Some((at, _)) => &line[..at],
-            None => &line,
-        };
+    stderr_lines(stderr, MAX_LOG_LINE, |line| {
         tracing::info!(target: "agent_a2a::mcp::stderr", server = %server, "{line}");
+    })
+    .await;
+}
+
+/// Reads `reader` to its end and gives `each` line, at most `max` bytes of it (a longer
+/// one is cut and says so; bytes that are not UTF-8 are replaced). It keeps reading
+/// whatever the child writes — a child whose stderr is not drained blocks — and holds at
+/// most `max` bytes of a line in memory, however long the line.
+async fn stderr_lines<R: tokio::io::AsyncRead + Unpin>(
+    reader: R,
+    max: usize,
+    mut each: impl FnMut(&str),
+) {
+    use tokio::io::AsyncBufReadExt;
+    let mut reader = tokio::io::BufReader::new(reader);
+    let mut line = Vec::new();
+    let mut cut = false;
+    let mut emit = |line: &mut Vec<u8>, cut: &mut bool| {
+        let text = String::from_utf8_lossy(line);
+        match std::mem::take(cut) {
+            true => each(&format!("{text}… (cut at {max} bytes)")),
+            false => each(&text),
+        }
+        line.clear();
+    };
+    loop {
+        let chunk = match reader.fill_buf().await {
+            Ok(chunk) if !chunk.is_empty() => chunk,
+            _ => break,
+        };
+        let end = chunk.iter().position(|&b| b == b'\n');
+        let taken = end.unwrap_or(chunk.len());
+        let room = max.saturating_sub(line.len());
+        line.extend_from_slice(&chunk[..taken.min(room)]);
+        cut |= taken > room;
+        reader.consume(end.map_or(taken, |at| at + 1));
+        if end.is_some() {
+            emit(&mut line, &mut cut);
+        }
+    }
+    if !line.is_empty() || cut {
+        emit(&mut line, &mut cut);
     }
 }
 
@@ -821,6 +858,25 @@ async fn supervise(mut s: Supervised) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn stderr_is_read_to_its_end_in_lines_cut_at_the_bound() {
+        let mut input = b"first\nsecond line\n".to_vec();
+        input.extend_from_slice(&[b'x'; 100]);
+        input.extend_from_slice(b"\nbad \xff byte\nlast without newline");
+        let mut lines = Vec::new();
+        stderr_lines(&input[..], 16, |l| lines.push(l.to_owned())).await;
+        assert_eq!(
+            lines,
+            [
+                "first",
+                "second line",
+                "xxxxxxxxxxxxxxxx… (cut at 16 bytes)",
+                "bad \u{fffd} byte",
+                "last without new… (cut at 16 bytes)",
+            ]
+        );
+    }
 
     #[test]
     fn a_model_is_shown_what_binary_blocks_are_not_their_bytes() {

@@ -439,8 +439,7 @@ async fn a_streamable_http_server_answers_within_its_allowlist() {
         "{answer}"
     );
     // Tools the allowlist leaves out are not the agent's.
-    let message = user_message("big");
-    let message = json!({"messageId": message["messageId"], "role": "ROLE_USER",
+    let message = json!({"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
         "parts": [{"data": {"tool": "remote__big", "arguments": {"size": 1}}}]});
     let r = app.rpc("SendMessage", json!({"message": message})).await;
     assert!(r["error"].to_string().contains("remote__big"), "{r}");
