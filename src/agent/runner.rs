@@ -48,7 +48,11 @@ pub struct AgentNode {
     pub model: ModelAdapter,
     /// Sent as the request's model; `None`: the provider's configured model.
     pub model_name: Option<String>,
+    /// The tools it offers its model: those of `wanted` that are registered.
     pub tools: Vec<ToolSpec>,
+    /// The tools its settings name (`"*"`: all), which [`AgentTree::retooled`] takes
+    /// from a new list of tools.
+    pub wanted: Vec<String>,
     /// Positions in the tree of the agents this one may transfer to (its sub-agents).
     pub sub_agents: Vec<usize>,
     pub parent: Option<usize>,
@@ -144,10 +148,11 @@ impl AgentTree {
             provider: provider.to_owned(),
         })?;
         let remote = (!config.remote.is_empty()).then(|| format!("ask_{}", config.remote));
-        let own_tools = match &remote {
-            Some(ask) => select_tools(config.name, std::slice::from_ref(ask), tools)?,
-            None => select_tools(config.name, config.tools, tools)?,
+        let wanted = match &remote {
+            Some(ask) => vec![ask.clone()],
+            None => config.tools.to_vec(),
         };
+        let own_tools = select_tools(config.name, &wanted, tools)?;
         let description = match (&remote, config.description) {
             (Some(_), "") => format!("The remote A2A agent {}.", config.remote),
             (_, description) => description.to_owned(),
@@ -159,6 +164,7 @@ impl AgentTree {
             model: adapter,
             model_name: (!config.model.is_empty()).then(|| config.model.to_owned()),
             tools: own_tools,
+            wanted,
             sub_agents: Vec::new(),
             parent,
             remote,
@@ -170,6 +176,25 @@ impl AgentTree {
             self.nodes[at].sub_agents.push(child);
         }
         Ok(at)
+    }
+
+    /// The same tree with each agent's tools taken from `tools`, a list that changed
+    /// since the tree was built (an MCP server's): a tool an agent names that is no
+    /// longer there is left out (the agent's model is no longer offered it), one that
+    /// has appeared is offered to the agents that take all (`"*"`).
+    pub fn retooled(&self, tools: &[ToolSpec]) -> AgentTree {
+        let mut nodes = self.nodes.clone();
+        for node in &mut nodes {
+            node.tools = match node.wanted.iter().any(|w| w == ALL_TOOLS) {
+                true => tools.to_vec(),
+                false => node
+                    .wanted
+                    .iter()
+                    .filter_map(|name| tools.iter().find(|t| &t.name == name).cloned())
+                    .collect(),
+            };
+        }
+        AgentTree { nodes }
     }
 
     /// The root agent.

@@ -187,6 +187,40 @@ async fn agent_initialization() {
 }
 
 #[test]
+fn a_tree_retooled_takes_the_tools_its_agents_name_from_the_new_list() {
+    let provider = Arc::new(ScriptedProvider::new("p", "m", []));
+    let adapter = ModelAdapter::new(provider);
+    let mut settings = settings(&["billing"]);
+    settings.sub_agents[0].tools = vec!["lookup".into(), "slow".into()];
+    let tree = AgentTree::build(
+        &settings,
+        &|name| (name == "p").then(|| adapter.clone()),
+        &[spec("lookup"), spec("slow")],
+    )
+    .unwrap();
+    let names = |tree: &AgentTree, agent: &str| -> Vec<String> {
+        let node = tree.node(tree.find(agent).unwrap());
+        node.tools.iter().map(|t| t.name.clone()).collect()
+    };
+    // `slow` went away and `fresh` came: the root (`*`) takes all there are, billing
+    // keeps what it named and still exists.
+    let mut changed = spec("lookup");
+    changed.description = "the lookup tool, changed".into();
+    let retooled = tree.retooled(&[changed, spec("fresh")]);
+    assert_eq!(names(&retooled, "root"), ["lookup", "fresh"]);
+    assert_eq!(names(&retooled, "billing"), ["lookup"]);
+    let billing = retooled.node(retooled.find("billing").unwrap());
+    assert_eq!(billing.tools[0].description, "the lookup tool, changed");
+    // Back again, it is offered again.
+    let again = retooled.retooled(&[spec("lookup"), spec("slow")]);
+    assert_eq!(names(&again, "billing"), ["lookup", "slow"]);
+    assert_eq!(
+        again.transfer_targets(again.find("billing").unwrap()),
+        ["root"]
+    );
+}
+
+#[test]
 fn tree_errors_name_the_agent_and_the_problem() {
     let provider = Arc::new(ScriptedProvider::new("p", "m", []));
     let adapter = ModelAdapter::new(provider);

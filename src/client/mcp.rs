@@ -10,6 +10,14 @@
 //! be started, refuses the handshake or offers more tools than allowed stops the start,
 //! naming it.
 //!
+//! **A changed list.** When the server sends `notifications/tools/list_changed`, and
+//! after each reconnection (a server started again may offer other tools), the list is
+//! read again and replaces the skill's tools; the runtime lists the agent's tools anew
+//! ([`Skill::tool_changes`]), so the next turn's model is offered the new ones, direct
+//! calls reach them, and removed ones are refused as unknown. A tool `tools` allows that
+//! the server no longer offers is left out with a warning; a list longer than
+//! `max_tools` is refused (logged) and the tools stay as they were.
+//!
 //! **Supervision.** Each server has a task that holds its connection ([`supervise`]): a
 //! stdio server that exits (or whose pipes close) is started again after
 //! `restart_backoff_ms`, doubled after each start that did not last a minute (up to 64
@@ -36,23 +44,29 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
+    ClientConfig, ClientRequest, Implementation, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, RequestId, ServerResult, Tool,
 };
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Value, json};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Notify, Semaphore, mpsc, watch};
 
 use super::tools::Breaker;
 use crate::config::{McpServerSettings, Settings};
 use crate::domain::TenantId;
 use crate::push::UrlPolicy;
-use crate::skills::{Caller, Skill, SkillError, SkillInfo, SkillRegistry, ToolSpec, output};
+use crate::skills::{
+    Caller, ProgressReport, Skill, SkillError, SkillInfo, SkillRegistry, ToolProgress, ToolSpec,
+    output,
+};
 use crate::telemetry;
 
 /// The variables a stdio server inherits from this server's environment.
@@ -179,6 +193,62 @@ impl Endpoint {
 #[derive(Clone)]
 struct Handler {
     server: Arc<str>,
+    heard: Arc<Heard>,
+}
+
+/// What the server's notifications reach, whichever of its connections they come on.
+#[derive(Default)]
+struct Heard {
+    /// Asks the supervisor to read the tool list again.
+    relist: Notify,
+    /// Where each call in flight reports progress, by the call's progress token.
+    progress: std::sync::Mutex<HashMap<ProgressToken, ProgressReport>>,
+}
+
+impl Heard {
+    fn progress(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, ProgressReport>> {
+        self.progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A call's progress reporting, while the call is in flight: ends when dropped.
+struct Listening<'a> {
+    heard: &'a Heard,
+    token: ProgressToken,
+}
+
+impl Drop for Listening<'_> {
+    fn drop(&mut self) {
+        self.heard.progress().remove(&self.token);
+    }
+}
+
+/// A request sent whose answer is awaited: dropped before [`Awaited::answered`], it
+/// tells the server the request is canceled (`notifications/cancelled`), as a call
+/// abandoned by its turn (canceled, timed out) must be.
+struct Awaited {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Awaited {
+    fn answered(mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for Awaited {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let peer = self.peer.clone();
+        tokio::spawn(async move {
+            let cancelled =
+                CancelledNotificationParam::new(Some(id), Some("the call was abandoned".into()));
+            let _ = peer.notify_cancelled(cancelled).await;
+        });
+    }
 }
 
 impl ClientHandler for Handler {
@@ -191,11 +261,26 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        // The agent's tools are fixed at start (its card and the model's tool list say
-        // them): a changed list is taken at the next start.
         metrics::counter!(telemetry::MCP_TOOL_LIST_CHANGES, "server" => self.server.to_string())
             .increment(1);
-        tracing::info!(server = %self.server, "MCP server's tool list changed; the agent's tools are the ones listed at start until the next start");
+        tracing::info!(server = %self.server, "MCP server's tool list changed; reading it again");
+        self.heard.relist.notify_one();
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        // A call no longer in flight (or one nobody listens to) hears nothing.
+        let report = self.heard.progress().get(&params.progress_token).cloned();
+        if let Some(report) = report {
+            report.report(ToolProgress {
+                progress: params.progress,
+                total: params.total,
+                message: params.message,
+            });
+        }
     }
 }
 
@@ -203,9 +288,15 @@ type Running = RunningService<RoleClient, Handler>;
 
 /// Connects to `endpoint`: starts the child or opens the HTTP session, and makes the
 /// handshake, within `wait`.
-async fn connect(name: &Arc<str>, endpoint: &Endpoint, wait: Duration) -> Result<Running, String> {
+async fn connect(
+    name: &Arc<str>,
+    endpoint: &Endpoint,
+    wait: Duration,
+    heard: &Arc<Heard>,
+) -> Result<Running, String> {
     let handler = Handler {
         server: name.clone(),
+        heard: heard.clone(),
     };
     let serving = async {
         match endpoint {
@@ -320,20 +411,24 @@ async fn stderr_lines<R: tokio::io::AsyncRead + Unpin>(
     }
 }
 
+/// Why a tool list falls short of the server's `tools` allowlist (a tool it allows that
+/// the list lacks), if it does.
+fn missing_allowed(settings: &McpServerSettings, tools: &[Tool]) -> Option<String> {
+    let offered: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    let missing = settings
+        .tools
+        .iter()
+        .find(|t| !offered.contains(&t.as_str()))?;
+    Some(format!(
+        "agent.mcp_servers {}: `tools` allows {missing:?}, which the server does not offer \
+         (it offers {offered:?})",
+        settings.name
+    ))
+}
+
 /// The server's tools the agent takes: `allowed` ones (all when empty), at most `max`.
 fn taken(settings: &McpServerSettings, tools: Vec<Tool>) -> Result<Vec<Tool>, String> {
     let name = &settings.name;
-    let offered: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    if let Some(missing) = settings
-        .tools
-        .iter()
-        .find(|t| !offered.contains(&t.as_str()))
-    {
-        return Err(format!(
-            "agent.mcp_servers {name}: `tools` allows {missing:?}, which the server does not \
-             offer (it offers {offered:?})"
-        ));
-    }
     let tools: Vec<Tool> = tools
         .into_iter()
         .filter(|t| settings.tools.is_empty() || settings.tools.iter().any(|a| a == &t.name))
@@ -413,13 +508,65 @@ struct Connected {
 /// No connection was used (the call did not get one).
 const NO_GENERATION: u64 = 0;
 
+/// The server's tools as the agent takes them, replaced whole when the list changes.
+struct Listed {
+    specs: Vec<ToolSpec>,
+    /// Each tool's name on the server, by its name here.
+    server_names: HashMap<String, String>,
+}
+
+impl Listed {
+    fn of(settings: &McpServerSettings, tools: &[Tool]) -> Listed {
+        Listed {
+            specs: tools.iter().map(|t| spec(settings, t)).collect(),
+            server_names: tools
+                .iter()
+                .map(|t| (settings.tool_name(&t.name), t.name.to_string()))
+                .collect(),
+        }
+    }
+}
+
+/// The server's tools, shared by the skill and its supervisor (which lists them again).
+struct Listing {
+    settings: McpServerSettings,
+    current: ArcSwap<Listed>,
+    /// Told each time `current` changes ([`Skill::tool_changes`]).
+    changed: watch::Sender<()>,
+}
+
+impl Listing {
+    /// Takes `tools`, the server's list read again: replaces the skill's tools when they
+    /// differ (leaving out allowed ones that are gone, with a warning), or keeps them
+    /// when the list is past `max_tools`.
+    fn take(&self, tools: Vec<Tool>) {
+        let name = &self.settings.name;
+        if let Some(missing) = missing_allowed(&self.settings, &tools) {
+            tracing::warn!(server = %name, "{missing}; the others are taken");
+        }
+        let listed = match taken(&self.settings, tools) {
+            Ok(tools) => Listed::of(&self.settings, &tools),
+            Err(e) => {
+                tracing::error!(server = %name, error = %e, "MCP server's new tool list refused; its tools stay as they were");
+                return;
+            }
+        };
+        if listed.specs == self.current.load().specs {
+            return;
+        }
+        let names: Vec<&str> = listed.specs.iter().map(|s| s.name.as_str()).collect();
+        tracing::info!(server = %name, tools = ?names, "MCP server's tools changed");
+        self.current.store(Arc::new(listed));
+        self.changed.send_replace(());
+    }
+}
+
 /// One MCP server, as a skill.
 pub struct McpServerSkill {
     info: SkillInfo,
     name: Arc<str>,
-    tools: Vec<ToolSpec>,
-    /// Each registered tool's name on the server.
-    server_names: HashMap<String, String>,
+    listing: Arc<Listing>,
+    heard: Arc<Heard>,
     live: Live,
     /// Asks the supervisor to connect anew: the generation of the connection an HTTP call
     /// found unreachable (a stale one is ignored).
@@ -446,12 +593,16 @@ impl McpServerSkill {
         let name: Arc<str> = Arc::from(settings.name.as_str());
         let endpoint = Endpoint::of(settings, policy)?;
         let wait = Duration::from_millis(settings.start_timeout_ms);
-        let running = connect(&name, &endpoint, wait)
+        let heard = Arc::new(Heard::default());
+        let running = connect(&name, &endpoint, wait, &heard)
             .await
             .map_err(|e| format!("agent.mcp_servers {name}: {e}"))?;
         let listed = tokio::time::timeout(wait, running.list_all_tools()).await;
         let tools = match listed {
-            Ok(Ok(tools)) => taken(settings, tools)?,
+            Ok(Ok(tools)) => match missing_allowed(settings, &tools) {
+                Some(missing) => return Err(missing),
+                None => taken(settings, tools)?,
+            },
             Ok(Err(e)) => return Err(format!("agent.mcp_servers {name}: tools/list failed: {e}")),
             Err(_) => {
                 return Err(format!(
@@ -460,12 +611,12 @@ impl McpServerSkill {
                 ));
             }
         };
-        let specs: Vec<ToolSpec> = tools.iter().map(|t| spec(settings, t)).collect();
-        let server_names = tools
-            .iter()
-            .map(|t| (settings.tool_name(&t.name), t.name.to_string()))
-            .collect();
-        tracing::info!(server = %name, tools = specs.len(), stdio = endpoint.is_stdio(), "MCP server connected");
+        let listing = Arc::new(Listing {
+            settings: settings.clone(),
+            current: ArcSwap::from_pointee(Listed::of(settings, &tools)),
+            changed: watch::channel(()).0,
+        });
+        tracing::info!(server = %name, tools = tools.len(), stdio = endpoint.is_stdio(), "MCP server connected");
         // The first connection, published at once: the supervisor numbers the next ones.
         let first = Connected {
             generation: 1,
@@ -483,6 +634,8 @@ impl McpServerSkill {
             reconnects,
             stopped,
             first: Some(running),
+            listing: listing.clone(),
+            heard: heard.clone(),
         }));
         Ok(Self {
             info: SkillInfo::new(
@@ -492,8 +645,8 @@ impl McpServerSkill {
             )
             .with_tags(&["mcp"]),
             name,
-            tools: specs,
-            server_names,
+            listing,
+            heard,
             live,
             reconnect,
             permits: Semaphore::new(settings.max_concurrency),
@@ -513,7 +666,13 @@ impl McpServerSkill {
     /// Calls `tool` (the server's name) with `arguments`: a permit, a live connection,
     /// and the call (the caller bounds the whole by `timeout_ms`).
     /// The generation of the connection it used goes to `used`.
-    async fn call(&self, tool: &str, arguments: Value, used: &AtomicU64) -> Result<Value, Failure> {
+    async fn call(
+        &self,
+        tool: &str,
+        arguments: Value,
+        progress: Option<ProgressReport>,
+        used: &AtomicU64,
+    ) -> Result<Value, Failure> {
         let _permit = self
             .permits
             .acquire()
@@ -542,21 +701,30 @@ impl McpServerSkill {
         };
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let result = peer.call_tool(params).await.map_err(|e| match e {
-            // A Streamable HTTP server that forgot the session and says so with a 400
-            // rather than the 404 the client re-initializes on: connect anew.
-            ServiceError::McpError(error)
-                if error.code.0 == -32000 && error.message.to_lowercase().contains("session") =>
-            {
-                Failure::Down(format!("the server forgot the session: {}", error.message))
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let sent = peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(failure)?;
+        // Its progress notifications name the token the request carried.
+        let _listening = progress.map(|report| {
+            let token = sent.progress_token.clone();
+            self.heard.progress().insert(token.clone(), report);
+            Listening {
+                heard: &self.heard,
+                token,
             }
-            ServiceError::McpError(error) => Failure::Refused(format!(
-                "{} (JSON-RPC error {})",
-                error.message, error.code.0
-            )),
-            ServiceError::Timeout { .. } => Failure::Slow,
-            other => Failure::Down(other.to_string()),
-        })?;
+        });
+        let awaited = Awaited {
+            peer: peer.clone(),
+            id: Some(sent.id.clone()),
+        };
+        let answer = sent.await_response().await;
+        awaited.answered();
+        let result = match answer.map_err(failure)? {
+            ServerResult::CallToolResult(result) => result,
+            _ => return Err(Failure::Garbage("its answer is not a tool's result".into())),
+        };
         let mut answer = serde_json::to_value(&result)
             .map_err(|e| Failure::Garbage(format!("its result does not serialize: {e}")))?;
         let size = serde_json::to_vec(&answer)
@@ -580,6 +748,25 @@ impl McpServerSkill {
             out.insert("structuredContent".into(), structured);
         }
         Ok(Value::Object(out))
+    }
+}
+
+/// Why a request failed, as a call's failure.
+fn failure(error: ServiceError) -> Failure {
+    match error {
+        // A Streamable HTTP server that forgot the session and says so with a 400 rather
+        // than the 404 the client re-initializes on: connect anew.
+        ServiceError::McpError(error)
+            if error.code.0 == -32000 && error.message.to_lowercase().contains("session") =>
+        {
+            Failure::Down(format!("the server forgot the session: {}", error.message))
+        }
+        ServiceError::McpError(error) => Failure::Refused(format!(
+            "{} (JSON-RPC error {})",
+            error.message, error.code.0
+        )),
+        ServiceError::Timeout { .. } => Failure::Slow,
+        other => Failure::Down(other.to_string()),
     }
 }
 
@@ -675,7 +862,11 @@ impl Skill for McpServerSkill {
     }
 
     fn tools(&self) -> Vec<ToolSpec> {
-        self.tools.clone()
+        self.listing.current.load().specs.clone()
+    }
+
+    fn tool_changes(&self) -> Option<watch::Receiver<()>> {
+        Some(self.listing.changed.subscribe())
     }
 
     async fn invoke(
@@ -684,8 +875,12 @@ impl Skill for McpServerSkill {
         arguments: Value,
         caller: &Caller,
     ) -> Result<Value, SkillError> {
-        let Some(on_server) = self.server_names.get(tool) else {
-            return Err(SkillError::NotFound(format!("no tool {tool}")));
+        let listed = self.listing.current.load();
+        let Some(on_server) = listed.server_names.get(tool) else {
+            return Err(SkillError::NotFound(format!(
+                "no tool {tool} (the MCP server `{}` no longer offers it)",
+                self.name
+            )));
         };
         let server = &self.name;
         if self.denied.contains(caller.tenant.as_str()) {
@@ -707,7 +902,7 @@ impl Skill for McpServerSkill {
         let used = AtomicU64::new(NO_GENERATION);
         let outcome = match tokio::time::timeout(
             self.timeout,
-            self.call(on_server, arguments, &used),
+            self.call(on_server, arguments, caller.progress.clone(), &used),
         )
         .await
         {
@@ -783,6 +978,9 @@ struct Supervised {
     stopped: watch::Receiver<()>,
     /// The connection made at start.
     first: Option<Running>,
+    listing: Arc<Listing>,
+    /// Notified when the server says its tool list changed.
+    heard: Arc<Heard>,
 }
 
 /// Holds a server's connection: waits for it to end (the child exited, the pipes closed)
@@ -797,10 +995,15 @@ async fn supervise(mut s: Supervised) {
     loop {
         if let Some(service) = running.take() {
             let since = Instant::now();
+            let peer = service.peer().clone();
             if !std::mem::take(&mut first) {
                 generation += 1;
-                let peer = service.peer().clone();
-                let _ = s.publish.send(Link::Up(Connected { generation, peer }));
+                let _ = s.publish.send(Link::Up(Connected {
+                    generation,
+                    peer: peer.clone(),
+                }));
+                // A server started again may offer other tools.
+                s.heard.relist.notify_one();
             }
             metrics::gauge!(telemetry::MCP_SERVER_UP, "server" => s.name.to_string()).set(1.0);
             let cancel = service.cancellation_token();
@@ -809,6 +1012,13 @@ async fn supervise(mut s: Supervised) {
             let ended = loop {
                 tokio::select! {
                     reason = &mut waiting => break format!("{reason:?}"),
+                    _ = s.heard.relist.notified() => {
+                        match tokio::time::timeout(s.wait, peer.list_all_tools()).await {
+                            Ok(Ok(tools)) => s.listing.take(tools),
+                            Ok(Err(e)) => tracing::warn!(server = %s.name, error = %e, "MCP server's tool list could not be read again; its tools stay as they were"),
+                            Err(_) => tracing::warn!(server = %s.name, "MCP server's tool list not read again within start_timeout_ms; its tools stay as they were"),
+                        }
+                    }
                     asked = s.reconnects.recv() => match asked {
                         Some(g) if g == generation => {
                             cancel.cancel();
@@ -845,7 +1055,7 @@ async fn supervise(mut s: Supervised) {
         delay = (delay * 2).min(s.backoff * 64);
         metrics::counter!(telemetry::MCP_RESTARTS, "server" => s.name.to_string()).increment(1);
         let _ = s.publish.send(Link::Starting);
-        match connect(&s.name, &s.endpoint, s.wait).await {
+        match connect(&s.name, &s.endpoint, s.wait, &s.heard).await {
             Ok(service) => running = Some(service),
             Err(e) => {
                 tracing::warn!(server = %s.name, error = %e, "MCP server could not be connected; trying again");
@@ -907,6 +1117,48 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_list_replaces_the_tools_within_the_allowlist_and_the_bound() {
+        let tool =
+            |name: &str| Tool::new(name.to_owned(), "a tool", Arc::new(serde_json::Map::new()));
+        let mut settings = McpServerSettings::stdio("s", "x", &[]);
+        settings.max_tools = 2;
+        let listing = Listing {
+            current: ArcSwap::from_pointee(Listed::of(&settings, &[tool("a")])),
+            settings,
+            changed: watch::channel(()).0,
+        };
+        let mut changes = listing.changed.subscribe();
+        let names = |listing: &Listing| -> Vec<String> {
+            let listed = listing.current.load();
+            let mut on_server: Vec<&String> = listed.server_names.values().collect();
+            on_server.sort();
+            assert_eq!(listed.specs.len(), on_server.len());
+            listed.specs.iter().map(|s| s.name.clone()).collect()
+        };
+        listing.take(vec![tool("a"), tool("b")]);
+        assert_eq!(names(&listing), ["s__a", "s__b"]);
+        assert!(changes.has_changed().unwrap());
+        changes.mark_unchanged();
+        // The same list again: nothing to tell.
+        listing.take(vec![tool("a"), tool("b")]);
+        assert!(!changes.has_changed().unwrap());
+        // Past max_tools: refused, the tools stay.
+        listing.take(vec![tool("a"), tool("b"), tool("c")]);
+        assert_eq!(names(&listing), ["s__a", "s__b"]);
+        assert!(!changes.has_changed().unwrap());
+        // A tool the allowlist names is gone: the others are taken.
+        let mut settings = McpServerSettings::stdio("s", "x", &[]);
+        settings.tools = vec!["a".into(), "b".into()];
+        let listing = Listing {
+            current: ArcSwap::from_pointee(Listed::of(&settings, &[tool("a"), tool("b")])),
+            settings,
+            changed: watch::channel(()).0,
+        };
+        listing.take(vec![tool("b"), tool("c")]);
+        assert_eq!(names(&listing), ["s__b"]);
+    }
+
+    #[test]
     fn tools_the_allowlist_names_must_exist_and_names_a_model_cannot_take_are_left_out() {
         let tool =
             |name: &str| Tool::new(name.to_owned(), "a tool", Arc::new(serde_json::Map::new()));
@@ -923,11 +1175,12 @@ mod tests {
             ["a"]
         );
         settings.tools = vec!["b".into()];
-        let e = taken_names(&settings, vec![tool("a")]).unwrap_err();
+        let e = missing_allowed(&settings, &[tool("a")]).unwrap();
         assert!(
             e.contains("allows \"b\", which the server does not offer"),
             "{e}"
         );
+        assert_eq!(missing_allowed(&settings, &[tool("a"), tool("b")]), None);
         settings.tools = Vec::new();
         settings.max_tools = 1;
         let e = taken_names(&settings, vec![tool("a"), tool("b")]).unwrap_err();

@@ -99,6 +99,11 @@ pub struct StreamingSettings {
     /// is done, so that health checks, metrics and sends always find a connection. 0:
     /// three quarters of the HTTP listener's connections (`server.max_connections`).
     pub max_streams: usize,
+    /// A tool call that reports its progress (an MCP server's `notifications/progress`)
+    /// has it sent to the task's streams as a `working` status update, at most one per
+    /// this many milliseconds (the latest kept; each is written to the task's event log).
+    /// 0: progress is not sent. At most 60 000.
+    pub progress_interval_ms: u64,
 }
 
 impl Default for StreamingSettings {
@@ -109,6 +114,7 @@ impl Default for StreamingSettings {
             replay_batch: 1000,
             long_poll_secs: 30,
             max_streams: 0,
+            progress_interval_ms: 1000,
         }
     }
 }
@@ -201,6 +207,9 @@ impl ServerSettings {
     }
 }
 
+/// The longest `streaming.progress_interval_ms`: progress a minute old says nothing.
+const MAX_PROGRESS_INTERVAL_MS: u64 = 60_000;
+
 impl StreamingSettings {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         positive("streaming.keep_alive_secs", self.keep_alive_secs)?;
@@ -212,6 +221,14 @@ impl StreamingSettings {
                 key: "streaming.max_streams",
                 problem: format!(
                     "must be at most {MAX_CONNECTIONS} (0: from the connection budget)"
+                ),
+            });
+        }
+        if self.progress_interval_ms > MAX_PROGRESS_INTERVAL_MS {
+            return Err(ConfigError::Key {
+                key: "streaming.progress_interval_ms",
+                problem: format!(
+                    "must be at most {MAX_PROGRESS_INTERVAL_MS} (0: progress is not sent)"
                 ),
             });
         }

@@ -113,6 +113,25 @@ fn the_grpc_binding_is_on_by_default_and_checked() {
 }
 
 #[test]
+fn progress_goes_out_at_most_once_a_second_by_default_and_at_least_once_a_minute() {
+    let s = load(&[], Overrides::default()).unwrap();
+    assert_eq!(s.streaming.progress_interval_ms, 1000);
+    let off = load(
+        &[("AGENT_A2A__STREAMING__PROGRESS_INTERVAL_MS", "0")],
+        Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(off.streaming.progress_interval_ms, 0);
+    let e = load(
+        &[("AGENT_A2A__STREAMING__PROGRESS_INTERVAL_MS", "60001")],
+        Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("streaming.progress_interval_ms"), "{e}");
+}
+
+#[test]
 fn trusted_proxies_are_addresses_or_networks_and_the_header_wait_is_bounded() {
     let s = load(
         &[(

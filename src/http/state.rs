@@ -1,8 +1,6 @@
-//! What every handler shares: the service, the settings it needs, and the agent card
-//! serialized once with its caching headers.
+//! What every handler shares: the service and the settings it needs.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use sha2::{Digest, Sha256};
@@ -13,7 +11,8 @@ use crate::service::Service;
 pub struct AppState {
     /// The operations, and who may call them.
     pub service: Arc<Service>,
-    pub card: CachedCard,
+    /// The card's `Cache-Control: max-age` (`server.card_max_age_secs`).
+    pub card_max_age_secs: u64,
     pub max_body_bytes: usize,
     pub keep_alive_secs: u64,
     pub metrics: PrometheusHandle,
@@ -21,27 +20,12 @@ pub struct AppState {
     pub metrics_token: Option<[u8; 32]>,
 }
 
-/// The agent card, serialized once, with its validators.
-pub struct CachedCard {
-    pub body: String,
-    pub etag: String,
-    pub last_modified: SystemTime,
-    pub max_age_secs: u64,
-}
-
 impl AppState {
-    /// The state over `service`, with its public card serialized once.
+    /// The state over `service`.
     pub fn new(settings: &Settings, service: Arc<Service>, metrics: PrometheusHandle) -> Self {
-        let body = service.card.to_string();
-        let etag = format!("\"{:x}\"", Sha256::digest(body.as_bytes()));
         Self {
             service,
-            card: CachedCard {
-                body,
-                etag,
-                last_modified: SystemTime::now(),
-                max_age_secs: settings.server.card_max_age_secs,
-            },
+            card_max_age_secs: settings.server.card_max_age_secs,
             max_body_bytes: settings.server.max_body_bytes,
             keep_alive_secs: settings.streaming.keep_alive_secs,
             metrics,

@@ -173,7 +173,10 @@ impl Runtime {
                 Ok((Arc::new(tools), executor, models))
             });
         let (tools, executor, models) = match started {
-            Ok(started) => started,
+            Ok(started) => {
+                Tools::follow_changes(&started.0);
+                started
+            }
             Err(e) => {
                 for arbiter in actor_arbiters.iter().chain([&persistence_arbiter]) {
                     arbiter.stop();

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use arc_swap::ArcSwap;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
@@ -26,6 +27,8 @@ use crate::telemetry::{SKILL_CALLS, SKILL_ERRORS, SKILL_LATENCY_MS};
 #[rtype(result = "Result<Value, SkillError>")]
 pub struct Invoke {
     pub tool: String,
+    /// The tool's schemas as the catalogue held them when the call was made.
+    pub schemas: Arc<Schemas>,
     pub arguments: Value,
     pub caller: Caller,
     /// The call's span (`Span::none()` without traces): the skill runs inside it on the
@@ -45,11 +48,29 @@ pub struct CheckHealth {
     pub timeout: Duration,
 }
 
+/// A tool's schemas, compiled: its arguments are checked against `input` before the
+/// skill sees them, its results against `output` before the caller does.
+pub struct Schemas {
+    input: jsonschema::Validator,
+    output: jsonschema::Validator,
+}
+
+impl Schemas {
+    /// Compiles the schemas of `tool`; the error says which one is invalid, and why.
+    fn compile(tool: &ToolSpec) -> Result<Schemas, String> {
+        let compile = |schema: &Value, which: &str| {
+            jsonschema::validator_for(schema).map_err(|e| format!("{which} schema: {e}"))
+        };
+        Ok(Schemas {
+            input: compile(&tool.input_schema, "input")?,
+            output: compile(&tool.output_schema, "output")?,
+        })
+    }
+}
+
 /// The actor in front of one skill.
 pub struct SkillActor {
     skill: Arc<dyn Skill>,
-    schemas: Arc<HashMap<String, jsonschema::Validator>>,
-    outputs: Arc<HashMap<String, jsonschema::Validator>>,
     permits: Arc<Semaphore>,
     timeout: Duration,
 }
@@ -78,12 +99,11 @@ impl Handler<Invoke> for SkillActor {
 
     fn handle(&mut self, call: Invoke, _ctx: &mut Context<Self>) -> Self::Result {
         let skill = self.skill.clone();
-        let schemas = self.schemas.clone();
-        let outputs = self.outputs.clone();
         let permits = self.permits.clone();
         let timeout = self.timeout;
         let Invoke {
             tool,
+            schemas,
             arguments,
             caller,
             span,
@@ -92,7 +112,7 @@ impl Handler<Invoke> for SkillActor {
         Box::pin(async move {
             let started = Instant::now();
             let skill_id = skill.info().id.clone();
-            let result = match check_arguments(&schemas, &tool, &arguments) {
+            let result = match check_arguments(&schemas.input, &arguments) {
                 Err(e) => Err(e),
                 Ok(()) => {
                     // Waiting for a permit counts against the call's time budget too.
@@ -108,7 +128,7 @@ impl Handler<Invoke> for SkillActor {
                     };
                     tokio::select! {
                         finished = tokio::time::timeout(timeout, run) => match finished {
-                            Ok(Ok(value)) => check_output(&outputs, &tool, value),
+                            Ok(Ok(value)) => check_output(&schemas.output, &tool, value),
                             Ok(Err(e)) => Err(e),
                             Err(_) => Err(SkillError::Unavailable(format!(
                                 "{tool} did not finish within {} ms (skills.timeout_ms)",
@@ -137,16 +157,7 @@ impl Handler<Invoke> for SkillActor {
 }
 
 /// Validates `arguments` against the tool's schema; the message names each bad field.
-fn check_arguments(
-    schemas: &HashMap<String, jsonschema::Validator>,
-    tool: &str,
-    arguments: &Value,
-) -> Result<(), SkillError> {
-    let Some(schema) = schemas.get(tool) else {
-        return Err(SkillError::InvalidArguments(format!(
-            "unknown tool {tool:?}"
-        )));
-    };
+fn check_arguments(schema: &jsonschema::Validator, arguments: &Value) -> Result<(), SkillError> {
     let problems: Vec<String> = schema
         .iter_errors(arguments)
         .map(|e| {
@@ -181,13 +192,10 @@ fn check_arguments(
 /// A result that breaks its tool's output schema is a bug of the skill: it fails the
 /// call (logged with the problems) rather than reaching callers who rely on the schema.
 fn check_output(
-    outputs: &HashMap<String, jsonschema::Validator>,
+    schema: &jsonschema::Validator,
     tool: &str,
     value: Value,
 ) -> Result<Value, SkillError> {
-    let Some(schema) = outputs.get(tool) else {
-        return Ok(value);
-    };
     let problems: Vec<String> = schema
         .iter_errors(&value)
         .map(|e| format!("{}: {e}", e.instance_path()))
@@ -219,138 +227,212 @@ pub enum SkillStartError {
     },
 }
 
-/// A registered tool: its skill's id, its spec, the actor that runs its calls, and the
-/// skill.
-type Registered = (String, ToolSpec, Addr<SkillActor>, Arc<dyn Skill>);
+/// A tool as the catalogue holds it.
+struct Entry {
+    /// The id of the skill that serves it.
+    owner: String,
+    spec: ToolSpec,
+    schemas: Arc<Schemas>,
+    /// Its skill's actor, which runs its calls.
+    actor: Addr<SkillActor>,
+    /// Its skill, for what it says of its calls (`Skill::resumable`, `Skill::question`,
+    /// `Skill::cancel`, `Skill::for_model`).
+    skill: Arc<dyn Skill>,
+}
+
+/// The tools as they stand: replaced whole when a skill's tools change (an MCP server's
+/// list), so a reader sees one list or the next, never half of each.
+struct Catalog {
+    by_name: HashMap<String, Arc<Entry>>,
+    /// Every tool name, in registration order.
+    names: Vec<String>,
+    /// Counts the changes since start (0: the tools listed at start).
+    generation: u64,
+}
+
+/// A registered skill and its actor.
+struct Registered {
+    id: String,
+    actor: Addr<SkillActor>,
+    skill: Arc<dyn Skill>,
+}
 
 /// Every tool, reachable by name through its skill's actor.
+///
+/// The tools are listed at start (a schema that does not compile, or a name two skills
+/// offer, stops the start) and again whenever a skill says its tools changed
+/// ([`Skill::tool_changes`]): then a tool whose schema does not compile, or whose name
+/// another skill's tool has, is left out with a warning, and the rest replace the list
+/// at once ([`Tools::generation`] counts the lists).
 pub struct Tools {
-    /// Each tool's skill id, spec, actor, and skill (for what it says of its calls:
-    /// `Skill::resumable`, `Skill::question`, `Skill::cancel`).
-    by_name: HashMap<String, Registered>,
-    names: Vec<String>,
-    /// Each skill's actor by skill id, in registration order.
-    skills: Vec<(String, Addr<SkillActor>)>,
+    catalog: ArcSwap<Catalog>,
+    /// In registration order.
+    skills: Vec<Registered>,
     /// `skills.timeout_ms`: how long a call may take (the skill actor's bound), and a
     /// cancel.
     call_timeout: Duration,
+    /// Held while the catalogue is made anew, so two changes never race.
+    relisting: std::sync::Mutex<()>,
 }
 
 impl Tools {
-    /// Starts one actor per skill of `registry`, spread over `arbiters`.
+    /// Starts one actor per skill of `registry`, spread over `arbiters`, and lists their
+    /// tools.
     pub fn start(
         registry: &SkillRegistry,
         settings: &SkillSettings,
         arbiters: &[ArbiterHandle],
     ) -> Result<Tools, SkillStartError> {
-        let mut by_name: HashMap<String, Registered> = HashMap::new();
-        let mut names = Vec::new();
         let mut skills = Vec::new();
         for (i, skill) in registry.skills().iter().enumerate() {
-            let mut schemas = HashMap::new();
-            let mut outputs = HashMap::new();
-            for tool in skill.tools() {
-                let compile = |schema: &Value, which: &str| {
-                    jsonschema::validator_for(schema).map_err(|e| SkillStartError::InvalidSchema {
-                        skill: skill.info().id.clone(),
-                        tool: tool.name.clone(),
-                        reason: format!("{which} schema: {e}"),
-                    })
-                };
-                schemas.insert(tool.name.clone(), compile(&tool.input_schema, "input")?);
-                outputs.insert(tool.name.clone(), compile(&tool.output_schema, "output")?);
-            }
             let actor = SkillActor {
                 skill: skill.clone(),
-                schemas: Arc::new(schemas),
-                outputs: Arc::new(outputs),
                 permits: Arc::new(Semaphore::new(settings.max_concurrency)),
                 timeout: Duration::from_millis(settings.timeout_ms),
             };
-            let addr = match arbiters.get(i % arbiters.len().max(1)) {
+            let actor = match arbiters.get(i % arbiters.len().max(1)) {
                 Some(arbiter) => SkillActor::start_in_arbiter(arbiter, |_| actor),
                 None => actor.start(),
             };
-            skills.push((skill.info().id.clone(), addr.clone()));
-            for tool in skill.tools() {
-                if let Some((first, ..)) = by_name.get(&tool.name) {
-                    return Err(SkillStartError::DuplicateTool {
-                        tool: tool.name.clone(),
-                        first: String::clone(first),
-                        second: skill.info().id.clone(),
-                    });
-                }
-                names.push(tool.name.clone());
-                by_name.insert(
-                    tool.name.clone(),
-                    (skill.info().id.clone(), tool, addr.clone(), skill.clone()),
-                );
-            }
+            skills.push(Registered {
+                id: skill.info().id.clone(),
+                actor,
+                skill: skill.clone(),
+            });
         }
+        let catalog = catalog(&skills, 0, Strict::Yes)?;
         Ok(Tools {
-            by_name,
-            names,
+            catalog: ArcSwap::from_pointee(catalog),
             skills,
             call_timeout: Duration::from_millis(settings.timeout_ms),
+            relisting: std::sync::Mutex::new(()),
         })
     }
 
     /// No tools at all.
     pub fn none() -> Tools {
         Tools {
-            by_name: HashMap::new(),
-            names: Vec::new(),
+            catalog: ArcSwap::from_pointee(Catalog {
+                by_name: HashMap::new(),
+                names: Vec::new(),
+                generation: 0,
+            }),
             skills: Vec::new(),
             call_timeout: Duration::ZERO,
+            relisting: std::sync::Mutex::new(()),
         }
     }
 
+    /// Lists the tools again whenever a skill says its tools changed, for as long as
+    /// `tools` lives.
+    pub fn follow_changes(tools: &Arc<Tools>) {
+        for registered in &tools.skills {
+            let Some(mut changes) = registered.skill.tool_changes() else {
+                continue;
+            };
+            let tools = Arc::downgrade(tools);
+            let skill = registered.id.clone();
+            tokio::spawn(async move {
+                while changes.changed().await.is_ok() {
+                    let Some(tools) = tools.upgrade() else { return };
+                    tools.relist(&skill);
+                }
+            });
+        }
+    }
+
+    /// Lists every skill's tools anew (`changed` said its tools changed).
+    fn relist(&self, changed: &str) {
+        let _relisting = self
+            .relisting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = self.catalog.load();
+        let next = match catalog(&self.skills, before.generation + 1, Strict::No) {
+            Ok(next) => next,
+            // Not strict: every problem left a tool out instead.
+            Err(e) => {
+                tracing::error!(skill = %changed, error = %e, "tools not listed anew");
+                return;
+            }
+        };
+        let added: Vec<&str> = next
+            .names
+            .iter()
+            .filter(|n| !before.by_name.contains_key(*n))
+            .map(String::as_str)
+            .collect();
+        let removed: Vec<&str> = before
+            .names
+            .iter()
+            .filter(|n| !next.by_name.contains_key(*n))
+            .map(String::as_str)
+            .collect();
+        tracing::info!(skill = %changed, generation = next.generation, tools = next.names.len(), ?added, ?removed, "the tools changed");
+        self.catalog.store(Arc::new(next));
+    }
+
+    /// Which list of tools is current: 0 for the one listed at start, one more for each
+    /// change since.
+    pub fn generation(&self) -> u64 {
+        self.catalog.load().generation
+    }
+
     /// Every tool name, in registration order.
-    pub fn names(&self) -> &[String] {
-        &self.names
+    pub fn names(&self) -> Vec<String> {
+        self.catalog.load().names.clone()
+    }
+
+    /// Every tool's spec, in registration order.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        let catalog = self.catalog.load();
+        catalog
+            .names
+            .iter()
+            .filter_map(|name| catalog.by_name.get(name))
+            .map(|entry| entry.spec.clone())
+            .collect()
     }
 
     /// The outside servers the skills keep connections to that are not connected now
     /// ([`crate::skills::Skill::connection`]), by skill id, in registration order.
     pub fn disconnected(&self) -> Vec<(String, String)> {
-        let mut seen = Vec::new();
-        let mut down = Vec::new();
-        for name in &self.names {
-            let Some((owner, .., skill)) = self.by_name.get(name) else {
-                continue;
-            };
-            if seen.contains(owner) {
-                continue;
-            }
-            seen.push(owner.clone());
-            if let Some((server, false)) = skill.connection() {
-                down.push((owner.clone(), server));
-            }
-        }
-        down
+        self.skills
+            .iter()
+            .filter_map(|r| match r.skill.connection() {
+                Some((server, false)) => Some((r.id.clone(), server)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The tool named `tool` (served by `skill` when given).
+    fn entry(&self, tool: &str, skill: Option<&str>) -> Option<Arc<Entry>> {
+        self.catalog
+            .load()
+            .by_name
+            .get(tool)
+            .filter(|entry| skill.is_none_or(|s| s == entry.owner))
+            .cloned()
     }
 
     /// The id of the skill that serves `tool`.
-    pub fn skill_of(&self, tool: &str) -> Option<&str> {
-        self.by_name.get(tool).map(|(owner, ..)| owner.as_str())
-    }
-
-    /// The skill that serves `tool`.
-    fn skill(&self, tool: &str) -> Option<&Arc<dyn Skill>> {
-        self.by_name.get(tool).map(|(.., skill)| skill)
+    pub fn skill_of(&self, tool: &str) -> Option<String> {
+        self.entry(tool, None).map(|entry| entry.owner.clone())
     }
 
     /// Whether a call of `tool` cut short by a restart may be made again
     /// ([`crate::skills::Skill::resumable`]).
     pub fn resumable(&self, tool: &str) -> bool {
-        self.skill(tool).is_some_and(|s| s.resumable(tool))
+        self.entry(tool, None)
+            .is_some_and(|entry| entry.skill.resumable(tool))
     }
 
     /// What a model is shown of `result` of `tool`
     /// ([`crate::skills::Skill::for_model`]).
     pub fn for_model(&self, tool: &str, result: Value) -> Value {
-        match self.skill(tool) {
-            Some(skill) => skill.for_model(tool, result),
+        match self.entry(tool, None) {
+            Some(entry) => entry.skill.for_model(tool, result),
             None => result,
         }
     }
@@ -358,17 +440,17 @@ impl Tools {
     /// The question `result` of `tool` asks the user, if it is one
     /// ([`crate::skills::Skill::question`]).
     pub fn question(&self, tool: &str, result: &Value) -> Option<Question> {
-        self.skill(tool)?.question(tool, result)
+        self.entry(tool, None)?.skill.question(tool, result)
     }
 
     /// Cancels what a call of `tool` started elsewhere (`started`: its journal record, or
     /// its question's arguments; [`crate::skills::Skill::cancel`]), within
     /// `skills.timeout_ms`. `None`: no such tool.
     pub async fn cancel(&self, tool: &str, started: &Value) -> Option<Result<(), SkillError>> {
-        let skill = self.skill(tool)?;
+        let entry = self.entry(tool, None)?;
         let timeout = self.call_timeout;
         Some(
-            tokio::time::timeout(timeout, skill.cancel(tool, started))
+            tokio::time::timeout(timeout, entry.skill.cancel(tool, started))
                 .await
                 .unwrap_or_else(|_| {
                     Err(SkillError::Unavailable(format!(
@@ -379,27 +461,29 @@ impl Tools {
         )
     }
 
-    /// The spec of a tool (restricted to `skill` when given).
-    pub fn spec(&self, tool: &str, skill: Option<&str>) -> Option<&ToolSpec> {
-        self.by_name
-            .get(tool)
-            .filter(|(owner, ..)| skill.is_none_or(|s| s == owner))
-            .map(|(_, spec, ..)| spec)
+    /// Whether there is a tool `tool` (served by `skill` when given).
+    pub fn has(&self, tool: &str, skill: Option<&str>) -> bool {
+        self.entry(tool, skill).is_some()
+    }
+
+    /// The spec of a tool (served by `skill` when given).
+    pub fn spec(&self, tool: &str, skill: Option<&str>) -> Option<ToolSpec> {
+        self.entry(tool, skill).map(|entry| entry.spec.clone())
     }
 
     /// Every skill's health, by skill id in registration order, asked through its actor
     /// (so a stopped actor counts as down) and bounded by `timeout`.
     /// Each with how long it took.
     pub async fn health(&self, timeout: Duration) -> Vec<(String, Result<(), String>, Duration)> {
-        let checks = self.skills.iter().map(|(id, addr)| async move {
+        let checks = self.skills.iter().map(|r| async move {
             let started = Instant::now();
-            let check = addr.send(CheckHealth { timeout });
+            let check = r.actor.send(CheckHealth { timeout });
             let result = match tokio::time::timeout(timeout, check).await {
                 Ok(Ok(result)) => result,
                 Ok(Err(e)) => Err(format!("skill actor unreachable: {e}")),
                 Err(_) => Err(timed_out(timeout)),
             };
-            (id.clone(), result, started.elapsed())
+            (r.id.clone(), result, started.elapsed())
         });
         futures_util::future::join_all(checks).await
     }
@@ -412,21 +496,20 @@ impl Tools {
         arguments: Value,
         caller: Caller,
     ) -> Option<Result<Value, SkillError>> {
-        let (owner, _, addr, _) = self.by_name.get(tool)?;
-        if skill.is_some_and(|s| s != owner) {
-            return None;
-        }
+        let entry = self.entry(tool, skill)?;
+        let owner = entry.owner.as_str();
         let span = trace::tool(owner, tool);
         // Held while this waits: dropped with it, it tells the actor to drop the call.
         let (_waiting, abandoned) = tokio::sync::oneshot::channel();
         let invoke = Invoke {
             tool: tool.to_owned(),
+            schemas: entry.schemas.clone(),
             arguments,
             caller,
             span: span.clone(),
             abandoned,
         };
-        let result = match addr.send(invoke).instrument(span.clone()).await {
+        let result = match entry.actor.send(invoke).instrument(span.clone()).await {
             Ok(result) => result,
             Err(e) => Err(SkillError::Unavailable(format!(
                 "skill {owner} unreachable: {e}"
@@ -441,6 +524,64 @@ impl Tools {
         }
         Some(result)
     }
+}
+
+/// Whether a problem with a tool stops the listing (at start) or leaves the tool out
+/// (a change at run time, which must not take the other tools away).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Strict {
+    Yes,
+    No,
+}
+
+/// The tools of `skills`, compiled: a schema that does not compile or a name two skills
+/// offer is an error when `strict`, else that tool is left out with a warning.
+fn catalog(
+    skills: &[Registered],
+    generation: u64,
+    strict: Strict,
+) -> Result<Catalog, SkillStartError> {
+    let mut by_name: HashMap<String, Arc<Entry>> = HashMap::new();
+    let mut names = Vec::new();
+    for registered in skills {
+        for tool in registered.skill.tools() {
+            let problem = match (Schemas::compile(&tool), by_name.get(&tool.name)) {
+                (_, Some(first)) => SkillStartError::DuplicateTool {
+                    tool: tool.name.clone(),
+                    first: first.owner.clone(),
+                    second: registered.id.clone(),
+                },
+                (Err(reason), None) => SkillStartError::InvalidSchema {
+                    skill: registered.id.clone(),
+                    tool: tool.name.clone(),
+                    reason,
+                },
+                (Ok(schemas), None) => {
+                    names.push(tool.name.clone());
+                    by_name.insert(
+                        tool.name.clone(),
+                        Arc::new(Entry {
+                            owner: registered.id.clone(),
+                            spec: tool,
+                            schemas: Arc::new(schemas),
+                            actor: registered.actor.clone(),
+                            skill: registered.skill.clone(),
+                        }),
+                    );
+                    continue;
+                }
+            };
+            if strict == Strict::Yes {
+                return Err(problem);
+            }
+            tracing::warn!(skill = %registered.id, error = %problem, "tool left out");
+        }
+    }
+    Ok(Catalog {
+        by_name,
+        names,
+        generation,
+    })
 }
 
 /// A call's outcome as metrics and spans name it: `ok` or the error's kind.
@@ -468,7 +609,11 @@ fn timed_out(timeout: Duration) -> String {
 
 impl std::fmt::Debug for Tools {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tools").field("names", &self.names).finish()
+        let catalog = self.catalog.load();
+        f.debug_struct("Tools")
+            .field("names", &catalog.names)
+            .field("generation", &catalog.generation)
+            .finish()
     }
 }
 
@@ -478,7 +623,7 @@ mod tests {
 
     use super::*;
 
-    fn schemas() -> HashMap<String, jsonschema::Validator> {
+    fn schema() -> jsonschema::Validator {
         let schema = json!({
             "type": "object",
             "properties": {
@@ -490,14 +635,11 @@ mod tests {
             "required": ["query"],
             "additionalProperties": false
         });
-        HashMap::from([(
-            "search".to_owned(),
-            jsonschema::validator_for(&schema).unwrap(),
-        )])
+        jsonschema::validator_for(&schema).unwrap()
     }
 
     fn problem(arguments: Value) -> String {
-        match check_arguments(&schemas(), "search", &arguments) {
+        match check_arguments(&schema(), &arguments) {
             Err(SkillError::InvalidArguments(text)) => text,
             other => panic!("expected invalid arguments, got {other:?}"),
         }
@@ -506,10 +648,7 @@ mod tests {
     #[test]
     fn results_outside_the_output_schema_fail_the_call() {
         let schema = json!({"type": "object", "required": ["sum"], "properties": {"sum": {"type": "number"}}});
-        let outputs = HashMap::from([(
-            "add".to_owned(),
-            jsonschema::validator_for(&schema).unwrap(),
-        )]);
+        let outputs = jsonschema::validator_for(&schema).unwrap();
         assert_eq!(
             check_output(&outputs, "add", json!({"sum": 3})),
             Ok(json!({"sum": 3}))
@@ -523,6 +662,114 @@ mod tests {
             check_output(&outputs, "add", json!({})),
             Err(SkillError::Failed(_))
         ));
+    }
+
+    /// A skill whose tools are whatever `tools` holds, announcing each change.
+    struct Changing {
+        info: crate::skills::SkillInfo,
+        tools: std::sync::Mutex<Vec<ToolSpec>>,
+        changed: tokio::sync::watch::Sender<()>,
+    }
+
+    impl Changing {
+        fn new(id: &str, tools: &[(&str, Value)]) -> Arc<Changing> {
+            let changing = Changing {
+                info: crate::skills::SkillInfo::new(id, id, id),
+                tools: std::sync::Mutex::new(Vec::new()),
+                changed: tokio::sync::watch::channel(()).0,
+            };
+            changing.set(tools);
+            Arc::new(changing)
+        }
+
+        fn set(&self, tools: &[(&str, Value)]) {
+            *self.tools.lock().unwrap() = tools
+                .iter()
+                .map(|(name, input_schema)| ToolSpec {
+                    name: (*name).into(),
+                    description: String::new(),
+                    input_schema: input_schema.clone(),
+                    output_schema: json!({}),
+                })
+                .collect();
+            self.changed.send_replace(());
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Skill for Changing {
+        fn info(&self) -> &crate::skills::SkillInfo {
+            &self.info
+        }
+        fn tools(&self) -> Vec<ToolSpec> {
+            self.tools.lock().unwrap().clone()
+        }
+        fn tool_changes(&self) -> Option<tokio::sync::watch::Receiver<()>> {
+            Some(self.changed.subscribe())
+        }
+        async fn invoke(&self, tool: &str, _: Value, _: &Caller) -> Result<Value, SkillError> {
+            Ok(json!({"tool": tool}))
+        }
+    }
+
+    #[actix_web::test]
+    async fn a_change_lists_the_tools_anew_leaving_out_what_it_cannot_take() {
+        let object = json!({"type": "object"});
+        let first = Changing::new("first", &[("a", object.clone())]);
+        let second = Changing::new("second", &[("b", object.clone())]);
+        let mut registry = SkillRegistry::default();
+        registry.register(first.clone());
+        registry.register(second.clone());
+        let settings = SkillSettings::default();
+        let tools = Tools::start(&registry, &settings, &[]).unwrap();
+        assert_eq!(
+            (tools.names(), tools.generation()),
+            (vec!["a".into(), "b".into()], 0)
+        );
+
+        // At start, a name two skills offer stops it; so does a schema that does not
+        // compile.
+        second.set(&[("a", object.clone())]);
+        let e = Tools::start(&registry, &settings, &[]).unwrap_err();
+        assert!(matches!(e, SkillStartError::DuplicateTool { .. }), "{e}");
+        second.set(&[("b", json!({"type": 7}))]);
+        let e = Tools::start(&registry, &settings, &[]).unwrap_err();
+        assert!(matches!(e, SkillStartError::InvalidSchema { .. }), "{e}");
+
+        // At run time the tool is left out and the rest are listed.
+        second.set(&[
+            ("a", object.clone()),
+            ("c", object.clone()),
+            ("d", json!({"type": 7})),
+        ]);
+        tools.relist("second");
+        assert_eq!(
+            (tools.names(), tools.generation()),
+            (vec!["a".into(), "c".into()], 1)
+        );
+        assert_eq!(tools.skill_of("a").as_deref(), Some("first"));
+        assert!(tools.has("c", Some("second")) && !tools.has("c", Some("first")));
+        let caller = Caller {
+            tenant: crate::domain::TenantId::parse("t".to_owned()).unwrap(),
+            context_id: crate::domain::ContextId::generate(),
+            fence_token: None,
+            call: None,
+            progress: None,
+        };
+        let called = tools.call("c", None, json!({}), caller.clone()).await;
+        assert_eq!(called, Some(Ok(json!({"tool": "c"}))));
+        assert_eq!(tools.call("b", None, json!({}), caller).await, None);
+
+        // Followed: a skill's announcement lists them anew by itself.
+        let tools = Arc::new(tools);
+        Tools::follow_changes(&tools);
+        second.set(&[("e", object)]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while tools.names() != ["a", "e"] {
+            assert!(Instant::now() < deadline, "{:?}", tools.names());
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(tools.generation(), 2);
     }
 
     #[test]
@@ -539,10 +786,6 @@ mod tests {
                 .starts_with("filter.layer: ")
         );
         assert!(problem(json!({"query": "x", "extra": true})).contains("extra"));
-        assert!(check_arguments(&schemas(), "search", &json!({"query": "x", "limit": 5})).is_ok());
-        assert!(matches!(
-            check_arguments(&schemas(), "nope", &json!({})),
-            Err(SkillError::InvalidArguments(_))
-        ));
+        assert!(check_arguments(&schema(), &json!({"query": "x", "limit": 5})).is_ok());
     }
 }

@@ -3,6 +3,7 @@
 //! sit beside each other on top of this module and differ only in framing.
 
 pub mod auth;
+pub mod card;
 pub mod client_addr;
 pub mod operation;
 
@@ -36,8 +37,9 @@ pub struct Service {
     pub input_modes: Vec<String>,
     /// `Retry-After` seconds of every "unavailable" answer (`server.retry_after_secs`).
     pub retry_after_secs: u64,
-    /// The public agent card (signed when `agent.card_signing` has a key).
-    pub card: Value,
+    /// The public agent card (signed when `agent.card_signing` has a key), rendered anew
+    /// when the tools change.
+    card: card::PublicCard,
     /// Signs the extended cards, and publishes its key.
     card_signer: Option<Arc<CardSigner>>,
     /// The tiers' and skills' budgets, as the extended card tells them.
@@ -57,7 +59,7 @@ impl Service {
         settings: &Settings,
         runtime: Arc<Runtime>,
         gate: Arc<Gate>,
-        card: Value,
+        card: card::PublicCard,
         card_signer: Option<Arc<CardSigner>>,
         push: Option<Arc<UrlPolicy>>,
         max_streams: usize,
@@ -104,6 +106,11 @@ impl Service {
             .ok_or(Error::PushNotificationNotSupported)
     }
 
+    /// The public card for the agent's tools as they are now.
+    pub fn public_card(&self) -> Arc<card::Published> {
+        self.card.for_tools(self.runtime.tools().generation())
+    }
+
     /// The extended card of an authenticated caller: the public card with its tenant,
     /// tier and budgets, signed anew when cards are signed.
     pub fn extended_card(&self, principal: &Principal) -> Result<Value, Error> {
@@ -121,7 +128,7 @@ impl Service {
                 .map(|(skill, limit)| (skill.clone(), limit.per_minute))
                 .collect(),
         };
-        let mut card = extended_agent_card(&self.card, &terms);
+        let mut card = extended_agent_card(&self.public_card().card, &terms);
         if let Some(signer) = &self.card_signer {
             signer
                 .sign(&mut card)

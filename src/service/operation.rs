@@ -486,7 +486,7 @@ fn prepare_send(
             _ => None,
         });
     if let Some(skill) = tool.and_then(|tool| state.runtime.tools().skill_of(tool)) {
-        state.gate.admit_skill(principal, skill)?;
+        state.gate.admit_skill(principal, &skill)?;
     }
     if let Some(user) = &principal.user {
         cmd.metadata

@@ -66,6 +66,46 @@ pub struct Caller {
     /// call names it the same (a turn resumed after a restart): `None` for calls made
     /// outside a turn.
     pub call: Option<CallRef>,
+    /// Where the tool reports how far the call has come, when a turn passes it on to the
+    /// task's stream; `None`: nobody listens.
+    pub progress: Option<ProgressReport>,
+}
+
+/// How far a tool call has come, as the tool says (an MCP server's
+/// `notifications/progress`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolProgress {
+    /// Grows as the call goes on, whether or not `total` is known.
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// Where a tool reports its call's progress: the latest report is kept for the reader
+/// (the calling turn), which passes it on as it can. Cheap to clone.
+#[derive(Clone)]
+pub struct ProgressReport(Arc<tokio::sync::watch::Sender<Option<ToolProgress>>>);
+
+impl ProgressReport {
+    /// A report, and what reads its latest progress.
+    pub fn channel() -> (
+        ProgressReport,
+        tokio::sync::watch::Receiver<Option<ToolProgress>>,
+    ) {
+        let (report, read) = tokio::sync::watch::channel(None);
+        (ProgressReport(Arc::new(report)), read)
+    }
+
+    /// Reports `progress`, replacing a report not yet read.
+    pub fn report(&self, progress: ToolProgress) {
+        self.0.send_replace(Some(progress));
+    }
+}
+
+impl std::fmt::Debug for ProgressReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgressReport").finish_non_exhaustive()
+    }
 }
 
 /// One tool call of a turn, as the tool sees it: a key that stays the same when the call
@@ -221,7 +261,16 @@ impl SkillInfo {
 #[async_trait]
 pub trait Skill: Send + Sync + 'static {
     fn info(&self) -> &SkillInfo;
+    /// The skill's tools now: listed at start, and again after each change
+    /// [`Skill::tool_changes`] announces.
     fn tools(&self) -> Vec<ToolSpec>;
+
+    /// Says when the skill's tools change (an MCP server's list did): the runtime then
+    /// lists them anew, and the next turn offers the new ones. `None` (the default): they
+    /// never change.
+    fn tool_changes(&self) -> Option<tokio::sync::watch::Receiver<()>> {
+        None
+    }
     async fn invoke(
         &self,
         tool: &str,

@@ -4,10 +4,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::StartError;
-use crate::a2a::card::{CardConfig, SkillCard, build_agent_card};
+use crate::a2a::card::CardConfig;
 use crate::a2a::signing::CardSigner;
 use crate::config::{CardSigningSettings, Settings};
 use crate::service::auth::Gate;
@@ -35,21 +33,20 @@ pub fn signer(settings: &CardSigningSettings) -> Result<Option<Arc<CardSigner>>,
     Ok(Some(Arc::new(signer)))
 }
 
-/// The public card.
-pub fn agent_card(
+/// What the public card says of this process, whatever its skills.
+pub fn card_config(
     settings: &Settings,
     http: SocketAddr,
     grpc: Option<SocketAddr>,
     gate: &Gate,
-    skills: &[SkillCard],
-) -> Value {
+) -> CardConfig {
     let base_url = if settings.server.public_url.is_empty() {
         format!("http://{http}")
     } else {
         settings.server.public_url.trim_end_matches('/').to_owned()
     };
     let agent = &settings.agent;
-    let config = CardConfig {
+    CardConfig {
         name: agent.name.clone(),
         description: agent.description.clone(),
         version: agent.version.clone(),
@@ -70,8 +67,7 @@ pub fn agent_card(
         grpc_url: grpc.map(|addr| grpc_url(settings, addr)),
         extended_card: gate.authenticates(),
         push_notifications: settings.push.enabled,
-    };
-    build_agent_card(&config, skills)
+    }
 }
 
 /// The card's `url` of the gRPC interface: `server.grpc_public_address` when set, else

@@ -209,8 +209,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
             crate::skills::bootstrap::configured(&settings, &store_config).await?
         }
     };
-    let mut cards = skill_cards(&skills);
-    cards.extend(agent.cards);
+    let extra_cards = agent.cards;
     let runtime = Arc::new(Runtime::start(
         &settings,
         store,
@@ -234,12 +233,22 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         "open-files limit and connection budget"
     );
 
-    let mut public_card = card::agent_card(&settings, addr, grpc_addr, &gate, &cards);
-    if let Some(signer) = &card_signer {
-        signer
-            .sign(&mut public_card)
-            .map_err(|e| StartError::CardSigning(e.to_string()))?;
-    }
+    // Rendered again when the skills' tools change (an MCP server's list): the card
+    // lists every tool with its schema.
+    let config = card::card_config(&settings, addr, grpc_addr, &gate);
+    let signer = card_signer.clone();
+    let registry = skills.clone();
+    let render = move || {
+        let mut cards = skill_cards(&registry);
+        cards.extend(extra_cards.iter().cloned());
+        let mut card = crate::a2a::card::build_agent_card(&config, &cards);
+        if let Some(signer) = &signer {
+            signer.sign(&mut card).map_err(|e| e.to_string())?;
+        }
+        Ok(card)
+    };
+    let public_card =
+        crate::service::card::PublicCard::new(Box::new(render)).map_err(StartError::CardSigning)?;
     let push_policy = match settings.push.enabled {
         true => Some(Arc::new(
             crate::push::UrlPolicy::new(&settings.push).map_err(StartError::Push)?,

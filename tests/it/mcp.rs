@@ -23,6 +23,16 @@ use serde_json::{Value, json};
 use crate::agent::{FakeModel, delta, finish, with_model};
 use crate::support::{TestApp, call_tool, spawn_agent_in, tool_result, user_message};
 
+/// The `working` status updates of a stream that say how far a tool call has come.
+fn progress_updates(events: &[crate::support::SseEvent]) -> Vec<Value> {
+    events
+        .iter()
+        .map(|e| &e.data["result"]["statusUpdate"])
+        .filter(|u| u["status"]["state"] == "TASK_STATE_WORKING")
+        .filter_map(|u| u["metadata"].get("progress").cloned())
+        .collect()
+}
+
 /// The Python that has the `mcp` package, or `None` (outside CI) when there is none.
 fn python() -> Option<String> {
     let candidates = [
@@ -258,23 +268,212 @@ async fn a_stdio_servers_tools_answer_direct_calls_and_say_why_they_fail() {
         "{stats}"
     );
     assert!(stats["window"]["mcpFailed"].as_u64() >= Some(1), "{stats}");
+}
 
-    // A tool added at run time is announced; the agent's tools stay the ones listed at
-    // start.
-    let grown = tool_result(&call_tool(&app, "fixture__grow", json!({"name": "later"})).await);
-    assert_eq!(grown["content"][0]["text"], "grown");
+#[actix_web::test]
+async fn a_tools_progress_goes_to_the_stream_as_working_updates_not_into_the_history() {
+    let Some(python) = python() else { return };
+    let model = FakeModel::start().await;
+    let url = model.url.clone();
+    let app = serving(vec![stdio("stepper", &python)], move |s| {
+        with_model(&url)(s);
+        s.streaming.progress_interval_ms = 1;
+    })
+    .await;
+
+    // A direct call, streamed: each step the server reports is a working update.
+    let mut message = user_message("");
+    message["parts"] = json!([{"data": {"tool": "stepper__steps",
+        "arguments": {"count": 3, "pause": 0.1}}}]);
+    let events = app
+        .rpc_stream("SendStreamingMessage", json!({"message": message}))
+        .await;
+    // Each as the server said it (reports closer than the interval are merged, the
+    // latest kept; the last may come with the result, after which nothing is sent).
+    let progress = progress_updates(&events);
+    assert!(!progress.is_empty(), "{events:?}");
+    let mut before = 0.0;
+    for update in &progress {
+        let step = update["progress"].as_f64().unwrap();
+        assert!(step > before, "{progress:?}");
+        before = step;
+        assert_eq!(
+            update,
+            &json!({"tool": "stepper__steps", "progress": step, "total": 3.0,
+                "message": format!("step {step} of 3")}),
+        );
+    }
+    let last = &events.last().unwrap().data["result"]["statusUpdate"];
+    assert_eq!(
+        last["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
+    let task_id = last["taskId"].as_str().unwrap();
+    // Nothing of it joined the task's history: no status message was written.
+    let task = app.rpc("GetTask", json!({"id": task_id})).await;
+    let history = task["result"]["history"].as_array().unwrap();
+    assert_eq!(history.len(), 1, "{task}");
+
+    // A model's call, streamed, reports the same way.
+    model.script(&[
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_steps", "type": "function",
+            "function": {"name": "stepper__steps", "arguments": "{\"count\": 2, \"pause\": 0.1}"}}]}),
+        ),
+        finish("tool_calls"),
+    ]);
+    model.script(&[delta(json!({"content": "Done in two."})), finish("stop")]);
+    let events = app
+        .rpc_stream(
+            "SendStreamingMessage",
+            json!({"message": user_message("take two steps")}),
+        )
+        .await;
+    let progress = progress_updates(&events);
+    assert_eq!(
+        progress.first().map(|p| (&p["tool"], &p["message"])),
+        Some((&json!("stepper__steps"), &json!("step 1 of 2"))),
+        "{events:?}"
+    );
+    let last = &events.last().unwrap().data["result"]["statusUpdate"];
+    assert_eq!(
+        last["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
+}
+
+#[actix_web::test]
+async fn progress_is_not_sent_when_its_interval_is_zero() {
+    let Some(python) = python() else { return };
+    let app = serving(vec![stdio("quiet", &python)], |s| {
+        s.streaming.progress_interval_ms = 0;
+    })
+    .await;
+    let mut message = user_message("");
+    message["parts"] = json!([{"data": {"tool": "quiet__steps",
+        "arguments": {"count": 2, "pause": 0.05}}}]);
+    let events = app
+        .rpc_stream("SendStreamingMessage", json!({"message": message}))
+        .await;
+    assert_eq!(progress_updates(&events), Vec::<Value>::new(), "{events:?}");
+    let last = &events.last().unwrap().data["result"]["statusUpdate"];
+    assert_eq!(
+        last["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
+}
+
+/// Calls `tool` directly until it is known (its server's changed list taken), and
+/// gives its result.
+async fn once_listed(app: &TestApp, tool: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while metric(
-        &app,
-        "agent_a2a_mcp_tool_list_changes_total",
-        &["server=\"fixture\""],
-    )
-    .await
-        != Some(1.0)
-    {
-        assert!(Instant::now() < deadline, "list_changed not counted");
+    loop {
+        let task = call_tool(app, tool, json!({})).await;
+        if task["status"]["state"] == "TASK_STATE_COMPLETED" {
+            return tool_result(&task);
+        }
+        assert!(Instant::now() < deadline, "{tool} never listed: {task}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Whether the direct call of `tool` is refused as unknown (a JSON-RPC error naming it).
+async fn unknown(app: &TestApp, tool: &str) -> bool {
+    let mut message = user_message("");
+    message["parts"] = json!([{"data": {"tool": tool, "arguments": {}}}]);
+    let r = app.rpc("SendMessage", json!({"message": message})).await;
+    r["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("unknown tool"))
+}
+
+#[actix_web::test]
+async fn a_changed_tool_list_reaches_direct_calls_the_model_and_the_card() {
+    let Some(python) = python() else { return };
+    let model = FakeModel::start().await;
+    let url = model.url.clone();
+    let app = serving(vec![stdio("grower", &python)], move |s| with_model(&url)(s)).await;
+    assert!(unknown(&app, "grower__later").await);
+
+    // The model grows the server a tool; the server says its list changed.
+    model.script(&[
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_grow", "type": "function",
+            "function": {"name": "grower__grow", "arguments": "{\"name\": \"later\"}"}}]}),
+        ),
+        finish("tool_calls"),
+    ]);
+    model.script(&[delta(json!({"content": "Grown."})), finish("stop")]);
+    let r = app
+        .rpc("SendMessage", json!({"message": user_message("grow")}))
+        .await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    let offered = |request: &Value| -> Vec<String> {
+        request["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert!(!offered(&model.requests()[0]).contains(&"grower__later".to_owned()));
+
+    // Direct calls reach the new tool, the next turn's model is offered it, the card
+    // lists it.
+    let later = once_listed(&app, "grower__later").await;
+    assert_eq!(later["content"][0]["text"], "I am later", "{later}");
+    model.script(&[delta(json!({"content": "Fine."})), finish("stop")]);
+    let r = app
+        .rpc("SendMessage", json!({"message": user_message("again")}))
+        .await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+    let requests = model.requests();
+    let tools = offered(&requests[2]);
+    assert!(tools.contains(&"grower__later".to_owned()), "{tools:?}");
+    let later = requests[2]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "grower__later")
+        .unwrap();
+    assert_eq!(later["function"]["description"], "added at run time");
+    let card: Value = app
+        .get("/.well-known/agent-card.json")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(card.to_string().contains("grower__later"), "{card}");
+    assert_eq!(
+        metric(
+            &app,
+            "agent_a2a_mcp_tool_list_changes_total",
+            &["server=\"grower\""]
+        )
+        .await,
+        Some(1.0)
+    );
+
+    // Removed, it is refused as unknown and no longer offered.
+    let shrunk = tool_result(&call_tool(&app, "grower__shrink", json!({"name": "later"})).await);
+    assert_eq!(shrunk["content"][0]["text"], "shrunk");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !unknown(&app, "grower__later").await {
+        assert!(Instant::now() < deadline, "grower__later still listed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    model.script(&[delta(json!({"content": "Fine."})), finish("stop")]);
+    app.rpc("SendMessage", json!({"message": user_message("once more")}))
+        .await;
+    let tools = offered(&model.requests()[3]);
+    assert!(!tools.contains(&"grower__later".to_owned()), "{tools:?}");
+    assert!(tools.contains(&"grower__add".to_owned()), "{tools:?}");
 }
 
 #[actix_web::test]

@@ -8,7 +8,7 @@ use crate::http::AppState;
 use crate::http::observe::{Binding, tag};
 
 pub async fn public_card(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let card = &state.card;
+    let card = state.service.public_card();
     let matches = req
         .headers()
         .get(header::IF_NONE_MATCH)
@@ -27,7 +27,7 @@ pub async fn public_card(req: HttpRequest, state: web::Data<AppState>) -> HttpRe
     response
         .insert_header((
             header::CACHE_CONTROL,
-            format!("public, max-age={}", card.max_age_secs),
+            format!("public, max-age={}", state.card_max_age_secs),
         ))
         .insert_header((header::ETAG, card.etag.clone()))
         .insert_header((header::LAST_MODIFIED, HttpDate::from(card.last_modified)));
@@ -51,7 +51,7 @@ pub async fn signing_keys(req: HttpRequest, state: web::Data<AppState>) -> HttpR
     let mut response = HttpResponse::Ok()
         .insert_header((
             header::CACHE_CONTROL,
-            format!("public, max-age={}", state.card.max_age_secs),
+            format!("public, max-age={}", state.card_max_age_secs),
         ))
         .content_type("application/jwk-set+json")
         .body(keys.to_string());

@@ -49,27 +49,41 @@ const SCOPE_KEYS: [&str; 7] = [
 
 /// Runs the configured agent tree: the executor of a server with `agent.provider` set.
 pub struct AgentLoopExecutor {
-    tree: Arc<AgentTree>,
+    /// The tree as built for a list of tools, and which one
+    /// ([`Tools::generation`]): remade from it when the tools change.
+    tree: arc_swap::ArcSwap<(u64, Arc<AgentTree>)>,
     settings: RunSettings,
     history: HistoryConfig,
     flush: Duration,
 }
 
 impl AgentLoopExecutor {
+    /// An executor of `tree`, built for the tools listed at start.
     pub fn new(tree: AgentTree, agent: &AgentSettings, history: &HistorySettings) -> Self {
         Self {
-            tree: Arc::new(tree),
+            tree: arc_swap::ArcSwap::from_pointee((0, Arc::new(tree))),
             settings: RunSettings::from_settings(agent),
             history: HistoryConfig::from(history),
             flush: Duration::from_millis(agent.stream_flush_ms),
         }
     }
-}
 
-impl AgentLoopExecutor {
+    /// The tree for the tools of `tools` as they are now: the one built before, or,
+    /// when they changed since, the same agents with their tools taken anew.
+    fn tree(&self, tools: &Tools) -> Arc<AgentTree> {
+        let built = self.tree.load();
+        let generation = tools.generation();
+        if built.0 == generation {
+            return built.1.clone();
+        }
+        let tree = Arc::new(built.1.retooled(&tools.specs()));
+        self.tree.store(Arc::new((generation, tree.clone())));
+        tree
+    }
+
     /// The conversation the model sees, from the turn's history.
     fn contents(&self, turn: &Turn) -> Vec<Content> {
-        let root = self.tree.root().name.clone();
+        let root = self.tree.load().1.root().name.clone();
         crate::session::events(&turn.history, &root, &HeuristicEstimator, &self.history)
             .into_iter()
             .filter_map(|event| event.content)
@@ -102,8 +116,8 @@ impl AgentExecutor for AgentLoopExecutor {
         let mut contents = self.contents(&turn);
         let tools = Arc::new(SkillTools::new(&turn, &sink));
         let active = turn.state.get(ACTIVE_AGENT_KEY).and_then(Value::as_str);
-        let runner =
-            Runner::new(self.tree.clone(), tools.clone(), self.settings).starting_with(active);
+        let tree = self.tree(&turn.tools);
+        let runner = Runner::new(tree, tools.clone(), self.settings).starting_with(active);
         let mut observer = SinkObserver::new(&sink, self.flush);
         match run_and_collect(&runner, &mut contents, &context, &mut observer).await {
             Ok(answer) => {
@@ -132,7 +146,7 @@ impl AgentExecutor for AgentLoopExecutor {
 /// registered: the user's text is the query, and scope ids come from the request's or the
 /// message's metadata. A failure is logged and the run goes on without context.
 async fn session_context(turn: &Turn) -> String {
-    if turn.tools.spec(SESSION_CONTEXT_TOOL, None).is_none() {
+    if !turn.tools.has(SESSION_CONTEXT_TOOL, None) {
         return String::new();
     }
     let mut arguments = Map::new();
@@ -222,6 +236,9 @@ fn provider_kind(error: &ProviderError) -> String {
 /// tenant and thread, each call named by its function call id.
 struct SkillTools {
     tools: Arc<Tools>,
+    /// Where the calls' progress goes (`Turn::progress_every`).
+    sink: TurnSink,
+    progress_every: Option<Duration>,
     caller: Caller,
     task_id: TaskId,
     journal: Arc<dyn CallJournal>,
@@ -234,6 +251,8 @@ impl SkillTools {
     fn new(turn: &Turn, sink: &TurnSink) -> Self {
         Self {
             tools: turn.tools.clone(),
+            sink: sink.clone(),
+            progress_every: turn.progress_every,
             caller: turn.caller(),
             task_id: turn.task_id.clone(),
             journal: turn.journal(sink),
@@ -260,9 +279,17 @@ impl ToolInvoker for SkillTools {
             &self.journal,
             &model_call_id(call),
         );
+        let arguments = Value::Object(call.args.clone());
         let result = self
-            .tools
-            .call(name, None, Value::Object(call.args.clone()), caller)
+            .sink
+            .call_tool(
+                &self.tools,
+                self.progress_every,
+                name,
+                None,
+                arguments,
+                caller,
+            )
             .await;
         let asked = match &result {
             Some(Ok(value)) => self
@@ -475,12 +502,7 @@ impl AgentExecutor for RoutingExecutor {
             return ToolRoutingExecutor.execute(turn, sink).await;
         }
         sink.working().await?;
-        let specs: Vec<_> = turn
-            .tools
-            .names()
-            .iter()
-            .filter_map(|name| turn.tools.spec(name, None).cloned())
-            .collect();
+        let specs = turn.tools.specs();
         let request = LlmRequest {
             contents: vec![Content {
                 role: "user".into(),
@@ -579,12 +601,7 @@ pub(in crate::runtime) fn configured(
 ) -> std::result::Result<Arc<dyn AgentExecutor>, crate::agent::TreeError> {
     let agent = &settings.agent;
     if !agent.provider.is_empty() {
-        let specs: Vec<_> = tools
-            .names()
-            .iter()
-            .filter_map(|name| tools.spec(name, None).cloned())
-            .collect();
-        let tree = AgentTree::build(agent, &|name| models.adapter(name), &specs)?;
+        let tree = AgentTree::build(agent, &|name| models.adapter(name), &tools.specs())?;
         tracing::info!(agent = %agent.name, provider = %agent.provider, "agent loop enabled");
         return Ok(Arc::new(AgentLoopExecutor::new(
             tree,

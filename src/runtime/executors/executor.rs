@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::runtime::skill_actor::Tools;
 use crate::runtime::thread::{Emit, ThreadActor, TurnEmit};
 use crate::session::{Event, StoredMessage};
-use crate::skills::{CallJournal, CallRef, Caller, SkillError};
+use crate::skills::{CallJournal, CallRef, Caller, SkillError, ToolProgress};
 
 /// The agent logic a deployment plugs in.
 #[async_trait]
@@ -63,6 +63,9 @@ pub struct Turn {
     /// The turn was cut short by a restart and is picked up again
     /// ([`AgentExecutor::resumable`]); its message and history are as they were stored.
     pub resumed: bool,
+    /// How often a tool call's progress may go to the task's streams
+    /// (`streaming.progress_interval_ms`); `None`: it does not.
+    pub progress_every: Option<std::time::Duration>,
 }
 
 impl Turn {
@@ -73,6 +76,7 @@ impl Turn {
             context_id: self.context_id.clone(),
             fence_token: self.fence_token,
             call: None,
+            progress: None,
         }
     }
 
@@ -231,6 +235,82 @@ impl TurnSink {
         let mut event = Event::new(STATE_AUTHOR, None, Timestamp::now());
         event.actions.state_delta.insert(key, value);
         self.append_event(event).await
+    }
+
+    /// Calls `tool` (of `skill`, when given) through `tools` as `caller`, sending what
+    /// the tool reports of its progress to the task's streams when `every` is set
+    /// ([`TurnSink::with_progress`]). `None`: no such tool.
+    pub async fn call_tool(
+        &self,
+        tools: &Tools,
+        every: Option<std::time::Duration>,
+        tool: &str,
+        skill: Option<&str>,
+        arguments: serde_json::Value,
+        mut caller: Caller,
+    ) -> Option<std::result::Result<serde_json::Value, SkillError>> {
+        let Some(every) = every else {
+            return tools.call(tool, skill, arguments, caller).await;
+        };
+        let (report, progress) = crate::skills::ProgressReport::channel();
+        caller.progress = Some(report);
+        let call = tools.call(tool, skill, arguments, caller);
+        self.with_progress(tool, every, progress, call).await
+    }
+
+    /// Runs `call`, a call of `tool` whose progress reports arrive at `progress`, and
+    /// sends each report on as a `working` status update of the task whose metadata
+    /// says how far the call has come — `{"progress": {"tool", "progress", "total",
+    /// "message"}}` — with no status message, so nothing joins the history. At most one
+    /// goes out per `every`, the latest report kept for the next; none after the call
+    /// ends. An update that cannot be written is skipped (logged): progress never fails
+    /// a call.
+    pub async fn with_progress<F: std::future::Future>(
+        &self,
+        tool: &str,
+        every: std::time::Duration,
+        mut progress: tokio::sync::watch::Receiver<Option<ToolProgress>>,
+        call: F,
+    ) -> F::Output {
+        tokio::pin!(call);
+        let mut next = tokio::time::Instant::now();
+        let mut pending = false;
+        let mut reporting = true;
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut call => return out,
+                changed = progress.changed(), if reporting && !pending => match changed {
+                    Ok(()) => pending = true,
+                    // The tool is done reporting.
+                    Err(_) => reporting = false,
+                },
+                _ = tokio::time::sleep_until(next), if pending => {
+                    pending = false;
+                    let Some(report) = progress.borrow_and_update().clone() else {
+                        continue;
+                    };
+                    let mut said = serde_json::json!({"tool": tool, "progress": report.progress});
+                    if let Some(total) = report.total {
+                        said["total"] = serde_json::json!(total);
+                    }
+                    if let Some(message) = report.message {
+                        said["message"] = serde_json::json!(message);
+                    }
+                    let mut metadata = Metadata::new();
+                    metadata.insert("progress".into(), said);
+                    let update = Emit::Status {
+                        state: TaskState::Working,
+                        message: None,
+                        metadata: Some(metadata),
+                    };
+                    if let Err(e) = self.emit(update).await {
+                        tracing::debug!(tool, error = %e, "a tool's progress not sent");
+                    }
+                    next = tokio::time::Instant::now() + every;
+                }
+            }
+        }
     }
 
     /// Answers with a message instead of a task. Only valid as the first output of a

@@ -177,7 +177,7 @@ impl AgentExecutor for ToolRoutingExecutor {
     fn resumable(&self, turn: &Turn) -> bool {
         matches!(the_call(turn), Ok(Some(call))
             if turn.tools.resumable(&call.tool)
-                && turn.tools.spec(&call.tool, call.skill.as_deref()).is_some())
+                && turn.tools.has(&call.tool, call.skill.as_deref()))
     }
 
     async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<()> {
@@ -193,7 +193,7 @@ impl AgentExecutor for ToolRoutingExecutor {
                 Self::help(&turn.tools)
             ))
         };
-        if turn.tools.spec(&call.tool, call.skill.as_deref()).is_none() {
+        if !turn.tools.has(&call.tool, call.skill.as_deref()) {
             return Err(unknown());
         }
         sink.working().await?;
@@ -203,9 +203,15 @@ impl AgentExecutor for ToolRoutingExecutor {
             &turn.journal(&sink),
             turn.message.message_id.as_str(),
         );
-        let result = turn
-            .tools
-            .call(&call.tool, call.skill.as_deref(), call.arguments, caller)
+        let result = sink
+            .call_tool(
+                &turn.tools,
+                turn.progress_every,
+                &call.tool,
+                call.skill.as_deref(),
+                call.arguments,
+                caller,
+            )
             .await
             .ok_or_else(unknown)?;
         match result {

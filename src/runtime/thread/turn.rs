@@ -346,6 +346,10 @@ impl ThreadActor {
             tools,
             fence_token,
             resumed: false,
+            progress_every: match self.deps.streaming.progress_interval_ms {
+                0 => None,
+                ms => Some(std::time::Duration::from_millis(ms)),
+            },
         })
     }
 

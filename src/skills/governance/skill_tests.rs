@@ -83,6 +83,7 @@ fn caller(tenant: &str) -> Caller {
         context_id: ContextId::generate(),
         fence_token: None,
         call: None,
+        progress: None,
     }
 }
 

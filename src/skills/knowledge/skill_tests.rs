@@ -27,6 +27,7 @@ fn caller(tenant: &str) -> Caller {
         context_id: ContextId::generate(),
         fence_token: None,
         call: None,
+        progress: None,
     }
 }
 
@@ -298,6 +299,7 @@ async fn bad_arguments_are_refused_naming_the_field() {
         context_id: ContextId::generate(),
         fence_token: None,
         call: None,
+        progress: None,
     };
     let odd_tenant = skill.invoke("knowledge_query", json!({}), &stored).await;
     assert!(invalid(odd_tenant).contains("tenant"));

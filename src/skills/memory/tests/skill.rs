@@ -17,6 +17,7 @@ fn caller(tenant_name: &str) -> Caller {
         context_id: ContextId::parse("ctx-1").unwrap(),
         fence_token: None,
         call: None,
+        progress: None,
     }
 }
 
