@@ -430,17 +430,22 @@ pub const REMOTE_AGENT_CALL_MS: &str = "agent_a2a_remote_agent_call_ms";
 
 // MCP servers' tools (recorded by `client::mcp`).
 
-/// Calls of an MCP server's tools by `server` and `outcome`: `ok`, `refused` (a JSON-RPC
-/// error), `tool_error` (the result says `isError`), `timeout`, `unreachable`,
-/// `too_large` (over `max_result_bytes`), `garbage`, `breaker_open` (not sent).
+/// Calls of an MCP server's tools by `server`, `tool` (its name on the server) and
+/// `outcome`: `ok`, `refused` (a JSON-RPC error), `tool_error` (the result says
+/// `isError`), `timeout`, `unreachable`, `too_large` (over `max_result_bytes`),
+/// `garbage`, `breaker_open` (not sent).
 pub const MCP_CALLS: &str = "agent_a2a_mcp_calls_total";
-/// How long a call of an MCP server's tool took, by `server`, in milliseconds.
+/// How long a call of an MCP server's tool took, by `server` and `tool`, in
+/// milliseconds.
 pub const MCP_CALL_MS: &str = "agent_a2a_mcp_call_ms";
+/// 1 while an HTTP MCP server's breaker is open (its calls are paused), by `server`.
+pub const MCP_BREAKER_OPEN: &str = "agent_a2a_mcp_breaker_open";
 /// Connections to an MCP server made again (a stdio server started again), by `server`.
 pub const MCP_RESTARTS: &str = "agent_a2a_mcp_restarts_total";
 /// 1 while the connection to an MCP server is up, by `server`.
 pub const MCP_SERVER_UP: &str = "agent_a2a_mcp_server_up";
-/// `notifications/tools/list_changed` heard from an MCP server, by `server`.
+/// `notifications/tools/list_changed` heard from an MCP server, by `server` (its list is
+/// read again and taken).
 pub const MCP_TOOL_LIST_CHANGES: &str = "agent_a2a_mcp_tool_list_changes_total";
 
 /// Turns a restart cut short that were picked up where they stopped instead of failed
@@ -480,11 +485,15 @@ fn describe() {
     );
     describe_counter!(
         MCP_CALLS,
-        "Calls of an MCP server's tools by server and outcome (ok, refused, tool_error, timeout, unreachable, too_large, garbage, breaker_open)."
+        "Calls of an MCP server's tools by server, tool and outcome (ok, refused, tool_error, timeout, unreachable, too_large, garbage, breaker_open)."
     );
     describe_histogram!(
         MCP_CALL_MS,
-        "Duration of a call of an MCP server's tool in milliseconds, by server."
+        "Duration of a call of an MCP server's tool in milliseconds, by server and tool."
+    );
+    describe_gauge!(
+        MCP_BREAKER_OPEN,
+        "1 while an HTTP MCP server's breaker is open (its calls are paused), by server."
     );
     describe_counter!(
         MCP_RESTARTS,
@@ -496,7 +505,7 @@ fn describe() {
     );
     describe_counter!(
         MCP_TOOL_LIST_CHANGES,
-        "notifications/tools/list_changed heard from an MCP server, by server (its tools are taken at the next start)."
+        "notifications/tools/list_changed heard from an MCP server, by server (its list is read again and taken)."
     );
     describe_gauge!(
         POSTGRES_AUTOVACUUM_OFF,

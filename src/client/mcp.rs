@@ -61,7 +61,7 @@ use tokio::sync::{Notify, Semaphore, mpsc, watch};
 
 use super::tools::Breaker;
 use crate::config::{McpServerSettings, Settings};
-use crate::domain::TenantId;
+use crate::domain::{Part, PartContent, TenantId};
 use crate::push::UrlPolicy;
 use crate::skills::{
     Caller, ProgressReport, Skill, SkillError, SkillInfo, SkillRegistry, ToolProgress, ToolSpec,
@@ -786,6 +786,67 @@ fn text_of(content: Option<&Value>) -> String {
     }
 }
 
+/// A result's pieces as parts of their kinds, for a direct call's artifact: a text
+/// block is a text part; an image or audio block, or an embedded binary resource, a
+/// part of its bytes with its media type; an embedded text resource a text part with
+/// its media type; a resource link a URL part (its name as the filename); a block of
+/// another kind (or whose bytes are not base64) a data part holding the block; and the
+/// structured content, last, a JSON data part. A resource's URI is in its part's
+/// metadata (`uri`). A result with no pieces is one data part holding it.
+fn parts_of(result: &Value) -> Vec<Part> {
+    use base64::Engine as _;
+    let bytes = |data: &Value| {
+        let text = data.as_str()?;
+        base64::engine::general_purpose::STANDARD.decode(text).ok()
+    };
+    let typed = |content: PartContent, media: &Value| Part {
+        media_type: media.as_str().map(str::to_owned),
+        ..Part::of(content)
+    };
+    let with_uri = |mut part: Part, uri: &Value| {
+        if let Some(uri) = uri.as_str() {
+            part.metadata
+                .get_or_insert_with(Default::default)
+                .insert("uri".into(), json!(uri));
+        }
+        part
+    };
+    let mut parts = Vec::new();
+    for block in result["content"].as_array().into_iter().flatten() {
+        let part = match block["type"].as_str() {
+            Some("text") => block["text"].as_str().map(Part::text),
+            Some("image" | "audio") => {
+                bytes(&block["data"]).map(|raw| typed(PartContent::Raw(raw), &block["mimeType"]))
+            }
+            Some("resource") => {
+                let resource = &block["resource"];
+                let content = match (resource["text"].as_str(), bytes(&resource["blob"])) {
+                    (Some(text), _) => Some(PartContent::Text(text.to_owned())),
+                    (None, Some(raw)) => Some(PartContent::Raw(raw)),
+                    (None, None) => None,
+                };
+                content.map(|c| with_uri(typed(c, &resource["mimeType"]), &resource["uri"]))
+            }
+            Some("resource_link") => block["uri"].as_str().map(|uri| Part {
+                filename: block["name"].as_str().map(str::to_owned),
+                ..typed(PartContent::Url(uri.to_owned()), &block["mimeType"])
+            }),
+            _ => None,
+        };
+        parts.push(part.unwrap_or_else(|| Part::data(block.clone())));
+    }
+    if let Some(structured) = result.get("structuredContent") {
+        parts.push(Part {
+            media_type: Some("application/json".into()),
+            ..Part::data(structured.clone())
+        });
+    }
+    if parts.is_empty() {
+        parts.push(Part::data(result.clone()));
+    }
+    parts
+}
+
 /// `result` with the base64 of its image and audio blocks and embedded binary
 /// resources replaced by what they are and their size.
 fn without_bytes(mut result: Value) -> Value {
@@ -875,8 +936,9 @@ impl Skill for McpServerSkill {
         arguments: Value,
         caller: &Caller,
     ) -> Result<Value, SkillError> {
-        let listed = self.listing.current.load();
-        let Some(on_server) = listed.server_names.get(tool) else {
+        // Its name on the server, in the list as it is now (not held across the call).
+        let on_server = self.listing.current.load().server_names.get(tool).cloned();
+        let Some(on_server) = on_server else {
             return Err(SkillError::NotFound(format!(
                 "no tool {tool} (the MCP server `{}` no longer offers it)",
                 self.name
@@ -892,7 +954,7 @@ impl Skill for McpServerSkill {
         if let Some(breaker) = &self.breaker
             && !breaker.admit()
         {
-            metrics::counter!(telemetry::MCP_CALLS, "server" => server.to_string(), "outcome" => "breaker_open")
+            metrics::counter!(telemetry::MCP_CALLS, "server" => server.to_string(), "tool" => on_server.clone(), "outcome" => "breaker_open")
                 .increment(1);
             return Err(SkillError::ToolServer(format!(
                 "MCP server `{server}` is failing; calls are paused (its breaker is open)"
@@ -902,7 +964,7 @@ impl Skill for McpServerSkill {
         let used = AtomicU64::new(NO_GENERATION);
         let outcome = match tokio::time::timeout(
             self.timeout,
-            self.call(on_server, arguments, caller.progress.clone(), &used),
+            self.call(&on_server, arguments, caller.progress.clone(), &used),
         )
         .await
         {
@@ -916,11 +978,13 @@ impl Skill for McpServerSkill {
         };
         if let Some(breaker) = &self.breaker {
             breaker.settle(outcome.as_ref().map_or_else(Failure::reached, |_| true));
+            let open = if breaker.is_open() { 1.0 } else { 0.0 };
+            metrics::gauge!(telemetry::MCP_BREAKER_OPEN, "server" => server.to_string()).set(open);
         }
         let label = outcome.as_ref().map_or_else(Failure::label, |_| "ok");
-        metrics::counter!(telemetry::MCP_CALLS, "server" => server.to_string(), "outcome" => label)
+        metrics::counter!(telemetry::MCP_CALLS, "server" => server.to_string(), "tool" => on_server.clone(), "outcome" => label)
             .increment(1);
-        metrics::histogram!(telemetry::MCP_CALL_MS, "server" => server.to_string())
+        metrics::histogram!(telemetry::MCP_CALL_MS, "server" => server.to_string(), "tool" => on_server.clone())
             .record(started.elapsed().as_secs_f64() * 1e3);
         outcome.map_err(|failure| {
             let generation = used.load(Ordering::Relaxed);
@@ -954,6 +1018,10 @@ impl Skill for McpServerSkill {
     /// replaced by what it is and its size. Direct callers get them whole.
     fn for_model(&self, _tool: &str, result: Value) -> Value {
         without_bytes(result)
+    }
+
+    fn parts(&self, _tool: &str, result: &Value) -> Option<Vec<Part>> {
+        Some(parts_of(result))
     }
 
     // No `health`: a server being down is not this server's outage, as a remote
@@ -1085,6 +1153,43 @@ mod tests {
                 "bad \u{fffd} byte",
                 "last without new… (cut at 16 bytes)",
             ]
+        );
+    }
+
+    #[test]
+    fn a_results_pieces_become_parts_of_their_kinds() {
+        let result = json!({
+            "content": [
+                {"type": "text", "text": "here"},
+                {"type": "image", "mimeType": "image/png", "data": "aGk="},
+                {"type": "audio", "mimeType": "audio/wav", "data": "not base64!"},
+                {"type": "resource", "resource": {"uri": "file:///a.zip", "mimeType": "application/zip", "blob": "UEs="}},
+                {"type": "resource", "resource": {"uri": "file:///b.md", "mimeType": "text/markdown", "text": "# b"}},
+                {"type": "resource_link", "uri": "https://example.com/c.pdf", "name": "c.pdf", "mimeType": "application/pdf"},
+                {"type": "hologram", "x": 1},
+            ],
+            "structuredContent": {"n": 1},
+        });
+        let parts: Vec<Value> = parts_of(&result)
+            .iter()
+            .map(|p| serde_json::to_value(p).unwrap())
+            .collect();
+        assert_eq!(
+            parts,
+            [
+                json!({"content": {"text": "here"}}),
+                json!({"content": {"raw": "aGk="}, "media_type": "image/png"}),
+                json!({"content": {"data": {"type": "audio", "mimeType": "audio/wav", "data": "not base64!"}}}),
+                json!({"content": {"raw": "UEs="}, "media_type": "application/zip", "metadata": {"uri": "file:///a.zip"}}),
+                json!({"content": {"text": "# b"}, "media_type": "text/markdown", "metadata": {"uri": "file:///b.md"}}),
+                json!({"content": {"url": "https://example.com/c.pdf"}, "filename": "c.pdf", "media_type": "application/pdf"}),
+                json!({"content": {"data": {"type": "hologram", "x": 1}}}),
+                json!({"content": {"data": {"n": 1}}, "media_type": "application/json"}),
+            ]
+        );
+        assert_eq!(
+            parts_of(&json!({"content": []})),
+            [Part::data(json!({"content": []}))]
         );
     }
 

@@ -392,6 +392,12 @@ impl Breaker {
         }
     }
 
+    /// Whether it is open now (calls are refused, or one probe is out).
+    pub(super) fn is_open(&self) -> bool {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.open_until.is_some()
+    }
+
     /// The outcome of an admitted call: `reached` closes the breaker; a failure counts,
     /// and opens it at the threshold (or again, after a failed probe).
     pub(super) fn settle(&self, reached: bool) {

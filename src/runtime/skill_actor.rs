@@ -437,6 +437,20 @@ impl Tools {
         }
     }
 
+    /// The parts of a direct call's artifact for `result` of `tool`
+    /// ([`crate::skills::Skill::parts`]): the skill's, or one JSON data part.
+    pub fn parts(&self, tool: &str, result: Value) -> Vec<crate::domain::Part> {
+        let parts = self
+            .entry(tool, None)
+            .and_then(|entry| entry.skill.parts(tool, &result));
+        parts.unwrap_or_else(|| {
+            vec![crate::domain::Part {
+                media_type: Some("application/json".into()),
+                ..crate::domain::Part::data(result)
+            }]
+        })
+    }
+
     /// The question `result` of `tool` asks the user, if it is one
     /// ([`crate::skills::Skill::question`]).
     pub fn question(&self, tool: &str, result: &Value) -> Option<Question> {

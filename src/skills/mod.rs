@@ -292,6 +292,13 @@ pub trait Skill: Send + Sync + 'static {
         result
     }
 
+    /// The parts a direct call's artifact carries for `result` (of `tool`), when the
+    /// result has pieces of their own kinds (an MCP server's texts, images, resources);
+    /// `None` (the default): one JSON data part holding the result.
+    fn parts(&self, _tool: &str, _result: &Value) -> Option<Vec<crate::domain::Part>> {
+        None
+    }
+
     /// The server outside this one that the skill's tools reach, when it keeps a
     /// connection to it (an MCP server): its name and whether it is connected now.
     /// `/health/ready` names those that are not, without failing (they are not this

@@ -21,7 +21,31 @@ use agent_a2a::startup::Agent;
 use serde_json::{Value, json};
 
 use crate::agent::{FakeModel, delta, finish, with_model};
-use crate::support::{TestApp, call_tool, spawn_agent_in, tool_result, user_message};
+use crate::support::{TestApp, call_tool, spawn_agent_in, user_message};
+
+/// The parts of a completed direct call's artifact (panics with the task otherwise).
+fn parts(task: &Value) -> Vec<Value> {
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    task["artifacts"][0]["parts"].as_array().unwrap().clone()
+}
+
+/// The first text part of a completed direct call's artifact.
+fn first_text(task: &Value) -> String {
+    let parts = parts(task);
+    let text = parts.iter().find_map(|p| p["text"].as_str());
+    text.unwrap_or_else(|| panic!("a text part: {parts:?}"))
+        .to_owned()
+}
+
+/// The structured content of a completed direct call: its artifact's JSON data part.
+fn structured(task: &Value) -> Value {
+    let parts = parts(task);
+    let data = parts
+        .iter()
+        .find(|p| p["mediaType"] == "application/json")
+        .map(|p| p["data"].clone());
+    data.unwrap_or_else(|| panic!("a JSON data part: {parts:?}"))
+}
 
 /// The `working` status updates of a stream that say how far a tool call has come.
 fn progress_updates(events: &[crate::support::SseEvent]) -> Vec<Value> {
@@ -216,16 +240,15 @@ async fn a_stdio_servers_tools_answer_direct_calls_and_say_why_they_fail() {
         .unwrap_or_else(|| panic!("the MCP skill in the card: {card}"));
     assert_eq!(skill["tags"], json!(["mcp"]));
 
-    let answer = tool_result(&call_tool(&app, "fixture__add", json!({"a": 2, "b": 3})).await);
+    // Its text, then its structured content, each a part of its kind.
+    let task = call_tool(&app, "fixture__add", json!({"a": 2, "b": 3})).await;
     assert_eq!(
-        answer["content"],
-        json!([{"type": "text", "text": "5"}]),
-        "{answer}"
-    );
-    assert_eq!(
-        answer["structuredContent"],
-        json!({"result": 5}),
-        "{answer}"
+        parts(&task),
+        [
+            json!({"text": "5"}),
+            json!({"data": {"result": 5}, "mediaType": "application/json"})
+        ],
+        "{task}"
     );
 
     // The server's own schema refuses wrong arguments before anything is sent.
@@ -243,7 +266,7 @@ async fn a_stdio_servers_tools_answer_direct_calls_and_say_why_they_fail() {
         metric(
             &app,
             "agent_a2a_mcp_calls_total",
-            &["outcome=\"ok\"", "server=\"fixture\""]
+            &["outcome=\"ok\"", "server=\"fixture\"", "tool=\"add\""]
         )
         .await,
         Some(1.0)
@@ -252,7 +275,11 @@ async fn a_stdio_servers_tools_answer_direct_calls_and_say_why_they_fail() {
         metric(
             &app,
             "agent_a2a_mcp_calls_total",
-            &["outcome=\"tool_error\"", "server=\"fixture\""]
+            &[
+                "outcome=\"tool_error\"",
+                "server=\"fixture\"",
+                "tool=\"fail\""
+            ]
         )
         .await,
         Some(1.0)
@@ -370,7 +397,7 @@ async fn once_listed(app: &TestApp, tool: &str) -> Value {
     loop {
         let task = call_tool(app, tool, json!({})).await;
         if task["status"]["state"] == "TASK_STATE_COMPLETED" {
-            return tool_result(&task);
+            return task;
         }
         assert!(Instant::now() < deadline, "{tool} never listed: {task}");
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -424,7 +451,7 @@ async fn a_changed_tool_list_reaches_direct_calls_the_model_and_the_card() {
     // Direct calls reach the new tool, the next turn's model is offered it, the card
     // lists it.
     let later = once_listed(&app, "grower__later").await;
-    assert_eq!(later["content"][0]["text"], "I am later", "{later}");
+    assert_eq!(first_text(&later), "I am later", "{later}");
     model.script(&[delta(json!({"content": "Fine."})), finish("stop")]);
     let r = app
         .rpc("SendMessage", json!({"message": user_message("again")}))
@@ -461,8 +488,8 @@ async fn a_changed_tool_list_reaches_direct_calls_the_model_and_the_card() {
     );
 
     // Removed, it is refused as unknown and no longer offered.
-    let shrunk = tool_result(&call_tool(&app, "grower__shrink", json!({"name": "later"})).await);
-    assert_eq!(shrunk["content"][0]["text"], "shrunk");
+    let shrunk = call_tool(&app, "grower__shrink", json!({"name": "later"})).await;
+    assert_eq!(first_text(&shrunk), "shrunk");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !unknown(&app, "grower__later").await {
         assert!(Instant::now() < deadline, "grower__later still listed");
@@ -483,20 +510,51 @@ async fn the_reference_server_everything_answers_over_stdio() {
     let model = FakeModel::start().await;
     let url = model.url.clone();
     let app = serving(vec![server], move |s| with_model(&url)(s)).await;
-    let echo = tool_result(&call_tool(&app, "everything__echo", json!({"message": "hello"})).await);
-    assert_eq!(
-        echo["content"],
-        json!([{"type": "text", "text": "Echo: hello"}])
+    let echo = call_tool(&app, "everything__echo", json!({"message": "hello"})).await;
+    assert_eq!(parts(&echo), [json!({"text": "Echo: hello"})]);
+    let sum = call_tool(&app, "everything__get-sum", json!({"a": 2, "b": 3})).await;
+    assert_eq!(first_text(&sum), "The sum of 2 and 3 is 5.");
+    // An image block is a part of its bytes and media type, between its texts.
+    let image = parts(&call_tool(&app, "everything__get-tiny-image", json!({})).await);
+    let kinds: Vec<bool> = image.iter().map(|p| p["text"].is_string()).collect();
+    assert_eq!(kinds, [true, false, true], "{image:?}");
+    assert_eq!(image[1]["mediaType"], "image/png");
+    assert!(image[1]["raw"].as_str().unwrap().starts_with("iVBOR"));
+    // A resource link is a URL part.
+    let links =
+        parts(&call_tool(&app, "everything__get-resource-links", json!({"count": 1})).await);
+    assert!(
+        links
+            .iter()
+            .any(|p| p["url"].is_string() && p["filename"].is_string()),
+        "{links:?}"
     );
-    let sum = tool_result(&call_tool(&app, "everything__get-sum", json!({"a": 2, "b": 3})).await);
-    assert_eq!(sum["content"][0]["text"], "The sum of 2 and 3 is 5.");
-    // An image block comes through as the server sent it, between its texts.
-    let image = tool_result(&call_tool(&app, "everything__get-tiny-image", json!({})).await);
-    let blocks = image["content"].as_array().unwrap();
-    let kinds: Vec<&str> = blocks.iter().filter_map(|b| b["type"].as_str()).collect();
-    assert_eq!(kinds, ["text", "image", "text"], "{image}");
-    assert_eq!(blocks[1]["mimeType"], "image/png");
-    assert!(blocks[1]["data"].as_str().unwrap().starts_with("iVBOR"));
+    // An embedded blob resource is a part of its bytes, its URI in the metadata.
+    let blob = parts(
+        &call_tool(
+            &app,
+            "everything__get-resource-reference",
+            json!({"resourceType": "Blob", "resourceId": 2}),
+        )
+        .await,
+    );
+    let resource = blob
+        .iter()
+        .find(|p| p["raw"].is_string())
+        .unwrap_or_else(|| panic!("a bytes part: {blob:?}"));
+    assert!(
+        resource["metadata"]["uri"].as_str().unwrap().contains("2"),
+        "{resource}"
+    );
+    // Its long-running operation's progress reaches a stream.
+    let mut message = user_message("");
+    message["parts"] = json!([{"data": {"tool": "everything__trigger-long-running-operation",
+        "arguments": {"duration": 0.6, "steps": 3}}}]);
+    let events = app
+        .rpc_stream("SendStreamingMessage", json!({"message": message}))
+        .await;
+    let progress = progress_updates(&events);
+    assert!(progress.iter().any(|p| p["total"] == 3.0), "{events:?}");
     // Its arguments are checked against the server's schema.
     let task = call_tool(&app, "everything__get-sum", json!({"a": "2"})).await;
     assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED", "{task}");
@@ -631,12 +689,8 @@ async fn a_streamable_http_server_answers_within_its_allowlist() {
     let mut settings = McpServerSettings::http("remote", server.url.clone());
     settings.tools = vec!["add".into(), "pid".into()];
     let app = serving(vec![settings], |_| {}).await;
-    let answer = tool_result(&call_tool(&app, "remote__add", json!({"a": 1, "b": 1})).await);
-    assert_eq!(
-        answer["structuredContent"],
-        json!({"result": 2}),
-        "{answer}"
-    );
+    let answer = call_tool(&app, "remote__add", json!({"a": 1, "b": 1})).await;
+    assert_eq!(structured(&answer), json!({"result": 2}), "{answer}");
     // Tools the allowlist leaves out are not the agent's.
     let message = json!({"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
         "parts": [{"data": {"tool": "remote__big", "arguments": {"size": 1}}}]});
@@ -666,7 +720,7 @@ async fn an_http_server_that_went_away_is_reached_anew_and_its_breaker_opens() {
     settings.breaker_open_secs = 3600;
     settings.timeout_ms = 5_000;
     let app = serving(vec![settings], |_| {}).await;
-    let sum = |task: Value| tool_result(&task)["structuredContent"]["result"].clone();
+    let sum = |task: Value| structured(&task)["result"].clone();
     assert_eq!(
         sum(call_tool(&app, "flaky__add", json!({"a": 1, "b": 2})).await),
         3
@@ -701,9 +755,17 @@ async fn an_http_server_that_went_away_is_reached_anew_and_its_breaker_opens() {
         metric(
             &app,
             "agent_a2a_mcp_calls_total",
-            &["outcome=\"breaker_open\"", "server=\"flaky\""]
+            &[
+                "outcome=\"breaker_open\"",
+                "server=\"flaky\"",
+                "tool=\"add\""
+            ]
         )
         .await,
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&app, "agent_a2a_mcp_breaker_open", &["server=\"flaky\""]).await,
         Some(1.0)
     );
 }
@@ -739,8 +801,8 @@ async fn a_slow_call_is_canceled_on_the_server_and_a_large_result_refused() {
     let text = failure(&call_tool(&app, "sleepy__big", json!({"size": 100_000})).await);
     assert!(text.contains("max_result_bytes (65536)"), "{text}");
     // The server is still there for the next call.
-    let answer = tool_result(&call_tool(&app, "sleepy__big", json!({"size": 10})).await);
-    assert_eq!(answer["content"][0]["text"], "xxxxxxxxxx");
+    let answer = call_tool(&app, "sleepy__big", json!({"size": 10})).await;
+    assert_eq!(first_text(&answer), "xxxxxxxxxx");
 }
 
 #[actix_web::test]
@@ -776,10 +838,8 @@ async fn a_server_killed_mid_call_fails_the_call_and_is_started_again() {
     let mut settings = stdio("phoenix", &python);
     settings.restart_backoff_ms = 50;
     let app = std::sync::Arc::new(serving(vec![settings], |_| {}).await);
-    let pid_of = |answer: Value| answer["structuredContent"]["result"].as_i64().unwrap();
-    let first = pid_of(tool_result(
-        &call_tool(&app, "phoenix__pid", json!({})).await,
-    ));
+    let pid_of = |task: Value| structured(&task)["result"].as_i64().unwrap();
+    let first = pid_of(call_tool(&app, "phoenix__pid", json!({})).await);
 
     let dir = tempfile::tempdir().unwrap();
     let started = dir.path().join("started");
@@ -806,9 +866,7 @@ async fn a_server_killed_mid_call_fails_the_call_and_is_started_again() {
     assert!(text.contains("unreachable"), "{text}");
 
     // Started again: the next call reaches a new process.
-    let second = pid_of(tool_result(
-        &call_tool(&app, "phoenix__pid", json!({})).await,
-    ));
+    let second = pid_of(call_tool(&app, "phoenix__pid", json!({})).await);
     assert_ne!(first, second);
     assert!(
         metric(
@@ -829,8 +887,7 @@ async fn a_server_that_is_down_is_named_by_readiness_without_failing_it() {
     settings.timeout_ms = 300;
     let app = serving(vec![settings], |_| {}).await;
     assert_eq!(ready_body(&app).await, json!({"status": "ready"}));
-    let pid = tool_result(&call_tool(&app, "fragile__pid", json!({})).await);
-    let pid = pid["structuredContent"]["result"]
+    let pid = structured(&call_tool(&app, "fragile__pid", json!({})).await)["result"]
         .as_i64()
         .unwrap()
         .to_string();
@@ -908,8 +965,7 @@ async fn a_tenant_is_held_to_the_servers_its_keys_name() {
             .contains("this tenant may not use the MCP server `gated`"),
         "{refused}"
     );
-    let answered = tool_result(&call("key-globex").await);
-    assert_eq!(answered["structuredContent"], json!({"result": 3}));
+    assert_eq!(structured(&call("key-globex").await), json!({"result": 3}));
 }
 
 #[actix_web::test]
@@ -924,10 +980,7 @@ async fn a_stdio_server_gets_the_env_it_is_given_and_nothing_else() {
     let app = serving(vec![settings], |_| {}).await;
     let env = |name: &'static str| {
         let app = &app;
-        async move {
-            let result = tool_result(&call_tool(app, "envy__env", json!({"name": name})).await);
-            result["content"][0]["text"].as_str().unwrap().to_owned()
-        }
+        async move { first_text(&call_tool(app, "envy__env", json!({"name": name})).await) }
     };
     assert_eq!(env("TOKEN").await, env!("CARGO_MANIFEST_DIR"));
     assert_eq!(env("PLAIN").await, "as written");

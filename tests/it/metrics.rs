@@ -77,6 +77,7 @@ const CATALOGUE: &[&str] = &[
     // exported once an MCP server is configured (tests/it/mcp.rs scrapes them)
     t::MCP_CALLS,
     t::MCP_CALL_MS,
+    t::MCP_BREAKER_OPEN,
     t::MCP_RESTARTS,
     t::MCP_SERVER_UP,
     t::MCP_TOOL_LIST_CHANGES,

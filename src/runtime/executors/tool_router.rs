@@ -217,10 +217,7 @@ impl AgentExecutor for ToolRoutingExecutor {
         match result {
             Ok(result) => {
                 let question = turn.tools.question(&call.tool, &result);
-                let mut artifact = Artifact::new(vec![Part {
-                    media_type: Some("application/json".into()),
-                    ..Part::data(result)
-                }]);
+                let mut artifact = Artifact::new(turn.tools.parts(&call.tool, result));
                 artifact.name = Some(call.tool.clone());
                 sink.artifact(artifact, false, true).await?;
                 match question {
