@@ -48,8 +48,8 @@ use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, Implementation, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, RequestId, ServerResult, Tool,
+    ClientConfig, ClientRequest, Implementation, PingRequest, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, RequestId, ServerResult, Tool,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -194,6 +194,16 @@ impl Endpoint {
 struct Handler {
     server: Arc<str>,
     heard: Arc<Heard>,
+}
+
+/// What an HTTP call found of the connection it used (by the connection's generation).
+#[derive(Debug, Clone, Copy)]
+enum Report {
+    /// The server could not be reached: connect anew.
+    Unreachable(u64),
+    /// No answer within the call's timeout: ping, and connect anew if that goes
+    /// unanswered too.
+    Unanswered(u64),
 }
 
 /// What the server's notifications reach, whichever of its connections they come on.
@@ -568,9 +578,9 @@ pub struct McpServerSkill {
     listing: Arc<Listing>,
     heard: Arc<Heard>,
     live: Live,
-    /// Asks the supervisor to connect anew: the generation of the connection an HTTP call
-    /// found unreachable (a stale one is ignored).
-    reconnect: mpsc::Sender<u64>,
+    /// Tells the supervisor what an HTTP call found of a connection (a report about an
+    /// earlier connection than the live one is ignored).
+    reconnect: mpsc::Sender<Report>,
     permits: Semaphore,
     timeout: Duration,
     max_result_bytes: usize,
@@ -945,7 +955,7 @@ impl Skill for McpServerSkill {
             )));
         };
         let server = &self.name;
-        if self.denied.contains(caller.tenant.as_str()) {
+        if !self.admits(&caller.tenant) {
             return Err(SkillError::NotFound(format!(
                 "{tool}: this tenant may not use the MCP server `{server}` (its API keys' \
                  mcp_servers)"
@@ -988,12 +998,16 @@ impl Skill for McpServerSkill {
             .record(started.elapsed().as_secs_f64() * 1e3);
         outcome.map_err(|failure| {
             let generation = used.load(Ordering::Relaxed);
-            if matches!(failure, Failure::Down(_))
-                && self.breaker.is_some()
-                && generation != NO_GENERATION
-            {
-                // Full: the supervisor has been asked already.
-                let _ = self.reconnect.try_send(generation);
+            if self.breaker.is_some() && generation != NO_GENERATION {
+                let report = match failure {
+                    Failure::Down(_) => Some(Report::Unreachable(generation)),
+                    Failure::Slow => Some(Report::Unanswered(generation)),
+                    _ => None,
+                };
+                // Full: the supervisor has been told already.
+                if let Some(report) = report {
+                    let _ = self.reconnect.try_send(report);
+                }
             }
             SkillError::ToolServer(match failure {
                 Failure::Refused(why) => format!("MCP server `{server}` refused {on_server}: {why}"),
@@ -1024,6 +1038,10 @@ impl Skill for McpServerSkill {
         Some(parts_of(result))
     }
 
+    fn admits(&self, tenant: &TenantId) -> bool {
+        !self.denied.contains(tenant.as_str())
+    }
+
     // No `health`: a server being down is not this server's outage, as a remote
     // agent's is not; `/health/ready` names it (and `agent_a2a_mcp_server_up` says it).
     fn connection(&self) -> Option<(String, bool)> {
@@ -1042,7 +1060,7 @@ struct Supervised {
     wait: Duration,
     backoff: Duration,
     publish: watch::Sender<Link>,
-    reconnects: mpsc::Receiver<u64>,
+    reconnects: mpsc::Receiver<Report>,
     stopped: watch::Receiver<()>,
     /// The connection made at start.
     first: Option<Running>,
@@ -1088,9 +1106,22 @@ async fn supervise(mut s: Supervised) {
                         }
                     }
                     asked = s.reconnects.recv() => match asked {
-                        Some(g) if g == generation => {
+                        Some(Report::Unreachable(g)) if g == generation => {
                             cancel.cancel();
                             break "a call found it unreachable".to_owned();
+                        }
+                        // A call not answered in time: a server that forgot the session
+                        // can answer with an error that names no request (which leaves
+                        // calls waiting), so a ping says whether the session still works.
+                        Some(Report::Unanswered(g)) if g == generation => {
+                            let ping = ClientRequest::PingRequest(PingRequest::default());
+                            match tokio::time::timeout(s.wait, peer.send_request(ping)).await {
+                                Ok(Ok(_)) => {}
+                                _ => {
+                                    cancel.cancel();
+                                    break "a call and a ping went unanswered".to_owned();
+                                }
+                            }
                         }
                         // About a connection before this one.
                         Some(_) => {}

@@ -18,6 +18,7 @@ use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 use crate::config::SkillSettings;
+use crate::domain::TenantId;
 use crate::skills::{Caller, Question, Skill, SkillError, SkillRegistry, ToolSpec};
 use crate::telemetry::trace;
 use crate::telemetry::{SKILL_CALLS, SKILL_ERRORS, SKILL_LATENCY_MS};
@@ -390,6 +391,24 @@ impl Tools {
             .names
             .iter()
             .filter_map(|name| catalog.by_name.get(name))
+            .map(|entry| entry.spec.clone())
+            .collect()
+    }
+
+    /// Whether some skill does not admit `tenant` ([`crate::skills::Skill::admits`]):
+    /// then [`Tools::specs_for`] leaves tools out for it.
+    pub fn restricts(&self, tenant: &TenantId) -> bool {
+        self.skills.iter().any(|r| !r.skill.admits(tenant))
+    }
+
+    /// Every tool's spec that `tenant` may call, in registration order.
+    pub fn specs_for(&self, tenant: &TenantId) -> Vec<ToolSpec> {
+        let catalog = self.catalog.load();
+        catalog
+            .names
+            .iter()
+            .filter_map(|name| catalog.by_name.get(name))
+            .filter(|entry| entry.skill.admits(tenant))
             .map(|entry| entry.spec.clone())
             .collect()
     }

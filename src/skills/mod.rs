@@ -299,6 +299,13 @@ pub trait Skill: Send + Sync + 'static {
         None
     }
 
+    /// Whether `tenant` may call the skill's tools (an MCP server a tenant's API keys
+    /// leave out refuses it): a model running for a tenant is not offered the tools of
+    /// skills that do not admit it. Default: every tenant.
+    fn admits(&self, _tenant: &TenantId) -> bool {
+        true
+    }
+
     /// The server outside this one that the skill's tools reach, when it keeps a
     /// connection to it (an MCP server): its name and whether it is connected now.
     /// `/health/ready` names those that are not, without failing (they are not this

@@ -5,10 +5,11 @@
 //! it cannot use.
 //!
 //! The fixture needs Python with the `mcp` package (`tests/interop/venv.sh` makes the
-//! virtualenv `.ci/run` uses): `A2A_TEST_PYTHON`, else that virtualenv's Python. One test
-//! runs the MCP project's reference server, `@modelcontextprotocol/server-everything`
-//! from npm, under `node` (`tests/fixtures/mcp_everything.sh`). Without them the tests
-//! are skipped with a printed reason, except in CI (`CI=true`), where they fail.
+//! virtualenv `.ci/run` uses): `A2A_TEST_PYTHON`, else that virtualenv's Python. Two
+//! tests run the MCP project's reference server, `@modelcontextprotocol/server-everything`
+//! from npm, under `node` (`tests/fixtures/mcp_everything.sh`), over stdio and over
+//! Streamable HTTP (on loopback only: `tests/fixtures/loopback.mjs`). Without them the
+//! tests are skipped with a printed reason, except in CI (`CI=true`), where they fail.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -503,6 +504,97 @@ async fn a_changed_tool_list_reaches_direct_calls_the_model_and_the_card() {
     assert!(tools.contains(&"grower__add".to_owned()), "{tools:?}");
 }
 
+/// `@modelcontextprotocol/server-everything` over Streamable HTTP on `port` (loopback
+/// only: `tests/fixtures/loopback.mjs`); killed when dropped.
+struct EverythingHttp {
+    child: Child,
+}
+
+impl EverythingHttp {
+    fn start_on(entry: &str, port: u16) -> EverythingHttp {
+        let loopback =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/loopback.mjs");
+        let child = Command::new("node")
+            .arg("--import")
+            .arg(loopback)
+            .args([entry, "streamableHttp"])
+            .env("PORT", port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("server-everything starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "server-everything did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        EverythingHttp { child }
+    }
+}
+
+impl Drop for EverythingHttp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[actix_web::test]
+async fn the_reference_server_everything_answers_over_streamable_http_and_a_lost_session_is_made_anew()
+ {
+    let Some(entry) = everything() else { return };
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = EverythingHttp::start_on(&entry, port);
+    let mut settings = McpServerSettings::http("everyhttp", format!("http://127.0.0.1:{port}/mcp"));
+    settings.restart_backoff_ms = 20;
+    settings.timeout_ms = 1_000;
+    settings.start_timeout_ms = 1_000;
+    let app = serving(vec![settings], |_| {}).await;
+    let echo = |text: &'static str| {
+        let app = &app;
+        async move { call_tool(app, "everyhttp__echo", json!({"message": text})).await }
+    };
+    assert_eq!(parts(&echo("one").await), [json!({"text": "Echo: one"})]);
+
+    // Started again on the same port, the server knows nothing of the session, and says
+    // so in an error that names no request: the call goes unanswered, fails at its
+    // timeout, a ping goes unanswered too, and the client connects anew (a new
+    // handshake, a new session); calls go through again.
+    drop(server);
+    let _server = EverythingHttp::start_on(&entry, port);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let task = echo("two").await;
+        if task["status"]["state"] == "TASK_STATE_COMPLETED" {
+            assert_eq!(parts(&task), [json!({"text": "Echo: two"})]);
+            break;
+        }
+        let why = failure(&task);
+        assert!(
+            why.contains("did not answer echo within 1000 ms") || why.contains("unreachable"),
+            "a failure says why: {task}"
+        );
+        assert!(Instant::now() < deadline, "never reached anew: {task}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        metric(
+            &app,
+            "agent_a2a_mcp_restarts_total",
+            &["server=\"everyhttp\""]
+        )
+        .await
+            >= Some(1.0)
+    );
+}
+
 #[actix_web::test]
 async fn the_reference_server_everything_answers_over_stdio() {
     let Some(entry) = everything() else { return };
@@ -920,7 +1012,10 @@ async fn a_server_that_is_down_is_named_by_readiness_without_failing_it() {
 #[actix_web::test]
 async fn a_tenant_is_held_to_the_servers_its_keys_name() {
     let Some(python) = python() else { return };
-    let app = serving(vec![stdio("gated", &python)], |s| {
+    let model = FakeModel::start().await;
+    let url = model.url.clone();
+    let app = serving(vec![stdio("gated", &python)], move |s| {
+        with_model(&url)(s);
         s.auth.enabled = true;
         let key = |key: &str, tenant: &str, servers: Option<Vec<String>>| ApiKeySettings {
             key: key.into(),
@@ -966,6 +1061,41 @@ async fn a_tenant_is_held_to_the_servers_its_keys_name() {
         "{refused}"
     );
     assert_eq!(structured(&call("key-globex").await), json!({"result": 3}));
+
+    // A model running for a tenant is offered only the tools it may call.
+    let offered = |key: &'static str| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": user_message("add one and two")}});
+        let request = app
+            .client
+            .post(&app.url)
+            .header("X-API-Key", key)
+            .header("A2A-Version", "1.0")
+            .json(&body);
+        let model = &model;
+        async move {
+            model.script(&[delta(json!({"content": "Three."})), finish("stop")]);
+            let r: Value = request.send().await.unwrap().json().await.unwrap();
+            assert_eq!(
+                r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+                "{r}"
+            );
+            let requests = model.requests();
+            let tools = requests.last().unwrap()["tools"]
+                .as_array()
+                .unwrap()
+                .clone();
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect::<Vec<String>>()
+        }
+    };
+    let acme = offered("key-acme").await;
+    assert!(!acme.iter().any(|t| t.starts_with("gated__")), "{acme:?}");
+    assert!(acme.contains(&"memory_search".to_owned()), "{acme:?}");
+    let globex = offered("key-globex").await;
+    assert!(globex.contains(&"gated__add".to_owned()), "{globex:?}");
 }
 
 #[actix_web::test]

@@ -27,7 +27,7 @@ use crate::agent::{
     function_declarations, run_and_collect, unanswered_calls,
 };
 use crate::config::{AgentSettings, HistorySettings};
-use crate::domain::{Artifact, Message, Metadata, Part as A2aPart, TaskId, Timestamp};
+use crate::domain::{Artifact, Message, Metadata, Part as A2aPart, TaskId, TenantId, Timestamp};
 use crate::error::Result;
 use crate::providers::ProviderError;
 use crate::runtime::skill_actor::Tools;
@@ -69,16 +69,22 @@ impl AgentLoopExecutor {
     }
 
     /// The tree for the tools of `tools` as they are now: the one built before, or,
-    /// when they changed since, the same agents with their tools taken anew.
-    fn tree(&self, tools: &Tools) -> Arc<AgentTree> {
+    /// when they changed since, the same agents with their tools taken anew; for a
+    /// `tenant` some skill does not admit, without that skill's tools.
+    fn tree(&self, tools: &Tools, tenant: &TenantId) -> Arc<AgentTree> {
         let built = self.tree.load();
         let generation = tools.generation();
-        if built.0 == generation {
-            return built.1.clone();
+        let tree = if built.0 == generation {
+            built.1.clone()
+        } else {
+            let tree = Arc::new(built.1.retooled(&tools.specs()));
+            self.tree.store(Arc::new((generation, tree.clone())));
+            tree
+        };
+        match tools.restricts(tenant) {
+            true => Arc::new(tree.retooled(&tools.specs_for(tenant))),
+            false => tree,
         }
-        let tree = Arc::new(built.1.retooled(&tools.specs()));
-        self.tree.store(Arc::new((generation, tree.clone())));
-        tree
     }
 
     /// The conversation the model sees, from the turn's history.
@@ -116,7 +122,7 @@ impl AgentExecutor for AgentLoopExecutor {
         let mut contents = self.contents(&turn);
         let tools = Arc::new(SkillTools::new(&turn, &sink));
         let active = turn.state.get(ACTIVE_AGENT_KEY).and_then(Value::as_str);
-        let tree = self.tree(&turn.tools);
+        let tree = self.tree(&turn.tools, &turn.tenant);
         let runner = Runner::new(tree, tools.clone(), self.settings).starting_with(active);
         let mut observer = SinkObserver::new(&sink, self.flush);
         match run_and_collect(&runner, &mut contents, &context, &mut observer).await {
@@ -502,7 +508,7 @@ impl AgentExecutor for RoutingExecutor {
             return ToolRoutingExecutor.execute(turn, sink).await;
         }
         sink.working().await?;
-        let specs = turn.tools.specs();
+        let specs = turn.tools.specs_for(&turn.tenant);
         let request = LlmRequest {
             contents: vec![Content {
                 role: "user".into(),
