@@ -193,7 +193,11 @@ impl Endpoint {
 #[derive(Clone)]
 struct Handler {
     server: Arc<str>,
-    heard: Arc<Heard>,
+    /// Asks the supervisor to read the tool list again (shared by the server's
+    /// connections).
+    relist: Arc<Notify>,
+    /// The calls in flight on this connection that listen to their progress.
+    progress: Arc<Progress>,
 }
 
 /// What an HTTP call found of the connection it used (by the connection's generation).
@@ -206,32 +210,38 @@ enum Report {
     Unanswered(u64),
 }
 
-/// What the server's notifications reach, whichever of its connections they come on.
+/// Where each call in flight on a connection reports progress, by the progress token
+/// its request carried (tokens are numbered per connection).
 #[derive(Default)]
-struct Heard {
-    /// Asks the supervisor to read the tool list again.
-    relist: Notify,
-    /// Where each call in flight reports progress, by the call's progress token.
-    progress: std::sync::Mutex<HashMap<ProgressToken, ProgressReport>>,
-}
+struct Progress(std::sync::Mutex<HashMap<ProgressToken, ProgressReport>>);
 
-impl Heard {
-    fn progress(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, ProgressReport>> {
-        self.progress
+impl Progress {
+    fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, ProgressReport>> {
+        self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Passes the progress notifications naming `token` to `report` until the
+    /// returned guard is dropped.
+    fn listen(&self, token: ProgressToken, report: ProgressReport) -> Listening<'_> {
+        self.calls().insert(token.clone(), report);
+        Listening {
+            progress: self,
+            token,
+        }
     }
 }
 
 /// A call's progress reporting, while the call is in flight: ends when dropped.
 struct Listening<'a> {
-    heard: &'a Heard,
+    progress: &'a Progress,
     token: ProgressToken,
 }
 
 impl Drop for Listening<'_> {
     fn drop(&mut self) {
-        self.heard.progress().remove(&self.token);
+        self.progress.calls().remove(&self.token);
     }
 }
 
@@ -274,7 +284,7 @@ impl ClientHandler for Handler {
         metrics::counter!(telemetry::MCP_TOOL_LIST_CHANGES, "server" => self.server.to_string())
             .increment(1);
         tracing::info!(server = %self.server, "MCP server's tool list changed; reading it again");
-        self.heard.relist.notify_one();
+        self.relist.notify_one();
     }
 
     async fn on_progress(
@@ -283,7 +293,7 @@ impl ClientHandler for Handler {
         _context: NotificationContext<RoleClient>,
     ) {
         // A call no longer in flight (or one nobody listens to) hears nothing.
-        let report = self.heard.progress().get(&params.progress_token).cloned();
+        let report = self.progress.calls().get(&params.progress_token).cloned();
         if let Some(report) = report {
             report.report(ToolProgress {
                 progress: params.progress,
@@ -302,11 +312,12 @@ async fn connect(
     name: &Arc<str>,
     endpoint: &Endpoint,
     wait: Duration,
-    heard: &Arc<Heard>,
+    relist: &Arc<Notify>,
 ) -> Result<Running, String> {
     let handler = Handler {
         server: name.clone(),
-        heard: heard.clone(),
+        relist: relist.clone(),
+        progress: Arc::default(),
     };
     let serving = async {
         match endpoint {
@@ -513,6 +524,18 @@ enum Link {
 struct Connected {
     generation: u64,
     peer: Peer<RoleClient>,
+    /// Its calls in flight that listen to their progress.
+    progress: Arc<Progress>,
+}
+
+impl Connected {
+    fn of(generation: u64, running: &Running) -> Connected {
+        Connected {
+            generation,
+            peer: running.peer().clone(),
+            progress: running.service().progress.clone(),
+        }
+    }
 }
 
 /// No connection was used (the call did not get one).
@@ -576,7 +599,6 @@ pub struct McpServerSkill {
     info: SkillInfo,
     name: Arc<str>,
     listing: Arc<Listing>,
-    heard: Arc<Heard>,
     live: Live,
     /// Tells the supervisor what an HTTP call found of a connection (a report about an
     /// earlier connection than the live one is ignored).
@@ -603,8 +625,8 @@ impl McpServerSkill {
         let name: Arc<str> = Arc::from(settings.name.as_str());
         let endpoint = Endpoint::of(settings, policy)?;
         let wait = Duration::from_millis(settings.start_timeout_ms);
-        let heard = Arc::new(Heard::default());
-        let running = connect(&name, &endpoint, wait, &heard)
+        let relist = Arc::new(Notify::new());
+        let running = connect(&name, &endpoint, wait, &relist)
             .await
             .map_err(|e| format!("agent.mcp_servers {name}: {e}"))?;
         let listed = tokio::time::timeout(wait, running.list_all_tools()).await;
@@ -628,10 +650,7 @@ impl McpServerSkill {
         });
         tracing::info!(server = %name, tools = tools.len(), stdio = endpoint.is_stdio(), "MCP server connected");
         // The first connection, published at once: the supervisor numbers the next ones.
-        let first = Connected {
-            generation: 1,
-            peer: running.peer().clone(),
-        };
+        let first = Connected::of(1, &running);
         let (publish, live) = watch::channel(Link::Up(first));
         let (stop, stopped) = watch::channel(());
         let (reconnect, reconnects) = mpsc::channel(8);
@@ -645,7 +664,7 @@ impl McpServerSkill {
             stopped,
             first: Some(running),
             listing: listing.clone(),
-            heard: heard.clone(),
+            relist,
         }));
         Ok(Self {
             info: SkillInfo::new(
@@ -656,7 +675,6 @@ impl McpServerSkill {
             .with_tags(&["mcp"]),
             name,
             listing,
-            heard,
             live,
             reconnect,
             permits: Semaphore::new(settings.max_concurrency),
@@ -699,7 +717,7 @@ impl McpServerSkill {
             Link::Starting => return Err(Failure::Down("not connected".into())),
         };
         used.store(connected.generation, Ordering::Relaxed);
-        let peer = connected.peer;
+        let peer = connected.peer.clone();
         let arguments = match arguments {
             Value::Object(map) => Some(map),
             Value::Null => None,
@@ -719,11 +737,7 @@ impl McpServerSkill {
         // Its progress notifications name the token the request carried.
         let _listening = progress.map(|report| {
             let token = sent.progress_token.clone();
-            self.heard.progress().insert(token.clone(), report);
-            Listening {
-                heard: &self.heard,
-                token,
-            }
+            connected.progress.listen(token, report)
         });
         let awaited = Awaited {
             peer: peer.clone(),
@@ -1066,7 +1080,7 @@ struct Supervised {
     first: Option<Running>,
     listing: Arc<Listing>,
     /// Notified when the server says its tool list changed.
-    heard: Arc<Heard>,
+    relist: Arc<Notify>,
 }
 
 /// Holds a server's connection: waits for it to end (the child exited, the pipes closed)
@@ -1084,12 +1098,11 @@ async fn supervise(mut s: Supervised) {
             let peer = service.peer().clone();
             if !std::mem::take(&mut first) {
                 generation += 1;
-                let _ = s.publish.send(Link::Up(Connected {
-                    generation,
-                    peer: peer.clone(),
-                }));
+                let _ = s
+                    .publish
+                    .send(Link::Up(Connected::of(generation, &service)));
                 // A server started again may offer other tools.
-                s.heard.relist.notify_one();
+                s.relist.notify_one();
             }
             metrics::gauge!(telemetry::MCP_SERVER_UP, "server" => s.name.to_string()).set(1.0);
             let cancel = service.cancellation_token();
@@ -1098,7 +1111,7 @@ async fn supervise(mut s: Supervised) {
             let ended = loop {
                 tokio::select! {
                     reason = &mut waiting => break format!("{reason:?}"),
-                    _ = s.heard.relist.notified() => {
+                    _ = s.relist.notified() => {
                         match tokio::time::timeout(s.wait, peer.list_all_tools()).await {
                             Ok(Ok(tools)) => s.listing.take(tools),
                             Ok(Err(e)) => tracing::warn!(server = %s.name, error = %e, "MCP server's tool list could not be read again; its tools stay as they were"),
@@ -1154,7 +1167,7 @@ async fn supervise(mut s: Supervised) {
         delay = (delay * 2).min(s.backoff * 64);
         metrics::counter!(telemetry::MCP_RESTARTS, "server" => s.name.to_string()).increment(1);
         let _ = s.publish.send(Link::Starting);
-        match connect(&s.name, &s.endpoint, s.wait, &s.heard).await {
+        match connect(&s.name, &s.endpoint, s.wait, &s.relist).await {
             Ok(service) => running = Some(service),
             Err(e) => {
                 tracing::warn!(server = %s.name, error = %e, "MCP server could not be connected; trying again");

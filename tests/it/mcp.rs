@@ -48,6 +48,19 @@ fn structured(task: &Value) -> Value {
     data.unwrap_or_else(|| panic!("a JSON data part: {parts:?}"))
 }
 
+/// Scripts `model` to call `tool` (as call `id`, with the JSON `arguments`), then to
+/// answer `answer` once it has the result.
+fn calls_then_answers(model: &FakeModel, id: &str, tool: &str, arguments: &str, answer: &str) {
+    model.script(&[
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
+            "function": {"name": tool, "arguments": arguments}}]}),
+        ),
+        finish("tool_calls"),
+    ]);
+    model.script(&[delta(json!({"content": answer})), finish("stop")]);
+}
+
 /// The `working` status updates of a stream that say how far a tool call has come.
 fn progress_updates(events: &[crate::support::SseEvent]) -> Vec<Value> {
     events
@@ -227,12 +240,7 @@ async fn a_stdio_servers_tools_answer_direct_calls_and_say_why_they_fail() {
     let app = serving(vec![stdio("fixture", &python)], |_| {}).await;
 
     // The card lists the server's tools under its name, with their schemas.
-    let card: Value = app
-        .get("/.well-known/agent-card.json")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let card = app.card().await;
     let skill = card["skills"]
         .as_array()
         .unwrap()
@@ -343,14 +351,13 @@ async fn a_tools_progress_goes_to_the_stream_as_working_updates_not_into_the_his
     assert_eq!(history.len(), 1, "{task}");
 
     // A model's call, streamed, reports the same way.
-    model.script(&[
-        delta(
-            json!({"tool_calls": [{"index": 0, "id": "call_steps", "type": "function",
-            "function": {"name": "stepper__steps", "arguments": "{\"count\": 2, \"pause\": 0.1}"}}]}),
-        ),
-        finish("tool_calls"),
-    ]);
-    model.script(&[delta(json!({"content": "Done in two."})), finish("stop")]);
+    calls_then_answers(
+        &model,
+        "call_steps",
+        "stepper__steps",
+        "{\"count\": 2, \"pause\": 0.1}",
+        "Done in two.",
+    );
     let events = app
         .rpc_stream(
             "SendStreamingMessage",
@@ -424,14 +431,13 @@ async fn a_changed_tool_list_reaches_direct_calls_the_model_and_the_card() {
     assert!(unknown(&app, "grower__later").await);
 
     // The model grows the server a tool; the server says its list changed.
-    model.script(&[
-        delta(
-            json!({"tool_calls": [{"index": 0, "id": "call_grow", "type": "function",
-            "function": {"name": "grower__grow", "arguments": "{\"name\": \"later\"}"}}]}),
-        ),
-        finish("tool_calls"),
-    ]);
-    model.script(&[delta(json!({"content": "Grown."})), finish("stop")]);
+    calls_then_answers(
+        &model,
+        "call_grow",
+        "grower__grow",
+        "{\"name\": \"later\"}",
+        "Grown.",
+    );
     let r = app
         .rpc("SendMessage", json!({"message": user_message("grow")}))
         .await;
@@ -471,12 +477,7 @@ async fn a_changed_tool_list_reaches_direct_calls_the_model_and_the_card() {
         .find(|t| t["function"]["name"] == "grower__later")
         .unwrap();
     assert_eq!(later["function"]["description"], "added at run time");
-    let card: Value = app
-        .get("/.well-known/agent-card.json")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let card = app.card().await;
     assert!(card.to_string().contains("grower__later"), "{card}");
     assert_eq!(
         metric(
@@ -652,14 +653,13 @@ async fn the_reference_server_everything_answers_over_stdio() {
     assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED", "{task}");
 
     // A model calling it is told what the image is, not shown its bytes.
-    model.script(&[
-        delta(
-            json!({"tool_calls": [{"index": 0, "id": "call_img", "type": "function",
-            "function": {"name": "everything__get-tiny-image", "arguments": "{}"}}]}),
-        ),
-        finish("tool_calls"),
-    ]);
-    model.script(&[delta(json!({"content": "A logo."})), finish("stop")]);
+    calls_then_answers(
+        &model,
+        "call_img",
+        "everything__get-tiny-image",
+        "{}",
+        "A logo.",
+    );
     let r = app
         .rpc(
             "SendMessage",
@@ -689,14 +689,13 @@ async fn the_reference_server_everything_answers_over_stdio() {
 async fn a_model_calls_an_mcp_tool_and_its_call_survives_a_restart_in_the_history() {
     let Some(python) = python() else { return };
     let model = FakeModel::start().await;
-    model.script(&[
-        delta(
-            json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-            "function": {"name": "adder__add", "arguments": "{\"a\": 20, \"b\": 22}"}}]}),
-        ),
-        finish("tool_calls"),
-    ]);
-    model.script(&[delta(json!({"content": "It is 42."})), finish("stop")]);
+    calls_then_answers(
+        &model,
+        "call_1",
+        "adder__add",
+        "{\"a\": 20, \"b\": 22}",
+        "It is 42.",
+    );
     let configure = |python: String, url: String| {
         move |s: &mut Settings| {
             s.agent.mcp_servers = vec![stdio("adder", &python)];

@@ -202,6 +202,12 @@ impl TestApp {
             .expect("request")
     }
 
+    /// The public agent card.
+    pub async fn card(&self) -> Value {
+        let card = self.get("/.well-known/agent-card.json").await;
+        card.json().await.expect("the card is JSON")
+    }
+
     pub async fn post_json(&self, path: &str, body: Value) -> reqwest::Response {
         self.client
             .post(format!("{}{path}", self.url))
