@@ -757,6 +757,9 @@ impl StoreConfig {
 /// Applies pending migrations and opens the store.
 pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
     let location = cfg.location()?;
+    if matches!(location, Location::Sqlite(_)) {
+        sqlite::tune_library();
+    }
     // Before anything else touches the database: a server that may not run beside the
     // ones serving it stops here.
     let lock = match (&location, cfg.hold) {
@@ -865,6 +868,7 @@ where
 /// The memory repository on the configured database, with a small pool of its own; the
 /// schema must already be migrated ([`open`] or [`migrate`]). Connects nothing yet.
 pub fn open_memories(cfg: &StoreConfig) -> Result<Arc<dyn MemoryRepository>, StoreError> {
+    sqlite::tune_library();
     memories::open(cfg)
 }
 

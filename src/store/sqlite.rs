@@ -63,6 +63,33 @@ fn pragmas(synchronous: SqliteSynchronous) -> String {
     )
 }
 
+/// Turns off SQLite's memory statistics for the process, once, before its first
+/// connection: with them on (the library's default), every allocation and free of every
+/// connection takes one global mutex to count bytes, which the writer and the readers
+/// then contend on. Nothing here reads the statistics (`sqlite3_memory_used`, a soft
+/// heap limit). Called when the library is already initialized (a connection was opened
+/// first), SQLite refuses the change and the statistics stay on: logged, harmless.
+pub(super) fn tune_library() {
+    static TUNED: std::sync::Once = std::sync::Once::new();
+    TUNED.call_once(|| {
+        // SAFETY: `sqlite3_config` takes SQLITE_CONFIG_MEMSTATUS with one int argument;
+        // the Once keeps this from racing another call of it, and SQLite itself refuses
+        // (SQLITE_MISUSE) a configuration after its initialization.
+        let rc = unsafe {
+            libsqlite3_sys::sqlite3_config(
+                libsqlite3_sys::SQLITE_CONFIG_MEMSTATUS,
+                0 as std::ffi::c_int,
+            )
+        };
+        if rc != libsqlite3_sys::SQLITE_OK {
+            tracing::debug!(
+                rc,
+                "SQLite's memory statistics stay on (the library was initialized already)"
+            );
+        }
+    });
+}
+
 pub(super) type SqliteConn = SyncConnectionWrapper<SqliteConnection, ReadRuntime>;
 
 /// A checked-out read connection.
