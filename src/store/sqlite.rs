@@ -243,8 +243,8 @@ impl SqliteStore {
         result
     }
 
-    /// The census from the counts the store keeps (`census_counts`, kept by triggers in
-    /// the transactions that change the rows), on a connection of its own in the blocking
+    /// The census from the counts the store keeps (`census_counts`, kept by the writer in
+    /// the transactions that change the rows: `CensusDelta`), on a connection of its own in the blocking
     /// pool. Counting the rows instead read every task — one read transaction of
     /// seconds on a store of millions, and a reader on old pages keeps the WAL from
     /// starting over, so the WAL grew by every commit meanwhile (gigabytes at ten thousand
@@ -346,8 +346,8 @@ fn message_here(
 /// opened on first use and closed with the thread. In WAL mode a reader never waits for
 /// the writer, and a lookup in the page cache costs microseconds — less than handing the
 /// call to the blocking pool and back.
-/// The census of the store at `path` (see `count_census`): the counts the triggers of
-/// `census_counts` keep, less the threads still marked active whose expiry is behind
+/// The census of the store at `path` (see `count_census`): the counts the writer keeps in
+/// `census_counts`, less the threads still marked active whose expiry is behind
 /// `now` (a range of `threads_by_expiry`: those the janitor has not expired yet).
 fn census_counted(path: &Path, now: crate::domain::Timestamp) -> Result<super::Census, StoreError> {
     let conn = rusqlite::Connection::open_with_flags(
@@ -709,12 +709,69 @@ fn write_rows(
     claims.index_run(tx, staged).map_err(store_error)
 }
 
+/// What a commit does to the census counts (`census_counts`): per count, the rows it
+/// adds or (negative) takes away, applied once per count at the end of the commit.
+#[derive(Default)]
+struct CensusDelta(Vec<(&'static str, String, i64)>);
+
+impl CensusDelta {
+    fn add(&mut self, what: &'static str, name: &str, n: i64) {
+        if n == 0 {
+            return;
+        }
+        match self.0.iter_mut().find(|(w, m, _)| *w == what && m == name) {
+            Some(entry) => entry.2 += n,
+            None => self.0.push((what, name.to_owned(), n)),
+        }
+    }
+
+    /// A row of `what` that was `before` (`None`: it did not exist) and is `after` now.
+    fn moved(&mut self, what: &'static str, before: Option<&str>, after: &str) {
+        if before == Some(after) {
+            return;
+        }
+        if let Some(before) = before {
+            self.add(what, before, -1);
+        }
+        self.add(what, after, 1);
+    }
+
+    fn apply(self, tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+        let mut stmt = tx.prepare_cached(sql::ADD_TO_CENSUS)?;
+        for (what, name, n) in self.0 {
+            if n != 0 {
+                stmt.execute(rusqlite::params![what, name, n])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The value of the one column `sql` reads of one row, if there is the row.
+fn one_text(
+    tx: &rusqlite::Transaction<'_>,
+    sql: &str,
+    key: (&str, &str),
+) -> rusqlite::Result<Option<String>> {
+    use rusqlite::OptionalExtension;
+    tx.prepare_cached(sql)?
+        .query_row(rusqlite::params![key.0, key.1], |row| row.get(0))
+        .optional()
+}
+
 fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Result<()> {
     use rusqlite::params;
+    // The census counts follow the rows written here, and only here.
+    let mut census = CensusDelta::default();
     if !rows.threads.is_empty() {
         let mut upsert = tx.prepare_cached(sql::UPSERT_THREAD)?;
         let mut insert = tx.prepare_cached(sql::INSERT_THREAD)?;
         for r in &rows.threads {
+            let before = match r.first {
+                true => None,
+                false => one_text(tx, sql::THREAD_STATUS, (r.tenant_id, r.thread_id))?,
+            };
+            census.moved("thread", before.as_deref(), r.status);
             let stmt = if r.first { &mut insert } else { &mut upsert };
             stmt.execute(params![
                 r.tenant_id,
@@ -732,7 +789,9 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
             let mut stmt = tx.prepare_cached(&sql::expire_threads(ids.len()))?;
             let mut values: Vec<&dyn rusqlite::ToSql> = vec![&expiration.tenant, &expiration.at];
             values.extend(ids.iter().map(|id| id as &dyn rusqlite::ToSql));
-            stmt.execute(values.as_slice())?;
+            let expired = i64::try_from(stmt.execute(values.as_slice())?).unwrap_or(i64::MAX);
+            census.add("thread", super::ThreadStatus::Active.as_str(), -expired);
+            census.add("thread", super::ThreadStatus::Expired.as_str(), expired);
         }
     }
     if !rows.messages.is_empty() {
@@ -760,6 +819,11 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
         let mut upsert = tx.prepare_cached(sql::UPSERT_TASK)?;
         let mut insert = tx.prepare_cached(sql::INSERT_TASK)?;
         for r in &rows.tasks {
+            let before = match r.first {
+                true => None,
+                false => one_text(tx, sql::TASK_STATE, (r.tenant_id, r.task_id))?,
+            };
+            census.moved("task", before.as_deref(), r.state);
             let stmt = if r.first { &mut insert } else { &mut upsert };
             stmt.execute(params![
                 r.tenant_id,
@@ -810,6 +874,15 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
                 retirement.at
             ])?;
             if gone == 1 {
+                census.add("thread", super::ThreadStatus::Expired.as_str(), -1);
+                let mut held = tx.prepare_cached(sql::RETIRED_TASK_STATES)?;
+                let states = held.query_map(params![retirement.tenant, thread_id], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+                })?;
+                for state in states {
+                    let (state, n) = state?;
+                    census.add("task", &state, -n);
+                }
                 for statement in sql::RETIRED_ROWS {
                     tx.prepare_cached(statement)?
                         .execute(params![retirement.tenant, thread_id])?;
@@ -817,7 +890,7 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
             }
         }
     }
-    Ok(())
+    census.apply(tx)
 }
 
 fn write_push(tx: &rusqlite::Transaction<'_>, row: &PushRow<'_>) -> rusqlite::Result<()> {

@@ -9,7 +9,7 @@ use crate::store::{
 };
 
 /// Every migration, in the order they apply.
-const ALL_MIGRATIONS: [&str; 19] = [
+const ALL_MIGRATIONS: [&str; 20] = [
     "2026-11-22-000000_init",
     "2026-11-22-000100_memories",
     "2026-11-23-000000_thread_recovery",
@@ -29,6 +29,7 @@ const ALL_MIGRATIONS: [&str; 19] = [
     "2026-11-28-000100_due_plan",
     "2026-11-28-000200_census_counts",
     "2026-11-28-000300_status_time_ascending",
+    "2026-11-28-000400_census_by_the_writer",
 ];
 
 fn postgres_migrations() -> Vec<String> {
@@ -49,6 +50,7 @@ fn migrations_of(cfg: &StoreConfig) -> Vec<String> {
             "_claims_in_order",
             "_census_counts",
             "_status_time_ascending",
+            "_census_by_the_writer",
         ],
     };
     ALL_MIGRATIONS
