@@ -61,6 +61,14 @@ fn calls_then_answers(model: &FakeModel, id: &str, tool: &str, arguments: &str, 
     model.script(&[delta(json!({"content": answer})), finish("stop")]);
 }
 
+/// The events of a direct call of `tool` sent with `SendStreamingMessage`.
+async fn stream_call(app: &TestApp, tool: &str, arguments: Value) -> Vec<crate::support::SseEvent> {
+    let mut message = user_message("");
+    message["parts"] = json!([{"data": {"tool": tool, "arguments": arguments}}]);
+    app.rpc_stream("SendStreamingMessage", json!({"message": message}))
+        .await
+}
+
 /// The `working` status updates of a stream that say how far a tool call has come.
 fn progress_updates(events: &[crate::support::SseEvent]) -> Vec<Value> {
     events
@@ -318,12 +326,7 @@ async fn a_tools_progress_goes_to_the_stream_as_working_updates_not_into_the_his
     .await;
 
     // A direct call, streamed: each step the server reports is a working update.
-    let mut message = user_message("");
-    message["parts"] = json!([{"data": {"tool": "stepper__steps",
-        "arguments": {"count": 3, "pause": 0.1}}}]);
-    let events = app
-        .rpc_stream("SendStreamingMessage", json!({"message": message}))
-        .await;
+    let events = stream_call(&app, "stepper__steps", json!({"count": 3, "pause": 0.1})).await;
     // Each as the server said it (reports closer than the interval are merged, the
     // latest kept; the last may come with the result, after which nothing is sent).
     let progress = progress_updates(&events);
@@ -384,12 +387,7 @@ async fn progress_is_not_sent_when_its_interval_is_zero() {
         s.streaming.progress_interval_ms = 0;
     })
     .await;
-    let mut message = user_message("");
-    message["parts"] = json!([{"data": {"tool": "quiet__steps",
-        "arguments": {"count": 2, "pause": 0.05}}}]);
-    let events = app
-        .rpc_stream("SendStreamingMessage", json!({"message": message}))
-        .await;
+    let events = stream_call(&app, "quiet__steps", json!({"count": 2, "pause": 0.05})).await;
     assert_eq!(progress_updates(&events), Vec::<Value>::new(), "{events:?}");
     let last = &events.last().unwrap().data["result"]["statusUpdate"];
     assert_eq!(
@@ -640,12 +638,12 @@ async fn the_reference_server_everything_answers_over_stdio() {
         "{resource}"
     );
     // Its long-running operation's progress reaches a stream.
-    let mut message = user_message("");
-    message["parts"] = json!([{"data": {"tool": "everything__trigger-long-running-operation",
-        "arguments": {"duration": 0.6, "steps": 3}}}]);
-    let events = app
-        .rpc_stream("SendStreamingMessage", json!({"message": message}))
-        .await;
+    let events = stream_call(
+        &app,
+        "everything__trigger-long-running-operation",
+        json!({"duration": 0.6, "steps": 3}),
+    )
+    .await;
     let progress = progress_updates(&events);
     assert!(progress.iter().any(|p| p["total"] == 3.0), "{events:?}");
     // Its arguments are checked against the server's schema.
