@@ -1181,6 +1181,11 @@ async fn supervise(mut s: Supervised) {
 mod tests {
     use super::*;
 
+    /// A tool of the server named `name`, with an empty input schema.
+    fn tool(name: &str) -> Tool {
+        Tool::new(name.to_owned(), "a tool", Arc::new(serde_json::Map::new()))
+    }
+
     #[tokio::test]
     async fn stderr_is_read_to_its_end_in_lines_cut_at_the_bound() {
         let mut input = b"first\nsecond line\n".to_vec();
@@ -1267,8 +1272,6 @@ mod tests {
 
     #[test]
     fn a_changed_list_replaces_the_tools_within_the_allowlist_and_the_bound() {
-        let tool =
-            |name: &str| Tool::new(name.to_owned(), "a tool", Arc::new(serde_json::Map::new()));
         let mut settings = McpServerSettings::stdio("s", "x", &[]);
         settings.max_tools = 2;
         let listing = Listing {
@@ -1309,8 +1312,6 @@ mod tests {
 
     #[test]
     fn tools_the_allowlist_names_must_exist_and_names_a_model_cannot_take_are_left_out() {
-        let tool =
-            |name: &str| Tool::new(name.to_owned(), "a tool", Arc::new(serde_json::Map::new()));
         let mut settings = McpServerSettings::stdio("s", "x", &[]);
         let taken_names = |settings: &McpServerSettings, tools: Vec<Tool>| {
             taken(settings, tools).map(|t| t.iter().map(|t| t.name.to_string()).collect::<Vec<_>>())

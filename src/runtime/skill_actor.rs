@@ -499,11 +499,6 @@ impl Tools {
         self.entry(tool, skill).is_some()
     }
 
-    /// The spec of a tool (served by `skill` when given).
-    pub fn spec(&self, tool: &str, skill: Option<&str>) -> Option<ToolSpec> {
-        self.entry(tool, skill).map(|entry| entry.spec.clone())
-    }
-
     /// Every skill's health, by skill id in registration order, asked through its actor
     /// (so a stopped actor counts as down) and bounded by `timeout`.
     /// Each with how long it took.

@@ -300,14 +300,7 @@ async fn a_streamed_turn_calls_the_tool_once_and_completes_with_the_answer() {
         r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
         "{r}"
     );
-    let requests = model.requests();
-    let before = requests[1]["messages"].as_array().unwrap();
-    let after = requests[2]["messages"].as_array().unwrap();
-    assert_eq!(
-        &after[..before.len()],
-        &before[..],
-        "the same history, reloaded"
-    );
+    let (before, after) = history_reloaded(&model);
     assert_eq!(after[before.len()]["role"], "assistant");
     assert_eq!(after[before.len()]["content"], "It is sunny in Oslo.");
     assert_eq!(after[before.len() + 1]["content"], "And tomorrow?");
@@ -655,4 +648,19 @@ async fn a_transfer_sticks_to_the_thread_for_the_next_turn() {
     );
     app.stop().await;
     model.handle.stop(false).await;
+}
+
+/// The messages of the model's second and third requests, across a restart between
+/// them: the third starts with the second's (the history the restart reloaded is the one
+/// the model had).
+pub(crate) fn history_reloaded(model: &FakeModel) -> (Vec<Value>, Vec<Value>) {
+    let requests = model.requests();
+    let before = requests[1]["messages"].as_array().unwrap().clone();
+    let after = requests[2]["messages"].as_array().unwrap().clone();
+    assert_eq!(
+        &after[..before.len()],
+        &before[..],
+        "the same history, reloaded"
+    );
+    (before, after)
 }

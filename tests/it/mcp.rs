@@ -21,7 +21,7 @@ use agent_a2a::skills::SkillRegistry;
 use agent_a2a::startup::Agent;
 use serde_json::{Value, json};
 
-use crate::agent::{FakeModel, delta, finish, with_model};
+use crate::agent::{FakeModel, delta, finish, history_reloaded, with_model};
 use crate::support::{TestApp, call_tool, spawn_agent_in, user_message};
 
 /// The parts of a completed direct call's artifact (panics with the task otherwise).
@@ -176,6 +176,15 @@ async fn metric(app: &TestApp, name: &str, labels: &[&str]) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
+/// Asserts that the metric `name` with `labels` (see [`metric`]) has the value `want`.
+async fn assert_metric(app: &TestApp, name: &str, labels: &[&str], want: f64) {
+    assert_eq!(
+        metric(app, name, labels).await,
+        Some(want),
+        "{name} {labels:?}"
+    );
+}
+
 /// The body of the next `/health/ready` that answers 200 (a loaded machine can make the
 /// store's check late, which answers 503 for a moment).
 async fn ready_body(app: &TestApp) -> Value {
@@ -279,32 +288,31 @@ async fn a_stdio_servers_tools_answer_direct_calls_and_say_why_they_fail() {
         "{text}"
     );
 
-    assert_eq!(
-        metric(
-            &app,
-            "agent_a2a_mcp_calls_total",
-            &["outcome=\"ok\"", "server=\"fixture\"", "tool=\"add\""]
-        )
-        .await,
-        Some(1.0)
-    );
-    assert_eq!(
-        metric(
-            &app,
-            "agent_a2a_mcp_calls_total",
-            &[
-                "outcome=\"tool_error\"",
-                "server=\"fixture\"",
-                "tool=\"fail\""
-            ]
-        )
-        .await,
-        Some(1.0)
-    );
-    assert_eq!(
-        metric(&app, "agent_a2a_mcp_server_up", &["server=\"fixture\""]).await,
-        Some(1.0)
-    );
+    assert_metric(
+        &app,
+        "agent_a2a_mcp_calls_total",
+        &["outcome=\"ok\"", "server=\"fixture\"", "tool=\"add\""],
+        1.0,
+    )
+    .await;
+    assert_metric(
+        &app,
+        "agent_a2a_mcp_calls_total",
+        &[
+            "outcome=\"tool_error\"",
+            "server=\"fixture\"",
+            "tool=\"fail\"",
+        ],
+        1.0,
+    )
+    .await;
+    assert_metric(
+        &app,
+        "agent_a2a_mcp_server_up",
+        &["server=\"fixture\""],
+        1.0,
+    )
+    .await;
     // The operators' dashboard counts them (its collector is process-wide: at least).
     let stats: Value = app.get("/dashboard/stats.json").await.json().await.unwrap();
     assert!(
@@ -477,15 +485,13 @@ async fn a_changed_tool_list_reaches_direct_calls_the_model_and_the_card() {
     assert_eq!(later["function"]["description"], "added at run time");
     let card = app.card().await;
     assert!(card.to_string().contains("grower__later"), "{card}");
-    assert_eq!(
-        metric(
-            &app,
-            "agent_a2a_mcp_tool_list_changes_total",
-            &["server=\"grower\""]
-        )
-        .await,
-        Some(1.0)
-    );
+    assert_metric(
+        &app,
+        "agent_a2a_mcp_tool_list_changes_total",
+        &["server=\"grower\""],
+        1.0,
+    )
+    .await;
 
     // Removed, it is refused as unknown and no longer offered.
     let shrunk = call_tool(&app, "grower__shrink", json!({"name": "later"})).await;
@@ -755,14 +761,7 @@ async fn a_model_calls_an_mcp_tool_and_its_call_survives_a_restart_in_the_histor
         r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
         "{r}"
     );
-    let requests = model.requests();
-    let before = requests[1]["messages"].as_array().unwrap();
-    let after = requests[2]["messages"].as_array().unwrap();
-    assert_eq!(
-        &after[..before.len()],
-        &before[..],
-        "the same history, reloaded"
-    );
+    let (before, after) = history_reloaded(&model);
     let call = before.iter().find(|m| m["tool_calls"].is_array()).unwrap();
     assert_eq!(call["tool_calls"][0]["id"], "call_1");
     assert_eq!(call["tool_calls"][0]["function"]["name"], "adder__add");
@@ -785,10 +784,7 @@ async fn a_streamable_http_server_answers_within_its_allowlist() {
         "parts": [{"data": {"tool": "remote__big", "arguments": {"size": 1}}}]});
     let r = app.rpc("SendMessage", json!({"message": message})).await;
     assert!(r["error"].to_string().contains("remote__big"), "{r}");
-    assert_eq!(
-        metric(&app, "agent_a2a_mcp_server_up", &["server=\"remote\""]).await,
-        Some(1.0)
-    );
+    assert_metric(&app, "agent_a2a_mcp_server_up", &["server=\"remote\""], 1.0).await;
 }
 
 #[actix_web::test]
@@ -840,23 +836,24 @@ async fn an_http_server_that_went_away_is_reached_anew_and_its_breaker_opens() {
     }
     let text = failure(&call_tool(&app, "flaky__add", json!({"a": 1, "b": 1})).await);
     assert!(text.contains("its breaker is open"), "{text}");
-    assert_eq!(
-        metric(
-            &app,
-            "agent_a2a_mcp_calls_total",
-            &[
-                "outcome=\"breaker_open\"",
-                "server=\"flaky\"",
-                "tool=\"add\""
-            ]
-        )
-        .await,
-        Some(1.0)
-    );
-    assert_eq!(
-        metric(&app, "agent_a2a_mcp_breaker_open", &["server=\"flaky\""]).await,
-        Some(1.0)
-    );
+    assert_metric(
+        &app,
+        "agent_a2a_mcp_calls_total",
+        &[
+            "outcome=\"breaker_open\"",
+            "server=\"flaky\"",
+            "tool=\"add\"",
+        ],
+        1.0,
+    )
+    .await;
+    assert_metric(
+        &app,
+        "agent_a2a_mcp_breaker_open",
+        &["server=\"flaky\""],
+        1.0,
+    )
+    .await;
 }
 
 #[actix_web::test]
@@ -1000,10 +997,13 @@ async fn a_server_that_is_down_is_named_by_readiness_without_failing_it() {
     // Its calls fail within their timeout, saying so.
     let text = failure(&call_tool(&app, "fragile__pid", json!({})).await);
     assert!(text.contains("not connected"), "{text}");
-    assert_eq!(
-        metric(&app, "agent_a2a_mcp_server_up", &["server=\"fragile\""]).await,
-        Some(0.0)
-    );
+    assert_metric(
+        &app,
+        "agent_a2a_mcp_server_up",
+        &["server=\"fragile\""],
+        0.0,
+    )
+    .await;
 }
 
 #[actix_web::test]
