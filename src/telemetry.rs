@@ -286,11 +286,15 @@ pub fn recorder_installed() -> bool {
 /// A series by its metric's name and at most one label (name and value).
 type SeriesKey = (&'static str, Option<(&'static str, &'static str)>);
 
+/// A per-thread cache of metric handles. Its keys are the code's own (names, bounded
+/// labels), never a client's, so a fast unkeyed hash serves: SipHash of the name was
+/// most of a lookup.
+pub type SeriesCache<K, H> = HashMap<K, H, foldhash::fast::FixedState>;
+
 thread_local! {
-    static COUNTERS: RefCell<HashMap<SeriesKey, metrics::Counter>> = RefCell::new(HashMap::new());
-    static GAUGES: RefCell<HashMap<SeriesKey, metrics::Gauge>> = RefCell::new(HashMap::new());
-    static HISTOGRAMS: RefCell<HashMap<SeriesKey, metrics::Histogram>> =
-        RefCell::new(HashMap::new());
+    static COUNTERS: RefCell<SeriesCache<SeriesKey, metrics::Counter>> = RefCell::default();
+    static GAUGES: RefCell<SeriesCache<SeriesKey, metrics::Gauge>> = RefCell::default();
+    static HISTOGRAMS: RefCell<SeriesCache<SeriesKey, metrics::Histogram>> = RefCell::default();
 }
 
 /// Runs `record` on the handle(s) of a series this thread records often, looked up once
@@ -300,7 +304,7 @@ thread_local! {
 /// bounded (methods, statuses, states). Before the process's recorder is installed a
 /// kept handle would record nowhere for good, so none is kept.
 pub fn with_series<K: Eq + std::hash::Hash, H, R>(
-    cache: &'static std::thread::LocalKey<RefCell<HashMap<K, H>>>,
+    cache: &'static std::thread::LocalKey<RefCell<SeriesCache<K, H>>>,
     key: K,
     register: impl FnOnce(&K) -> H,
     record: impl FnOnce(&H) -> R,
@@ -313,7 +317,7 @@ pub fn with_series<K: Eq + std::hash::Hash, H, R>(
 
 /// [`with_series`] for one handle, cloned out of the cache.
 fn cached<H: Clone + 'static>(
-    cache: &'static std::thread::LocalKey<RefCell<HashMap<SeriesKey, H>>>,
+    cache: &'static std::thread::LocalKey<RefCell<SeriesCache<SeriesKey, H>>>,
     key: SeriesKey,
     register: impl FnOnce() -> H,
 ) -> H {

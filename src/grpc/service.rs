@@ -14,7 +14,6 @@
 //! `SubscribeToTask` can name in its `last-event-id` metadata to resume after it.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -300,7 +299,8 @@ thread_local! {
     /// Each worker's handles by (method, status code), as the HTTP bindings keep theirs
     /// (`http::observe`): a call finds its series without building the labels and looking
     /// them up in the recorder. Methods and codes are bounded, and so is this map.
-    static SERIES: RefCell<HashMap<(&'static str, i32), Series>> = RefCell::new(HashMap::new());
+    static SERIES: RefCell<telemetry::SeriesCache<(&'static str, i32), Series>> =
+        RefCell::default();
 }
 
 /// Counts a call by method and status code, and times it until its answer (a stream's

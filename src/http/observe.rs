@@ -10,7 +10,6 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::time::Instant;
 
 use actix_web::HttpResponse;
@@ -97,8 +96,7 @@ thread_local! {
     /// Each worker's handles by (binding, method, status), so that a request finds its
     /// series without building the labels and looking them up in the recorder. The label
     /// set is bounded (see the module header), and so is this map.
-    static SERIES: RefCell<HashMap<SeriesKey, Series>> =
-        RefCell::new(HashMap::new());
+    static SERIES: RefCell<telemetry::SeriesCache<SeriesKey, Series>> = RefCell::default();
 }
 
 fn count(binding: Binding, method: Cow<'static, str>, status: StatusCode, elapsed_ms: f64) {

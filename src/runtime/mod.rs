@@ -99,7 +99,7 @@ pub struct Runtime {
     push: Arc<push::PushHub>,
     /// Idempotency keys of sends accepted by this process whose turn has not answered
     /// yet: a concurrent retry joins that turn instead of racing it to the store.
-    claims: DashMap<(TenantId, String), Accepted>,
+    claims: DashMap<(TenantId, String), Accepted, foldhash::fast::RandomState>,
     /// The keys claimed in the idempotency window, when this process is its store's only
     /// writer: a key it rules out is not looked for in the store.
     claim_filter: Option<Arc<claim_filter::ClaimFilter>>,
@@ -222,7 +222,7 @@ impl Runtime {
             arbiters: Mutex::new(actor_arbiters),
             persistence_arbiter: Mutex::new(Some(persistence_arbiter)),
             replay_batch: settings.streaming.replay_batch,
-            claims: DashMap::new(),
+            claims: DashMap::default(),
             claim_filter,
             settings: RuntimeSettings {
                 threads: settings.threads.clone(),

@@ -445,7 +445,7 @@ impl Accepted {
 /// Forgets an in-flight key when its send has answered (or was dropped): by then the
 /// store holds its claim, or the turn was refused and left nothing behind.
 struct Forget<'a>(
-    &'a DashMap<(TenantId, String), Accepted>,
+    &'a DashMap<(TenantId, String), Accepted, foldhash::fast::RandomState>,
     &'a (TenantId, String),
 );
 

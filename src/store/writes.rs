@@ -21,7 +21,9 @@
 //! kept. The statements are applied in the order of [`Rows`]' fields, thread expirations
 //! after the thread upserts of the same batch.
 
-use std::collections::HashMap;
+/// A batch's keys are clients' ids: foldhash seeded per process, a fraction of SipHash's
+/// cost.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 use super::rows::{
     NewClaim, NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent, NewThread,
@@ -146,8 +148,8 @@ impl<'a> Rows<'a> {
     /// The rows `ops` write, upserts deduplicated to the last write of each key.
     pub fn collect(ops: impl IntoIterator<Item = &'a WriteOp>) -> Result<Self, StoreError> {
         let mut rows = Rows::default();
-        let mut thread_at = HashMap::new();
-        let mut task_at = HashMap::new();
+        let mut thread_at = HashMap::default();
+        let mut task_at = HashMap::default();
         // History entries (position, seq) by task, in the order the batch links them.
         let mut linked: Vec<(TaskKey, Vec<(i64, i64)>)> = Vec::new();
         // Logged events, written once the batch's messages are known.
@@ -280,7 +282,7 @@ impl<'a> Rows<'a> {
             });
         }
         // The newest event of each task the batch logs: the only one its row can be.
-        let mut newest: HashMap<TaskKey, i64> = HashMap::new();
+        let mut newest: HashMap<TaskKey, i64> = HashMap::default();
         for (tenant, task_id, seq, ..) in &events {
             let at = newest
                 .entry((tenant.as_str(), task_id.as_str()))

@@ -39,6 +39,8 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use dashmap::DashMap;
+// Keys are clients' ids: foldhash seeded per process, a fraction of SipHash's cost.
+use foldhash::fast::RandomState;
 use tokio::sync::{broadcast, watch};
 use tracing::Instrument;
 
@@ -78,9 +80,9 @@ impl From<Error> for ActorError {
 /// State shared by the registry and its actors.
 pub struct Shared {
     /// Resident actors with the instance id that owns the entry.
-    pub actors: DashMap<ThreadKey, (u64, Addr<ThreadActor>)>,
+    pub actors: DashMap<ThreadKey, (u64, Addr<ThreadActor>), RandomState>,
     /// Resident tasks → their thread, so `GetTask` by id finds the actor.
-    pub tasks: DashMap<(TenantId, TaskId), ContextId>,
+    pub tasks: DashMap<(TenantId, TaskId), ContextId, RandomState>,
     pub next_actor_id: AtomicU64,
     /// Turns not finished yet (a graceful shutdown waits for them).
     pub activity: Arc<Activity>,
@@ -103,8 +105,8 @@ pub struct Shared {
 impl Shared {
     pub fn new() -> Self {
         Self {
-            actors: DashMap::new(),
-            tasks: DashMap::new(),
+            actors: DashMap::default(),
+            tasks: DashMap::default(),
             next_actor_id: AtomicU64::new(1),
             activity: Arc::new(Activity::default()),
             draining: AtomicBool::new(false),
