@@ -86,9 +86,6 @@ pub const PERSIST_COMMIT_MS: &str = "agent_a2a_persistence_commit_duration_ms";
 pub const PERSIST_QUEUE: &str = "agent_a2a_persistence_queue_depth";
 /// Failed commits.
 pub const PERSIST_FAILURES: &str = "agent_a2a_persistence_failures_total";
-/// SQLite: commits made on the request's own thread, no other commit being under way
-/// (`persistence.commit_alone_on_caller`).
-pub const PERSIST_ON_CALLER: &str = "agent_a2a_persistence_caller_commits_total";
 /// SQLite: how long a checkpoint of the WAL took, in milliseconds, by who ran it (`by`:
 /// the checkpoint `thread`, or the `writer` copying what the thread left).
 pub const SQLITE_CHECKPOINT_MS: &str = "agent_a2a_sqlite_checkpoint_duration_ms";
@@ -381,7 +378,6 @@ pub fn metrics_handle() -> PrometheusHandle {
             // an existing value alone.
             metrics::counter!(THREAD_RESTARTS).increment(0);
             metrics::counter!(PERSIST_FAILURES).increment(0);
-            metrics::counter!(PERSIST_ON_CALLER).increment(0);
             metrics::counter!(AUTH_FAILURES, "outcome" => "refused").increment(0);
             metrics::counter!(AUTH_FAILURES, "outcome" => "throttled").increment(0);
             metrics::counter!(AUTH_FAILURE_OVERFLOW).increment(0);
@@ -579,10 +575,6 @@ fn describe() {
         "Write batches waiting for the persistence actor."
     );
     describe_counter!(PERSIST_FAILURES, "Failed commits.");
-    describe_counter!(
-        PERSIST_ON_CALLER,
-        "SQLite: commits made on the request's own thread, no other commit being under way."
-    );
     describe_counter!(
         PUSH_DELIVERIES,
         "Push deliveries finished, by outcome: delivered, abandoned, dropped (outbox full)."

@@ -149,12 +149,6 @@ pub struct PersistenceSettings {
     /// on a near one it splits groups and costs the database more. SQLite has one writer
     /// and ignores this. From 1 to 64.
     pub commits_in_flight: usize,
-    /// SQLite: a commit that finds no other commit queued or running is made on the
-    /// request's own thread instead of crossing to the writer thread and back (at one
-    /// connection, about 2.4 thread switches fewer per send). It holds that thread for
-    /// the commit — its other connections wait as long. false: every commit crosses to
-    /// the writer thread (a slow disk, many idle connections per worker).
-    pub commit_alone_on_caller: bool,
 }
 
 impl Default for PersistenceSettings {
@@ -165,7 +159,6 @@ impl Default for PersistenceSettings {
             enqueue_timeout_ms: 1000,
             start_grace_ms: 20,
             commits_in_flight: DEFAULT_COMMITS_IN_FLIGHT,
-            commit_alone_on_caller: true,
         }
     }
 }

@@ -9,13 +9,8 @@
 //!
 //! On SQLite the loop is a thread of its own calling the store's synchronous writer
 //! ([`Store::blocking_commit`]): a request's batch crosses threads twice (into the queue,
-//! back with the acknowledgement) however many statements it holds. A commit that finds
-//! no other commit queued or running, and the writer free, is made on the caller's own
-//! thread instead (`persistence.commit_alone_on_caller`): at one connection a send then
-//! never leaves its worker (about 2.4 thread switches fewer per send). It blocks that
-//! thread for the one commit, which is what the request waits for anyway; with others
-//! about, commits group on the writer thread as before. On Postgres it is a task on the
-//! persistence arbiter, where the writer connections live, with up to
+//! back with the acknowledgement) however many statements it holds. On Postgres it is a
+//! task on the persistence arbiter, where the writer connections live, with up to
 //! `persistence.commits_in_flight` group commits running at once.
 //!
 //! Before acknowledging a batch it tells the push hub what the batch wrote
@@ -28,7 +23,7 @@
 //! for one batch before sending the next.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use actix::ArbiterHandle;
@@ -57,47 +52,11 @@ pub struct PersistenceHandle {
     /// Held shared by each group commit, from its start until its batches are
     /// acknowledged; exclusively by a pause.
     gate: Arc<RwLock<()>>,
-    /// A synchronous store's writer, when a lone commit may be made on the caller's
-    /// thread.
-    alone: Option<Alone>,
-}
-
-/// What a commit made on the caller's thread needs: the writer, the push hub it reports
-/// to, and how many commits are under way (queued, running or being acknowledged).
-#[derive(Clone)]
-struct Alone {
-    writer: Arc<dyn BlockingCommit>,
-    push: Arc<PushHub>,
-    under_way: Arc<AtomicUsize>,
-}
-
-/// One commit counted in [`Alone::under_way`] until dropped (also when the caller stops
-/// waiting).
-struct UnderWay<'a>(&'a AtomicUsize);
-
-impl Drop for UnderWay<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 impl PersistenceHandle {
     /// Commits `ops` in order, atomically, and returns once they are durable.
-    pub async fn commit(&self, mut ops: Vec<WriteOp>) -> Result<()> {
-        let _counted = match &self.alone {
-            Some(alone) => {
-                let others = alone.under_way.fetch_add(1, Ordering::AcqRel);
-                let counted = UnderWay(&alone.under_way);
-                if others == 0 {
-                    match self.commit_here(alone, ops) {
-                        Ok(result) => return result,
-                        Err(back) => ops = back,
-                    }
-                }
-                Some(counted)
-            }
-            None => None,
-        };
+    pub async fn commit(&self, ops: Vec<WriteOp>) -> Result<()> {
         let (ack, done) = oneshot::channel();
         let depth = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
         telemetry::gauge(telemetry::PERSIST_QUEUE).set(depth as f64);
@@ -140,39 +99,6 @@ impl PersistenceHandle {
         }
     }
 
-    /// Commits `ops` on this thread if nothing holds the writer or a pause holds commits
-    /// back; `None`, having done nothing, if something does (then the writer thread
-    /// takes it, and `ops` are given back).
-    fn commit_here(&self, alone: &Alone, ops: Vec<WriteOp>) -> Result<Result<()>, Vec<WriteOp>> {
-        let Ok(_open) = self.gate.try_read() else {
-            return Err(ops);
-        };
-        let started = Instant::now();
-        let Some(result) = alone.writer.try_commit_blocking(&[&ops]) else {
-            return Err(ops);
-        };
-        record_commit(started, &result);
-        metrics::counter!(telemetry::PERSIST_ON_CALLER).increment(1);
-        telemetry::histogram(telemetry::PERSIST_BATCH).record(1.0);
-        if telemetry::trace::on() {
-            tracing::Span::current().record("db.operation.batch.size", 1);
-        }
-        Ok(match result {
-            Ok(()) => {
-                alone.push.committed(ops);
-                Ok(())
-            }
-            Err(StoreError::Unavailable(detail)) => {
-                tracing::warn!(error = %detail, "commit failed: database unavailable");
-                Err(self.unavailable(&detail))
-            }
-            Err(e) => {
-                failed(&e);
-                Err(e.into())
-            }
-        })
-    }
-
     /// Resolves once no commit is running, and holds every further commit back until
     /// the guard is dropped: a read made meanwhile sees exactly the commits whose writes
     /// were handed to the push hub. Hold it briefly (writers queue behind it).
@@ -207,9 +133,6 @@ pub fn start(
 ) -> PersistenceHandle {
     let (tx, rx) = mpsc::channel(settings.queue_capacity);
     let queued = Arc::new(AtomicI64::new(0));
-    // Exported from the start: with commits made on their callers' threads the queue may
-    // stay unused for a long time.
-    telemetry::gauge(telemetry::PERSIST_QUEUE).set(0.0);
     let gate = Arc::new(RwLock::new(()));
     let queue = Queue {
         rx,
@@ -218,16 +141,8 @@ pub fn start(
         push,
         gate: gate.clone(),
     };
-    let mut alone = None;
     match store.blocking_commit() {
         Some(writer) => {
-            if settings.commit_alone_on_caller {
-                alone = Some(Alone {
-                    writer: writer.clone(),
-                    push: queue.push.clone(),
-                    under_way: Arc::default(),
-                });
-            }
             let started = std::thread::Builder::new()
                 .name("a2a-writer".into())
                 .spawn(move || run_blocking(queue, writer.as_ref()));
@@ -235,7 +150,6 @@ pub fn start(
                 // Without its thread the queue's receiver is gone: every commit fails
                 // with "the persistence actor has stopped", and health says why.
                 tracing::error!(error = %e, "cannot start the persistence thread");
-                alone = None;
             }
         }
         None => {
@@ -247,7 +161,6 @@ pub fn start(
         queued,
         enqueue_timeout: Duration::from_millis(settings.enqueue_timeout_ms),
         gate,
-        alone,
     }
 }
 
@@ -376,7 +289,10 @@ fn settle(
             Vec::new()
         }
         Err(e) if group.len() == 1 => {
-            failed(&e);
+            match e {
+                StoreError::Fenced => fenced(&e),
+                _ => tracing::error!(error = %e, "commit failed"),
+            }
             for request in group.drain(..) {
                 let _ = request.ack.send(Err(e.clone()));
             }
@@ -399,19 +315,12 @@ fn fenced(e: &StoreError) {
 
 fn acknowledge(request: WriteRequest, result: Result<(), StoreError>, push: &PushHub) {
     match &result {
-        Err(e) => failed(e),
+        // Cluster mode: another node took a thread of this one over; expected once.
+        Err(e @ StoreError::Fenced) => fenced(e),
+        Err(e) => tracing::error!(error = %e, "commit failed"),
         Ok(()) => push.committed(request.ops),
     }
     let _ = request.ack.send(result);
-}
-
-/// Logs a batch's failed commit.
-fn failed(e: &StoreError) {
-    match e {
-        // Cluster mode: another node took a thread of this one over; expected once.
-        StoreError::Fenced => fenced(e),
-        _ => tracing::error!(error = %e, "commit failed"),
-    }
 }
 
 fn timed(commit: impl FnOnce() -> Result<(), StoreError>) -> Result<(), StoreError> {
@@ -447,72 +356,12 @@ mod tests {
         gate: Notify,
         /// Commits that have entered so far.
         entries: std::sync::atomic::AtomicUsize,
-        /// A synchronous writer, as SQLite has: then every commit goes to it.
-        blocking: Option<Arc<ThreadWriter>>,
-    }
-
-    /// A synchronous writer noting the thread each commit ran on, and holding commits
-    /// inside while `hold` is set.
-    #[derive(Default)]
-    struct ThreadWriter {
-        /// Taken by a commit that must not wait (as SQLite's connection).
-        busy: std::sync::Mutex<()>,
-        ran_on: std::sync::Mutex<Vec<std::thread::ThreadId>>,
-        hold: std::sync::Mutex<bool>,
-        released: std::sync::Condvar,
-        entered: std::sync::Condvar,
-    }
-
-    impl ThreadWriter {
-        fn run(&self) {
-            self.ran_on
-                .lock()
-                .unwrap()
-                .push(std::thread::current().id());
-            self.entered.notify_all();
-            let mut hold = self.hold.lock().unwrap();
-            while *hold {
-                hold = self.released.wait(hold).unwrap();
-            }
-        }
-
-        /// Waits until `n` commits have entered; the threads they ran on.
-        fn wait_for(&self, n: usize) -> Vec<std::thread::ThreadId> {
-            let ran = self.ran_on.lock().unwrap();
-            let (ran, _) = self
-                .entered
-                .wait_timeout_while(ran, Duration::from_secs(10), |ran| ran.len() < n)
-                .unwrap();
-            ran.clone()
-        }
-
-        fn hold(&self, on: bool) {
-            *self.hold.lock().unwrap() = on;
-            self.released.notify_all();
-        }
-    }
-
-    impl BlockingCommit for ThreadWriter {
-        fn commit_blocking(&self, _: &[&[WriteOp]]) -> Result<(), StoreError> {
-            self.run();
-            Ok(())
-        }
-        fn try_commit_blocking(&self, _: &[&[WriteOp]]) -> Option<Result<(), StoreError>> {
-            let _busy = self.busy.try_lock().ok()?;
-            self.run();
-            Some(Ok(()))
-        }
     }
 
     #[async_trait]
     impl Store for GatedStore {
         fn backend(&self) -> &'static str {
             "gated"
-        }
-        fn blocking_commit(&self) -> Option<Arc<dyn BlockingCommit>> {
-            self.blocking
-                .clone()
-                .map(|writer| writer as Arc<dyn BlockingCommit>)
         }
         async fn commit(&self, _ops: &[WriteOp]) -> Result<(), StoreError> {
             self.entries.fetch_add(1, Ordering::SeqCst);
@@ -636,7 +485,6 @@ mod tests {
             entered: Notify::new(),
             gate: Notify::new(),
             entries: Default::default(),
-            blocking: None,
         });
         let arbiter = actix::Arbiter::new();
         let hub = Arc::new(PushHub::new(&Default::default()));
@@ -777,111 +625,6 @@ mod tests {
         store.entered.notified().await;
         store.gate.notify_one();
         assert_eq!(flush.await.unwrap(), Ok(()));
-        arbiter.stop();
-    }
-
-    /// The persistence actor over a synchronous [`ThreadWriter`].
-    fn synchronous(
-        alone_on_caller: bool,
-    ) -> (Arc<ThreadWriter>, PersistenceHandle, actix::Arbiter) {
-        let writer = Arc::new(ThreadWriter::default());
-        let store = Arc::new(GatedStore {
-            entered: Notify::new(),
-            gate: Notify::new(),
-            entries: Default::default(),
-            blocking: Some(writer.clone()),
-        });
-        let arbiter = actix::Arbiter::new();
-        let hub = Arc::new(PushHub::new(&Default::default()));
-        let settings = PersistenceSettings {
-            commit_alone_on_caller: alone_on_caller,
-            ..PersistenceSettings::default()
-        };
-        let handle = start(store, &settings, &arbiter.handle(), hub);
-        (writer, handle, arbiter)
-    }
-
-    fn one_write() -> Vec<WriteOp> {
-        vec![WriteOp::ExpireThreads {
-            tenant: TenantId::default_tenant(),
-            thread_ids: Vec::new(),
-            at: crate::domain::Timestamp(0),
-        }]
-    }
-
-    #[actix_web::test]
-    async fn a_lone_commit_is_made_on_the_callers_thread_unless_configured_otherwise() {
-        let here = std::thread::current().id();
-        let (writer, handle, arbiter) = synchronous(true);
-        assert_eq!(handle.commit(one_write()).await, Ok(()));
-        assert_eq!(handle.commit(one_write()).await, Ok(()));
-        assert_eq!(writer.wait_for(2), vec![here, here]);
-        arbiter.stop();
-
-        let (writer, handle, arbiter) = synchronous(false);
-        assert_eq!(handle.commit(one_write()).await, Ok(()));
-        let ran = writer.wait_for(1);
-        assert_eq!(ran.len(), 1);
-        assert_ne!(ran[0], here, "committed on the caller's thread");
-        arbiter.stop();
-    }
-
-    #[actix_web::test]
-    async fn a_commit_made_while_another_is_under_way_goes_to_the_writer_thread() {
-        let here = std::thread::current().id();
-        let (writer, handle, arbiter) = synchronous(true);
-        writer.hold(true);
-        // The first, alone, runs on its caller's thread and stays inside the writer…
-        let first = std::thread::spawn({
-            let handle = handle.clone();
-            move || {
-                let id = std::thread::current().id();
-                let result = actix_web::rt::System::new().block_on(handle.commit(one_write()));
-                (id, result)
-            }
-        });
-        assert_eq!(writer.wait_for(1).len(), 1);
-        // …so the second crosses to the writer thread, which enters beside it.
-        let second = actix_web::rt::spawn({
-            let handle = handle.clone();
-            async move { handle.commit(one_write()).await }
-        });
-        let ran = tokio::task::spawn_blocking({
-            let writer = writer.clone();
-            move || writer.wait_for(2)
-        })
-        .await
-        .unwrap();
-        writer.hold(false);
-        let (first_id, first) = first.join().unwrap();
-        assert_eq!(first, Ok(()));
-        assert_eq!(second.await.unwrap(), Ok(()));
-        assert_eq!(ran[0], first_id);
-        assert_ne!(ran[1], here, "committed on the caller's thread");
-        assert_ne!(ran[1], first_id);
-        arbiter.stop();
-    }
-
-    #[actix_web::test]
-    async fn a_pause_holds_a_lone_commit_back_too() {
-        let here = std::thread::current().id();
-        let (writer, handle, arbiter) = synchronous(true);
-        let paused = handle.pause().await;
-        let commit = actix_web::rt::spawn({
-            let handle = handle.clone();
-            async move { handle.commit(one_write()).await }
-        });
-        for _ in 0..100 {
-            tokio::task::yield_now().await;
-        }
-        assert!(
-            writer.ran_on.lock().unwrap().is_empty(),
-            "committed while paused"
-        );
-        drop(paused);
-        assert_eq!(commit.await.unwrap(), Ok(()));
-        let ran = writer.wait_for(1);
-        assert_ne!(ran[0], here, "a paused commit waits on the writer thread");
         arbiter.stop();
     }
 }

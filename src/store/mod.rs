@@ -615,13 +615,6 @@ pub trait Store: Send + Sync + 'static {
 pub trait BlockingCommit: Send + Sync + 'static {
     /// Applies `batches`, in order, in one transaction.
     fn commit_blocking(&self, batches: &[&[WriteOp]]) -> Result<(), StoreError>;
-
-    /// Applies `batches` like [`commit_blocking`](Self::commit_blocking) if nothing else
-    /// is committing; `None`, having done nothing, if something is (it does not wait).
-    fn try_commit_blocking(&self, batches: &[&[WriteOp]]) -> Option<Result<(), StoreError>> {
-        let _ = batches;
-        None
-    }
 }
 
 /// SQLite's `PRAGMA synchronous` (`store.sqlite_synchronous`): how often the WAL is

@@ -497,37 +497,14 @@ impl BlockingCommit for SqliteWriter {
         // A panic while holding the lock leaves no transaction open: rusqlite's
         // `Transaction` rolls back when dropped unfinished.
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        self.write(&mut conn, &rows)
-    }
-
-    fn try_commit_blocking(&self, batches: &[&[WriteOp]]) -> Option<Result<(), StoreError>> {
-        let mut conn = match self.conn.try_lock() {
-            Ok(conn) => conn,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        };
-        let rows = match Rows::collect(batches.iter().flat_map(|b| b.iter())) {
-            Ok(rows) => rows,
-            Err(e) => return Some(Err(e)),
-        };
-        if rows.is_empty() {
-            return Some(Ok(()));
-        }
-        Some(self.write(&mut conn, &rows))
-    }
-}
-
-impl SqliteWriter {
-    /// One transaction writing `rows` on the writer's connection.
-    fn write(&self, conn: &mut rusqlite::Connection, rows: &Rows) -> Result<(), StoreError> {
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(store_error)?;
         let mut staged = Staged::default();
-        write_rows(&tx, rows, &self.claims, &mut staged)?;
+        write_rows(&tx, &rows, &self.claims, &mut staged)?;
         tx.commit().map_err(store_error)?;
         self.claims.committed(staged);
-        self.checkpointer.after_commit(conn);
+        self.checkpointer.after_commit(&conn);
         Ok(())
     }
 }

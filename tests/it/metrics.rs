@@ -38,7 +38,6 @@ const CATALOGUE: &[&str] = &[
     t::PERSIST_COMMIT_MS,
     t::PERSIST_QUEUE,
     t::PERSIST_FAILURES,
-    t::PERSIST_ON_CALLER,
     t::SQLITE_WAL_PAGES,
     // exported once the WAL grew by store.sqlite_checkpoint_pages
     t::SQLITE_CHECKPOINT_MS,
@@ -234,7 +233,6 @@ async fn every_metric_family_is_exported_after_traffic() {
         (t::PERSIST_COMMIT_MS, "histogram"),
         (t::PERSIST_QUEUE, "gauge"),
         (t::PERSIST_FAILURES, "counter"),
-        (t::PERSIST_ON_CALLER, "counter"),
         (t::SQLITE_WAL_PAGES, "gauge"),
         (t::SKILL_CALLS, "counter"),
         (t::SKILL_ERRORS, "counter"),
