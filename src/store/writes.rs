@@ -21,16 +21,16 @@
 //! kept. The statements are applied in the order of [`Rows`]' fields, thread expirations
 //! after the thread upserts of the same batch.
 
-/// A batch's keys are clients' ids: foldhash seeded per process, a fraction of SipHash's
-/// cost.
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-
 use super::rows::{
     NewClaim, NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent, NewThread,
     append_seq, encode_reply,
 };
 use super::{MessageRecord, OutboxKey, StoreError, ThreadStatus, WriteOp};
 use crate::domain::{ContextId, Message, StreamEvent, TaskId, TenantId};
+
+/// A batch's keys are clients' ids: foldhash seeded per process, a fraction of SipHash's
+/// cost.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Rows per multi-row statement: far below Postgres' 65535 bind parameters and SQLite's
 /// 32766 for the widest table (12 columns).
