@@ -868,7 +868,6 @@ where
 /// The memory repository on the configured database, with a small pool of its own; the
 /// schema must already be migrated ([`open`] or [`migrate`]). Connects nothing yet.
 pub fn open_memories(cfg: &StoreConfig) -> Result<Arc<dyn MemoryRepository>, StoreError> {
-    sqlite::tune_library();
     memories::open(cfg)
 }
 

@@ -374,7 +374,7 @@ fn census_counted(path: &Path, now: crate::domain::Timestamp) -> Result<super::C
         .map_err(store_error)?;
     for row in rows {
         match row.map_err(store_error)? {
-            (what, state, n) if what == "task" => census
+            (what, state, n) if what == CENSUS_TASK => census
                 .tasks_by_state
                 .push((state, u64::try_from(n).unwrap_or(0))),
             (_, status, n) if status == active => active_threads = n,
@@ -709,6 +709,11 @@ fn write_rows(
     claims.index_run(tx, staged).map_err(store_error)
 }
 
+/// `census_counts.what` of the tasks' counts by state.
+const CENSUS_TASK: &str = "task";
+/// `census_counts.what` of the threads' counts by status.
+const CENSUS_THREAD: &str = "thread";
+
 /// What a commit does to the census counts (`census_counts`): per count, the rows it
 /// adds or (negative) takes away, applied once per count at the end of the commit.
 #[derive(Default)]
@@ -771,7 +776,7 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
                 true => None,
                 false => one_text(tx, sql::THREAD_STATUS, (r.tenant_id, r.thread_id))?,
             };
-            census.moved("thread", before.as_deref(), r.status);
+            census.moved(CENSUS_THREAD, before.as_deref(), r.status);
             let stmt = if r.first { &mut insert } else { &mut upsert };
             stmt.execute(params![
                 r.tenant_id,
@@ -790,8 +795,16 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
             let mut values: Vec<&dyn rusqlite::ToSql> = vec![&expiration.tenant, &expiration.at];
             values.extend(ids.iter().map(|id| id as &dyn rusqlite::ToSql));
             let expired = i64::try_from(stmt.execute(values.as_slice())?).unwrap_or(i64::MAX);
-            census.add("thread", super::ThreadStatus::Active.as_str(), -expired);
-            census.add("thread", super::ThreadStatus::Expired.as_str(), expired);
+            census.add(
+                CENSUS_THREAD,
+                super::ThreadStatus::Active.as_str(),
+                -expired,
+            );
+            census.add(
+                CENSUS_THREAD,
+                super::ThreadStatus::Expired.as_str(),
+                expired,
+            );
         }
     }
     if !rows.messages.is_empty() {
@@ -823,7 +836,7 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
                 true => None,
                 false => one_text(tx, sql::TASK_STATE, (r.tenant_id, r.task_id))?,
             };
-            census.moved("task", before.as_deref(), r.state);
+            census.moved(CENSUS_TASK, before.as_deref(), r.state);
             let stmt = if r.first { &mut insert } else { &mut upsert };
             stmt.execute(params![
                 r.tenant_id,
@@ -874,14 +887,14 @@ fn write_others(tx: &rusqlite::Transaction<'_>, rows: &Rows<'_>) -> rusqlite::Re
                 retirement.at
             ])?;
             if gone == 1 {
-                census.add("thread", super::ThreadStatus::Expired.as_str(), -1);
+                census.add(CENSUS_THREAD, super::ThreadStatus::Expired.as_str(), -1);
                 let mut held = tx.prepare_cached(sql::RETIRED_TASK_STATES)?;
                 let states = held.query_map(params![retirement.tenant, thread_id], |row| {
                     Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
                 })?;
                 for state in states {
                     let (state, n) = state?;
-                    census.add("task", &state, -n);
+                    census.add(CENSUS_TASK, &state, -n);
                 }
                 for statement in sql::RETIRED_ROWS {
                     tx.prepare_cached(statement)?

@@ -534,10 +534,12 @@ pub(super) mod sqlite {
     pub const TASK_STATE: &str = "SELECT state FROM tasks WHERE tenant_id = ?1 AND task_id = ?2";
 
     /// What a commit adds to (or takes from) one census count.
-    pub const ADD_TO_CENSUS: &str = "INSERT INTO census_counts (what, name, n)         VALUES (?1, ?2, ?3) ON CONFLICT (what, name) DO UPDATE SET n = n + excluded.n";
+    pub const ADD_TO_CENSUS: &str = "INSERT INTO census_counts (what, name, n) \
+        VALUES (?1, ?2, ?3) ON CONFLICT (what, name) DO UPDATE SET n = n + excluded.n";
 
     /// The tasks a retired thread held, by state (the census counts lose them).
-    pub const RETIRED_TASK_STATES: &str = "SELECT state, count(*) FROM tasks         WHERE tenant_id = ?1 AND context_id = ?2 GROUP BY state";
+    pub const RETIRED_TASK_STATES: &str = "SELECT state, count(*) FROM tasks \
+        WHERE tenant_id = ?1 AND context_id = ?2 GROUP BY state";
 
     /// [`WriteOp::RetireThreads`], one thread at a time: the thread row goes if it is past
     /// its retention ([`RETIRE_THREAD`]), and only then what is in it ([`RETIRED_ROWS`],

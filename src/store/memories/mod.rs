@@ -240,12 +240,16 @@ pub fn open(cfg: &StoreConfig) -> Result<Arc<dyn MemoryRepository>, StoreError> 
             cfg.acquire_timeout(),
             cfg.fence.as_ref().map(|(fence, _)| fence.clone()),
         )?),
-        Location::Sqlite(path) => Arc::new(sqlite::SqliteMemories::new(
-            &path,
-            pool_size,
-            cfg.acquire_timeout(),
-            cfg.sqlite_synchronous,
-        )?),
+        Location::Sqlite(path) => {
+            // Before its first connection, if the store's did not come first.
+            crate::store::sqlite::tune_library();
+            Arc::new(sqlite::SqliteMemories::new(
+                &path,
+                pool_size,
+                cfg.acquire_timeout(),
+                cfg.sqlite_synchronous,
+            )?)
+        }
     };
     Ok(repository)
 }
