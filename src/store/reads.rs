@@ -754,16 +754,28 @@ pub(super) use read_queries;
 
 /// The condition of a task row in a state it can still leave (not one of
 /// [`TaskState::TERMINAL`](crate::domain::TaskState::TERMINAL)), as [`IsOpen`] writes it
-/// after the column and the partial index `tasks_open` has it in its `WHERE`.
+/// after the column on Postgres; the partial index `tasks_open` has it in its `WHERE`.
 const NOT_TERMINAL: &str = " NOT IN ('completed', 'canceled', 'failed', 'rejected')";
 
-/// A task row in a state it can still leave: `state` [`NOT_TERMINAL`], the states written
-/// into the SQL. A planner uses a partial index only for a condition it can prove implies
-/// the index's `WHERE`, which a bound parameter never does (Postgres' generic plans,
-/// SQLite's plans): written out, the condition is the index's own, and a thread's reload
-/// reads its open tasks from `tasks_open` — a few entries — rather than every task the
-/// thread ever had from `tasks_by_context`. A type of its own (not `diesel::dsl::sql`)
-/// so that diesel keeps the query prepared.
+/// The same condition as SQLite's `tasks_open` has it: one comparison per state, each
+/// written after the column. SQLite evaluates a partial index's `WHERE` on every write of
+/// a row and codes `NOT IN` a list of more than two constants as a temporary b-tree built
+/// for each run of the statement (migration `…_open_tasks_term_by_term`).
+const NOT_TERMINAL_TERMS: [&str; 4] = [
+    " <> 'completed'",
+    " <> 'canceled'",
+    " <> 'failed'",
+    " <> 'rejected'",
+];
+
+/// A task row in a state it can still leave: `state` [`NOT_TERMINAL`] on Postgres,
+/// [`NOT_TERMINAL_TERMS`] on SQLite, the states written into the SQL. A planner uses a
+/// partial index only for a condition it can prove implies the index's `WHERE`, which a
+/// bound parameter never does (Postgres' generic plans, SQLite's plans): written out, the
+/// condition is the index's own, and a thread's reload reads its open tasks from
+/// `tasks_open` — a few entries — rather than every task the thread ever had from
+/// `tasks_by_context`. A type of its own (not `diesel::dsl::sql`) so that diesel keeps the
+/// query prepared.
 #[derive(Debug, Clone, Copy, diesel::query_builder::QueryId, diesel::expression::ValidGrouping)]
 pub(super) struct IsOpen;
 
@@ -773,17 +785,33 @@ impl diesel::Expression for IsOpen {
 
 impl<QS> diesel::AppearsOnTable<QS> for IsOpen where tasks::state: diesel::AppearsOnTable<QS> {}
 
-impl<DB: diesel::backend::Backend> diesel::query_builder::QueryFragment<DB> for IsOpen
-where
-    tasks::state: diesel::query_builder::QueryFragment<DB>,
-{
+impl diesel::query_builder::QueryFragment<diesel::pg::Pg> for IsOpen {
     fn walk_ast<'b>(
         &'b self,
-        mut out: diesel::query_builder::AstPass<'_, 'b, DB>,
+        mut out: diesel::query_builder::AstPass<'_, 'b, diesel::pg::Pg>,
     ) -> diesel::QueryResult<()> {
         let state: &'static tasks::state = &tasks::state;
         state.walk_ast(out.reborrow())?;
         out.push_sql(NOT_TERMINAL);
+        Ok(())
+    }
+}
+
+impl diesel::query_builder::QueryFragment<diesel::sqlite::Sqlite> for IsOpen {
+    fn walk_ast<'b>(
+        &'b self,
+        mut out: diesel::query_builder::AstPass<'_, 'b, diesel::sqlite::Sqlite>,
+    ) -> diesel::QueryResult<()> {
+        let state: &'static tasks::state = &tasks::state;
+        out.push_sql("(");
+        for (i, term) in NOT_TERMINAL_TERMS.iter().enumerate() {
+            if i > 0 {
+                out.push_sql(" AND ");
+            }
+            state.walk_ast(out.reborrow())?;
+            out.push_sql(term);
+        }
+        out.push_sql(")");
         Ok(())
     }
 }
@@ -990,5 +1018,7 @@ mod tests {
             super::NOT_TERMINAL,
             format!(" NOT IN ({})", states.join(", "))
         );
+        let terms: Vec<String> = states.iter().map(|s| format!(" <> {s}")).collect();
+        assert_eq!(super::NOT_TERMINAL_TERMS.to_vec(), terms);
     }
 }
