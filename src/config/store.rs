@@ -36,6 +36,12 @@ pub struct StoreSettings {
     /// connections, +0.2 ms p50 at one) or `normal` (a commit survives a crash of the
     /// process; a power loss can roll back the last ones).
     pub sqlite_synchronous: SqliteSynchronous,
+    /// SQLite with `sqlite_synchronous = "full"`: the writer hands each commit's WAL
+    /// frames to the kernel in one write, just before the commit's sync, instead of two
+    /// writes per page (see `store/sqlite_wal_writes.rs`). `false` writes them as SQLite
+    /// does. With `normal` the frames are always written at once (a commit is
+    /// acknowledged without a sync there).
+    pub sqlite_wal_one_write: bool,
     /// SQLite: the WAL's growth in pages after which a thread of its own checkpoints it
     /// (copies its pages into the database file) beside the writer, which never stops for
     /// a checkpoint for long (it copies the last pages the thread left, see
@@ -89,6 +95,7 @@ impl Default for StoreSettings {
             pool_size: 16,
             acquire_timeout_ms: 2000,
             sqlite_synchronous: SqliteSynchronous::default(),
+            sqlite_wal_one_write: true,
             sqlite_checkpoint_pages: 16_000,
             sqlite_claim_buffer: 262_144,
             lock_wait_ms: 3000,

@@ -28,6 +28,7 @@ mod schema;
 mod sqlite;
 mod sqlite_claims;
 mod sqlite_lock;
+mod sqlite_wal_writes;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]
@@ -671,6 +672,9 @@ pub struct StoreConfig {
     pub acquire_timeout_ms: u64,
     /// SQLite only: `PRAGMA synchronous`.
     pub sqlite_synchronous: SqliteSynchronous,
+    /// SQLite only, with FULL: a commit's WAL frames written in one write
+    /// (`sqlite_wal_writes.rs`).
+    pub sqlite_wal_one_write: bool,
     /// SQLite only: the WAL's pages past which the checkpoint thread checkpoints it.
     pub sqlite_checkpoint_pages: u32,
     /// SQLite only: claims whose key-index entries wait in memory (`sqlite_claims.rs`).
@@ -711,6 +715,7 @@ impl StoreConfig {
             pool_size: store.pool_size,
             acquire_timeout_ms: store.acquire_timeout_ms,
             sqlite_synchronous: store.sqlite_synchronous.into(),
+            sqlite_wal_one_write: store.sqlite_wal_one_write,
             sqlite_checkpoint_pages: store.sqlite_checkpoint_pages,
             sqlite_claim_buffer: store.sqlite_claim_buffer,
             commits_in_flight: settings.persistence.commits_in_flight,
@@ -795,14 +800,7 @@ pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
                 "cluster mode needs Postgres: SQLite serves one process".into(),
             ));
         }
-        Location::Sqlite(path) => Arc::new(sqlite::SqliteStore::new(
-            &path,
-            cfg.pool_size,
-            cfg.acquire_timeout(),
-            cfg.sqlite_synchronous,
-            cfg.sqlite_checkpoint_pages,
-            cfg.sqlite_claim_buffer,
-        )?),
+        Location::Sqlite(path) => Arc::new(sqlite::SqliteStore::new(&path, cfg)?),
     };
     tracing::info!(backend = store.backend(), migrations_applied = ?applied, "store open");
     Ok(store)

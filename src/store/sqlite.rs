@@ -187,23 +187,16 @@ impl SqliteStore {
 }
 
 impl SqliteStore {
-    /// A store over a pool of at most `pool_size` read connections to the file at `path`,
-    /// which [`migrate`] has created, and one write connection (opened now).
-    pub fn new(
-        path: &Path,
-        pool_size: usize,
-        acquire_timeout: Duration,
-        synchronous: SqliteSynchronous,
-        checkpoint_pages: u32,
-        claim_buffer: usize,
-    ) -> Result<Self, StoreError> {
-        let writer = SqliteWriter::open(path, synchronous, checkpoint_pages, claim_buffer)?;
+    /// A store over a pool of at most `cfg.pool_size` read connections to the file at
+    /// `path`, which [`migrate`] has created, and one write connection (opened now).
+    pub fn new(path: &Path, cfg: &super::StoreConfig) -> Result<Self, StoreError> {
+        let writer = SqliteWriter::open(path, cfg)?;
         Ok(Self {
-            pool: pool(path, pool_size, "sqlite pool", synchronous)?,
+            pool: pool(path, cfg.pool_size, "sqlite pool", cfg.sqlite_synchronous)?,
             claims: writer.claims.clone(),
             writer: Arc::new(writer),
             inline: InlineReader::new(path),
-            acquire_timeout,
+            acquire_timeout: cfg.acquire_timeout(),
         })
     }
 
@@ -455,25 +448,36 @@ pub struct SqliteWriter {
 const CACHED_STATEMENTS: usize = 32;
 
 impl SqliteWriter {
-    pub(super) fn open(
-        path: &Path,
-        synchronous: SqliteSynchronous,
-        checkpoint_pages: u32,
-        claim_buffer: usize,
-    ) -> Result<Self, StoreError> {
+    pub(super) fn open(path: &Path, cfg: &super::StoreConfig) -> Result<Self, StoreError> {
+        let synchronous = cfg.sqlite_synchronous;
         let lock = SqliteLock::acquire(path)?;
-        let conn = rusqlite::Connection::open(path)
-            .map_err(|e| StoreError::Unavailable(format!("sqlite {}: {e}", path.display())))?;
+        let unavailable = |e: &dyn std::fmt::Display| {
+            StoreError::Unavailable(format!("sqlite {}: {e}", path.display()))
+        };
+        // Frames held until the sync only where every commit ends with one.
+        let conn = if cfg.sqlite_wal_one_write && synchronous == SqliteSynchronous::Full {
+            super::sqlite_wal_writes::register().map_err(|rc| {
+                unavailable(&format!("registering the WAL writes' VFS: code {rc}"))
+            })?;
+            rusqlite::Connection::open_with_flags_and_vfs(
+                path,
+                rusqlite::OpenFlags::default(),
+                super::sqlite_wal_writes::NAME,
+            )
+        } else {
+            rusqlite::Connection::open(path)
+        }
+        .map_err(|e| unavailable(&e))?;
         conn.execute_batch(&pragmas(synchronous))
             .map_err(store_error)?;
         conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
         // The hook replaces SQLite's own checkpoints at commit (wal_autocheckpoint).
         conn.wal_hook(Some(note_wal_pages));
-        let claims = Arc::new(ClaimIndex::open(&conn, claim_buffer)?);
+        let claims = Arc::new(ClaimIndex::open(&conn, cfg.sqlite_claim_buffer)?);
         Ok(Self {
             conn: Mutex::new(conn),
             claims,
-            checkpointer: Checkpointer::start(path, synchronous, checkpoint_pages)?,
+            checkpointer: Checkpointer::start(path, synchronous, cfg.sqlite_checkpoint_pages)?,
             _lock: lock,
         })
     }
@@ -1126,5 +1130,34 @@ mod read_here_tests {
             here,
             "the flag is reset after the poll"
         );
+    }
+}
+
+#[cfg(test)]
+mod writer_tests {
+    use super::{SqliteSynchronous, SqliteWriter, migrate};
+
+    /// The writer opens its WAL through the VFS that writes a commit's frames at once
+    /// where every commit ends with a sync (FULL), and as SQLite does otherwise.
+    #[test]
+    fn the_writer_holds_its_wal_frames_until_the_sync_with_full_only() {
+        use super::super::sqlite_wal_writes::counts;
+        for (synchronous, one_write, held) in [
+            (SqliteSynchronous::Full, true, true),
+            (SqliteSynchronous::Full, false, false),
+            (SqliteSynchronous::Normal, true, false),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("agent-a2a.db");
+            migrate(&path).unwrap();
+            let cfg = crate::store::StoreConfig {
+                sqlite_synchronous: synchronous,
+                sqlite_wal_one_write: one_write,
+                ..crate::store::testing::test_config(None, dir.path().to_path_buf())
+            };
+            let writer = SqliteWriter::open(&path, &cfg).unwrap();
+            let conn = writer.conn.lock().unwrap();
+            assert_eq!(counts(&conn).is_some(), held, "{synchronous:?} {one_write}");
+        }
     }
 }

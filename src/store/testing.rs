@@ -32,6 +32,7 @@ pub(crate) fn test_config(
         pool_size: 4,
         acquire_timeout_ms: 2000,
         sqlite_synchronous: Default::default(),
+        sqlite_wal_one_write: true,
         sqlite_checkpoint_pages: 1000,
         sqlite_claim_buffer: 262_144,
         commits_in_flight: 2,

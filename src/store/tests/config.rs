@@ -681,7 +681,13 @@ fn sqlite_checkpoints_run_beside_the_writer_once_the_wal_is_due() {
         .unwrap()
         .execute_batch("VACUUM")
         .unwrap();
-    let writer = sqlite::SqliteWriter::open(&path, SqliteSynchronous::Full, 16, 1024).unwrap();
+    let cfg = StoreConfig {
+        sqlite_synchronous: SqliteSynchronous::Full,
+        sqlite_checkpoint_pages: 16,
+        sqlite_claim_buffer: 1024,
+        ..test_config(None, dir.path().to_path_buf())
+    };
+    let writer = sqlite::SqliteWriter::open(&path, &cfg).unwrap();
     let db_size = || std::fs::metadata(&path).unwrap().len();
     let before = db_size();
     let t = tenant("acme");
