@@ -204,6 +204,22 @@ impl WalFile {
         rc
     }
 
+    /// What `call` answers on the default VFS's file once what is held is written
+    /// (`missing` if the default VFS lacks the method it calls).
+    fn flushed_then(
+        &mut self,
+        call: impl FnOnce(*mut ffi::sqlite3_file, &ffi::sqlite3_io_methods) -> Option<c_int>,
+        missing: c_int,
+    ) -> c_int {
+        let rc = self.flush();
+        if rc != ffi::SQLITE_OK {
+            return rc;
+        }
+        // SAFETY: `inner` is the default VFS's open file.
+        let methods = unsafe { methods(self.inner) };
+        call(self.inner, methods).unwrap_or(missing)
+    }
+
     /// Whether `len` bytes at `offset` overlap what is held.
     fn overlaps_held(&self, offset: i64, len: c_int) -> bool {
         let held_end = self.held_at + self.held.len() as i64;
@@ -236,21 +252,17 @@ unsafe extern "C" fn read(
     amount: c_int,
     offset: ffi::sqlite3_int64,
 ) -> c_int {
-    // SAFETY: `file` is open (SQLite's contract); the read goes to the default VFS after
-    // any held bytes it covers are written.
-    unsafe {
-        let wal = wal(file);
-        if wal.overlaps_held(offset, amount) {
-            let rc = wal.flush();
-            if rc != ffi::SQLITE_OK {
-                return rc;
-            }
-        }
-        match methods(wal.inner).xRead {
-            Some(read) => read(wal.inner, buf, amount, offset),
-            None => ffi::SQLITE_IOERR_READ,
-        }
+    // SAFETY: `file` is open, `buf` has room for `amount` bytes; the default VFS's method
+    // gets its own file.
+    let wal = unsafe { wal(file) };
+    let read = |inner, m: &ffi::sqlite3_io_methods| {
+        m.xRead.map(|f| unsafe { f(inner, buf, amount, offset) })
+    };
+    if wal.overlaps_held(offset, amount) {
+        return wal.flushed_then(read, ffi::SQLITE_IOERR_READ);
     }
+    // SAFETY: as above.
+    read(wal.inner, unsafe { methods(wal.inner) }).unwrap_or(ffi::SQLITE_IOERR_READ)
 }
 
 unsafe extern "C" fn write(
@@ -288,51 +300,31 @@ unsafe extern "C" fn write(
 }
 
 unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: ffi::sqlite3_int64) -> c_int {
-    // SAFETY: `file` is open.
-    unsafe {
-        let wal = wal(file);
-        let rc = wal.flush();
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        match methods(wal.inner).xTruncate {
-            Some(truncate) => truncate(wal.inner, size),
-            None => ffi::SQLITE_IOERR_TRUNCATE,
-        }
-    }
+    // SAFETY: `file` is open; the default VFS's method gets its own file.
+    unsafe { wal(file) }.flushed_then(
+        |inner, m| m.xTruncate.map(|f| unsafe { f(inner, size) }),
+        ffi::SQLITE_IOERR_TRUNCATE,
+    )
 }
 
 unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    // SAFETY: `file` is open.
-    unsafe {
-        let wal = wal(file);
-        let rc = wal.flush();
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        match methods(wal.inner).xSync {
-            Some(sync) => sync(wal.inner, flags),
-            None => ffi::SQLITE_IOERR_FSYNC,
-        }
-    }
+    // SAFETY: `file` is open; the default VFS's method gets its own file.
+    unsafe { wal(file) }.flushed_then(
+        |inner, m| m.xSync.map(|f| unsafe { f(inner, flags) }),
+        ffi::SQLITE_IOERR_FSYNC,
+    )
 }
 
 unsafe extern "C" fn file_size(
     file: *mut ffi::sqlite3_file,
     size: *mut ffi::sqlite3_int64,
 ) -> c_int {
-    // SAFETY: `file` is open; `size` is SQLite's to write.
-    unsafe {
-        let wal = wal(file);
-        let rc = wal.flush();
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        match methods(wal.inner).xFileSize {
-            Some(file_size) => file_size(wal.inner, size),
-            None => ffi::SQLITE_IOERR_FSTAT,
-        }
-    }
+    // SAFETY: `file` is open, `size` SQLite's to write; the default VFS's method gets its
+    // own file.
+    unsafe { wal(file) }.flushed_then(
+        |inner, m| m.xFileSize.map(|f| unsafe { f(inner, size) }),
+        ffi::SQLITE_IOERR_FSTAT,
+    )
 }
 
 unsafe extern "C" fn lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
@@ -374,19 +366,13 @@ unsafe extern "C" fn file_control(
     op: c_int,
     arg: *mut c_void,
 ) -> c_int {
-    // SAFETY: `file` is open; `arg` is what `op` takes (SQLite's contract).
-    unsafe {
-        let wal = wal(file);
-        // The default VFS may act on the file for these (grow it, name it, sync it).
-        let rc = wal.flush();
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        match methods(wal.inner).xFileControl {
-            Some(f) => f(wal.inner, op, arg),
-            None => ffi::SQLITE_NOTFOUND,
-        }
-    }
+    // SAFETY: `file` is open, `arg` what `op` takes; the default VFS's method gets its own
+    // file. It may act on the file for these (grow it, name it, sync it): what is held is
+    // written first.
+    unsafe { wal(file) }.flushed_then(
+        |inner, m| m.xFileControl.map(|f| unsafe { f(inner, op, arg) }),
+        ffi::SQLITE_NOTFOUND,
+    )
 }
 
 unsafe extern "C" fn sector_size(file: *mut ffi::sqlite3_file) -> c_int {
@@ -407,26 +393,34 @@ unsafe extern "C" fn device_characteristics(file: *mut ffi::sqlite3_file) -> c_i
     }
 }
 
+/// The file object `op` (`SQLITE_FCNTL_FILE_POINTER`: the database's,
+/// `SQLITE_FCNTL_JOURNAL_POINTER`: the WAL's in WAL mode) names for `conn`'s main
+/// database.
+#[cfg(test)]
+fn file_of(conn: &rusqlite::Connection, op: c_int) -> *mut ffi::sqlite3_file {
+    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+    // SAFETY: both file controls write a pointer to a file object the connection owns.
+    let rc = unsafe {
+        ffi::sqlite3_file_control(conn.handle(), c"main".as_ptr(), op, (&raw mut file).cast())
+    };
+    assert_eq!(rc, ffi::SQLITE_OK);
+    file
+}
+
+/// Whether `file` is a WAL open through this VFS.
+#[cfg(test)]
+fn wrapped(file: *mut ffi::sqlite3_file) -> bool {
+    // SAFETY: a file object from `file_of`, open while its connection is.
+    !file.is_null() && unsafe { (*file).pMethods } == &raw const WAL_METHODS
+}
+
 /// SQLite's writes to the WAL of `conn`'s main database and the writes that reached
 /// the file, or `None` if that WAL is not open through this VFS.
 #[cfg(test)]
 pub(super) fn counts(conn: &rusqlite::Connection) -> Option<(u64, u64)> {
-    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
-    // SAFETY: SQLITE_FCNTL_JOURNAL_POINTER writes the WAL's file object (owned by the
-    // connection, open while the connection is in WAL mode) to the pointer given.
-    unsafe {
-        let rc = ffi::sqlite3_file_control(
-            conn.handle(),
-            c"main".as_ptr(),
-            ffi::SQLITE_FCNTL_JOURNAL_POINTER,
-            (&raw mut file).cast(),
-        );
-        assert_eq!(rc, ffi::SQLITE_OK);
-        if file.is_null() || (*file).pMethods != &raw const WAL_METHODS {
-            return None;
-        }
-        Some(wal(file).counts)
-    }
+    let file = file_of(conn, ffi::SQLITE_FCNTL_JOURNAL_POINTER);
+    // SAFETY: a WAL this VFS opened, open while the connection is in WAL mode.
+    wrapped(file).then(|| unsafe { wal(file) }.counts)
 }
 
 #[cfg(test)]
@@ -448,6 +442,14 @@ mod tests {
         ))
         .unwrap();
         conn
+    }
+
+    /// A new database in a directory of its own, open through this VFS with FULL.
+    fn fresh() -> (tempfile::TempDir, std::path::PathBuf, rusqlite::Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let conn = open(&path, "FULL");
+        (dir, path, conn)
     }
 
     fn insert(conn: &rusqlite::Connection, keys: std::ops::Range<u32>) {
@@ -475,9 +477,7 @@ mod tests {
 
     #[test]
     fn a_commit_reaches_the_wal_in_one_write_and_other_connections_read_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let conn = open(&path, "FULL");
+        let (_dir, path, conn) = fresh();
         let (writes, written) = counts(&conn).expect("the WAL through this VFS");
         // Twenty rows in random key order: many pages, each frame two of SQLite's writes.
         insert(&conn, 0..20);
@@ -507,9 +507,7 @@ mod tests {
     /// reads them back: what is held is written before any read of it.
     #[test]
     fn frames_spilled_before_the_commit_are_read_back_as_written() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let conn = open(&path, "FULL");
+        let (_dir, path, conn) = fresh();
         conn.execute_batch("PRAGMA cache_size=10").unwrap();
         insert(&conn, 0..3000);
         let (writes, written) = counts(&conn).unwrap();
@@ -527,9 +525,7 @@ mod tests {
     /// file whole, in writes the default VFS takes in full.
     #[test]
     fn a_large_commit_is_written_in_parts() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let conn = open(&path, "FULL");
+        let (_dir, path, conn) = fresh();
         conn.execute_batch("PRAGMA cache_size=-65536").unwrap();
         let before = counts(&conn).unwrap();
         insert(&conn, 0..6000);
@@ -548,9 +544,7 @@ mod tests {
     /// Rolled back: nothing of the transaction is read by anyone.
     #[test]
     fn a_rolled_back_transaction_leaves_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let conn = open(&path, "FULL");
+        let (_dir, path, conn) = fresh();
         insert(&conn, 0..5);
         conn.execute_batch("PRAGMA cache_size=10").unwrap();
         let tx = conn.unchecked_transaction().unwrap();
@@ -569,21 +563,8 @@ mod tests {
     /// Other files than the WAL are the default VFS's own.
     #[test]
     fn only_the_wal_is_wrapped() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let conn = open(&path, "FULL");
-        let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
-        // SAFETY: SQLITE_FCNTL_FILE_POINTER writes the main database's file object.
-        unsafe {
-            let rc = ffi::sqlite3_file_control(
-                conn.handle(),
-                c"main".as_ptr(),
-                ffi::SQLITE_FCNTL_FILE_POINTER,
-                (&raw mut file).cast(),
-            );
-            assert_eq!(rc, ffi::SQLITE_OK);
-            assert!((*file).pMethods != &raw const WAL_METHODS);
-        }
+        let (dir, _, conn) = fresh();
+        assert!(!wrapped(file_of(&conn, ffi::SQLITE_FCNTL_FILE_POINTER)));
         let plain = rusqlite::Connection::open(dir.path().join("u.db")).unwrap();
         plain.execute_batch("PRAGMA journal_mode=WAL").unwrap();
         assert_eq!(counts(&plain), None);
