@@ -9,7 +9,10 @@
 #   benches/ab/run.sh --old A --new B --stores postgres --scenarios send --rounds 5
 #
 # The builds are release builds of `--example compare_echo` made elsewhere (e.g. a git
-# worktree of the commit before). Each run gets a fresh data directory or database. The
+# worktree of the commit before, built into a CARGO_TARGET_DIR of its own: cargo keys a
+# workspace's own crate by name, not by path, so two checkouts sharing a target directory
+# share its fingerprints, and the one built second can be handed the first one's
+# artifact). Each run gets a fresh data directory or database. The
 # Postgres runs need a server at --pg-url (a role that may CREATE DATABASE).
 
 set -Eeuo pipefail
