@@ -5,8 +5,9 @@
 //! ten pages, so some twenty system calls before the commit's `fsync`, each paying the
 //! file's lock, its timestamps and the page-cache lookups. This VFS is SQLite's default
 //! one but for the WAL files it opens: their writes are held in memory while they follow
-//! each other and written in one `pwrite` when the WAL is synced, read, resized or
-//! closed, when a write lands elsewhere, or when [`HELD_MAX`] bytes are held.
+//! each other and written at once (one `pwrite` per [`WRITE_MAX`] bytes) when the WAL is
+//! synced, read where they lie, resized or closed, when a write lands elsewhere, or when
+//! [`HELD_MAX`] bytes are held.
 //!
 //! Only the writer connection opens the file through it, and only with `synchronous =
 //! FULL` (`store.sqlite_synchronous`), where a commit ends with the WAL's sync: SQLite
