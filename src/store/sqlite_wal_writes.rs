@@ -53,10 +53,10 @@ const INNER_AT: usize = std::mem::size_of::<WalFile>().next_multiple_of(16);
 
 static REGISTERED: OnceLock<Result<(), c_int>> = OnceLock::new();
 
-/// Registers the VFS once per process (after [`super::sqlite::tune_library`], which must
-/// come before SQLite initializes): `Err` with SQLite's code if it could not be.
+/// Registers the VFS once per process: `Err` with SQLite's code if it could not be.
+/// Looking up the default VFS initializes SQLite, so [`super::open`] tunes the library
+/// (`sqlite::tune_library`) before the writer registers this.
 pub(super) fn register() -> Result<(), c_int> {
-    super::sqlite::tune_library();
     *REGISTERED.get_or_init(|| {
         // SAFETY: `sqlite3_vfs_find(NULL)` returns the default VFS, which SQLite keeps
         // for the life of the process; the copy below is leaked for as long, as
