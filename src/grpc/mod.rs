@@ -21,6 +21,7 @@
 mod codec;
 mod convert;
 mod direct;
+mod gather;
 mod health;
 mod router;
 mod service;
@@ -155,6 +156,28 @@ where
     }
 }
 
+/// `io` served as an HTTP/2 connection by `service`, its writes gathered until h2 flushes
+/// ([`gather`]: a unary answer's frames leave in one write).
+fn http2<I, S, B>(
+    io: I,
+    service: S,
+    max_streams: u32,
+) -> hyper::server::conn::http2::Connection<TokioIo<gather::Gathered<I>>, S, OnThisWorker>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    OnThisWorker: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    hyper::server::conn::http2::Builder::new(OnThisWorker)
+        .max_concurrent_streams(max_streams)
+        // gRPC reads no `date`; each answer would carry it, HPACK-encoded.
+        .auto_date_header(false)
+        .serve_connection(TokioIo::new(gather::Gathered::new(io)), service)
+}
+
 /// Serves one HTTP/2 connection until the peer closes it, or until a GOAWAY asked for
 /// and its calls in flight are over.
 async fn connection(
@@ -188,9 +211,7 @@ async fn connection(
         }
         routes.clone().oneshot(request)
     });
-    let connection = hyper::server::conn::http2::Builder::new(OnThisWorker)
-        .max_concurrent_streams(max_streams)
-        .serve_connection(TokioIo::new(stream), service);
+    let connection = http2(stream, service, max_streams);
     tokio::pin!(connection);
     let asked = async {
         if stop.wait_for(|stop| *stop).await.is_err() {
@@ -210,3 +231,6 @@ async fn connection(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod http2_tests;

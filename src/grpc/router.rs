@@ -107,9 +107,14 @@ where
     let (metadata, extensions, message) = call.into_parts();
     match message {
         Ok(message) => method(a2a, Request::from_parts(metadata, extensions, message)).await,
-        Err(error) => Err(a2a
-            .refuse(op, Request::from_parts(metadata, extensions, ()), error)
-            .await),
+        // Boxed: inline, the refusal's future would make every call's future as large as
+        // it, and a call's future is copied whole where it is moved.
+        Err(error) => {
+            Err(
+                Box::pin(a2a.refuse(op, Request::from_parts(metadata, extensions, ()), error))
+                    .await,
+            )
+        }
     }
 }
 

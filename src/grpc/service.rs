@@ -192,7 +192,8 @@ impl A2a {
         let started = Instant::now();
         let name = operation::name(op);
         let result = async {
-            match self.execute::<J, M>(op, request, read).await? {
+            // Boxed: a future this large would be copied whole at each level that moves it.
+            match Box::pin(self.execute::<J, M>(op, request, read)).await? {
                 Reply::Json(body) => answer(body),
                 Reply::Stream(_) => Err(Error::internal(format!("{name} answered with a stream"))),
             }
@@ -219,8 +220,7 @@ impl A2a {
     {
         let started = Instant::now();
         let name = operation::name(op);
-        let result = self
-            .execute::<J, M>(op, request, read)
+        let result = Box::pin(self.execute::<J, M>(op, request, read))
             .instrument(tracing::debug_span!("grpc", method = name))
             .await
             .and_then(|reply| match reply {
