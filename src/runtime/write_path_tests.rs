@@ -515,6 +515,61 @@ async fn a_long_turn_has_its_message_committed_after_the_start_grace() {
     f.runtime.shutdown();
 }
 
+/// Waits (bounded: 5 s) until the user message of each of `contexts` is committed.
+async fn until_messages_stored(f: &Fixture, contexts: &[ContextId]) {
+    for _ in 0..1000 {
+        let mut stored = 0;
+        for context in contexts {
+            stored += usize::from(!f.stored(context).await.0.is_empty());
+        }
+        if stored == contexts.len() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("the message of a running turn was never committed");
+}
+
+#[actix_web::test]
+async fn the_start_grace_holds_for_every_long_turn_among_quick_ones_and_after_a_quiet_spell() {
+    let f = Fixture::new().await;
+    // Quick turns: their first writes ride with their one commit.
+    for _ in 0..5 {
+        task(f.send(&user("done", &ContextId::generate(), None)).await);
+    }
+    assert_eq!(f.cut.commits(), 5);
+    // Three long turns at once, each on its own thread: each message is committed on its
+    // own after the grace, while the turns wait.
+    let contexts: Vec<ContextId> = (0..3).map(|_| ContextId::generate()).collect();
+    let messages: Vec<_> = contexts.iter().map(|c| user("wait", c, None)).collect();
+    let running = futures_util::future::join_all(messages.iter().map(|m| f.send(m)));
+    let watch = async {
+        until_messages_stored(&f, &contexts).await;
+        // Due together, the three may share a group commit.
+        let commits = f.cut.commits();
+        assert!((6..=8).contains(&commits), "{commits} commits");
+        for _ in 0..3 {
+            f.script.release.notify_one();
+        }
+    };
+    let (outcomes, ()) = tokio::join!(running, watch);
+    for outcome in outcomes {
+        assert_eq!(task(outcome).status.state, TaskState::Completed);
+    }
+    // After a spell with no deadline pending, a long turn still gets its grace.
+    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    let context = ContextId::generate();
+    let message = user("wait", &context, None);
+    let running = f.send(&message);
+    let watch = async {
+        until_messages_stored(&f, std::slice::from_ref(&context)).await;
+        f.script.release.notify_one();
+    };
+    let (outcome, ()) = tokio::join!(running, watch);
+    assert_eq!(task(outcome).status.state, TaskState::Completed);
+    f.runtime.shutdown();
+}
+
 #[actix_web::test]
 async fn once_the_claims_are_loaded_a_new_key_reads_nothing_and_a_retry_reads_its_claim() {
     let f = Fixture::new().await;
