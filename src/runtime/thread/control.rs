@@ -59,11 +59,11 @@ pub struct Subscribe {
 impl Handler<GetResident> for ThreadActor {
     type Result = AtomicResponse<Self, Result<Option<Task>, ActorError>>;
 
-    fn handle(&mut self, msg: GetResident, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: GetResident, ctx: &mut Context<Self>) -> Self::Result {
         if let Err(e) = self.loaded() {
             return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
         }
-        AtomicResponse::new(Box::pin(self.synced().map(
+        AtomicResponse::new(Box::pin(self.synced(ctx).map(
             move |synced, act: &mut Self, _ctx| {
                 synced?;
                 let loaded = act.loaded()?;
@@ -90,35 +90,37 @@ impl Handler<CancelTask> for ThreadActor {
             return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
         }
         let task_id = msg.task_id;
-        let fut = self
-            .ensure_resident(task_id.clone())
-            .then(move |resident, act: &mut Self, _| {
-                let plan = resident.and_then(|()| act.plan_cancel(&task_id));
-                let (ops, apply) = match plan {
-                    Ok(p) => (p.ops, Some(p.apply)),
-                    Err(e) => {
-                        let failed: CancelFuture = Box::pin(fut::ready(Err(ActorError::Failed(e))));
-                        return failed;
-                    }
-                };
-                let commit: CancelFuture =
-                    Box::pin(act.commit(ops).map(move |result, act: &mut Self, ctx| {
-                        result?;
-                        let Some(apply) = apply else {
-                            return Err(ActorError::Failed(Error::internal("no cancel plan")));
-                        };
-                        act.apply_emit(&task_id, apply);
-                        act.abort_if_running(&task_id, ctx);
-                        act.cancel_elsewhere(&task_id);
-                        let loaded = act.loaded()?;
-                        loaded
-                            .tasks
-                            .get(&task_id)
-                            .map(|e| e.task.clone())
-                            .ok_or(ActorError::Failed(Error::TaskNotFound(task_id)))
-                    }));
-                commit
-            });
+        let fut =
+            self.ensure_resident(task_id.clone())
+                .then(move |resident, act: &mut Self, ctx| {
+                    let plan = resident.and_then(|()| act.plan_cancel(&task_id));
+                    let (ops, apply) = match plan {
+                        Ok(p) => (p.ops, Some(p.apply)),
+                        Err(e) => {
+                            let failed: CancelFuture =
+                                Box::pin(fut::ready(Err(ActorError::Failed(e))));
+                            return failed;
+                        }
+                    };
+                    let commit: CancelFuture = Box::pin(act.commit(ops, ctx).map(
+                        move |result, act: &mut Self, ctx| {
+                            result?;
+                            let Some(apply) = apply else {
+                                return Err(ActorError::Failed(Error::internal("no cancel plan")));
+                            };
+                            act.apply_emit(&task_id, apply);
+                            act.abort_if_running(&task_id, ctx);
+                            act.cancel_elsewhere(&task_id);
+                            let loaded = act.loaded()?;
+                            loaded
+                                .tasks
+                                .get(&task_id)
+                                .map(|e| e.task.clone())
+                                .ok_or(ActorError::Failed(Error::TaskNotFound(task_id)))
+                        },
+                    ));
+                    commit
+                });
         AtomicResponse::new(Box::pin(fut))
     }
 }
@@ -192,7 +194,7 @@ impl ThreadActor {
 impl Handler<Subscribe> for ThreadActor {
     type Result = AtomicResponse<Self, Result<Subscription, ActorError>>;
 
-    fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: Subscribe, ctx: &mut Context<Self>) -> Self::Result {
         if let Err(e) = self.loaded() {
             return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
         }
@@ -200,7 +202,7 @@ impl Handler<Subscribe> for ThreadActor {
         let task_id = msg.task_id;
         // A subscriber is shown only what is durable: a turn's first writes are committed
         // before it sees them.
-        let synced = self.synced();
+        let synced = self.synced(ctx);
         let wanted = task_id.clone();
         let fut = synced
             .then(move |synced, act: &mut Self, _ctx| -> ResidentFuture {

@@ -241,7 +241,7 @@ impl ThreadActor {
         match self.plan_emit(&emit) {
             Ok(plan) => {
                 let apply = plan.apply;
-                let commit = self.commit(plan.ops);
+                let commit = self.commit(plan.ops, ctx);
                 ctx.wait(commit.map(
                     move |result, act: &mut Self, ctx| {
                         match result {
@@ -369,7 +369,7 @@ impl ThreadActor {
 impl Handler<TurnEmit> for ThreadActor {
     type Result = AtomicResponse<Self, Result<(), Error>>;
 
-    fn handle(&mut self, msg: TurnEmit, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: TurnEmit, ctx: &mut Context<Self>) -> Self::Result {
         if self.deps.shared.closing.load(Ordering::SeqCst) {
             // The stop cuts the turn off here: nothing it says from now on is recorded.
             return AtomicResponse::new(Box::pin(fut::ready(Err(Error::Unavailable {
@@ -392,7 +392,7 @@ impl Handler<TurnEmit> for ThreadActor {
             self.apply_emit(&task_id, apply);
             return AtomicResponse::new(Box::pin(fut::ready(Ok(()))));
         }
-        AtomicResponse::new(Box::pin(self.commit(plan.ops).map(
+        AtomicResponse::new(Box::pin(self.commit(plan.ops, ctx).map(
             move |result, act: &mut Self, _ctx| {
                 result?;
                 act.apply_emit(&task_id, apply);

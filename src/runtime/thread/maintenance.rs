@@ -117,7 +117,7 @@ impl ThreadActor {
             if self.resume_interrupted(&task_id, ctx) {
                 continue;
             }
-            ctx.wait(fut::ready(()).then(move |(), act: &mut Self, _| {
+            ctx.wait(fut::ready(()).then(move |(), act: &mut Self, ctx| {
                 let mut message = Message::agent(
                     act.key.context_id.clone(),
                     Some(task_id.clone()),
@@ -134,7 +134,7 @@ impl ThreadActor {
                     Ok(plan) => {
                         let apply = plan.apply;
                         Box::pin(
-                            act.commit(plan.ops).map(
+                            act.commit(plan.ops, ctx).map(
                                 move |committed, act: &mut Self, _ctx| match committed {
                                     Ok(()) => {
                                         tracing::warn!(task_id = %task_id, "task interrupted by a restart marked failed");

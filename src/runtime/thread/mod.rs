@@ -18,7 +18,6 @@
 
 pub(super) mod control;
 mod emit;
-mod grace;
 pub(super) mod maintenance;
 mod plan;
 #[cfg(test)]
@@ -399,6 +398,7 @@ impl ThreadActor {
     pub(super) fn commit(
         &mut self,
         mut ops: Vec<WriteOp>,
+        ctx: &mut Context<Self>,
     ) -> impl ActorFuture<Self, Output = Result<(), Error>> + 'static {
         // A thread past its retention is the janitor's to delete: nothing is written to
         // it any more, so the deletion never races a write of this actor.
@@ -420,8 +420,8 @@ impl ThreadActor {
             all.append(&mut ops);
             ops = all;
             carried = true;
-            if let Some(deadline) = loaded.flush.take() {
-                deadline.cancel();
+            if let Some(timer) = loaded.flush.take() {
+                ctx.cancel_future(timer);
             }
         }
         self.deps.push.admit(&mut ops);
@@ -463,9 +463,12 @@ impl ThreadActor {
 
     /// Resolves once nothing applied to memory is waiting for its commit: what a reader
     /// is shown next is durable. Commits the unsynced writes now if there are any.
-    pub(super) fn synced(&mut self) -> Pin<Box<dyn ActorFuture<Self, Output = Result<(), Error>>>> {
+    pub(super) fn synced(
+        &mut self,
+        ctx: &mut Context<Self>,
+    ) -> Pin<Box<dyn ActorFuture<Self, Output = Result<(), Error>>>> {
         match self.loaded_quietly() {
-            Ok(loaded) if !loaded.unsynced.is_empty() => Box::pin(self.commit(Vec::new())),
+            Ok(loaded) if !loaded.unsynced.is_empty() => Box::pin(self.commit(Vec::new(), ctx)),
             _ => Box::pin(fut::ready(Ok(()))),
         }
     }
@@ -490,7 +493,19 @@ impl ThreadActor {
         };
         loaded.unsynced.append(&mut ops);
         if loaded.flush.is_none() {
-            loaded.flush = Some(grace::after(grace, ctx.address().downgrade()));
+            loaded.flush = Some(ctx.run_later(grace, |act, ctx| {
+                // Nothing to do once the writes rode with a commit or the actor closed.
+                match act.loaded_quietly() {
+                    Ok(loaded) if !loaded.unsynced.is_empty() => loaded.flush = None,
+                    _ => return,
+                }
+                let flush = act.commit(Vec::new(), ctx).map(|result, act: &mut Self, _| {
+                    if let Err(e) = result {
+                        tracing::warn!(context_id = %act.key.context_id, error = %e, "a turn's first writes could not be committed");
+                    }
+                });
+                ctx.wait(flush);
+            }));
         }
     }
 
@@ -544,25 +559,6 @@ impl Actor for ThreadActor {
         } else {
             self.load(ctx);
         }
-    }
-}
-
-/// The start grace is over (see [`grace`]): the deferred writes are committed on their
-/// own unless they rode with a commit meanwhile.
-impl Handler<grace::FlushUnsynced> for ThreadActor {
-    type Result = ();
-
-    fn handle(&mut self, _: grace::FlushUnsynced, ctx: &mut Context<Self>) {
-        match self.loaded_quietly() {
-            Ok(loaded) if !loaded.unsynced.is_empty() => loaded.flush = None,
-            _ => return,
-        }
-        let flush = self.commit(Vec::new()).map(|result, act: &mut Self, _| {
-            if let Err(e) = result {
-                tracing::warn!(context_id = %act.key.context_id, error = %e, "a turn's first writes could not be committed");
-            }
-        });
-        ctx.wait(flush);
     }
 }
 

@@ -31,9 +31,9 @@ type Reply<T> = std::pin::Pin<Box<dyn ActorFuture<ThreadActor, Output = Result<T
 impl ThreadActor {
     /// Resolves once nothing unsynced is pending and `task_id` is in memory (a config
     /// changes what the task's next event is queued for: it needs the task's entry).
-    fn synced_and_resident(&mut self, task_id: TaskId) -> Reply<()> {
+    fn synced_and_resident(&mut self, task_id: TaskId, ctx: &mut Context<Self>) -> Reply<()> {
         Box::pin(
-            self.synced()
+            self.synced(ctx)
                 .then(move |synced, act: &mut Self, _| -> Reply<()> {
                     match synced {
                         Ok(()) => Box::pin(act.ensure_resident(task_id).map(|r, _, _| Ok(r?))),
@@ -47,13 +47,13 @@ impl ThreadActor {
 impl Handler<AddPushConfig> for ThreadActor {
     type Result = AtomicResponse<Self, Result<PushConfig, ActorError>>;
 
-    fn handle(&mut self, msg: AddPushConfig, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: AddPushConfig, ctx: &mut Context<Self>) -> Self::Result {
         if let Err(e) = self.loaded() {
             return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
         }
         let task_id = msg.task_id;
-        let fut = self.synced_and_resident(task_id.clone()).then(
-            move |resident, act: &mut Self, _| -> Reply<PushConfig> {
+        let fut = self.synced_and_resident(task_id.clone(), ctx).then(
+            move |resident, act: &mut Self, ctx| -> Reply<PushConfig> {
                 let planned = resident.and_then(|()| {
                     let max = act.deps.push.max_configs_per_task();
                     let key = act.key.clone();
@@ -74,7 +74,7 @@ impl Handler<AddPushConfig> for ThreadActor {
                     Err(e) => return Box::pin(fut::ready(Err(e))),
                 };
                 let ops = vec![WriteOp::PutPushConfig(config.clone())];
-                Box::pin(act.commit(ops).map(move |result, act: &mut Self, _| {
+                Box::pin(act.commit(ops, ctx).map(move |result, act: &mut Self, _| {
                     result?;
                     let loaded = act.loaded()?;
                     if let Some(entry) = loaded.tasks.get_mut(&task_id) {
@@ -91,13 +91,13 @@ impl Handler<AddPushConfig> for ThreadActor {
 impl Handler<RemovePushConfig> for ThreadActor {
     type Result = AtomicResponse<Self, Result<(), ActorError>>;
 
-    fn handle(&mut self, msg: RemovePushConfig, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: RemovePushConfig, ctx: &mut Context<Self>) -> Self::Result {
         if let Err(e) = self.loaded() {
             return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
         }
         let RemovePushConfig { task_id, config_id } = msg;
-        let fut = self.synced_and_resident(task_id.clone()).then(
-            move |resident, act: &mut Self, _| -> Reply<()> {
+        let fut = self.synced_and_resident(task_id.clone(), ctx).then(
+            move |resident, act: &mut Self, ctx| -> Reply<()> {
                 if let Err(e) = resident {
                     return Box::pin(fut::ready(Err(e)));
                 }
@@ -106,7 +106,7 @@ impl Handler<RemovePushConfig> for ThreadActor {
                     task_id: task_id.clone(),
                     config_id: config_id.clone(),
                 }];
-                Box::pin(act.commit(ops).map(move |result, act: &mut Self, _| {
+                Box::pin(act.commit(ops, ctx).map(move |result, act: &mut Self, _| {
                     result?;
                     let loaded = act.loaded()?;
                     if let Some(entry) = loaded.tasks.get_mut(&task_id) {

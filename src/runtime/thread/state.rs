@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
+use actix::prelude::*;
 use tokio::sync::broadcast;
 
 use super::{HubEvent, PendingTurn, RunningTurn, ThreadDeps, ThreadKey, Waiter, plan};
@@ -48,8 +49,8 @@ pub(in crate::runtime) struct Loaded {
     /// nothing outside this actor can see until the task's first output commits it.
     /// Committed on their own after `persistence.start_grace_ms` by `flush`.
     pub unsynced: Vec<WriteOp>,
-    /// The start grace's deadline, after which `unsynced` is committed on its own.
-    pub flush: Option<super::grace::Deadline>,
+    /// The timer that commits `unsynced` on its own.
+    pub flush: Option<SpawnHandle>,
     /// Events of `unsynced` writes, published once those are committed.
     pub unpublished: Vec<(TaskId, HubEvent)>,
 }

@@ -170,7 +170,7 @@ impl ThreadActor {
                     return;
                 }
                 let start = plan.apply;
-                let commit = self.commit(plan.ops);
+                let commit = self.commit(plan.ops, ctx);
                 ctx.wait(commit.map(move |result, act: &mut Self, ctx| {
                     match result {
                         Ok(()) => act.start(start, pending, false, ctx),
