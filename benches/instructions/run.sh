@@ -5,10 +5,13 @@
 # a fresh SQLite data directory or Postgres database); the load generator sends
 # --warmup sends uncounted, then --sends counted (instrumentation switched on and off
 # around them with callgrind_control), and the server's instructions are divided by the
-# sends. Postgres' own work is not counted (it runs in its own processes).
+# sends. Postgres' own work is not counted (it runs in its own processes). The peers of
+# benches/compare (--peer) are counted the same way, serving from memory, so that a build
+# can be set against them in a count that holds still while the machine is busy.
 #
 #   benches/instructions/run.sh --bin OLD_compare_echo --bin NEW_compare_echo
 #   benches/instructions/run.sh --bin target/release/examples/compare_echo --store postgres
+#   benches/instructions/run.sh --bin BUILD --peer ceiling --peer a2a-rs --peer turul-a2a
 #
 # Needs valgrind (callgrind_control comes with it) and a built load generator
 # (benches/load; built here when --load is not given); Postgres needs psql and a server
@@ -21,6 +24,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 source "$ROOT/benches/common.sh"
 
 BINS=()
+PEERS=()
 LOAD=""
 STORE=sqlite
 SENDS=3000
@@ -36,6 +40,9 @@ usage() {
 
 Options:
   --bin PATH        a server build (repeat to compare; each is counted in turn)
+  --peer NAME       a peer of benches/compare, counted after the builds: ceiling (the
+                    bare actix-web handler), a2a-rs (the official Rust SDK) or turul-a2a;
+                    built as benches/compare/run.sh builds them, into the same places
   --store NAME      sqlite (default) or postgres
   --sends N         counted sends (default $SENDS)
   --warmup N        uncounted sends first (default $WARMUP)
@@ -48,6 +55,7 @@ USAGE
 while (($#)); do
     case "$1" in
         --bin) BINS+=("$2"); shift 2 ;;
+        --peer) PEERS+=("$2"); shift 2 ;;
         --store) STORE="$2"; shift 2 ;;
         --sends) SENDS="$2"; shift 2 ;;
         --warmup) WARMUP="$2"; shift 2 ;;
@@ -58,7 +66,13 @@ while (($#)); do
         *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
     esac
 done
-((${#BINS[@]})) || { echo "give at least one --bin" >&2; usage >&2; exit 2; }
+((${#BINS[@]} + ${#PEERS[@]})) || { echo "give at least one --bin or --peer" >&2; usage >&2; exit 2; }
+for peer in "${PEERS[@]}"; do
+    case "$peer" in
+        ceiling | a2a-rs | turul-a2a) ;;
+        *) echo "--peer $peer: one of ceiling, a2a-rs, turul-a2a" >&2; exit 2 ;;
+    esac
+done
 for bin in "${BINS[@]}"; do
     [[ -x "$bin" ]] || { echo "--bin $bin: not an executable" >&2; exit 2; }
 done
@@ -74,30 +88,49 @@ PIDS=()
 DATABASES=()
 trap stop_and_clean EXIT
 printf '[auth]\nenabled = false\n' >"$WORK/bench.toml"
-url="http://127.0.0.1:$PORT"
 
-echo "instructions per SendMessage ($STORE, c=$CONNECTIONS, $WARMUP uncounted then $SENDS counted)"
-for bin in "${BINS[@]}"; do
-    run="$WORK/run-$(date +%s%N)"
-    mkdir -p "$run/data"
-    env=(env -u DATABASE_URL RUST_LOG=warn)
-    if [[ "$STORE" == postgres ]]; then
-        db="a2a_instructions_$$_${#DATABASES[@]}"
-        psql -q -X "$PG_URL/postgres" -c "CREATE DATABASE \"$db\"" >/dev/null
-        DATABASES+=("$db")
-        env+=(DATABASE_URL="$PG_URL/$db")
-    fi
-    (cd "$run" && exec "${env[@]}" valgrind --tool=callgrind --instr-atstart=no \
-        --callgrind-out-file="$run/callgrind.out" "$bin" --config "$WORK/bench.toml" \
-        --bind "127.0.0.1:$PORT" --grpc-bind "" --data-dir "$run/data") >"$run/server.log" 2>&1 &
-    pid=$!
+# peer_command NAME: prints the peer's server command line, one word per line, building
+# the peer first (a no-op when it is up to date) where benches/compare/run.sh builds it.
+peer_command() {
+    local compare="$ROOT/benches/compare" bin
+    case "$1" in
+        ceiling)
+            (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET_DIR" cargo build --locked --release --quiet \
+                --example compare_ceiling) >&2
+            bin="$TARGET_DIR/release/examples/compare_ceiling"
+            ;;
+        a2a-rs)
+            CARGO_TARGET_DIR="$TARGET_DIR/compare-a2a-rs" cargo build --locked --release --quiet \
+                --manifest-path "$compare/a2a-rs/Cargo.toml" >&2
+            bin="$TARGET_DIR/compare-a2a-rs/release/compare-a2a-rs-echo"
+            ;;
+        turul-a2a)
+            CARGO_TARGET_DIR="$TARGET_DIR/compare-turul" cargo build --locked --release --quiet \
+                --manifest-path "$compare/turul/Cargo.toml" >&2
+            bin="$TARGET_DIR/compare-turul/release/compare-turul-echo"
+            ;;
+    esac
+    printf '%s\n' "$bin" "127.0.0.1:$PORT"
+}
+
+# count LABEL PATH COMMAND...: serves COMMAND under callgrind (in the environment that
+# SERVER_ENV sets: valgrind follows no exec), its JSON-RPC endpoint at PATH on $PORT, and
+# prints its instructions per send.
+count() {
+    local label="$1" path="$2"; shift 2
+    local run; run="$WORK/run-$(date +%s%N)"
+    mkdir -p "$run"
+    (cd "$run" && exec "${SERVER_ENV[@]}" valgrind --tool=callgrind --instr-atstart=no \
+        --callgrind-out-file="$run/callgrind.out" "$@") >"$run/server.log" 2>&1 &
+    local pid=$!
     PIDS=("$pid")
     for _ in $(seq 1 600); do
-        curl -sf "$url/health/ready" >/dev/null && break
-        kill -0 "$pid" 2>/dev/null || { echo "$bin exited under valgrind (see $run/server.log)" >&2; exit 1; }
+        (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
+        kill -0 "$pid" 2>/dev/null || { echo "$label exited under valgrind (see $run/server.log)" >&2; exit 1; }
         sleep 0.2
     done
-    load=("$LOAD" --url "$url/" --scenario send --connections "$CONNECTIONS" --warmup 0s --quiet)
+    local load=("$LOAD" --url "http://127.0.0.1:$PORT$path" --scenario send --dialect 1.0
+        --connections "$CONNECTIONS" --warmup 0s --quiet)
     "${load[@]}" --requests "$WARMUP" >/dev/null
     callgrind_control --instr=on "$pid" >/dev/null 2>&1
     "${load[@]}" --requests "$SENDS" --json "$run/report.json" >/dev/null
@@ -105,9 +138,9 @@ for bin in "${BINS[@]}"; do
     callgrind_control --dump "$pid" >/dev/null 2>&1
     kill "$pid"; wait "$pid" 2>/dev/null || true
     PIDS=()
-    python3 - "$run" "$bin" <<'PY'
+    python3 - "$run" "$label" <<'PY'
 import glob, json, re, sys
-run, binary = sys.argv[1:]
+run, label = sys.argv[1:]
 counted = 0
 for path in glob.glob(run + "/callgrind.out*"):
     for line in open(path, errors="replace"):
@@ -116,7 +149,30 @@ for path in glob.glob(run + "/callgrind.out*"):
             counted = max(counted, int(m.group(1)))
 r = json.load(open(run + "/report.json"))
 sends = r["succeeded"] + r["failed"]
-print(f"{binary}: {counted / max(sends, 1):,.0f} instructions per send "
+print(f"{label}: {counted / max(sends, 1):,.0f} instructions per send "
       f"({counted:,} over {sends} sends, {r['failed']} failed)")
 PY
+}
+
+echo "instructions per SendMessage ($STORE, c=$CONNECTIONS, $WARMUP uncounted then $SENDS counted)"
+for bin in "${BINS[@]}"; do
+    data="$WORK/data-$(date +%s%N)"
+    mkdir -p "$data"
+    SERVER_ENV=(env -u DATABASE_URL RUST_LOG=warn)
+    if [[ "$STORE" == postgres ]]; then
+        db="a2a_instructions_$$_${#DATABASES[@]}"
+        psql -q -X "$PG_URL/postgres" -c "CREATE DATABASE \"$db\"" >/dev/null
+        DATABASES+=("$db")
+        SERVER_ENV+=(DATABASE_URL="$PG_URL/$db")
+    fi
+    count "$bin" / "$bin" --config "$WORK/bench.toml" \
+        --bind "127.0.0.1:$PORT" --grpc-bind "" --data-dir "$data"
+done
+for peer in "${PEERS[@]}"; do
+    mapfile -t command < <(peer_command "$peer")
+    [[ -x "${command[0]}" ]] || { echo "--peer $peer: no build at ${command[0]}" >&2; exit 1; }
+    path=/
+    [[ "$peer" == turul-a2a ]] && path=/jsonrpc
+    SERVER_ENV=(env RUST_LOG=warn)
+    count "$peer (in memory)" "$path" "${command[@]}"
 done
