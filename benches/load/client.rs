@@ -202,7 +202,7 @@ type SseStream = Pin<
 /// Where a stream's events come from.
 enum Frames {
     Sse(SseStream),
-    Grpc(Box<tonic::Streaming<a2a_pb::proto::StreamResponse>>),
+    Grpc(Box<tonic::Streaming<a2a_pb::protojson::StreamResponse>>),
 }
 
 /// The events of one SSE response (or gRPC stream), read as A2A stream events.
@@ -219,7 +219,7 @@ impl Events {
             Frames::Sse(sse) => sse,
             Frames::Grpc(stream) => {
                 let result = match stream.next().await? {
-                    Ok(event) => crate::grpc::to_json::<a2a_pb::protojson::StreamResponse>(&event),
+                    Ok(event) => serde_json::to_value(event).map_err(|_| ErrorKind::InvalidBody),
                     Err(status) => Err(crate::grpc::kind(&status)),
                 };
                 return Some(result.and_then(|event| StreamEvent::parse(self.dialect, &event)));

@@ -1,27 +1,40 @@
-//! The gRPC side of the load generator (`--binding grpc`): the official generated client
-//! (`a2a_pb`) over `--connections` HTTP/2 connections to the address the agent card
-//! lists for its `GRPC` interface, taking turns. Requests and answers are the 1.0
-//! JSON-RPC `params` and `result` the scenarios build and read, carried as their
-//! protobuf (ProtoJSON and protobuf of `a2a.proto` are two encodings of one message).
+//! The gRPC side of the load generator (`--binding grpc`): tonic's gRPC client over
+//! `--connections` HTTP/2 connections to the address the agent card lists for its `GRPC`
+//! interface, taking turns, calling `lf.a2a.v1.A2AService` as the generated client does.
+//! Requests and answers are the 1.0 JSON-RPC `params` and `result` the scenarios build and
+//! read: ProtoJSON and protobuf of `a2a.proto` are two encodings of one message, and
+//! `a2a_pb`'s ProtoJSON types are prost messages of the same fields and tags, so the call
+//! encodes a request straight from its ProtoJSON type and decodes the answer straight into
+//! one — one typed step between the scenario's JSON and the wire each way, as the JSON-RPC
+//! client has (JSON text to and from the same `Value`s).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use a2a_pb::proto::a2a_service_client::A2aServiceClient;
-use a2a_pb::{proto, protojson};
+use a2a_pb::protojson;
 use anyhow::Context;
 use prost::Message;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use tonic::client::Grpc;
+use tonic::codegen::http::uri::PathAndQuery;
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::transport::Channel;
+use tonic_prost::ProstCodec;
 use tonic_types::StatusExt;
 
 use crate::protocol::ErrorKind;
 
+/// The HTTP/2 path of `method` of `lf.a2a.v1.A2AService`.
+macro_rules! path {
+    ($method:literal) => {
+        PathAndQuery::from_static(concat!("/lf.a2a.v1.A2AService/", $method))
+    };
+}
+
 /// Clients of one gRPC endpoint, one connection each.
 pub struct GrpcWire {
-    clients: Vec<A2aServiceClient<Channel>>,
+    clients: Vec<Grpc<Channel>>,
     next: AtomicUsize,
     metadata: MetadataMap,
 }
@@ -60,7 +73,7 @@ impl GrpcWire {
                 .connect()
                 .await
                 .with_context(|| format!("cannot connect to gRPC at {address}"))?;
-            clients.push(A2aServiceClient::new(channel));
+            clients.push(Grpc::new(channel));
         }
         let mut metadata = MetadataMap::new();
         metadata.insert("a2a-version", MetadataValue::from_static("1.0"));
@@ -75,38 +88,50 @@ impl GrpcWire {
         })
     }
 
-    fn client(&self) -> A2aServiceClient<Channel> {
+    fn client(&self) -> Grpc<Channel> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
         self.clients[i].clone()
     }
 
-    fn request<P: Message + Default, J: DeserializeOwned + Message>(
-        &self,
-        params: Value,
-    ) -> Result<tonic::Request<P>, ErrorKind> {
-        let twin: J = serde_json::from_value(params).map_err(|_| ErrorKind::UnexpectedResult)?;
-        let message =
-            P::decode(twin.encode_to_vec().as_slice()).map_err(|_| ErrorKind::InvalidBody)?;
+    fn request<P: DeserializeOwned>(&self, params: Value) -> Result<tonic::Request<P>, ErrorKind> {
+        let message: P = serde_json::from_value(params).map_err(|_| ErrorKind::UnexpectedResult)?;
         let mut request = tonic::Request::new(message);
         *request.metadata_mut() = self.metadata.clone();
         Ok(request)
     }
 
+    /// A unary call to `path`, `P` in, `R` out.
+    async fn unary<P, R>(&self, path: PathAndQuery, params: Value) -> Result<Value, ErrorKind>
+    where
+        P: Message + DeserializeOwned + Send + Sync + 'static,
+        R: Message + Default + Serialize + Send + Sync + 'static,
+    {
+        let request = self.request::<P>(params)?;
+        let mut client = self.client();
+        client.ready().await.map_err(|_| ErrorKind::Transport)?;
+        let answer = client
+            .unary(request, path, ProstCodec::<P, R>::default())
+            .await
+            .map_err(|s| kind(&s))?;
+        serde_json::to_value(answer.into_inner()).map_err(|_| ErrorKind::InvalidBody)
+    }
+
     /// A unary call of a 1.0 method; returns its `result` as JSON-RPC would.
     pub async fn call(&self, method: &str, params: Value) -> Result<Value, ErrorKind> {
-        let mut client = self.client();
         match method {
             "SendMessage" => {
-                let request = self
-                    .request::<proto::SendMessageRequest, protojson::SendMessageRequest>(params)?;
-                let answer = client.send_message(request).await.map_err(|s| kind(&s))?;
-                to_json::<protojson::SendMessageResponse>(&answer.into_inner())
+                self.unary::<protojson::SendMessageRequest, protojson::SendMessageResponse>(
+                    path!("SendMessage"),
+                    params,
+                )
+                .await
             }
             "CancelTask" => {
-                let request =
-                    self.request::<proto::CancelTaskRequest, protojson::CancelTaskRequest>(params)?;
-                let answer = client.cancel_task(request).await.map_err(|s| kind(&s))?;
-                to_json::<protojson::Task>(&answer.into_inner())
+                self.unary::<protojson::CancelTaskRequest, protojson::Task>(
+                    path!("CancelTask"),
+                    params,
+                )
+                .await
             }
             _ => Err(ErrorKind::UnexpectedResult),
         }
@@ -117,20 +142,24 @@ impl GrpcWire {
         &self,
         method: &str,
         params: Value,
-    ) -> Result<tonic::Streaming<proto::StreamResponse>, ErrorKind> {
+    ) -> Result<tonic::Streaming<protojson::StreamResponse>, ErrorKind> {
+        type Events = protojson::StreamResponse;
         let mut client = self.client();
+        client.ready().await.map_err(|_| ErrorKind::Transport)?;
         let answer = match method {
             "SendStreamingMessage" => {
-                let request = self
-                    .request::<proto::SendMessageRequest, protojson::SendMessageRequest>(params)?;
-                client.send_streaming_message(request).await
+                let request = self.request::<protojson::SendMessageRequest>(params)?;
+                let codec = ProstCodec::<protojson::SendMessageRequest, Events>::default();
+                client
+                    .server_streaming(request, path!("SendStreamingMessage"), codec)
+                    .await
             }
             "SubscribeToTask" => {
-                let request = self
-                    .request::<proto::SubscribeToTaskRequest, protojson::SubscribeToTaskRequest>(
-                        params,
-                    )?;
-                client.subscribe_to_task(request).await
+                let request = self.request::<protojson::SubscribeToTaskRequest>(params)?;
+                let codec = ProstCodec::<protojson::SubscribeToTaskRequest, Events>::default();
+                client
+                    .server_streaming(request, path!("SubscribeToTask"), codec)
+                    .await
             }
             _ => return Err(ErrorKind::UnexpectedResult),
         };
@@ -138,14 +167,6 @@ impl GrpcWire {
             .map(tonic::Response::into_inner)
             .map_err(|s| kind(&s))
     }
-}
-
-/// A message's ProtoJSON, through its twin type `J`.
-pub fn to_json<J: Message + Default + Serialize>(
-    message: &impl Message,
-) -> Result<Value, ErrorKind> {
-    let twin = J::decode(message.encode_to_vec().as_slice()).map_err(|_| ErrorKind::InvalidBody)?;
-    serde_json::to_value(twin).map_err(|_| ErrorKind::InvalidBody)
 }
 
 /// Classifies a status: its code and `ErrorInfo` reason (never the free-text message).
