@@ -3,11 +3,15 @@
 //!
 //! Every SendMessage creates a task and completes it at once, with an agent message that
 //! echoes the user's text in its status. JSON-RPC is served at `POST /jsonrpc` (protocol
-//! 1.0), the agent card at `/.well-known/agent-card.json`.
+//! 1.0), the agent card at `/.well-known/agent-card.json`. With `--grpc HOST:PORT` the same
+//! server state is also served over gRPC (`lf.a2a.v1.A2AService`, turul's tonic router)
+//! there, and the card lists that `GRPC` interface too: what `benches/load --binding grpc`
+//! needs to set the two bindings of one server side by side.
 //!
 //! ```text
 //! compare-turul-echo 127.0.0.1:9103
 //! compare-turul-echo 127.0.0.1:9108 postgres://postgres@127.0.0.1:5432/turul
+//! compare-turul-echo 127.0.0.1:9103 --grpc 127.0.0.1:9104
 //! ```
 
 use std::net::SocketAddr;
@@ -21,6 +25,8 @@ use turul_a2a_types::Role;
 /// Completes every task with the user's text echoed back.
 struct EchoAgent {
     url: String,
+    /// The gRPC interface's address, when it is served.
+    grpc: Option<SocketAddr>,
 }
 
 #[async_trait::async_trait]
@@ -44,10 +50,13 @@ impl AgentExecutor for EchoAgent {
     }
 
     fn agent_card(&self) -> turul_a2a_proto::AgentCard {
-        AgentCardBuilder::new("echo (turul-a2a)", "1.0.0")
+        let mut card = AgentCardBuilder::new("echo (turul-a2a)", "1.0.0")
             .description("Echoes the user's text; benchmark fixture.")
-            .url(self.url.clone(), "JSONRPC", "1.0")
-            .default_input_modes(vec!["text/plain"])
+            .url(self.url.clone(), "JSONRPC", "1.0");
+        if let Some(grpc) = self.grpc {
+            card = card.url(grpc.to_string(), "GRPC", "1.0");
+        }
+        card.default_input_modes(vec!["text/plain"])
             .default_output_modes(vec!["text/plain"])
             .streaming(true)
             .build()
@@ -55,21 +64,43 @@ impl AgentExecutor for EchoAgent {
     }
 }
 
+const USAGE: &str = "usage: compare-turul-echo HOST:PORT [DATABASE_URL] [--grpc HOST:PORT]";
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    let bind = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:9103".into());
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let grpc = match args.iter().position(|a| a == "--grpc") {
+        Some(i) if i + 1 < args.len() => {
+            let value = args.remove(i + 1);
+            args.remove(i);
+            match value.parse::<SocketAddr>() {
+                Ok(addr) => Some(addr),
+                Err(err) => {
+                    eprintln!("{USAGE} (--grpc: {err})");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        Some(_) => {
+            eprintln!("{USAGE} (--grpc needs HOST:PORT)");
+            return ExitCode::from(2);
+        }
+        None => None,
+    };
+    let bind = args.first().cloned().unwrap_or_else(|| "127.0.0.1:9103".into());
     let addr: SocketAddr = match bind.parse() {
         Ok(addr) => addr,
         Err(err) => {
-            eprintln!("usage: compare-turul-echo HOST:PORT ({err})");
+            eprintln!("{USAGE} ({err})");
             return ExitCode::from(2);
         }
     };
     let agent = EchoAgent {
         url: format!("http://{addr}/jsonrpc"),
+        grpc,
     };
     let builder = A2aServer::builder().executor(agent).bind(addr);
-    let server = match std::env::args().nth(2) {
+    let server = match args.get(1).cloned() {
         Some(database_url) => {
             let config = PostgresConfig {
                 database_url,
@@ -87,17 +118,34 @@ async fn main() -> ExitCode {
         }
         None => builder.storage(InMemoryA2aStorage::new()).build(),
     };
-    match server {
-        Ok(server) => match server.run().await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(err) => {
-                eprintln!("compare-turul-echo: {err}");
-                ExitCode::FAILURE
-            }
-        },
+    let server = match server {
+        Ok(server) => server,
+        Err(err) => {
+            eprintln!("compare-turul-echo: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let served = match grpc {
+        None => server.run().await.map_err(|err| err.to_string()),
+        Some(grpc) => both(server, addr, grpc).await,
+    };
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("compare-turul-echo: {err}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// JSON-RPC on `http` and gRPC on `grpc`, over one server state (turul's `into_routers`).
+async fn both(server: A2aServer, http: SocketAddr, grpc: SocketAddr) -> Result<(), String> {
+    let (http_router, grpc_router) = server.into_routers();
+    let listener = tokio::net::TcpListener::bind(http)
+        .await
+        .map_err(|err| format!("cannot listen on {http}: {err}"))?;
+    tokio::select! {
+        served = axum::serve(listener, http_router) => served.map_err(|err| err.to_string()),
+        served = grpc_router.serve(grpc) => served.map_err(|err| err.to_string()),
     }
 }
