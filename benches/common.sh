@@ -54,6 +54,31 @@ build_load() {
         sort -n | tail -n 1 | cut -d' ' -f2
 }
 
+# build_peer ROOT TARGET_DIR NAME: builds a server of benches/compare (ceiling, a2a-rs or
+# turul-a2a) where benches/compare/run.sh builds it (a no-op when it is up to date) and
+# prints its path.
+build_peer() {
+    local root="$1" target="$2"
+    case "$3" in
+        ceiling)
+            (cd "$root" && CARGO_TARGET_DIR="$target" cargo build --locked --release --quiet \
+                --example compare_ceiling) >&2
+            echo "$target/release/examples/compare_ceiling"
+            ;;
+        a2a-rs)
+            CARGO_TARGET_DIR="$target/compare-a2a-rs" cargo build --locked --release --quiet \
+                --manifest-path "$root/benches/compare/a2a-rs/Cargo.toml" >&2
+            echo "$target/compare-a2a-rs/release/compare-a2a-rs-echo"
+            ;;
+        turul-a2a)
+            CARGO_TARGET_DIR="$target/compare-turul" cargo build --locked --release --quiet \
+                --manifest-path "$root/benches/compare/turul/Cargo.toml" >&2
+            echo "$target/compare-turul/release/compare-turul-echo"
+            ;;
+        *) echo "build_peer: no peer $3" >&2; return 2 ;;
+    esac
+}
+
 # The EXIT trap of the scripts that start servers: stops the processes in PIDS, drops the
 # databases named in DATABASES on the server at PG_URL, and removes WORK.
 stop_and_clean() {

@@ -89,30 +89,6 @@ DATABASES=()
 trap stop_and_clean EXIT
 printf '[auth]\nenabled = false\n' >"$WORK/bench.toml"
 
-# peer_command NAME: prints the peer's server command line, one word per line, building
-# the peer first (a no-op when it is up to date) where benches/compare/run.sh builds it.
-peer_command() {
-    local compare="$ROOT/benches/compare" bin
-    case "$1" in
-        ceiling)
-            (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET_DIR" cargo build --locked --release --quiet \
-                --example compare_ceiling) >&2
-            bin="$TARGET_DIR/release/examples/compare_ceiling"
-            ;;
-        a2a-rs)
-            CARGO_TARGET_DIR="$TARGET_DIR/compare-a2a-rs" cargo build --locked --release --quiet \
-                --manifest-path "$compare/a2a-rs/Cargo.toml" >&2
-            bin="$TARGET_DIR/compare-a2a-rs/release/compare-a2a-rs-echo"
-            ;;
-        turul-a2a)
-            CARGO_TARGET_DIR="$TARGET_DIR/compare-turul" cargo build --locked --release --quiet \
-                --manifest-path "$compare/turul/Cargo.toml" >&2
-            bin="$TARGET_DIR/compare-turul/release/compare-turul-echo"
-            ;;
-    esac
-    printf '%s\n' "$bin" "127.0.0.1:$PORT"
-}
-
 # count LABEL PATH COMMAND...: serves COMMAND under callgrind (in the environment that
 # SERVER_ENV sets: valgrind follows no exec), its JSON-RPC endpoint at PATH on $PORT, and
 # prints its instructions per send.
@@ -169,10 +145,10 @@ for bin in "${BINS[@]}"; do
         --bind "127.0.0.1:$PORT" --grpc-bind "" --data-dir "$data"
 done
 for peer in "${PEERS[@]}"; do
-    mapfile -t command < <(peer_command "$peer")
-    [[ -x "${command[0]}" ]] || { echo "--peer $peer: no build at ${command[0]}" >&2; exit 1; }
+    peer_bin="$(build_peer "$ROOT" "$TARGET_DIR" "$peer")"
+    [[ -x "$peer_bin" ]] || { echo "--peer $peer: no build at $peer_bin" >&2; exit 1; }
     path=/
     [[ "$peer" == turul-a2a ]] && path=/jsonrpc
     SERVER_ENV=(env RUST_LOG=warn)
-    count "$peer (in memory)" "$path" "${command[@]}"
+    count "$peer (in memory)" "$path" "$peer_bin" "127.0.0.1:$PORT"
 done
