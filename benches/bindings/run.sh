@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# benches/bindings/run.sh — gRPC against JSON-RPC on one server: issue 22's "gRPC ≥ 0.9×
-# JSON-RPC on the same server", measured so that both bindings of a round meet the same
-# server, machine and hour. Each round starts each server fresh (a fresh data directory
+# benches/bindings/run.sh — gRPC against JSON-RPC on one server, measured so that both
+# bindings of a round meet the same server, machine and hour (the target is gRPC at
+# ≥ 0.9× JSON-RPC's throughput). Each round starts each server fresh (a fresh data directory
 # or database) and loads it over JSON-RPC and over gRPC in turn (the order alternating
 # by round), then prints the two runs and their ratio. Servers: agent-a2a's echo build on
 # either store, and turul-a2a (its fixture in benches/compare, serving gRPC with tonic
