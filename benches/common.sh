@@ -5,6 +5,26 @@
 # CPU ticks (user + system) of process $1.
 ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 
+# CPU ticks of every process named postgres (the server and its backends).
+postgres_ticks() {
+    local total=0 pid
+    for pid in $(pgrep -x postgres || true); do
+        total=$((total + $(ticks "$pid" 2>/dev/null || echo 0)))
+    done
+    echo "$total"
+}
+
+# postgres_per_request REPORT TICKS: "  postgres N us/req", Postgres' CPU per request of
+# the load generator's JSON report REPORT, TICKS being postgres_ticks over the run.
+postgres_per_request() {
+    python3 - "$1" "$2" "$(getconf CLK_TCK)" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ops = r["succeeded"] + r["failed"]
+print(f"  postgres {int(sys.argv[2]) / int(sys.argv[3]) * 1e6 / max(ops, 1):5.0f} us/req")
+PY
+}
+
 # Context switches (voluntary and not) of every thread of process $1.
 switches() {
     cat /proc/"$1"/task/*/status 2>/dev/null |

@@ -84,15 +84,6 @@ printf '[auth]\nenabled = false\n[threads]\nmax_resident_actors = 16\n' >"$WORK/
 # push: the load generator's receivers listen on loopback.
 printf '[auth]\nenabled = false\n[push]\nallow_loopback = true\n' >"$WORK/bench-push.toml"
 
-# CPU ticks of every process named postgres (the server and its backends).
-postgres_ticks() {
-    local total=0 pid
-    for pid in $(pgrep -x postgres || true); do
-        total=$((total + $(ticks "$pid" 2>/dev/null || echo 0)))
-    done
-    echo "$total"
-}
-
 run_one() { # build-label binary store scenario round
     local label="$1" bin="$2" store="$3" scenario="$4" round="$5" url="http://127.0.0.1:$PORT"
     local env=(env -u DATABASE_URL RUST_LOG=warn)
@@ -118,13 +109,7 @@ run_one() { # build-label binary store scenario round
     local line
     line="$(report "$WORK/report.json" "$label" "$store/$scenario" "$round" "$t" "$s")"
     if [[ "$store" == postgres ]]; then
-        line+="$(python3 - "$WORK/report.json" "$p" "$(getconf CLK_TCK)" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-ops = r["succeeded"] + r["failed"]
-print(f"  postgres {int(sys.argv[2]) / int(sys.argv[3]) * 1e6 / max(ops, 1):5.0f} us/req")
-PY
-)"
+        line+="$(postgres_per_request "$WORK/report.json" "$p")"
     fi
     echo "$line"
     kill -TERM "$pid" 2>/dev/null || true

@@ -82,14 +82,6 @@ DATABASES=()
 trap stop_and_clean EXIT
 printf '[auth]\nenabled = false\n' >"$WORK/bench.toml"
 
-postgres_ticks() {
-    local total=0 pid
-    for pid in $(pgrep -x postgres || true); do
-        total=$((total + $(ticks "$pid" 2>/dev/null || echo 0)))
-    done
-    echo "$total"
-}
-
 # start SERVER ROUND: starts it with JSON-RPC on $PORT and gRPC on $GRPC_PORT (its card
 # lists both); sets PIDS and URL.
 start() {
@@ -140,13 +132,7 @@ load() {
     local line
     line="$(report "$WORK/$binding.json" "$binding" "$server" "$round" "$t" "$s")"
     if [[ "$server" == agent-a2a-postgres ]]; then
-        line+="$(python3 - "$WORK/$binding.json" "$p" "$(getconf CLK_TCK)" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-ops = r["succeeded"] + r["failed"]
-print(f"  postgres {int(sys.argv[2]) / int(sys.argv[3]) * 1e6 / max(ops, 1):5.0f} us/req")
-PY
-)"
+        line+="$(postgres_per_request "$WORK/$binding.json" "$p")"
     fi
     echo "$line"
 }
