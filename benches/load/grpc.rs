@@ -25,13 +25,6 @@ use tonic_types::StatusExt;
 
 use crate::protocol::ErrorKind;
 
-/// The HTTP/2 path of `method` of `lf.a2a.v1.A2AService`.
-macro_rules! path {
-    ($method:literal) => {
-        PathAndQuery::from_static(concat!("/lf.a2a.v1.A2AService/", $method))
-    };
-}
-
 /// Clients of one gRPC endpoint, one connection each.
 pub struct GrpcWire {
     clients: Vec<Grpc<Channel>>,
@@ -101,7 +94,7 @@ impl GrpcWire {
     }
 
     /// A unary call to `path`, `P` in, `R` out.
-    async fn unary<P, R>(&self, path: PathAndQuery, params: Value) -> Result<Value, ErrorKind>
+    async fn unary<P, R>(&self, path: &'static str, params: Value) -> Result<Value, ErrorKind>
     where
         P: Message + DeserializeOwned + Send + Sync + 'static,
         R: Message + Default + Serialize + Send + Sync + 'static,
@@ -110,7 +103,11 @@ impl GrpcWire {
         let mut client = self.client();
         client.ready().await.map_err(|_| ErrorKind::Transport)?;
         let answer = client
-            .unary(request, path, ProstCodec::<P, R>::default())
+            .unary(
+                request,
+                PathAndQuery::from_static(path),
+                ProstCodec::<P, R>::default(),
+            )
             .await
             .map_err(|s| kind(&s))?;
         serde_json::to_value(answer.into_inner()).map_err(|_| ErrorKind::InvalidBody)
@@ -121,14 +118,14 @@ impl GrpcWire {
         match method {
             "SendMessage" => {
                 self.unary::<protojson::SendMessageRequest, protojson::SendMessageResponse>(
-                    path!("SendMessage"),
+                    "/lf.a2a.v1.A2AService/SendMessage",
                     params,
                 )
                 .await
             }
             "CancelTask" => {
                 self.unary::<protojson::CancelTaskRequest, protojson::Task>(
-                    path!("CancelTask"),
+                    "/lf.a2a.v1.A2AService/CancelTask",
                     params,
                 )
                 .await
@@ -143,27 +140,41 @@ impl GrpcWire {
         method: &str,
         params: Value,
     ) -> Result<tonic::Streaming<protojson::StreamResponse>, ErrorKind> {
-        type Events = protojson::StreamResponse;
-        let mut client = self.client();
-        client.ready().await.map_err(|_| ErrorKind::Transport)?;
-        let answer = match method {
+        match method {
             "SendStreamingMessage" => {
-                let request = self.request::<protojson::SendMessageRequest>(params)?;
-                let codec = ProstCodec::<protojson::SendMessageRequest, Events>::default();
-                client
-                    .server_streaming(request, path!("SendStreamingMessage"), codec)
-                    .await
+                self.streaming::<protojson::SendMessageRequest>(
+                    "/lf.a2a.v1.A2AService/SendStreamingMessage",
+                    params,
+                )
+                .await
             }
             "SubscribeToTask" => {
-                let request = self.request::<protojson::SubscribeToTaskRequest>(params)?;
-                let codec = ProstCodec::<protojson::SubscribeToTaskRequest, Events>::default();
-                client
-                    .server_streaming(request, path!("SubscribeToTask"), codec)
-                    .await
+                self.streaming::<protojson::SubscribeToTaskRequest>(
+                    "/lf.a2a.v1.A2AService/SubscribeToTask",
+                    params,
+                )
+                .await
             }
-            _ => return Err(ErrorKind::UnexpectedResult),
-        };
-        answer
+            _ => Err(ErrorKind::UnexpectedResult),
+        }
+    }
+
+    /// A server-streaming call to `path`, `P` in, stream events out.
+    async fn streaming<P>(
+        &self,
+        path: &'static str,
+        params: Value,
+    ) -> Result<tonic::Streaming<protojson::StreamResponse>, ErrorKind>
+    where
+        P: Message + DeserializeOwned + Send + Sync + 'static,
+    {
+        let request = self.request::<P>(params)?;
+        let mut client = self.client();
+        client.ready().await.map_err(|_| ErrorKind::Transport)?;
+        let codec = ProstCodec::<P, protojson::StreamResponse>::default();
+        client
+            .server_streaming(request, PathAndQuery::from_static(path), codec)
+            .await
             .map(tonic::Response::into_inner)
             .map_err(|s| kind(&s))
     }
