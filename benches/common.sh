@@ -99,6 +99,13 @@ build_peer() {
     esac
 }
 
+# new_database NAME: creates database NAME on the server at PG_URL and registers it in
+# DATABASES, which stop_and_clean drops (not in a subshell: DATABASES must keep it).
+new_database() {
+    psql -q -X "$PG_URL/postgres" -c "CREATE DATABASE \"$1\"" >/dev/null
+    DATABASES+=("$1")
+}
+
 # The EXIT trap of the scripts that start servers: stops the processes in PIDS, drops the
 # databases named in DATABASES on the server at PG_URL, and removes WORK.
 stop_and_clean() {

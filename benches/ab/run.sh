@@ -90,8 +90,7 @@ run_one() { # build-label binary store scenario round
     rm -rf "$WORK/data" && mkdir -p "$WORK/data"
     if [[ "$store" == postgres ]]; then
         local db="a2a_ab_$$_${round}_${label}_${scenario//[^a-z]/_}"
-        psql -q -X "$PG_URL/postgres" -c "CREATE DATABASE \"$db\"" >/dev/null
-        DATABASES+=("$db")
+        new_database "$db"
         env+=(DATABASE_URL="$PG_URL/$db")
     fi
     local config="$WORK/bench.toml"

@@ -91,8 +91,7 @@ start() {
         agent-a2a-*)
             if [[ "$server" == agent-a2a-postgres ]]; then
                 local db="a2a_bindings_$$_${round}"
-                psql -q -X "$PG_URL/postgres" -c "CREATE DATABASE \"$db\"" >/dev/null
-                DATABASES+=("$db")
+                new_database "$db"
                 env+=(DATABASE_URL="$PG_URL/$db")
             fi
             "${env[@]}" "$BIN" --config "$WORK/bench.toml" --bind "127.0.0.1:$PORT" \

@@ -137,8 +137,7 @@ for bin in "${BINS[@]}"; do
     SERVER_ENV=(env -u DATABASE_URL RUST_LOG=warn)
     if [[ "$STORE" == postgres ]]; then
         db="a2a_instructions_$$_${#DATABASES[@]}"
-        psql -q -X "$PG_URL/postgres" -c "CREATE DATABASE \"$db\"" >/dev/null
-        DATABASES+=("$db")
+        new_database "$db"
         SERVER_ENV+=(DATABASE_URL="$PG_URL/$db")
     fi
     count "$bin" / "$bin" --config "$WORK/bench.toml" \
