@@ -4,8 +4,9 @@
 //! internal address is refused too.
 //!
 //! Always refused: schemes other than `http`/`https`, credentials in the URL,
-//! unspecified, multicast, broadcast, link-local (169.254/16 — where cloud metadata
-//! services answer —, fe80::/10), the well-known metadata addresses and names, and
+//! unspecified and "this network" (0.0.0.0/8), multicast, broadcast, link-local
+//! (169.254/16 — where cloud metadata services answer —, fe80::/10), the well-known
+//! metadata addresses and names, and
 //! anything in `push.deny_hosts`. Refused unless configured: loopback
 //! (`push.allow_loopback`) and private networks (`push.allow_private`). With
 //! `push.allow_hosts` set, only the hosts it names receive. An IPv6 address that carries
@@ -219,6 +220,9 @@ fn always_refused(ip: IpAddr) -> Option<&'static str> {
         IpAddr::V4(v4) => {
             if v4.is_unspecified() {
                 Some("unspecified")
+            } else if v4.octets()[0] == 0 {
+                // 0.0.0.0/8: Linux connects 0.x.y.z to the host itself.
+                Some("\"this network\" (0.0.0.0/8)")
             } else if v4.is_link_local() {
                 Some("link-local (cloud metadata services answer there)")
             } else if v4.is_multicast() || v4.is_broadcast() {

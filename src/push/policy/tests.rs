@@ -22,6 +22,9 @@ fn the_defaults_refuse_loopback_link_local_metadata_and_credentials() {
         "http://[::ffff:169.254.169.254]/x",
         "http://metadata.google.internal/computeMetadata/v1",
         "http://0.0.0.0/x",
+        "http://0.0.0.1/x",
+        "http://0.255.1.2:8080/x",
+        "http://[::ffff:0.0.0.1]/x",
         "http://224.0.0.1/x",
         "not a url",
     ] {
