@@ -71,8 +71,7 @@ impl VerifyCardArgs {
                 std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
             }
         };
-        let card: serde_json::Value = serde_json::from_slice(&read(&self.card)?)
-            .map_err(|e| format!("{}: not JSON: {e}", self.card.display()))?;
+        let card = read(&self.card)?;
         let keys: jsonwebtoken::jwk::JwkSet = serde_json::from_slice(&read(&self.jwks)?)
             .map_err(|e| format!("{}: not a JWK Set: {e}", self.jwks.display()))?;
         let algorithms = self
@@ -86,7 +85,9 @@ impl VerifyCardArgs {
                     .ok_or_else(|| format!("--algorithms: {name:?} is not a public-key algorithm"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        crate::a2a::signing::verify(&card, &keys, &algorithms).map_err(|e| e.to_string())
+        crate::a2a::signing::verify_json(&card, &keys, &algorithms)
+            .map(|_| ())
+            .map_err(|e| format!("{}: {e}", self.card.display()))
     }
 }
 

@@ -481,7 +481,7 @@ fn describe() {
     );
     describe_counter!(
         REMOTE_AGENT_CARDS_REFUSED,
-        "Remote agents' cards refused because their signature did not verify (verify_with), by agent."
+        "Remote agents' cards refused under verify_with, by agent and reason (unsigned, signature, not_canonical, unreadable)."
     );
     describe_histogram!(
         REMOTE_AGENT_CALL_MS,

@@ -14,12 +14,22 @@
 //! **Verifying** takes keys from the verifier's own set, chosen by `kid`: a `jku` in the
 //! signed header never decides which keys are trusted (the 1.1 direction, #2099), and only
 //! the algorithms the verifier allows are accepted. One valid signature suffices.
+//!
+//! **What is verified is what is used.** [`verify`] returns the signed form itself — the
+//! card's 1.0 fields as the signature covers them, under their JSON names — and a caller
+//! reads the card from that, never from the text it received: fields outside the 1.0
+//! schema (a 0.3 `url`) are not in it. Before the signature is checked, a card is refused
+//! when its 1.0 parse would read a key that is not the field's JSON name (ProtoJSON
+//! parsers accept the protobuf name too: `supported_interfaces`), and, read from text
+//! ([`verify_json`]), when an object names a key twice: either would let the text a
+//! reader of the raw JSON sees differ from the form that was signed.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::jwk::{Jwk, JwkSet, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, EncodingKey};
 use serde_json::{Map, Value, json};
+use std::collections::HashSet;
 
 /// A card could not be signed or read for signing, or a key is not usable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,8 +47,24 @@ pub enum VerifyError {
     Unsigned,
     #[error("no signature of the agent card is valid under the keys and algorithms allowed")]
     Invalid,
+    /// A key its 1.0 parse reads by another name than its JSON name, or a key named
+    /// twice in one object.
+    #[error("the agent card is not written in canonical form: {0}")]
+    NotCanonical(String),
     #[error(transparent)]
     Card(#[from] SigningError),
+}
+
+impl VerifyError {
+    /// A short name of the reason, for a metric's label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Unsigned => "unsigned",
+            Self::Invalid => "signature",
+            Self::NotCanonical(_) => "not_canonical",
+            Self::Card(_) => "unreadable",
+        }
+    }
 }
 
 /// Signs cards with one private key, and publishes its public half as a JWK Set.
@@ -139,25 +165,52 @@ impl CardSigner {
 
 /// The text a card's signatures sign (see the module documentation).
 pub fn canonical_form(card: &Value) -> Result<String, SigningError> {
-    let mut parsed: a2a_pb::protojson::AgentCard = serde_json::from_value(card.clone())
-        .map_err(|e| SigningError::Card(format!("not a 1.0 agent card: {e}")))?;
-    parsed.signatures.clear();
-    let written = serde_json::to_value(&parsed)
-        .map_err(|e| SigningError::Card(format!("cannot be written as ProtoJSON: {e}")))?;
-    let cleaned = without_empty(written).unwrap_or_else(|| Value::Object(Map::new()));
-    serde_jcs::to_string(&cleaned)
-        .map_err(|e| SigningError::Card(format!("has no canonical form: {e}")))
+    jcs(&signed_form(&read(card)?)?)
+}
+
+/// Accepts the card in `text` — JSON in which no object names a key twice — as
+/// [`verify`] does, and returns its signed form.
+pub fn verify_json(
+    text: &[u8],
+    keys: &JwkSet,
+    algorithms: &[Algorithm],
+) -> Result<Value, VerifyError> {
+    let card = serde_json::from_slice::<Unique>(text)
+        .map_err(|e| match e.classify() {
+            serde_json::error::Category::Data => VerifyError::NotCanonical(e.to_string()),
+            _ => VerifyError::Card(SigningError::Card(format!("not JSON: {e}"))),
+        })?
+        .0;
+    verify(&card, keys, algorithms)
 }
 
 /// Accepts `card` if one of its signatures is valid under a key of `keys` (chosen by the
-/// signature's `kid`; every key when it names none) with one of `algorithms`.
-pub fn verify(card: &Value, keys: &JwkSet, algorithms: &[Algorithm]) -> Result<(), VerifyError> {
+/// signature's `kid`; every key when it names none) with one of `algorithms`, and every
+/// key its 1.0 parse reads is the field's JSON name. Returns the signed form: what the
+/// signature covers, the only part of the card to use.
+pub fn verify(card: &Value, keys: &JwkSet, algorithms: &[Algorithm]) -> Result<Value, VerifyError> {
     let signatures = card
         .get("signatures")
         .and_then(Value::as_array)
         .filter(|s| !s.is_empty())
         .ok_or(VerifyError::Unsigned)?;
-    let payload = URL_SAFE_NO_PAD.encode(canonical_form(card)?);
+    let mut ignored = HashSet::new();
+    let parsed: a2a_pb::protojson::AgentCard = serde_ignored::deserialize(card, |path| {
+        ignored.insert(steps(&path));
+    })
+    .map_err(|e| {
+        // Two spellings of one field (`supportedInterfaces` and `supported_interfaces`).
+        if e.to_string().starts_with("duplicate field") {
+            VerifyError::NotCanonical(format!("it names a field twice ({e})"))
+        } else {
+            SigningError::Card(format!("not a 1.0 agent card: {e}")).into()
+        }
+    })?;
+    let written = serde_json::to_value(&parsed)
+        .map_err(|e| SigningError::Card(format!("cannot be written as ProtoJSON: {e}")))?;
+    json_names(card, &written, &ignored, &mut Vec::new()).map_err(VerifyError::NotCanonical)?;
+    let signed = signed_form(&parsed)?;
+    let payload = URL_SAFE_NO_PAD.encode(jcs(&signed)?);
     let valid = signatures.iter().any(|entry| {
         let (Some(protected), Some(signature)) = (
             entry.get("protected").and_then(Value::as_str),
@@ -197,9 +250,195 @@ pub fn verify(card: &Value, keys: &JwkSet, algorithms: &[Algorithm]) -> Result<(
             })
     });
     if valid {
-        Ok(())
+        Ok(signed)
     } else {
         Err(VerifyError::Invalid)
+    }
+}
+
+/// `card` read as `lf.a2a.v1.AgentCard`.
+fn read(card: &Value) -> Result<a2a_pb::protojson::AgentCard, SigningError> {
+    serde_json::from_value(card.clone())
+        .map_err(|e| SigningError::Card(format!("not a 1.0 agent card: {e}")))
+}
+
+/// The card without its signatures, written as ProtoJSON without empty values.
+fn signed_form(card: &a2a_pb::protojson::AgentCard) -> Result<Value, SigningError> {
+    let mut card = card.clone();
+    card.signatures.clear();
+    let written = serde_json::to_value(&card)
+        .map_err(|e| SigningError::Card(format!("cannot be written as ProtoJSON: {e}")))?;
+    Ok(without_empty(written).unwrap_or_else(|| Value::Object(Map::new())))
+}
+
+fn jcs(form: &Value) -> Result<String, SigningError> {
+    serde_jcs::to_string(form)
+        .map_err(|e| SigningError::Card(format!("has no canonical form: {e}")))
+}
+
+/// One step of the path to a value in a JSON document.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// The steps of a path the 1.0 parse reported ignoring.
+fn steps(path: &serde_ignored::Path<'_>) -> Vec<Step> {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => Vec::new(),
+        Path::Seq { parent, index } => {
+            let mut steps = steps(parent);
+            steps.push(Step::Index(*index));
+            steps
+        }
+        Path::Map { parent, key } => {
+            let mut steps = steps(parent);
+            steps.push(Step::Key(key.clone()));
+            steps
+        }
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => steps(parent),
+    }
+}
+
+/// Refuses a key of `raw` that its parse read (it is not among the `ignored` paths) but
+/// that the parse's own writing, `written`, does not hold at the same place: a field
+/// named otherwise than by its JSON name. (A key the writing leaves out because its value
+/// is the default one is a JSON name, which has no `_`; a protobuf name of more than one
+/// word has one.)
+fn json_names(
+    raw: &Value,
+    written: &Value,
+    ignored: &HashSet<Vec<Step>>,
+    at: &mut Vec<Step>,
+) -> Result<(), String> {
+    match (raw, written) {
+        (Value::Object(raw), _) => {
+            for (key, value) in raw {
+                at.push(Step::Key(key.clone()));
+                if !ignored.contains(at) {
+                    match written.get(key) {
+                        Some(written) => json_names(value, written, ignored, at)?,
+                        None if key.contains('_') => {
+                            return Err(format!(
+                                "`{}` is a field's protobuf name; a card names it by its JSON \
+                                 name `{}`",
+                                path_text(at),
+                                json_name(key)
+                            ));
+                        }
+                        None => {}
+                    }
+                }
+                at.pop();
+            }
+        }
+        (Value::Array(raw), Value::Array(written)) => {
+            for (index, (value, written)) in raw.iter().zip(written).enumerate() {
+                at.push(Step::Index(index));
+                json_names(value, written, ignored, at)?;
+                at.pop();
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn path_text(steps: &[Step]) -> String {
+    let mut text = String::new();
+    for step in steps {
+        match step {
+            Step::Key(key) if text.is_empty() => text.push_str(key),
+            Step::Key(key) => {
+                text.push('.');
+                text.push_str(key);
+            }
+            Step::Index(index) => text.push_str(&format!("[{index}]")),
+        }
+    }
+    text
+}
+
+/// The JSON name of the protobuf field `name` (lowerCamelCase).
+fn json_name(name: &str) -> String {
+    let mut upper = false;
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '_' => upper = true,
+            c if upper => {
+                out.extend(c.to_uppercase());
+                upper = false;
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A JSON value in which no object names a key twice (serde_json keeps the last of two).
+struct Unique(Value);
+
+impl<'de> serde::Deserialize<'de> for Unique {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Unique;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Unique, E> {
+                Ok(Unique(Value::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Unique, E> {
+                Ok(Unique(Value::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Unique, E> {
+                Ok(Unique(Value::from(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Unique, E> {
+                Ok(Unique(Value::from(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Unique, E> {
+                Ok(Unique(Value::String(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Unique, E> {
+                Ok(Unique(Value::String(v)))
+            }
+            fn visit_unit<E>(self) -> Result<Unique, E> {
+                Ok(Unique(Value::Null))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Unique, A::Error> {
+                let mut items = Vec::new();
+                while let Some(Unique(item)) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(Unique(Value::Array(items)))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Unique, A::Error> {
+                let mut fields = Map::new();
+                while let Some((key, Unique(value))) = map.next_entry::<String, Unique>()? {
+                    if fields.contains_key(&key) {
+                        return Err(serde::de::Error::custom(format!(
+                            "an object names the key `{key}` twice"
+                        )));
+                    }
+                    fields.insert(key, value);
+                }
+                Ok(Unique(Value::Object(fields)))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
     }
 }
 

@@ -185,7 +185,7 @@ fn a_changed_card_or_a_stranger_key_does_not_verify() {
     // An empty field added is no change (it is not part of the 1.0 form).
     let mut padded = signed.clone();
     padded["documentationUrl"] = json!("");
-    assert_eq!(verify(&padded, &keys, &[Algorithm::ES256]), Ok(()));
+    assert!(verify(&padded, &keys, &[Algorithm::ES256]).is_ok());
 
     // The algorithm must be one the verifier allows.
     assert_eq!(
@@ -209,12 +209,147 @@ fn a_changed_card_or_a_stranger_key_does_not_verify() {
     let good = signed["signatures"][0].clone();
     several["signatures"] =
         json!([{"protected": "!!", "signature": "x"}, {"signature": "x"}, good]);
-    assert_eq!(verify(&several, &keys, &[Algorithm::ES256]), Ok(()));
+    assert!(verify(&several, &keys, &[Algorithm::ES256]).is_ok());
 
     assert_eq!(
         verify(&card(true), &keys, &[Algorithm::ES256]),
         Err(VerifyError::Unsigned)
     );
+}
+
+/// The signed form is all a verifier uses: the card's 1.0 fields under their JSON names,
+/// without the 0.3 ones (unsigned) and without the signatures.
+#[test]
+fn verifying_returns_the_signed_form_only() {
+    let signer = signer(Algorithm::ES256, ES256, "k1");
+    let mut signed = card(true);
+    signer.sign(&mut signed).unwrap();
+    assert!(
+        signed.get("url").is_some(),
+        "the card carries its 0.3 fields"
+    );
+    let form = verify(&signed, &keys(&signer), &[Algorithm::ES256]).unwrap();
+    for unsigned in [
+        "url",
+        "protocolVersion",
+        "preferredTransport",
+        "additionalInterfaces",
+        "signatures",
+    ] {
+        assert!(form.get(unsigned).is_none(), "{unsigned}: {form}");
+    }
+    assert_eq!(form["supportedInterfaces"], signed["supportedInterfaces"]);
+    assert_eq!(
+        canonical_form(&signed).unwrap(),
+        serde_jcs::to_string(&form).unwrap()
+    );
+}
+
+/// A signed card changed so that its 1.0 parse reads the same fields — one under its
+/// protobuf name, a field under two spellings, a key named twice — is refused before its
+/// signature is checked: a reader of its raw JSON would see another card than the one
+/// signed (the 0.3 `url` where `supportedInterfaces` is missing by its JSON name).
+#[test]
+fn a_card_not_in_canonical_form_is_refused_though_its_signature_matches() {
+    let signer = signer(Algorithm::ES256, ES256, "k1");
+    let keys = keys(&signer);
+    let mut signed = card(false);
+    signer.sign(&mut signed).unwrap();
+    let redirected = |mut card: Value| {
+        card["url"] = json!("http://attacker.example.org/a2a");
+        card["protocolVersion"] = json!("0.3.0");
+        card["preferredTransport"] = json!("JSONRPC");
+        card
+    };
+    let not_canonical = |card: &Value| match verify(card, &keys, &[Algorithm::ES256]) {
+        Err(VerifyError::NotCanonical(why)) => why,
+        other => panic!("{other:?}: {card}"),
+    };
+
+    let mut renamed = redirected(signed.clone());
+    let interfaces = renamed
+        .as_object_mut()
+        .unwrap()
+        .remove("supportedInterfaces")
+        .unwrap();
+    renamed["supported_interfaces"] = interfaces.clone();
+    assert_eq!(
+        canonical_form(&renamed).unwrap(),
+        canonical_form(&signed).unwrap(),
+        "the signature covers both"
+    );
+    assert!(
+        not_canonical(&renamed).contains(
+            "`supported_interfaces` is a field's protobuf name; a card names it by its JSON \
+             name `supportedInterfaces`"
+        ),
+        "{}",
+        not_canonical(&renamed)
+    );
+
+    let mut versions = redirected(signed.clone());
+    for interface in versions["supportedInterfaces"].as_array_mut().unwrap() {
+        let version = interface
+            .as_object_mut()
+            .unwrap()
+            .remove("protocolVersion")
+            .unwrap();
+        interface["protocol_version"] = version;
+    }
+    assert!(
+        not_canonical(&versions).contains("`supportedInterfaces[0].protocol_version`"),
+        "{}",
+        not_canonical(&versions)
+    );
+
+    let mut twice = signed.clone();
+    twice["supported_interfaces"] = interfaces;
+    assert!(
+        not_canonical(&twice).contains("names a field twice"),
+        "{}",
+        not_canonical(&twice)
+    );
+
+    // Named twice in the text: serde_json keeps the last of the two, another reader the
+    // first.
+    let text = signed.to_string();
+    let doubled = text.replacen(
+        '{',
+        r#"{"supportedInterfaces":[{"url":"http://attacker.example.org/a2a","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],"#,
+        1,
+    );
+    assert!(
+        verify(
+            &serde_json::from_str(&doubled).unwrap(),
+            &keys,
+            &[Algorithm::ES256]
+        )
+        .is_ok()
+    );
+    match verify_json(doubled.as_bytes(), &keys, &[Algorithm::ES256]) {
+        Err(VerifyError::NotCanonical(why)) => {
+            assert!(
+                why.contains("names the key `supportedInterfaces` twice"),
+                "{why}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(verify_json(text.as_bytes(), &keys, &[Algorithm::ES256]).is_ok());
+
+    // Free-form values keep their keys as written: an extension's parameters may hold a
+    // `_`; so may a field the 1.0 schema does not have.
+    let mut free = card(false);
+    free["capabilities"]["extensions"] =
+        json!([{"uri": "urn:x", "params": {"snake_case": {"deep_key": 1}}}]);
+    free["x_vendor_note"] = json!("ignored");
+    signer.sign(&mut free).unwrap();
+    let form = verify(&free, &keys, &[Algorithm::ES256]).unwrap();
+    assert_eq!(
+        form["capabilities"]["extensions"][0]["params"]["snake_case"]["deep_key"],
+        1.0
+    );
+    assert!(form.get("x_vendor_note").is_none());
 }
 
 #[test]
@@ -250,10 +385,7 @@ fn the_extended_card_signed_anew_verifies_and_the_public_signature_does_not_cove
         Err(VerifyError::Invalid)
     );
     signer.sign(&mut extended).unwrap();
-    assert_eq!(
-        verify(&extended, &keys(&signer), &[Algorithm::ES256]),
-        Ok(())
-    );
+    assert!(verify(&extended, &keys(&signer), &[Algorithm::ES256]).is_ok());
 }
 
 /// A client that maps a card's 0.3 fields onto the 1.0 ones before it verifies (the

@@ -125,18 +125,39 @@ const CARD_ALGORITHMS: [jsonwebtoken::Algorithm; 9] = {
 /// The client of one remote agent.
 pub struct RemoteAgent {
     name: String,
-    card_url: Url,
-    verify: Option<Verify>,
     headers: HeaderMap,
     http: reqwest::Client,
+    timeout: Duration,
+    max_answer_bytes: usize,
+    cards: Arc<CardSource>,
+    card: Arc<std::sync::Mutex<CardSlot>>,
+}
+
+/// Where a remote agent's card comes from, and how it is checked.
+struct CardSource {
+    name: String,
+    card_url: Url,
+    verify: Option<Verify>,
+    http: reqwest::Client,
     policy: Arc<UrlPolicy>,
+    /// How long one read of the card (and of its keys) may take in all.
     timeout: Duration,
     max_answer_bytes: usize,
     /// A gRPC interface written `host:port` is spoken over TLS (`grpc_tls`).
     grpc_tls: bool,
     /// Certificate authorities trusted beside the platform's (`ca_file`).
     extra_roots: Arc<Vec<rustls::pki_types::CertificateDer<'static>>>,
-    card: tokio::sync::Mutex<Option<Card>>,
+}
+
+/// A read of the card in flight, which every call that needs the card joins.
+type Reading =
+    futures_util::future::Shared<futures_util::future::BoxFuture<'static, Result<Card, CallError>>>;
+
+/// The card last read, and the read in flight.
+#[derive(Default)]
+struct CardSlot {
+    card: Option<Card>,
+    reading: Option<Reading>,
 }
 
 impl RemoteAgent {
@@ -222,16 +243,22 @@ impl RemoteAgent {
             .map_err(|e| format!("agent.remote_agents {}: client: {e}", settings.name))?;
         Ok(Self {
             name: settings.name.clone(),
-            card_url,
-            verify,
             headers,
-            http,
-            policy,
+            http: http.clone(),
             timeout,
             max_answer_bytes: settings.max_answer_bytes,
-            grpc_tls: settings.grpc_tls,
-            extra_roots: Arc::new(extra_roots),
-            card: tokio::sync::Mutex::new(None),
+            cards: Arc::new(CardSource {
+                name: settings.name.clone(),
+                card_url,
+                verify,
+                http,
+                policy,
+                timeout,
+                max_answer_bytes: settings.max_answer_bytes,
+                grpc_tls: settings.grpc_tls,
+                extra_roots: Arc::new(extra_roots),
+            }),
+            card: Arc::default(),
         })
     }
 
@@ -257,7 +284,7 @@ impl RemoteAgent {
         continues: Option<(Option<&str>, &str)>,
         deadline: Instant,
     ) -> Result<Sent, CallError> {
-        let endpoint = self.endpoint().await?;
+        let endpoint = self.endpoint(deadline).await?;
         let v03 = endpoint.binding.v03();
         let [send, ..] = endpoint.binding.methods();
         let message = message_of(endpoint.binding, message_id, text, data, continues);
@@ -307,7 +334,7 @@ impl RemoteAgent {
         seen_running: bool,
         deadline: Instant,
     ) -> Result<Answer, CallError> {
-        let endpoint = self.endpoint().await?;
+        let endpoint = self.endpoint(deadline).await?;
         let v03 = endpoint.binding.v03();
         let [_, get, _] = endpoint.binding.methods();
         let mut wait = if seen_running {
@@ -341,7 +368,7 @@ impl RemoteAgent {
     /// has ended already is refused by the remote, as a `Refused` error.
     pub async fn cancel(&self, task_id: &str) -> Result<(), CallError> {
         let deadline = self.deadline();
-        let endpoint = self.endpoint().await?;
+        let endpoint = self.endpoint(deadline).await?;
         let [.., method] = endpoint.binding.methods();
         let mut params = json!({"id": task_id});
         if !endpoint.tenant.is_empty() {
@@ -354,114 +381,66 @@ impl RemoteAgent {
             .map(|_| ())
     }
 
-    /// The interface to speak to, from the card (read again once its age has passed).
-    pub async fn endpoint(&self) -> Result<Endpoint, CallError> {
-        Ok(self.card().await?.endpoint)
+    /// The interface to speak to, from the card (read again once its age has passed),
+    /// by `deadline`.
+    pub async fn endpoint(&self, deadline: Instant) -> Result<Endpoint, CallError> {
+        Ok(self.card(deadline).await?.endpoint)
     }
 
     /// What its card says the agent does: its description, then its skills' names and
     /// descriptions (read as [`endpoint`](Self::endpoint) reads it).
-    pub async fn about(&self) -> Result<String, CallError> {
-        Ok(self.card().await?.about)
+    pub async fn about(&self, deadline: Instant) -> Result<String, CallError> {
+        Ok(self.card(deadline).await?.about)
     }
 
-    async fn card(&self) -> Result<Card, CallError> {
-        let mut card = self.card.lock().await;
-        if let Some(fresh) = card.as_ref().filter(|c| c.read_at.elapsed() < c.max_age) {
-            return Ok(fresh.clone());
-        }
-        let read = self.read_card().await?;
-        *card = Some(read.clone());
-        Ok(read)
-    }
-
-    async fn read_card(&self) -> Result<Card, CallError> {
-        let response = self
-            .http
-            .get(self.card_url.clone())
-            .header(reqwest::header::ACCEPT, "application/json")
-            .send()
+    /// The card, fresh, by `deadline`. One read is in flight at a time: every call that
+    /// needs the card meanwhile waits for that read, each until its own deadline, and
+    /// shares its outcome (a failed read fails them all, and the next call reads again).
+    /// The read goes on when the calls waiting for it give up, within its own
+    /// `timeout_ms`, and keeps what it read for the calls after them.
+    async fn card(&self, deadline: Instant) -> Result<Card, CallError> {
+        let reading = {
+            let mut slot = self.card.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(fresh) = slot
+                .card
+                .as_ref()
+                .filter(|c| c.read_at.elapsed() < c.max_age)
+            {
+                return Ok(fresh.clone());
+            }
+            slot.reading
+                .get_or_insert_with(|| {
+                    use futures_util::FutureExt;
+                    let (cards, slot) = (self.cards.clone(), self.card.clone());
+                    let read = tokio::spawn(async move {
+                        let read = cards.read().await;
+                        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+                        slot.reading = None;
+                        if let Ok(card) = &read {
+                            slot.card = Some(card.clone());
+                        }
+                        read
+                    });
+                    async move {
+                        read.await.unwrap_or_else(|e| {
+                            Err(CallError::Unreachable(format!(
+                                "its card: the read stopped ({e})"
+                            )))
+                        })
+                    }
+                    .boxed()
+                    .shared()
+                })
+                .clone()
+        };
+        tokio::time::timeout_at(deadline.into(), reading)
             .await
-            .map_err(|e| CallError::Unreachable(format!("its card: {}", describe(&e))))?;
-        let status = response.status();
-        let max_age = max_age(response.headers()).unwrap_or(DEFAULT_CARD_AGE);
-        let body = self.read_limited(response).await?;
-        if !status.is_success() {
-            return Err(unreachable_or_refused(status, "its card"));
-        }
-        let value: Value = serde_json::from_slice(&body)
-            .map_err(|e| CallError::Refused(format!("its card is not JSON ({e})")))?;
-        if let Some(verify) = &self.verify {
-            self.check_signature(verify, &value).await?;
-        }
-        let Some((url, binding, tenant)) = interface_of(&value) else {
-            return Err(CallError::Refused(
-                "its card offers no interface spoken here (A2A 1.0 over JSON-RPC, \
-                 HTTP+JSON or gRPC, or 0.3 over JSON-RPC or HTTP+JSON)"
-                    .into(),
-            ));
-        };
-        // A 1.0 gRPC interface is `host:port`; the scheme says TLS or clear text.
-        let url = match binding {
-            Binding::Grpc if !url.contains("://") => {
-                let scheme = if self.grpc_tls { "https" } else { "http" };
-                format!("{scheme}://{url}")
-            }
-            _ => url,
-        };
-        let url = self
-            .policy
-            .check_url(&url)
-            .map_err(|e| CallError::Refused(format!("its card's interface {e}")))?;
-        let grpc = match binding {
-            Binding::Grpc => Some(super::grpc::channel(
-                &url,
-                self.policy.clone(),
-                self.timeout,
-                &self.extra_roots,
-            )?),
-            _ => None,
-        };
-        Ok(Card {
-            endpoint: Endpoint {
-                url,
-                binding,
-                tenant,
-                grpc,
-            },
-            about: about_of(&value),
-            read_at: Instant::now(),
-            max_age,
-        })
-    }
-
-    /// Refuses a card without a valid signature by a key of `verify_with` (logged and
-    /// counted: a card that fails is not used).
-    async fn check_signature(&self, verify: &Verify, card: &Value) -> Result<(), CallError> {
-        let fetched;
-        let keys = match verify {
-            Verify::Keys(keys) => keys,
-            Verify::Url(url) => {
-                let response =
-                    self.http.get(url.clone()).send().await.map_err(|e| {
-                        CallError::Unreachable(format!("its keys: {}", describe(&e)))
-                    })?;
-                let status = response.status();
-                let body = self.read_limited(response).await?;
-                if !status.is_success() {
-                    return Err(unreachable_or_refused(status, "its keys"));
-                }
-                fetched = serde_json::from_slice(&body)
-                    .map_err(|e| CallError::Refused(format!("its keys are not a JWK Set ({e})")))?;
-                &fetched
-            }
-        };
-        crate::a2a::signing::verify(card, keys, &CARD_ALGORITHMS).map_err(|e| {
-            tracing::warn!(agent = %self.name, error = %e, "remote agent card refused: its signature does not verify");
-            metrics::counter!(crate::telemetry::REMOTE_AGENT_CARDS_REFUSED, "agent" => self.name.clone())
-                .increment(1);
-            CallError::Refused(format!("its card is not used: {e} (verify_with)"))
-        })
+            .unwrap_or_else(|_| {
+                Err(CallError::Unreachable(format!(
+                    "its card: no answer within {} ms",
+                    self.timeout.as_millis()
+                )))
+            })
     }
 
     /// One request: JSON-RPC `method`, or HTTP+JSON at the `path` segments under the
@@ -526,7 +505,7 @@ impl RemoteAgent {
             .await
             .map_err(|e| CallError::Unreachable(format!("{method}: {}", describe(&e))))?;
         let status = response.status();
-        let body = self.read_limited(response).await?;
+        let body = read_limited(response, self.max_answer_bytes).await?;
         let value: Option<Value> = serde_json::from_slice(&body).ok();
         match endpoint.binding {
             Binding::JsonRpc | Binding::JsonRpc03 => {
@@ -570,30 +549,139 @@ impl RemoteAgent {
             }
         }
     }
+}
 
-    /// The body, refused past `max_answer_bytes`.
-    async fn read_limited(&self, mut response: reqwest::Response) -> Result<Vec<u8>, CallError> {
-        let limit = self.max_answer_bytes;
-        if response.content_length().is_some_and(|n| n > limit as u64) {
+impl CardSource {
+    /// The card, read within `timeout_ms` (its keys too, when they come from a URL).
+    async fn read(&self) -> Result<Card, CallError> {
+        tokio::time::timeout(self.timeout, self.read_card())
+            .await
+            .unwrap_or_else(|_| {
+                Err(CallError::Unreachable(format!(
+                    "its card: no answer within {} ms",
+                    self.timeout.as_millis()
+                )))
+            })
+    }
+
+    async fn read_card(&self) -> Result<Card, CallError> {
+        let response = self
+            .http
+            .get(self.card_url.clone())
+            .header(reqwest::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(|e| CallError::Unreachable(format!("its card: {}", describe(&e))))?;
+        let status = response.status();
+        let max_age = max_age(response.headers()).unwrap_or(DEFAULT_CARD_AGE);
+        let body = read_limited(response, self.max_answer_bytes).await?;
+        if !status.is_success() {
+            return Err(unreachable_or_refused(status, "its card"));
+        }
+        // What is verified is what is used: a card that must be signed is read from its
+        // signed form alone, so nothing outside the signed 1.0 fields (a 0.3 `url`) is.
+        let (value, verified) = match &self.verify {
+            Some(verify) => (self.verified(verify, &body).await?, true),
+            None => (
+                serde_json::from_slice(&body)
+                    .map_err(|e| CallError::Refused(format!("its card is not JSON ({e})")))?,
+                false,
+            ),
+        };
+        let Some((url, binding, tenant)) = interface_of(&value, !verified) else {
+            return Err(CallError::Refused(
+                "its card offers no interface spoken here (A2A 1.0 over JSON-RPC, \
+                 HTTP+JSON or gRPC, or 0.3 over JSON-RPC or HTTP+JSON)"
+                    .into(),
+            ));
+        };
+        // A 1.0 gRPC interface is `host:port`; the scheme says TLS or clear text.
+        let url = match binding {
+            Binding::Grpc if !url.contains("://") => {
+                let scheme = if self.grpc_tls { "https" } else { "http" };
+                format!("{scheme}://{url}")
+            }
+            _ => url,
+        };
+        let url = self
+            .policy
+            .check_url(&url)
+            .map_err(|e| CallError::Refused(format!("its card's interface {e}")))?;
+        let grpc = match binding {
+            Binding::Grpc => Some(super::grpc::channel(
+                &url,
+                self.policy.clone(),
+                self.timeout,
+                &self.extra_roots,
+            )?),
+            _ => None,
+        };
+        Ok(Card {
+            endpoint: Endpoint {
+                url,
+                binding,
+                tenant,
+                grpc,
+            },
+            about: about_of(&value),
+            read_at: Instant::now(),
+            max_age,
+        })
+    }
+
+    /// The signed form of the card in `body` (see `a2a::signing`): refused, logged and
+    /// counted by reason when it has no valid signature by a key of `verify_with` or is
+    /// not written in canonical form.
+    async fn verified(&self, verify: &Verify, body: &[u8]) -> Result<Value, CallError> {
+        let fetched;
+        let keys = match verify {
+            Verify::Keys(keys) => keys,
+            Verify::Url(url) => {
+                let response =
+                    self.http.get(url.clone()).send().await.map_err(|e| {
+                        CallError::Unreachable(format!("its keys: {}", describe(&e)))
+                    })?;
+                let status = response.status();
+                let body = read_limited(response, self.max_answer_bytes).await?;
+                if !status.is_success() {
+                    return Err(unreachable_or_refused(status, "its keys"));
+                }
+                fetched = serde_json::from_slice(&body)
+                    .map_err(|e| CallError::Refused(format!("its keys are not a JWK Set ({e})")))?;
+                &fetched
+            }
+        };
+        crate::a2a::signing::verify_json(body, keys, &CARD_ALGORITHMS).map_err(|e| {
+            tracing::warn!(agent = %self.name, reason = e.reason(), error = %e, "remote agent card refused");
+            metrics::counter!(crate::telemetry::REMOTE_AGENT_CARDS_REFUSED,
+                "agent" => self.name.clone(), "reason" => e.reason())
+            .increment(1);
+            CallError::Refused(format!("its card is not used: {e} (verify_with)"))
+        })
+    }
+}
+
+/// The body, refused past `limit` bytes (`max_answer_bytes`).
+async fn read_limited(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, CallError> {
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(CallError::Refused(format!(
+            "answered with more than {limit} bytes (max_answer_bytes)"
+        )));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| CallError::Unreachable(describe(&e)))?
+    {
+        if body.len() + chunk.len() > limit {
             return Err(CallError::Refused(format!(
                 "answered with more than {limit} bytes (max_answer_bytes)"
             )));
         }
-        let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| CallError::Unreachable(describe(&e)))?
-        {
-            if body.len() + chunk.len() > limit {
-                return Err(CallError::Refused(format!(
-                    "answered with more than {limit} bytes (max_answer_bytes)"
-                )));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
+        body.extend_from_slice(&chunk);
     }
+    Ok(body)
 }
 
 /// The certificates of the PEM file at `path` (at least one).
@@ -611,9 +699,10 @@ fn read_roots(path: &str) -> Result<Vec<rustls::pki_types::CertificateDer<'stati
 
 /// The interface of a card to speak to: of `supportedInterfaces`, in the card's order,
 /// the first A2A 1.0 one over JSON-RPC, HTTP+JSON or gRPC; else the first 0.3 one over
-/// JSON-RPC or HTTP+JSON — in `supportedInterfaces`, or a 0.3 card's own `url` (in its
+/// JSON-RPC or HTTP+JSON — in `supportedInterfaces`, or, with `v03_card` (never for a
+/// verified card: these fields are not signed), a 0.3 card's own `url` (in its
 /// `preferredTransport`, JSON-RPC by default) or `additionalInterfaces`.
-fn interface_of(card: &Value) -> Option<(String, Binding, String)> {
+fn interface_of(card: &Value, v03_card: bool) -> Option<(String, Binding, String)> {
     let field = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
     let interfaces = card.get("supportedInterfaces").and_then(Value::as_array);
     let listed = || interfaces.into_iter().flatten();
@@ -640,6 +729,9 @@ fn interface_of(card: &Value) -> Option<(String, Binding, String)> {
             .filter(|i| field(i, "protocolVersion").starts_with("0.3"))
             .find_map(|i| Some((field(i, "url"), binding_03(&field(i, "protocolBinding"))?)))
             .or_else(|| {
+                if !v03_card {
+                    return None;
+                }
                 let transport = card.get("preferredTransport").and_then(Value::as_str);
                 let binding = binding_03(transport.unwrap_or("JSONRPC"))?;
                 (field(card, "protocolVersion").starts_with("0.3"))
@@ -649,6 +741,7 @@ fn interface_of(card: &Value) -> Option<(String, Binding, String)> {
             .or_else(|| {
                 let additional = card.get("additionalInterfaces").and_then(Value::as_array);
                 additional
+                    .filter(|_| v03_card)
                     .into_iter()
                     .flatten()
                     .find_map(|i| Some((field(i, "url"), binding_03(&field(i, "transport"))?)))
@@ -1154,7 +1247,7 @@ mod tests {
 
     #[test]
     fn the_interface_is_the_first_1_0_one_spoken_here_else_a_0_3_one() {
-        let interface = |card: Value| interface_of(&card);
+        let interface = |card: Value| interface_of(&card, true);
         let listed = |entries: Value| json!({"supportedInterfaces": entries});
         assert_eq!(
             interface(listed(json!([
@@ -1191,6 +1284,21 @@ mod tests {
         let rest =
             json!({"protocolVersion": "0.3.0", "url": "u", "preferredTransport": "HTTP+JSON"});
         assert_eq!(interface(rest).map(|i| i.1), Some(Binding::Rest03));
+        // A verified card's own 0.3 fields are not signed, and not used.
+        let listed_too = json!({"protocolVersion": "0.3.0", "url": "u", "additionalInterfaces":
+            [{"url": "a", "transport": "JSONRPC"}], "supportedInterfaces":
+            [{"url": "l", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]});
+        assert_eq!(
+            interface_of(&listed_too, false),
+            Some(("l".into(), Binding::JsonRpc03, String::new()))
+        );
+        let mut unlisted = listed_too.clone();
+        unlisted
+            .as_object_mut()
+            .unwrap()
+            .remove("supportedInterfaces");
+        assert_eq!(interface_of(&unlisted, false), None);
+        assert!(interface_of(&unlisted, true).is_some());
         // 0.3 gRPC (package `a2a.v1`) is not spoken.
         let old_grpc =
             listed(json!([{"url": "g", "protocolBinding": "GRPC", "protocolVersion": "0.3"}]));

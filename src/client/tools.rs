@@ -48,7 +48,8 @@ pub async fn remote_agents(
             return None;
         }
         let wait = Duration::from_millis(remote.card_wait_ms);
-        match tokio::time::timeout(wait, skill.agent.about()).await {
+        // A read still going at `card_wait_ms` goes on, for the first call to use.
+        match tokio::time::timeout(wait, skill.agent.about(skill.agent.deadline())).await {
             Ok(Ok(about)) => Some(about),
             Ok(Err(e)) => {
                 tracing::warn!(agent = %remote.name, error = %e, "remote agent card not read at start-up; its tool has the default description");

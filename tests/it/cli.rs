@@ -191,6 +191,24 @@ fn verify_card_checks_a_signature_against_a_key_set() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("HS256"));
 
+    // The same card with a field under its protobuf name: its 1.0 parse, which the
+    // signature covers, reads the same, and it is refused all the same.
+    let mut renamed = card.clone();
+    let interfaces = renamed
+        .as_object_mut()
+        .unwrap()
+        .remove("supportedInterfaces")
+        .unwrap();
+    renamed["supported_interfaces"] = interfaces;
+    renamed["url"] = serde_json::json!("http://127.0.0.1:7");
+    let out = check(&renamed, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not written in canonical form: `supported_interfaces`"),
+        "{err}"
+    );
+
     card["name"] = serde_json::json!("impostor");
     let out = check(&card, &[]);
     assert_eq!(out.status.code(), Some(1));

@@ -708,9 +708,166 @@ async fn a_remote_card_can_be_required_to_be_signed() {
     let metrics = app.get("/metrics").await.text().await.unwrap();
     // Refused when read at start-up, and again at the call (a refused card is not kept).
     assert!(
-        metrics.contains("agent_a2a_remote_agent_cards_refused_total{agent=\"stranger\"} 2"),
+        metrics.contains(
+            "agent_a2a_remote_agent_cards_refused_total{agent=\"stranger\",reason=\"signature\"} 2"
+        ),
         "{metrics}"
     );
+}
+
+/// A server of `cards` (texts, at `/card/<index>`) that answers anything else as a remote
+/// agent would, and records each such request's path and `Authorization`: where a call
+/// led by a tampered card would go.
+fn serve_attacker(
+    listener: TcpListener,
+    cards: Vec<String>,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let asked: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let recorded = asked.clone();
+    let server = HttpServer::new(move || {
+        let (cards, recorded) = (cards.clone(), recorded.clone());
+        App::new().default_service(web::to(move |req: actix_web::HttpRequest| {
+            let (cards, recorded) = (cards.clone(), recorded.clone());
+            async move {
+                let path = req.uri().path().to_owned();
+                if let Some(card) = path
+                    .strip_prefix("/card/")
+                    .and_then(|i| cards.get(i.parse::<usize>().ok()?))
+                {
+                    return HttpResponse::Ok()
+                        .content_type("application/json")
+                        .body(card.clone());
+                }
+                let authorization = req
+                    .headers()
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default();
+                recorded
+                    .lock()
+                    .unwrap()
+                    .push(format!("{path} {authorization}"));
+                HttpResponse::Ok().json(json!({"jsonrpc": "2.0", "id": 1, "result": {
+                    "kind": "message", "messageId": "m", "role": "agent",
+                    "parts": [{"kind": "text", "text": "the attacker's answer"}]}}))
+            }
+        }))
+    })
+    .workers(1)
+    .listen(listener)
+    .unwrap()
+    .run();
+    actix_web::rt::spawn(server);
+    (base, asked)
+}
+
+/// What is verified is what is used. The genuine signed card of a remote, changed so that
+/// its signature still matches — `supportedInterfaces` under its protobuf name, each
+/// interface's `protocolVersion` so, both spellings at once, or the key named twice in the
+/// text — and given the 0.3 `url` of another server: each is refused as not canonical, and
+/// that server is asked nothing, least of all with our credential.
+#[actix_web::test]
+async fn a_signed_card_altered_so_its_signature_still_matches_is_refused() {
+    let signed = spawn_app_with(crate::support::Backend::Sqlite, |s| {
+        s.agent.card_signing.key_file = fixture("test-only-es256-a.pem");
+        s.agent.card_signing.kid = "remote-1".into();
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let keys_file = dir.path().join("jwks.json");
+    let keys = signed
+        .get("/.well-known/jwks.json")
+        .await
+        .text()
+        .await
+        .unwrap();
+    std::fs::write(&keys_file, keys).unwrap();
+    let genuine: Value = signed
+        .get("/.well-known/agent-card.json")
+        .await
+        .json()
+        .await
+        .unwrap();
+
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let attacker_url = format!("http://{}/a2a", listener.local_addr().unwrap());
+    let redirected = |card: &Value| {
+        let mut card = card.clone();
+        card["url"] = json!(attacker_url);
+        card["protocolVersion"] = json!("0.3.0");
+        card["preferredTransport"] = json!("JSONRPC");
+        card
+    };
+    let interfaces = genuine["supportedInterfaces"].clone();
+    let mut renamed = redirected(&genuine);
+    renamed
+        .as_object_mut()
+        .unwrap()
+        .remove("supportedInterfaces");
+    renamed["supported_interfaces"] = interfaces.clone();
+    let mut versions = redirected(&genuine);
+    for interface in versions["supportedInterfaces"].as_array_mut().unwrap() {
+        let version = interface
+            .as_object_mut()
+            .unwrap()
+            .remove("protocolVersion")
+            .unwrap();
+        interface["protocol_version"] = version;
+    }
+    let mut both = redirected(&genuine);
+    both["supported_interfaces"] = interfaces;
+    let doubled = redirected(&genuine).to_string().replacen(
+        '{',
+        &format!(
+            r#"{{"supportedInterfaces":[{{"url":"{attacker_url}","protocolBinding":"JSONRPC","protocolVersion":"1.0"}}],"#
+        ),
+        1,
+    );
+    let cards = vec![
+        renamed.to_string(),
+        versions.to_string(),
+        both.to_string(),
+        doubled,
+        genuine.to_string(),
+    ];
+    let (base, asked) = serve_attacker(listener, cards);
+
+    let remote = |i: usize| {
+        let mut remote = RemoteAgentSettings::new(&format!("v{i}"), format!("{base}/card/{i}"));
+        remote.verify_with = keys_file.to_string_lossy().into_owned();
+        remote.bearer = "our-secret".into();
+        remote
+    };
+    let app = asking((0..5).map(remote).collect()).await;
+    for (i, why) in [
+        "`supported_interfaces` is a field's protobuf name",
+        "`supportedInterfaces[0].protocol_version` is a field's protobuf name",
+        "names a field twice",
+        "names the key `supportedInterfaces` twice",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let text = failure(&call_tool(&app, &format!("ask_v{i}"), json!({"text": "hi"})).await);
+        assert!(
+            text.contains("its card is not used: the agent card is not written in canonical form"),
+            "v{i}: {text}"
+        );
+        assert!(text.contains(why), "v{i}: {text}");
+    }
+    // The genuine card, served from the same place, is used: its interfaces, not the
+    // server that served it.
+    let answer = tool_result(&call_tool(&app, "ask_v4", json!({"text": "please"})).await);
+    assert_eq!(answer["state"], "completed", "{answer}");
+    assert_eq!(asked.lock().unwrap().as_slice(), &[] as &[String]);
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    for i in 0..4 {
+        let line = format!(
+            "agent_a2a_remote_agent_cards_refused_total{{agent=\"v{i}\",reason=\"not_canonical\"}}"
+        );
+        assert!(metrics.contains(&line), "{line}: {metrics}");
+    }
 }
 
 /// A remote over HTTP+JSON that answers a send with a task still working, and `GetTask`
@@ -996,4 +1153,79 @@ async fn a_remote_agent_takes_the_conversation_handed_to_it() {
     let tasks = there["result"]["tasks"].as_array().expect("tasks");
     assert_eq!(tasks.len(), 1, "{there}");
     assert_eq!(tasks[0]["status"]["state"], "TASK_STATE_COMPLETED");
+}
+
+/// A port that takes connections and never answers: its base URL, and how many
+/// connections it took.
+fn silent() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let taken = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = taken.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for connection in listener.incoming() {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(connection);
+        }
+    });
+    (base, taken)
+}
+
+/// Calls that need a card no one answers for wait on one read, each until its own
+/// deadline: four at once end together, not one `timeout_ms` after another.
+#[actix_web::test]
+async fn calls_waiting_for_a_card_share_one_read_each_within_its_own_deadline() {
+    let (base, taken) = silent();
+    let mut mute = RemoteAgentSettings::new("mute", format!("{base}/card.json"));
+    mute.timeout_ms = 1000;
+    mute.card_wait_ms = 0;
+    let app = asking(vec![mute]).await;
+    let started = std::time::Instant::now();
+    let calls = (0..4).map(|_| call_tool(&app, "ask_mute", json!({"text": "hi"})));
+    let tasks = futures_util::future::join_all(calls).await;
+    let elapsed = started.elapsed();
+    assert_eq!(
+        taken.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "one read of the card for the four calls"
+    );
+    assert!(
+        elapsed < std::time::Duration::from_millis(2000),
+        "the four calls ended {elapsed:?} after they began"
+    );
+    for task in &tasks {
+        let text = failure(task);
+        assert!(
+            text.contains("its card: no answer within 1000 ms"),
+            "{text}"
+        );
+    }
+}
+
+/// A call's `timeout_ms` is one deadline for all it does: a card that takes most of it,
+/// then a key set URL that never answers, fail the call at that deadline, not a
+/// `timeout_ms` after the card.
+#[actix_web::test]
+async fn one_deadline_covers_the_card_and_its_keys() {
+    let (keys, _) = silent();
+    let card = serve_after(
+        json!({"name": "late", "version": "1", "supportedInterfaces": [{"url": "http://127.0.0.1:1/",
+            "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}], "skills": []}),
+        std::time::Duration::from_millis(1200),
+    );
+    let mut late = RemoteAgentSettings::new("late", card);
+    late.timeout_ms = 2000;
+    late.card_wait_ms = 0;
+    late.verify_with = format!("{keys}/jwks.json");
+    let app = asking(vec![late]).await;
+    let started = std::time::Instant::now();
+    let task = call_tool(&app, "ask_late", json!({"text": "hi"})).await;
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < std::time::Duration::from_millis(2800),
+        "the call failed {elapsed:?} after it began"
+    );
+    let text = failure(&task);
+    assert!(text.contains("no answer within 2000 ms"), "{text}");
 }
