@@ -59,6 +59,7 @@ use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 
+use super::secrets::Secrets;
 use super::tools::Breaker;
 use crate::config::{McpServerSettings, Settings};
 use crate::domain::{Part, PartContent, TenantId};
@@ -132,6 +133,14 @@ enum Endpoint {
 }
 
 impl Endpoint {
+    /// The bearer token it is given (HTTP).
+    fn bearer(&self) -> Option<&str> {
+        match self {
+            Endpoint::Http { bearer, .. } => bearer.as_deref(),
+            Endpoint::Stdio { .. } => None,
+        }
+    }
+
     fn of(settings: &McpServerSettings, policy: Arc<UrlPolicy>) -> Result<Self, String> {
         let name = &settings.name;
         if !settings.url.is_empty() {
@@ -610,6 +619,8 @@ pub struct McpServerSkill {
     breaker: Option<Breaker>,
     /// Tenants whose API keys' `mcp_servers` leave this server out.
     denied: HashSet<String>,
+    /// Its bearer token (HTTP), cut out of everything it answers.
+    secrets: Secrets,
     /// Dropped with the skill: the supervisor then closes the connection (and the
     /// child).
     _stop: watch::Sender<()>,
@@ -687,6 +698,7 @@ impl McpServerSkill {
                 )
             }),
             denied: HashSet::new(),
+            secrets: Secrets::new(endpoint.bearer()),
             _stop: stop,
         })
     }
@@ -1010,6 +1022,10 @@ impl Skill for McpServerSkill {
             .increment(1);
         metrics::histogram!(telemetry::MCP_CALL_MS, "server" => server.to_string(), "tool" => on_server.clone())
             .record(started.elapsed().as_secs_f64() * 1e3);
+        let outcome = outcome.map(|mut result| {
+            self.secrets.value(&mut result);
+            result
+        });
         outcome.map_err(|failure| {
             let generation = used.load(Ordering::Relaxed);
             if self.breaker.is_some() && generation != NO_GENERATION {
@@ -1023,7 +1039,7 @@ impl Skill for McpServerSkill {
                     let _ = self.reconnect.try_send(report);
                 }
             }
-            SkillError::ToolServer(match failure {
+            SkillError::ToolServer(self.secrets.text(match failure {
                 Failure::Refused(why) => format!("MCP server `{server}` refused {on_server}: {why}"),
                 // The actor says which tool failed; the server says why.
                 Failure::ToolError(text) => text,
@@ -1037,7 +1053,7 @@ impl Skill for McpServerSkill {
                     self.max_result_bytes
                 ),
                 Failure::Garbage(why) => format!("MCP server `{server}` answered {on_server} unreadably: {why}"),
-            })
+            }))
         })
     }
 

@@ -17,6 +17,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::a2a::{Answer, CallError, RemoteAgent, Sent};
+use super::secrets::Secrets;
 use crate::config::{RemoteAgentSettings, Settings};
 use crate::domain::TenantId;
 use crate::push::UrlPolicy;
@@ -64,6 +65,7 @@ pub async fn remote_agents(
     let described = futures_util::future::join_all(described).await;
     for ((_, mut skill), about) in skills.into_iter().zip(described) {
         if let Some(about) = about.filter(|a| !a.is_empty()) {
+            let about = skill.secrets.text(about);
             skill.info.description = format!(
                 "Asks the remote A2A agent `{}`: {about}",
                 skill.agent.name()
@@ -80,6 +82,8 @@ pub struct RemoteAgentSkill {
     tool: String,
     agent: RemoteAgent,
     breaker: Breaker,
+    /// Its credentials, cut out of everything it answers.
+    secrets: Secrets,
 }
 
 impl RemoteAgentSkill {
@@ -102,6 +106,7 @@ impl RemoteAgentSkill {
             .with_tags(&["remote", "a2a"]),
             tool: format!("ask_{}", settings.name),
             agent: RemoteAgent::new(settings, policy)?,
+            secrets: Secrets::new([&settings.bearer, &settings.api_key]),
             breaker: Breaker::new(
                 settings.breaker_failures,
                 Duration::from_secs(settings.breaker_open_secs),
@@ -162,15 +167,21 @@ impl RemoteAgentSkill {
         metrics::histogram!(telemetry::REMOTE_AGENT_CALL_MS, "agent" => name.to_owned())
             .record(started.elapsed().as_secs_f64() * 1000.0);
         match outcome {
-            Ok(answer) => Ok(json!({
-                "agent": name,
-                "state": answer.state,
-                "text": answer.text,
-                "artifacts": answer.artifacts,
-                "taskId": answer.task_id,
-                "contextId": answer.context_id,
-            })),
-            Err((e, _)) => Err(SkillError::Remote(format!("remote agent {name}: {e}"))),
+            Ok(answer) => {
+                let mut answer = json!({
+                    "agent": name,
+                    "state": answer.state,
+                    "text": answer.text,
+                    "artifacts": answer.artifacts,
+                    "taskId": answer.task_id,
+                    "contextId": answer.context_id,
+                });
+                self.secrets.value(&mut answer);
+                Ok(answer)
+            }
+            Err((e, _)) => Err(SkillError::Remote(
+                self.secrets.text(format!("remote agent {name}: {e}")),
+            )),
         }
     }
 
@@ -332,7 +343,12 @@ impl Skill for RemoteAgentSkill {
         self.agent
             .cancel(task_id)
             .await
-            .map_err(|e| SkillError::Remote(format!("remote agent {}: {e}", self.agent.name())))
+            .map_err(|e| {
+                SkillError::Remote(
+                    self.secrets
+                        .text(format!("remote agent {}: {e}", self.agent.name())),
+                )
+            })
     }
 
     /// A remote task that needs input asks its question through ours; the reply

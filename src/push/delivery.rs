@@ -28,6 +28,7 @@ use super::mirror::{Lane, Mirror, lane_of};
 use super::policy::{CheckedResolver, POLICY_REFUSAL, UrlPolicy, refused_at_delivery};
 use super::receivers::{Admit, Change, Outcome, Receivers};
 use crate::a2a::encode_push_payload;
+use crate::client::secrets::Secrets;
 use crate::config::PushSettings;
 use crate::domain::Timestamp;
 use crate::runtime::Runtime;
@@ -503,9 +504,12 @@ impl Deliverer {
                     }
                 }
                 body.truncate(self.settings.max_response_bytes);
+                // A receiver that echoes the request must not put its token in our log.
+                let sent = [config.token.as_deref(), config.auth.as_ref().and_then(|a| a.credentials.as_deref())];
+                let body = Secrets::new(sent.into_iter().flatten()).text(String::from_utf8_lossy(&body).into_owned());
                 Attempt::Failed {
                     result: "http_error",
-                    why: format!("{status}: {}", String::from_utf8_lossy(&body)),
+                    why: format!("{status}: {body}"),
                 }
             }
             Err(e) if is_refused_by_policy(&e) => Attempt::Refused(error_chain(&e)),

@@ -1229,3 +1229,71 @@ async fn one_deadline_covers_the_card_and_its_keys() {
     let text = failure(&task);
     assert!(text.contains("no answer within 2000 ms"), "{text}");
 }
+
+/// A remote that echoes our request headers — in an error, in its answer and in its
+/// card's description — gets them back to no one: our credentials are cut out of all it
+/// says before the model, the caller or the log see it.
+#[actix_web::test]
+async fn a_remote_that_echoes_our_credentials_hands_them_to_no_one() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let card = json!({
+        "name": "echo", "version": "1",
+        "description": "An echo. Its secret: our-bearer-secret.",
+        "supportedInterfaces": [{"url": format!("{base}/a2a"),
+            "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "skills": [],
+    });
+    let server = HttpServer::new(move || {
+        let card = card.clone();
+        App::new()
+            .route(
+                "/card.json",
+                web::get().to(move || {
+                    let card = card.clone();
+                    async move { HttpResponse::Ok().json(card) }
+                }),
+            )
+            .route(
+                "/a2a",
+                web::post().to(|req: actix_web::HttpRequest, body: web::Json<Value>| async move {
+                    let headers: Vec<String> = req
+                        .headers()
+                        .iter()
+                        .map(|(k, v)| format!("{k}={}", v.to_str().unwrap_or_default()))
+                        .collect();
+                    let echoed = headers.join(", ");
+                    let text = body["params"]["message"]["parts"][0]["text"].as_str().unwrap_or("");
+                    if text == "fail" {
+                        return HttpResponse::Ok().json(json!({"jsonrpc": "2.0", "id": 1,
+                            "error": {"code": -32001, "message": format!("bad credentials: {echoed}")}}));
+                    }
+                    HttpResponse::Ok().json(json!({"jsonrpc": "2.0", "id": 1, "result": {"message": {
+                        "messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": format!("you sent {echoed}")}]}}}))
+                }),
+            )
+    })
+    .workers(1)
+    .listen(listener)
+    .unwrap()
+    .run();
+    actix_web::rt::spawn(server);
+
+    let mut echo = RemoteAgentSettings::new("echo", format!("{base}/card.json"));
+    echo.bearer = "our-bearer-secret".into();
+    echo.api_key = "our-api-key".into();
+    let app = asking(vec![echo]).await;
+
+    let text = failure(&call_tool(&app, "ask_echo", json!({"text": "fail"})).await);
+    assert!(text.contains("bad credentials: "), "{text}");
+    assert!(text.contains("authorization=Bearer [redacted]"), "{text}");
+    assert!(text.contains("x-api-key=[redacted]"), "{text}");
+    let answer = tool_result(&call_tool(&app, "ask_echo", json!({"text": "hello"})).await);
+    let said = answer["text"].as_str().unwrap();
+    assert!(said.contains("authorization=Bearer [redacted]"), "{said}");
+    let card = app.get("/.well-known/agent-card.json").await.text().await.unwrap();
+    for seen in [&text, said, &card] {
+        assert!(!seen.contains("our-bearer-secret") && !seen.contains("our-api-key"), "{seen}");
+    }
+    assert!(card.contains("Its secret: [redacted]."), "the description read at start-up");
+}
