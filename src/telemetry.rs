@@ -21,6 +21,7 @@ use std::sync::{Arc, OnceLock};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use metrics_util::layers::FanoutBuilder;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::FilterExt;
 
 use crate::config::{LogFormat, LogSettings, TelemetrySettings};
 
@@ -234,6 +235,7 @@ pub fn init(settings: &LogSettings, telemetry: &TelemetrySettings, node_id: Opti
         let fmt = tracing_subscriber::fmt::layer()
             .with_ansi(ansi)
             .with_writer(std::io::stderr);
+        let filter = filter.and(without_secrets());
         let fmt = match settings.format {
             LogFormat::Text => fmt.with_filter(filter).boxed(),
             LogFormat::Json => fmt.json().with_filter(filter).boxed(),
@@ -269,6 +271,16 @@ pub fn init(settings: &LogSettings, telemetry: &TelemetrySettings, node_id: Opti
             );
         }
     });
+}
+
+/// Leaves out the lines of other crates that carry a secret: rmcp logs a Streamable HTTP
+/// session's id — which is all a client needs to act in that session — when it ends one.
+fn without_secrets() -> tracing_subscriber::filter::FilterFn<fn(&tracing::Metadata<'_>) -> bool> {
+    tracing_subscriber::filter::filter_fn(carries_no_secret)
+}
+
+fn carries_no_secret(meta: &tracing::Metadata<'_>) -> bool {
+    !(meta.target().starts_with("rmcp") && meta.fields().field("session_id").is_some())
 }
 
 /// The process-wide Prometheus handle, once [`metrics_handle`] installed the recorder.
@@ -697,4 +709,50 @@ fn describe() {
         START_TIME,
         "When the process started serving metrics, in seconds since the Unix epoch."
     );
+}
+
+#[cfg(test)]
+mod log_tests {
+    use std::sync::{Arc, Mutex};
+
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Written(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Written {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// rmcp's line naming a Streamable HTTP session's id is left out; its other lines, and
+    /// ours, are kept.
+    #[test]
+    fn an_mcp_session_id_is_not_logged() {
+        let written = Written::default();
+        let sink = written.clone();
+        let layer = tracing_subscriber::fmt::layer()
+            .with_writer(move || sink.clone())
+            .with_filter(EnvFilter::new("info").and(without_secrets()));
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(target: "rmcp::transport::streamable_http_client", session_id = "s-3cr3t", "delete session success");
+            tracing::info!(target: "rmcp::transport::streamable_http_client", "kept");
+            tracing::info!(session_id = "ours", "ours kept");
+        });
+        let text = String::from_utf8(written.0.lock().unwrap().clone()).unwrap();
+        assert!(!text.contains("s-3cr3t"), "{text}");
+        assert!(
+            text.contains("kept") && text.contains("ours kept"),
+            "{text}"
+        );
+    }
 }

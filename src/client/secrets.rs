@@ -68,7 +68,8 @@ mod tests {
     fn every_credential_is_cut_out_of_text_and_values() {
         let secrets = Secrets::new(["s3cret", "", "  ", "s3cret-and-more"]);
         assert_eq!(
-            secrets.text("bad credentials: Authorization=Bearer s3cret-and-more, key s3cret".into()),
+            secrets
+                .text("bad credentials: Authorization=Bearer s3cret-and-more, key s3cret".into()),
             "bad credentials: Authorization=Bearer [redacted], key [redacted]"
         );
         let mut value = json!({"text": "s3cret", "list": [{"s3cret": 1}, "a s3cret b"], "n": 1});

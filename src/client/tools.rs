@@ -340,15 +340,12 @@ impl Skill for RemoteAgentSkill {
         let Some(task_id) = started["taskId"].as_str().filter(|_| tool == self.tool) else {
             return Ok(());
         };
-        self.agent
-            .cancel(task_id)
-            .await
-            .map_err(|e| {
-                SkillError::Remote(
-                    self.secrets
-                        .text(format!("remote agent {}: {e}", self.agent.name())),
-                )
-            })
+        self.agent.cancel(task_id).await.map_err(|e| {
+            SkillError::Remote(
+                self.secrets
+                    .text(format!("remote agent {}: {e}", self.agent.name())),
+            )
+        })
     }
 
     /// A remote task that needs input asks its question through ours; the reply

@@ -505,8 +505,12 @@ impl Deliverer {
                 }
                 body.truncate(self.settings.max_response_bytes);
                 // A receiver that echoes the request must not put its token in our log.
-                let sent = [config.token.as_deref(), config.auth.as_ref().and_then(|a| a.credentials.as_deref())];
-                let body = Secrets::new(sent.into_iter().flatten()).text(String::from_utf8_lossy(&body).into_owned());
+                let sent = [
+                    config.token.as_deref(),
+                    config.auth.as_ref().and_then(|a| a.credentials.as_deref()),
+                ];
+                let body = Secrets::new(sent.into_iter().flatten())
+                    .text(String::from_utf8_lossy(&body).into_owned());
                 Attempt::Failed {
                     result: "http_error",
                     why: format!("{status}: {body}"),

@@ -1291,9 +1291,20 @@ async fn a_remote_that_echoes_our_credentials_hands_them_to_no_one() {
     let answer = tool_result(&call_tool(&app, "ask_echo", json!({"text": "hello"})).await);
     let said = answer["text"].as_str().unwrap();
     assert!(said.contains("authorization=Bearer [redacted]"), "{said}");
-    let card = app.get("/.well-known/agent-card.json").await.text().await.unwrap();
+    let card = app
+        .get("/.well-known/agent-card.json")
+        .await
+        .text()
+        .await
+        .unwrap();
     for seen in [&text, said, &card] {
-        assert!(!seen.contains("our-bearer-secret") && !seen.contains("our-api-key"), "{seen}");
+        assert!(
+            !seen.contains("our-bearer-secret") && !seen.contains("our-api-key"),
+            "{seen}"
+        );
     }
-    assert!(card.contains("Its secret: [redacted]."), "the description read at start-up");
+    assert!(
+        card.contains("Its secret: [redacted]."),
+        "the description read at start-up"
+    );
 }
