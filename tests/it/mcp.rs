@@ -1226,3 +1226,125 @@ async fn the_start_refuses_a_server_it_cannot_use() {
         "{e}"
     );
 }
+
+/// Whether the process `pid` runs (a zombie does not).
+fn runs(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat.rsplit_once(") ")?.1.chars().next()?;
+            Some(state != 'Z' && state != 'X')
+        })
+        .unwrap_or(false)
+}
+
+/// An answer past `max_result_bytes` (and its envelope) is dropped before it is decoded
+/// and fails its call at once, however it is made: one text past rmcp's own 16 MiB line
+/// cap, or many small pieces that would take hundreds of MB decoded.
+#[actix_web::test]
+async fn an_answer_past_the_bound_fails_at_once_without_being_decoded() {
+    let Some(python) = python() else { return };
+    let mut settings = stdio("flood", &python);
+    settings.timeout_ms = 30_000;
+    let app = serving(vec![settings], |_| {}).await;
+    let started = Instant::now();
+    let text = failure(&call_tool(&app, "flood__big", json!({"size": 17_000_000})).await);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "failed after {:?}: {text}",
+        started.elapsed()
+    );
+    let bound =
+        "with a message of more than 1114112 bytes, more than its max_result_bytes (1048576)";
+    assert!(text.contains(bound), "{text}");
+    let text = failure(&call_tool(&app, "flood__pieces", json!({"count": 200_000})).await);
+    assert!(text.contains(bound), "{text}");
+    for tool in ["tool=\"big\"", "tool=\"pieces\""] {
+        let labels = ["server=\"flood\"", tool, "outcome=\"too_large\""];
+        assert_metric(&app, "agent_a2a_mcp_calls_total", &labels, 1.0).await;
+    }
+    // The server is still there for the next call.
+    let answer = call_tool(&app, "flood__add", json!({"a": 2, "b": 3})).await;
+    assert_eq!(structured(&answer)["result"], 5);
+}
+
+/// A stdio server that stops answering — a call and then a ping go unanswered — is
+/// started again, as an HTTP one is connected anew.
+#[actix_web::test]
+async fn a_stdio_server_that_stops_answering_is_started_again() {
+    let Some(python) = python() else { return };
+    let mut settings = stdio("frozen", &python);
+    settings.timeout_ms = 500;
+    settings.start_timeout_ms = 3_000;
+    settings.restart_backoff_ms = 50;
+    let app = serving(vec![settings], |_| {}).await;
+    let pid_of = |task: &Value| structured(task)["result"].as_i64();
+    let first = pid_of(&call_tool(&app, "frozen__pid", json!({})).await).unwrap();
+    let text = failure(&call_tool(&app, "frozen__freeze", json!({"seconds": 600})).await);
+    assert!(text.contains("did not answer"), "{text}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let second = loop {
+        let task = call_tool(&app, "frozen__pid", json!({})).await;
+        if task["status"]["state"] == "TASK_STATE_COMPLETED" {
+            break pid_of(&task).unwrap();
+        }
+        assert!(Instant::now() < deadline, "not started again: {task}");
+    };
+    assert_ne!(first, second);
+    while runs(first) {
+        assert!(Instant::now() < deadline, "the frozen server still runs");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        metric(&app, "agent_a2a_mcp_restarts_total", &["server=\"frozen\""]).await >= Some(1.0)
+    );
+}
+
+/// A server that crashes leaves nothing of its process group running.
+#[actix_web::test]
+async fn a_crashed_servers_children_end_with_it() {
+    let Some(python) = python() else { return };
+    let mut settings = stdio("leaky", &python);
+    settings.restart_backoff_ms = 50;
+    let app = serving(vec![settings], |_| {}).await;
+    let sleeper =
+        structured(&call_tool(&app, "leaky__orphan", json!({"seconds": 77})).await)["result"]
+            .as_i64()
+            .unwrap();
+    assert!(runs(sleeper));
+    failure(&call_tool(&app, "leaky__crash", json!({})).await);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while runs(sleeper) {
+        if Instant::now() > deadline {
+            let _ = Command::new("kill")
+                .args(["-9", &sleeper.to_string()])
+                .status();
+            panic!("the crashed server's child {sleeper} still runs");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Over Streamable HTTP too, an answer past the bound is refused before it is decoded,
+/// at once and as too large.
+#[actix_web::test]
+async fn an_http_answer_past_the_bound_fails_at_once_as_too_large() {
+    let Some(python) = python() else { return };
+    let server = HttpFixture::start(&python);
+    let mut settings = McpServerSettings::http("wide", server.url.clone());
+    settings.timeout_ms = 30_000;
+    settings.max_result_bytes = 100_000;
+    let app = serving(vec![settings], |_| {}).await;
+    let started = Instant::now();
+    let text = failure(&call_tool(&app, "wide__pieces", json!({"count": 50_000})).await);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "failed after {:?}: {text}",
+        started.elapsed()
+    );
+    // Refused before it was decoded: what it was is not known, only that it was more.
+    let bound = "with a message of more than 165536 bytes, more than its max_result_bytes (100000)";
+    assert!(text.contains(bound), "{text}");
+    let answer = call_tool(&app, "wide__add", json!({"a": 2, "b": 3})).await;
+    assert_eq!(structured(&answer)["result"], 5);
+}

@@ -52,12 +52,15 @@ use rmcp::model::{
     ProgressToken, ProtocolVersion, RequestId, ServerResult, Tool,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
-use rmcp::transport::TokioChildProcess;
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
+
+mod http;
+mod oversized;
+mod stdio;
 
 use super::secrets::Secrets;
 use super::tools::Breaker;
@@ -124,13 +127,27 @@ enum Endpoint {
         args: Vec<String>,
         env: Vec<(String, String)>,
         cwd: Option<String>,
+        /// The longest line it may write ([`max_message_bytes`]).
+        max_line: usize,
     },
     Http {
         url: String,
         bearer: Option<String>,
         client: reqwest::Client,
+        /// The largest answer or event it may send ([`max_message_bytes`]).
+        max_message: usize,
     },
 }
+
+/// The largest message a server may send: its `max_result_bytes` and room for the
+/// JSON-RPC envelope. Bounded before it is decoded, so that what a server sends costs
+/// memory in proportion to that bound, not to the number of pieces it holds.
+fn max_message_bytes(settings: &McpServerSettings) -> usize {
+    settings.max_result_bytes.saturating_add(ENVELOPE_BYTES)
+}
+
+/// Room for a message's JSON-RPC envelope beside a result of `max_result_bytes`.
+const ENVELOPE_BYTES: usize = 64 * 1024;
 
 impl Endpoint {
     /// The bearer token it is given (HTTP).
@@ -167,6 +184,7 @@ impl Endpoint {
                 url: url.to_string(),
                 bearer,
                 client,
+                max_message: max_message_bytes(settings),
             });
         }
         let mut env = Vec::new();
@@ -190,6 +208,7 @@ impl Endpoint {
             args: settings.args.clone(),
             env,
             cwd: (!settings.cwd.is_empty()).then(|| settings.cwd.clone()),
+            max_line: max_message_bytes(settings),
         })
     }
 
@@ -207,9 +226,12 @@ struct Handler {
     relist: Arc<Notify>,
     /// The calls in flight on this connection that listen to their progress.
     progress: Arc<Progress>,
+    /// The calls in flight on this connection told when their answer is too large
+    /// (stdio: the line is dropped undecoded).
+    oversized: Arc<oversized::Oversized>,
 }
 
-/// What an HTTP call found of the connection it used (by the connection's generation).
+/// What a call found of the connection it used (by the connection's generation).
 #[derive(Debug, Clone, Copy)]
 enum Report {
     /// The server could not be reached: connect anew.
@@ -327,6 +349,7 @@ async fn connect(
         server: name.clone(),
         relist: relist.clone(),
         progress: Arc::default(),
+        oversized: Arc::default(),
     };
     let serving = async {
         match endpoint {
@@ -335,9 +358,14 @@ async fn connect(
                 args,
                 env,
                 cwd,
+                max_line,
             } => {
+                use std::process::Stdio;
                 let mut cmd = tokio::process::Command::new(command);
                 cmd.args(args).env_clear().envs(env.iter().cloned());
+                cmd.stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
                 if let Some(cwd) = cwd {
                     cmd.current_dir(cwd);
                 }
@@ -345,13 +373,15 @@ async fn connect(
                 wrapped
                     .wrap(process_wrap::tokio::ProcessGroup::leader())
                     .wrap(process_wrap::tokio::KillOnDrop);
-                let (transport, stderr) = TokioChildProcess::builder(wrapped)
-                    .stderr(std::process::Stdio::piped())
+                let mut child = wrapped
                     .spawn()
                     .map_err(|e| format!("{command} could not be started: {e}"))?;
-                if let Some(stderr) = stderr {
+                if let Some(stderr) = child.stderr().take() {
                     tokio::spawn(log_stderr(name.clone(), stderr));
                 }
+                let transport =
+                    stdio::ChildTransport::new(child, *max_line, handler.oversized.clone())
+                        .map_err(|e| format!("{command}: {e}"))?;
                 handler
                     .serve(transport)
                     .await
@@ -361,8 +391,11 @@ async fn connect(
                 url,
                 bearer,
                 client,
+                max_message,
             } => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                config.max_json_response_size = *max_message;
+                config.max_sse_event_size = *max_message;
                 if let Some(bearer) = bearer {
                     config = config.auth_header(bearer.clone());
                 }
@@ -372,10 +405,12 @@ async fn connect(
                 backoff.max_times = Some(5);
                 backoff.max_delay = Some(Duration::from_secs(30));
                 config.retry_config = Arc::new(backoff);
-                let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
-                    client.clone(),
-                    config,
-                );
+                let client = http::Watching {
+                    client: client.clone(),
+                    oversized: handler.oversized.clone(),
+                };
+                let transport =
+                    rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
                 handler.serve(transport).await.map_err(|e| {
                     // The token is never part of an error's text (it travels in a header).
                     format!("handshake failed: {e}")
@@ -535,6 +570,7 @@ struct Connected {
     peer: Peer<RoleClient>,
     /// Its calls in flight that listen to their progress.
     progress: Arc<Progress>,
+    oversized: Arc<oversized::Oversized>,
 }
 
 impl Connected {
@@ -543,6 +579,7 @@ impl Connected {
             generation,
             peer: running.peer().clone(),
             progress: running.service().progress.clone(),
+            oversized: running.service().oversized.clone(),
         }
     }
 }
@@ -755,7 +792,22 @@ impl McpServerSkill {
             peer: peer.clone(),
             id: Some(sent.id.clone()),
         };
-        let answer = sent.await_response().await;
+        let mut too_large = connected.oversized.listen(&sent.id);
+        let past = || {
+            Failure::TooLarge(format!(
+                "a message of more than {} bytes",
+                self.max_result_bytes + ENVELOPE_BYTES
+            ))
+        };
+        let answer = tokio::select! {
+            biased;
+            () = too_large.heard() => return Err(past()),
+            answer = sent.await_response() => answer,
+        };
+        // Streamable HTTP: the transport closes as it is told.
+        if answer.is_err() && too_large.was_heard() {
+            return Err(past());
+        }
         awaited.answered();
         let result = match answer.map_err(failure)? {
             ServerResult::CallToolResult(result) => result,
@@ -767,7 +819,7 @@ impl McpServerSkill {
             .map(|b| b.len())
             .unwrap_or(usize::MAX);
         if size > self.max_result_bytes {
-            return Err(Failure::TooLarge(size));
+            return Err(Failure::TooLarge(format!("{size} bytes")));
         }
         let Value::Object(fields) = &mut answer else {
             return Err(Failure::Garbage("its result is not an object".into()));
@@ -802,6 +854,10 @@ fn failure(error: ServiceError) -> Failure {
             error.message, error.code.0
         )),
         ServiceError::Timeout { .. } => Failure::Slow,
+        // Streamable HTTP: an answer past `max_json_response_size`, dropped undecoded.
+        other if other.to_string().contains("exceeded the maximum size") => {
+            Failure::TooLarge(format!("an answer {other}"))
+        }
         other => Failure::Down(other.to_string()),
     }
 }
@@ -928,8 +984,9 @@ enum Failure {
     Slow,
     /// Not connected, or the connection broke.
     Down(String),
-    /// The answer was larger than `max_result_bytes`.
-    TooLarge(usize),
+    /// The answer was larger than `max_result_bytes` (how large it was, or how large it
+    /// was found to be before it was dropped).
+    TooLarge(String),
     /// The answer could not be read.
     Garbage(String),
 }
@@ -1028,9 +1085,13 @@ impl Skill for McpServerSkill {
         });
         outcome.map_err(|failure| {
             let generation = used.load(Ordering::Relaxed);
-            if self.breaker.is_some() && generation != NO_GENERATION {
+            if generation != NO_GENERATION {
+                // A stdio server that is down has exited (its connection ends by
+                // itself); one that does not answer is asked too.
                 let report = match failure {
-                    Failure::Down(_) => Some(Report::Unreachable(generation)),
+                    Failure::Down(_) if self.breaker.is_some() => {
+                        Some(Report::Unreachable(generation))
+                    }
                     Failure::Slow => Some(Report::Unanswered(generation)),
                     _ => None,
                 };
@@ -1049,7 +1110,7 @@ impl Skill for McpServerSkill {
                 ),
                 Failure::Down(why) => format!("MCP server `{server}` is unreachable: {why}"),
                 Failure::TooLarge(size) => format!(
-                    "MCP server `{server}` answered {on_server} with {size} bytes, more than its max_result_bytes ({})",
+                    "MCP server `{server}` answered {on_server} with {size}, more than its max_result_bytes ({})",
                     self.max_result_bytes
                 ),
                 Failure::Garbage(why) => format!("MCP server `{server}` answered {on_server} unreadably: {why}"),
