@@ -228,7 +228,7 @@ pub fn init(settings: &LogSettings, telemetry: &TelemetrySettings, node_id: Opti
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
         let filter = EnvFilter::try_from_default_env()
-            .or_else(|_| EnvFilter::try_new(&settings.level))
+            .or_else(|_| EnvFilter::try_new(quiet_rmcp(&settings.level)))
             .unwrap_or_else(|_| EnvFilter::new("info"));
         // Colours only for a person at a terminal, never in files or log collectors.
         let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -271,6 +271,16 @@ pub fn init(settings: &LogSettings, telemetry: &TelemetrySettings, node_id: Opti
             );
         }
     });
+}
+
+/// `level` with rmcp held to warnings unless it names rmcp itself: rmcp logs every
+/// notification a server sends at INFO, whole, so a server could fill the log.
+fn quiet_rmcp(level: &str) -> String {
+    if level.contains("rmcp") {
+        level.to_owned()
+    } else {
+        format!("{level},rmcp=warn")
+    }
 }
 
 /// Leaves out the lines of other crates that carry a secret: rmcp logs a Streamable HTTP
@@ -463,6 +473,8 @@ pub const MCP_SERVER_UP: &str = "agent_a2a_mcp_server_up";
 /// `notifications/tools/list_changed` heard from an MCP server, by `server` (its list is
 /// read again and taken).
 pub const MCP_TOOL_LIST_CHANGES: &str = "agent_a2a_mcp_tool_list_changes_total";
+/// `notifications/message` (a server's log messages) heard from an MCP server, by `server`.
+pub const MCP_LOG_MESSAGES: &str = "agent_a2a_mcp_log_messages_total";
 
 /// Turns a restart cut short that were picked up where they stopped instead of failed
 /// (their unfinished calls could be made again: `Skill::resumable`).
@@ -522,6 +534,10 @@ fn describe() {
     describe_counter!(
         MCP_TOOL_LIST_CHANGES,
         "notifications/tools/list_changed heard from an MCP server, by server (its list is read again and taken)."
+    );
+    describe_counter!(
+        MCP_LOG_MESSAGES,
+        "notifications/message (its log messages) heard from an MCP server, by server; a few per 10 s are logged, the rest only counted."
     );
     describe_gauge!(
         POSTGRES_AUTOVACUUM_OFF,
@@ -754,5 +770,26 @@ mod log_tests {
             text.contains("kept") && text.contains("ours kept"),
             "{text}"
         );
+    }
+
+    /// rmcp's line for every notification a server sends is not logged at the default
+    /// level; its warnings are, and a level that names rmcp is taken as it is.
+    #[test]
+    fn rmcp_is_held_to_warnings_unless_named() {
+        assert_eq!(quiet_rmcp("info"), "info,rmcp=warn");
+        assert_eq!(quiet_rmcp("debug,rmcp=trace"), "debug,rmcp=trace");
+        let written = Written::default();
+        let sink = written.clone();
+        let layer = tracing_subscriber::fmt::layer()
+            .with_writer(move || sink.clone())
+            .with_filter(EnvFilter::new(quiet_rmcp("info")));
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(target: "rmcp::service", "received notification");
+            tracing::warn!(target: "rmcp::service", "rmcp warns");
+        });
+        let text = String::from_utf8(written.0.lock().unwrap().clone()).unwrap();
+        assert!(!text.contains("received notification"), "{text}");
+        assert!(text.contains("rmcp warns"), "{text}");
     }
 }

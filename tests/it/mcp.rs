@@ -1348,3 +1348,23 @@ async fn an_http_answer_past_the_bound_fails_at_once_as_too_large() {
     let answer = call_tool(&app, "wide__add", json!({"a": 2, "b": 3})).await;
     assert_eq!(structured(&answer)["result"], 5);
 }
+
+/// A flood of notifications is counted, every one, and costs the log a few lines (a few
+/// per 10 s of each kind; rmcp's own line per notification is held back too).
+#[actix_web::test]
+async fn a_flood_of_notifications_is_counted_not_logged_line_by_line() {
+    let Some(python) = python() else { return };
+    let app = serving(vec![stdio("chatty", &python)], |_| {}).await;
+    let answer = call_tool(&app, "chatty__chatter", json!({"count": 2000})).await;
+    assert_eq!(first_text(&answer), "said");
+    // The server sends them before its answer, in order, on one pipe.
+    assert_metric(&app, "agent_a2a_mcp_log_messages_total", &["server=\"chatty\""], 2000.0)
+        .await;
+    assert_metric(
+        &app,
+        "agent_a2a_mcp_tool_list_changes_total",
+        &["server=\"chatty\""],
+        2000.0,
+    )
+    .await;
+}

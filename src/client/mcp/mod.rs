@@ -58,6 +58,7 @@ use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 
+mod budget;
 mod http;
 mod oversized;
 mod stdio;
@@ -229,6 +230,9 @@ struct Handler {
     /// The calls in flight on this connection told when their answer is too large
     /// (stdio: the line is dropped undecoded).
     oversized: Arc<oversized::Oversized>,
+    /// How many of its log messages, and of its tool list changes, are logged.
+    messages: Arc<budget::Budget>,
+    list_changes: Arc<budget::Budget>,
 }
 
 /// What a call found of the connection it used (by the connection's generation).
@@ -314,8 +318,41 @@ impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         metrics::counter!(telemetry::MCP_TOOL_LIST_CHANGES, "server" => self.server.to_string())
             .increment(1);
-        tracing::info!(server = %self.server, "MCP server's tool list changed; reading it again");
+        if let budget::Admit::Log { left_out } = self.list_changes.admit(Instant::now()) {
+            if left_out > 0 {
+                tracing::info!(server = %self.server, left_out, "MCP server's tool list changes not logged in the last 10 s");
+            }
+            tracing::info!(server = %self.server, "MCP server's tool list changed; reading it again");
+        }
+        // Changes heard while a read is pending are taken by that read.
         self.relist.notify_one();
+    }
+
+    /// A server's log message: counted, and logged within its budget. (Deprecated by
+    /// SEP-2577; servers still send them.)
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        metrics::counter!(telemetry::MCP_LOG_MESSAGES, "server" => self.server.to_string())
+            .increment(1);
+        if let budget::Admit::Log { left_out } = self.messages.admit(Instant::now()) {
+            if left_out > 0 {
+                tracing::info!(server = %self.server, left_out, "MCP server's log messages not logged in the last 10 s");
+            }
+            let mut data = params.data.to_string();
+            if data.len() > MAX_LOG_LINE {
+                let cut = (0..=MAX_LOG_LINE)
+                    .rev()
+                    .find(|&i| data.is_char_boundary(i))
+                    .unwrap_or(0);
+                data.truncate(cut);
+                data.push_str("…");
+            }
+            tracing::info!(target: "agent_a2a::mcp::message", server = %self.server, level = ?params.level, "{data}");
+        }
     }
 
     async fn on_progress(
@@ -350,6 +387,8 @@ async fn connect(
         relist: relist.clone(),
         progress: Arc::default(),
         oversized: Arc::default(),
+        messages: Arc::default(),
+        list_changes: Arc::default(),
     };
     let serving = async {
         match endpoint {
