@@ -61,6 +61,14 @@ pub struct McpServerSettings {
     /// start.
     #[serde(default = "mcp_max_tools")]
     pub max_tools: usize,
+    /// The longest description taken of one of its tools; a tool with a longer one is
+    /// left out (with a warning): a server's text goes to the model and the public card.
+    #[serde(default = "mcp_max_description_bytes")]
+    pub max_description_bytes: usize,
+    /// The largest input schema taken of one of its tools (as JSON); a tool with a larger
+    /// one is left out (with a warning).
+    #[serde(default = "mcp_max_schema_bytes")]
+    pub max_schema_bytes: usize,
     /// stdio: a server that exits is started again after this long, doubled after each
     /// start that did not last a minute, up to 64 times it.
     #[serde(default = "mcp_restart_backoff_ms")]
@@ -89,6 +97,12 @@ fn mcp_max_concurrency() -> usize {
 fn mcp_max_tools() -> usize {
     64
 }
+fn mcp_max_description_bytes() -> usize {
+    4096
+}
+fn mcp_max_schema_bytes() -> usize {
+    32 * 1024
+}
 fn mcp_restart_backoff_ms() -> u64 {
     500
 }
@@ -116,6 +130,8 @@ impl std::fmt::Debug for McpServerSettings {
             .field("max_result_bytes", &self.max_result_bytes)
             .field("max_concurrency", &self.max_concurrency)
             .field("max_tools", &self.max_tools)
+            .field("max_description_bytes", &self.max_description_bytes)
+            .field("max_schema_bytes", &self.max_schema_bytes)
             .field("restart_backoff_ms", &self.restart_backoff_ms)
             .field("breaker_failures", &self.breaker_failures)
             .field("breaker_open_secs", &self.breaker_open_secs)
@@ -156,6 +172,8 @@ impl McpServerSettings {
             max_result_bytes: mcp_max_result_bytes(),
             max_concurrency: mcp_max_concurrency(),
             max_tools: mcp_max_tools(),
+            max_description_bytes: mcp_max_description_bytes(),
+            max_schema_bytes: mcp_max_schema_bytes(),
             restart_backoff_ms: mcp_restart_backoff_ms(),
             breaker_failures: mcp_breaker_failures(),
             breaker_open_secs: mcp_breaker_open_secs(),
@@ -234,6 +252,8 @@ impl McpServerSettings {
             ("max_result_bytes", self.max_result_bytes as u64),
             ("max_concurrency", self.max_concurrency as u64),
             ("max_tools", self.max_tools as u64),
+            ("max_description_bytes", self.max_description_bytes as u64),
+            ("max_schema_bytes", self.max_schema_bytes as u64),
             ("restart_backoff_ms", self.restart_backoff_ms),
             ("breaker_failures", u64::from(self.breaker_failures)),
             ("breaker_open_secs", self.breaker_open_secs),

@@ -33,6 +33,10 @@ pub struct ServerSettings {
     pub max_body_bytes: usize,
     /// `max-age` of the agent card's `Cache-Control`, in seconds.
     pub card_max_age_secs: u64,
+    /// The largest public agent card served, in bytes; a card past it is
+    /// served without its tools' schemas (with a warning): MCP servers' tools are part
+    /// of it, and it is read without authentication.
+    pub max_card_bytes: usize,
     /// How long a graceful shutdown (SIGTERM, SIGINT) waits for running turns and
     /// requests, in seconds; SSE streams end at once (or when their running turn ends).
     /// Then turns still running are cut, and queued writes get as long again to commit.
@@ -70,6 +74,7 @@ impl Default for ServerSettings {
             workers: 0,
             max_body_bytes: 1024 * 1024,
             card_max_age_secs: 300,
+            max_card_bytes: 512 * 1024,
             shutdown_timeout_secs: 30,
             retry_after_secs: 1,
             trusted_proxies: Vec::new(),
@@ -146,6 +151,7 @@ impl ServerSettings {
             });
         }
         positive("server.max_body_bytes", self.max_body_bytes as u64)?;
+        positive("server.max_card_bytes", self.max_card_bytes as u64)?;
         // A client told to retry after 0 seconds retries at once.
         positive("server.retry_after_secs", self.retry_after_secs)?;
         positive(

@@ -189,6 +189,17 @@ fn retry_after_is_never_zero() {
 }
 
 #[test]
+fn the_card_bound_is_never_zero() {
+    let e = load(
+        &[("AGENT_A2A__SERVER__MAX_CARD_BYTES", "0")],
+        Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("server.max_card_bytes"), "{e}");
+}
+
+#[test]
 fn agent_settings_are_checked() {
     let cases = [
         ("[agent]\nprovider = \"nope\"\n", "agent.provider"),
@@ -735,6 +746,8 @@ fn mcp_servers_need_a_name_one_transport_and_bounds_inside_the_tool_timeout() {
         "max_result_bytes",
         "max_concurrency",
         "max_tools",
+        "max_description_bytes",
+        "max_schema_bytes",
         "restart_backoff_ms",
         "breaker_failures",
         "breaker_open_secs",

@@ -238,10 +238,21 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
     let config = card::card_config(&settings, addr, grpc_addr, &gate);
     let signer = card_signer.clone();
     let registry = skills.clone();
+    let max_card_bytes = settings.server.max_card_bytes;
     let render = move || {
         let mut cards = skill_cards(&registry);
         cards.extend(extra_cards.iter().cloned());
         let mut card = crate::a2a::card::build_agent_card(&config, &cards);
+        let size = serde_json::to_vec(&card).map_or(usize::MAX, |c| c.len());
+        if size > max_card_bytes {
+            tracing::warn!(
+                bytes = size,
+                max_card_bytes,
+                "the agent card is past server.max_card_bytes: it is served without its tools' schemas"
+            );
+            cards.iter_mut().for_each(|c| c.tools.clear());
+            card = crate::a2a::card::build_agent_card(&config, &cards);
+        }
         if let Some(signer) = &signer {
             signer.sign(&mut card).map_err(|e| e.to_string())?;
         }

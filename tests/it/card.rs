@@ -83,3 +83,35 @@ async fn a_1_0_only_card_can_be_configured() {
     // JSON-RPC and HTTP+JSON for 1.0 and 0.3, and gRPC (1.0).
     assert_eq!(card["supportedInterfaces"].as_array().unwrap().len(), 5);
 }
+
+/// A card past `server.max_card_bytes` is served without its tools' schemas: the rest
+/// of the card, its skills included, stays.
+#[actix_web::test]
+async fn a_card_past_its_bound_is_served_without_its_tools_schemas() {
+    let schemas = |card: &serde_json::Value| {
+        card["capabilities"]["extensions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| e["uri"] == "urn:agent-a2a:tool-schemas:v1")
+    };
+    // The configured agent: its skills have tools.
+    let agent = agent_a2a::startup::Agent::configured;
+    let app = crate::support::spawn_agent_in(None, agent(), |_| {}).await;
+    let whole: serde_json::Value = app
+        .get("/.well-known/agent-card.json")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(schemas(&whole));
+    let size = whole.to_string().len();
+    let app =
+        crate::support::spawn_agent_in(None, agent(), |s| s.server.max_card_bytes = size - 1).await;
+    let r = app.get("/.well-known/agent-card.json").await;
+    let text = r.text().await.unwrap();
+    assert!(text.len() < size, "{} bytes", text.len());
+    let bounded: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(!schemas(&bounded), "{bounded}");
+    assert_eq!(bounded["skills"], whole["skills"]);
+}

@@ -1358,8 +1358,13 @@ async fn a_flood_of_notifications_is_counted_not_logged_line_by_line() {
     let answer = call_tool(&app, "chatty__chatter", json!({"count": 2000})).await;
     assert_eq!(first_text(&answer), "said");
     // The server sends them before its answer, in order, on one pipe.
-    assert_metric(&app, "agent_a2a_mcp_log_messages_total", &["server=\"chatty\""], 2000.0)
-        .await;
+    assert_metric(
+        &app,
+        "agent_a2a_mcp_log_messages_total",
+        &["server=\"chatty\""],
+        2000.0,
+    )
+    .await;
     assert_metric(
         &app,
         "agent_a2a_mcp_tool_list_changes_total",
@@ -1367,4 +1372,44 @@ async fn a_flood_of_notifications_is_counted_not_logged_line_by_line() {
         2000.0,
     )
     .await;
+}
+
+/// A tool whose description is past `max_description_bytes` is left out — from the
+/// model, direct calls and the public card — and the server's other tools are taken.
+#[actix_web::test]
+async fn a_tool_past_its_description_bound_is_left_out() {
+    let Some(python) = python() else { return };
+    let mut settings = stdio("verbose", &python);
+    settings.max_description_bytes = 1000;
+    let app = serving(vec![settings], |_| {}).await;
+    let answer = call_tool(
+        &app,
+        "verbose__grow_big",
+        json!({"name": "wordy", "size": 5000}),
+    )
+    .await;
+    assert_eq!(first_text(&answer), "grown");
+    let answer = call_tool(
+        &app,
+        "verbose__grow_big",
+        json!({"name": "terse", "size": 900}),
+    )
+    .await;
+    assert_eq!(first_text(&answer), "grown");
+    // The list read again takes `terse` (each change is read anew).
+    assert_eq!(
+        first_text(&once_listed(&app, "verbose__terse").await),
+        "I am terse"
+    );
+    assert!(
+        unknown(&app, "verbose__wordy").await,
+        "the tool past the bound is left out"
+    );
+    let card = app
+        .get("/.well-known/agent-card.json")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(card.contains("verbose__terse") && !card.contains("verbose__wordy"));
 }

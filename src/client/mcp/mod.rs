@@ -15,8 +15,10 @@
 //! read again and replaces the skill's tools; the runtime lists the agent's tools anew
 //! ([`Skill::tool_changes`]), so the next turn's model is offered the new ones, direct
 //! calls reach them, and removed ones are refused as unknown. A tool `tools` allows that
-//! the server no longer offers is left out with a warning; a list longer than
-//! `max_tools` is refused (logged) and the tools stay as they were.
+//! the server no longer offers is left out with a warning, and so is a tool whose
+//! description or input schema is past `max_description_bytes` or `max_schema_bytes`
+//! (what a server writes there reaches the model and the public card); a list longer
+//! than `max_tools` is refused (logged) and the tools stay as they were.
 //!
 //! **Supervision.** Each server has a task that holds its connection ([`supervise`]): a
 //! stdio server that exits (or whose pipes close) is started again after
@@ -547,6 +549,18 @@ fn taken(settings: &McpServerSettings, tools: Vec<Tool>) -> Result<Vec<Tool>, St
                 tracing::warn!(server = %name, tool = %t.name, "MCP tool left out: `<server>__<tool>` must be at most 64 letters, digits, `_` or `-`");
             }
             callable
+        })
+        .filter(|t| {
+            let description = t.description.as_deref().map_or(0, str::len);
+            let schema = serde_json::to_vec(t.input_schema.as_ref()).map_or(usize::MAX, |s| s.len());
+            let fits = description <= settings.max_description_bytes
+                && schema <= settings.max_schema_bytes;
+            if !fits {
+                tracing::warn!(server = %name, tool = %t.name, description_bytes = description, schema_bytes = schema,
+                    max_description_bytes = settings.max_description_bytes, max_schema_bytes = settings.max_schema_bytes,
+                    "MCP tool left out: its description or input schema is past its bound");
+            }
+            fits
         })
         .collect();
     if tools.len() > settings.max_tools {
