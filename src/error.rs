@@ -202,6 +202,19 @@ impl TokenError {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// `e` and its sources, each after a colon: the whole of why, where an error's own text
+/// leaves its cause out.
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,6 +31,7 @@ use crate::a2a::encode_push_payload;
 use crate::client::secrets::Secrets;
 use crate::config::PushSettings;
 use crate::domain::Timestamp;
+use crate::error::error_chain;
 use crate::runtime::Runtime;
 use crate::runtime::push::{Handed, LeftMemory};
 use crate::store::{Delivery, WriteOp};
@@ -755,15 +756,4 @@ fn report(change: &Change, open: usize) {
 /// The policy's resolver refused every address of the host.
 fn is_refused_by_policy(e: &reqwest::Error) -> bool {
     error_chain(e).contains(POLICY_REFUSAL)
-}
-
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }

@@ -1215,6 +1215,18 @@ async fn the_start_refuses_a_server_it_cannot_use() {
     // Loopback HTTP is refused unless the URL policy allows it.
     let e = refused(McpServerSettings::http("local", "http://127.0.0.1:9/mcp")).await;
     assert!(e.contains("local") && e.contains("loopback"), "{e}");
+    // A name the policy's resolver refuses: the start says why.
+    let mut s = Settings::default();
+    s.push.allow_loopback = true;
+    s.push.deny_hosts = vec!["127.0.0.0/8".into(), "::1/128".into()];
+    s.agent.mcp_servers = vec![McpServerSettings::http("named", "http://localhost:9/mcp")];
+    let e = agent_a2a::client::mcp_servers(&s, &mut SkillRegistry::default())
+        .await
+        .expect_err("the start is refused");
+    assert!(
+        e.contains("refused by the push policy") && e.contains("push.deny_hosts"),
+        "{e}"
+    );
 
     let mut unset = stdio("fixture", &python);
     unset

@@ -25,6 +25,9 @@ const PAST_THE_BOUND: &str = "exceeded the maximum size";
 pub(super) struct Watching {
     pub(super) client: reqwest::Client,
     pub(super) oversized: Arc<Oversized>,
+    /// Why the last request could not be sent, with its causes (rmcp's error says only
+    /// "error sending request"; the cause may be the URL policy's refusal).
+    pub(super) unsent: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 type Posted = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>;
@@ -76,6 +79,10 @@ impl StreamableHttpClient for Watching {
                 limits,
             )
             .await;
+        if let Err(StreamableHttpError::Client(e)) = &posted {
+            *self.unsent.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(crate::error::error_chain(e));
+        }
         let Some(id) = id else { return posted };
         match posted {
             Ok(StreamableHttpPostResponse::Sse(events, session)) => {

@@ -446,15 +446,23 @@ async fn connect(
                 backoff.max_times = Some(5);
                 backoff.max_delay = Some(Duration::from_secs(30));
                 config.retry_config = Arc::new(backoff);
+                let unsent = Arc::<std::sync::Mutex<Option<String>>>::default();
                 let client = http::Watching {
                     client: client.clone(),
                     oversized: handler.oversized.clone(),
+                    unsent: unsent.clone(),
                 };
                 let transport =
                     rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
                 handler.serve(transport).await.map_err(|e| {
-                    // The token is never part of an error's text (it travels in a header).
-                    format!("handshake failed: {e}")
+                    // The token is never part of an error's text (it travels in a header);
+                    // why a request was not sent is (a refusal by the URL policy's
+                    // resolver among the causes).
+                    let unsent = unsent.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    match unsent {
+                        Some(why) => format!("handshake failed: {why}"),
+                        None => format!("handshake failed: {e}"),
+                    }
                 })
             }
         }
