@@ -834,7 +834,7 @@ async fn a_signed_card_altered_so_its_signature_still_matches_is_refused() {
     let (base, asked) = serve_attacker(listener, cards);
 
     let remote = |i: usize| {
-        let mut remote = RemoteAgentSettings::new(&format!("v{i}"), format!("{base}/card/{i}"));
+        let mut remote = RemoteAgentSettings::new(format!("v{i}"), format!("{base}/card/{i}"));
         remote.verify_with = keys_file.to_string_lossy().into_owned();
         remote.bearer = "our-secret".into();
         remote

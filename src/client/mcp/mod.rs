@@ -351,7 +351,7 @@ impl ClientHandler for Handler {
                     .find(|&i| data.is_char_boundary(i))
                     .unwrap_or(0);
                 data.truncate(cut);
-                data.push_str("…");
+                data.push('…');
             }
             tracing::info!(target: "agent_a2a::mcp::message", server = %self.server, level = ?params.level, "{data}");
         }
