@@ -7,6 +7,13 @@
 //! it for its whole read-check-write sequence, so two writers never interleave.
 //! Readers open their own `Repository` per call and never wait for the writer.
 //!
+//! **Durability.** libgit2 syncs what it writes in the git folder (objects, refs, the
+//! index: `GIT_OPT_ENABLE_FSYNC_GITDIR`), and a new repository is synced whole, files and
+//! folders, before it is used: on a filesystem that delays allocation, files not synced
+//! can be empty after a power loss in their first seconds, and a repository whose `HEAD`
+//! is empty does not open. A start that finds the repository damaged says so and what
+//! to do.
+//!
 //! Each commit stages exactly one path on an index reset to HEAD's tree: `add_path` for a
 //! write, `remove_path` for a deletion. The original staged `*` with `add_all`, which
 //! swept every tenant's stray files into whatever commit came next and, in the libgit2
@@ -53,14 +60,16 @@ impl KnowledgeRepo {
         committer_name: &str,
         committer_email: &str,
     ) -> Result<KnowledgeRepo, KnowledgeError> {
+        sync_git_writes();
         fs::create_dir_all(path)?;
         let root = fs::canonicalize(path)?;
-        let repo = match Repository::open(&root) {
-            Ok(repo) => repo,
-            Err(e) if e.code() == git2::ErrorCode::NotFound => {
-                Repository::init_opts(&root, RepositoryInitOptions::new().initial_head("main"))?
-            }
-            Err(e) => return Err(e.into()),
+        let (repo, created) = match Repository::open(&root) {
+            Ok(repo) => (repo, false),
+            Err(e) if e.code() == git2::ErrorCode::NotFound && !root.join(".git").exists() => (
+                Repository::init_opts(&root, RepositoryInitOptions::new().initial_head("main"))?,
+                true,
+            ),
+            Err(e) => return Err(damaged(&root, &e)),
         };
         if repo.is_bare() {
             return Err(KnowledgeError::Io(io::Error::other(format!(
@@ -69,7 +78,13 @@ impl KnowledgeRepo {
             ))));
         }
         let committer_name = clean_name(committer_name);
-        if repo.head().is_err() {
+        match repo.head() {
+            Ok(_) => {}
+            // A new repository, before its first commit.
+            Err(e) if created || e.code() == git2::ErrorCode::UnbornBranch => {}
+            Err(e) => return Err(damaged(&root, &e)),
+        }
+        if created || repo.head().is_err() {
             let sig = Signature::now(&committer_name, committer_email)?;
             let tree = repo.find_tree(repo.index()?.write_tree()?)?;
             repo.commit(
@@ -80,6 +95,13 @@ impl KnowledgeRepo {
                 &tree,
                 &[],
             )?;
+        }
+        if created {
+            sync_tree(&root.join(".git"))?;
+            sync_dir(&root)?;
+            if let Some(parent) = root.parent() {
+                sync_dir(parent)?;
+            }
         }
         Ok(KnowledgeRepo {
             root,
@@ -245,6 +267,49 @@ fn clean_name(name: &str) -> String {
     }
 }
 
+/// Has libgit2 sync what it writes in a git folder (once per process).
+fn sync_git_writes() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        libgit2_sys::init();
+        // SAFETY: a documented option taking one int, set before any repository is
+        // opened by this process's knowledge engine.
+        unsafe {
+            libgit2_sys::git_libgit2_opts(
+                libgit2_sys::GIT_OPT_ENABLE_FSYNC_GITDIR as libc::c_int,
+                1 as libc::c_int,
+            );
+        }
+    });
+}
+
+/// Syncs every file and folder under `dir`.
+fn sync_tree(dir: &Path) -> io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            sync_tree(&entry.path())?;
+        } else {
+            fs::File::open(entry.path())?.sync_all()?;
+        }
+    }
+    sync_dir(dir)
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)?.sync_all()
+}
+
+/// The error of a repository that exists but cannot be used, saying what to do.
+fn damaged(root: &Path, e: &git2::Error) -> KnowledgeError {
+    KnowledgeError::Io(io::Error::other(format!(
+        "the repository at {} is damaged ({}); restore it from a backup, or move it aside \
+         (its items are then left out) and start again to begin an empty one",
+        root.display(),
+        e.message()
+    )))
+}
+
 /// Writes through a temporary file and a rename, so a reader scanning the working tree
 /// without the lock sees the old file or the new one, never half of one. The temporary
 /// name starts with a dot: no item path can name it, and scans skip it.
@@ -257,7 +322,12 @@ fn write_atomically(file: &Path, contents: &[u8]) -> io::Result<()> {
     let mut out = fs::File::create(&tmp)?;
     out.write_all(contents)?;
     out.sync_all()?;
-    fs::rename(&tmp, file)
+    fs::rename(&tmp, file)?;
+    // The rename itself, so that the file the commit names is there after a power loss.
+    match file.parent() {
+        Some(dir) => sync_dir(dir),
+        None => Ok(()),
+    }
 }
 
 /// Puts a file back after a failed commit; a failure here is logged, as the original
@@ -286,6 +356,26 @@ fn prune_empty_folders(file: &Path, layer_dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A repository whose files a power loss left empty (`HEAD`, as seen on a filesystem
+    /// that drops what was not synced): the start says it is damaged and what to do.
+    #[test]
+    fn a_damaged_repository_is_named_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(KnowledgeRepo::open_or_init(dir.path(), "agent-a2a", "kb@example.org").unwrap());
+        fs::write(dir.path().join(".git/HEAD"), b"").unwrap();
+        let e = KnowledgeRepo::open_or_init(dir.path(), "agent-a2a", "kb@example.org")
+            .err()
+            .expect("a damaged repository is not used")
+            .to_string();
+        assert!(e.contains("is damaged"), "{e}");
+        assert!(
+            e.contains("restore it from a backup, or move it aside"),
+            "{e}"
+        );
+        // Nothing was made anew over it.
+        assert_eq!(fs::read(dir.path().join(".git/HEAD")).unwrap(), b"");
+    }
 
     fn repo() -> (tempfile::TempDir, KnowledgeRepo) {
         let dir = tempfile::tempdir().unwrap();
