@@ -475,6 +475,9 @@ pub const MCP_SERVER_UP: &str = "agent_a2a_mcp_server_up";
 pub const MCP_TOOL_LIST_CHANGES: &str = "agent_a2a_mcp_tool_list_changes_total";
 /// `notifications/message` (a server's log messages) heard from an MCP server, by `server`.
 pub const MCP_LOG_MESSAGES: &str = "agent_a2a_mcp_log_messages_total";
+/// Checkpoints the SQLite writer ran itself because the WAL was past
+/// `store.sqlite_max_wal_pages`.
+pub const SQLITE_WAL_BOUND_CHECKPOINTS: &str = "agent_a2a_sqlite_wal_bound_checkpoints_total";
 
 /// Turns a restart cut short that were picked up where they stopped instead of failed
 /// (their unfinished calls could be made again: `Skill::resumable`).
@@ -534,6 +537,10 @@ fn describe() {
     describe_counter!(
         MCP_TOOL_LIST_CHANGES,
         "notifications/tools/list_changed heard from an MCP server, by server (its list is read again and taken)."
+    );
+    describe_counter!(
+        SQLITE_WAL_BOUND_CHECKPOINTS,
+        "Checkpoints the SQLite writer ran itself, waiting for readers, because the WAL was past store.sqlite_max_wal_pages."
     );
     describe_counter!(
         MCP_LOG_MESSAGES,

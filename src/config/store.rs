@@ -50,6 +50,13 @@ pub struct StoreSettings {
     /// p99 — a page written by many commits is copied once per checkpoint, and the writer
     /// stops for the last pages four times less often than at 4 000.
     pub sqlite_checkpoint_pages: u32,
+    /// SQLite: the most pages the WAL may hold. A commit that leaves it larger — the
+    /// checkpoint thread has not caught up with the writer, or readers held on to older
+    /// pages — is followed by a checkpoint on the writer that waits for the readers and
+    /// copies it all, so that the next commit starts the WAL over (counted in
+    /// `agent_a2a_sqlite_wal_bound_checkpoints_total`); the WAL file is cut back to this
+    /// size when it starts over. At least `sqlite_checkpoint_pages`; 64 000 (250 MiB).
+    pub sqlite_max_wal_pages: u32,
     /// SQLite: idempotency claims whose entries in the key index wait in memory, to be
     /// written in sorted runs (a 64th of them, one range of keys, at a time) rather than
     /// one random page per claim (see `store/sqlite_claims.rs`). From 1 024 to 16 777 216;
@@ -97,6 +104,7 @@ impl Default for StoreSettings {
             sqlite_synchronous: SqliteSynchronous::default(),
             sqlite_wal_one_write: true,
             sqlite_checkpoint_pages: 16_000,
+            sqlite_max_wal_pages: 64_000,
             sqlite_claim_buffer: 262_144,
             lock_wait_ms: 3000,
             retention_secs: 0,
@@ -187,6 +195,17 @@ impl StoreSettings {
             return Err(ConfigError::Key {
                 key: "store.sqlite_checkpoint_pages",
                 problem: format!("must be from 1 to {MAX_SQLITE_CHECKPOINT_PAGES}"),
+            });
+        }
+        if !(self.sqlite_checkpoint_pages..=MAX_SQLITE_CHECKPOINT_PAGES)
+            .contains(&self.sqlite_max_wal_pages)
+        {
+            return Err(ConfigError::Key {
+                key: "store.sqlite_max_wal_pages",
+                problem: format!(
+                    "must be from store.sqlite_checkpoint_pages ({}) to {MAX_SQLITE_CHECKPOINT_PAGES}",
+                    self.sqlite_checkpoint_pages
+                ),
             });
         }
         if !SQLITE_CLAIM_BUFFER.contains(&self.sqlite_claim_buffer) {

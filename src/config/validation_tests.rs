@@ -327,6 +327,16 @@ fn persistence_bounds_and_sqlite_synchronous_are_checked() {
             "{e}"
         );
     }
+    for pages in [999, 1_048_577] {
+        let (_d, o) = with_file(&format!(
+            "auth.enabled = false\n[store]\nsqlite_checkpoint_pages = 1000\nsqlite_max_wal_pages = {pages}\n"
+        ));
+        let e = load(&[], o).unwrap_err().to_string();
+        assert!(
+            e.contains("`store.sqlite_max_wal_pages` must be from store.sqlite_checkpoint_pages (1000) to 1048576"),
+            "{e}"
+        );
+    }
     for buffer in [1023, (1 << 24) + 1] {
         let (_d, o) = with_file(&format!(
             "auth.enabled = false\n[store]\nsqlite_claim_buffer = {buffer}\n"

@@ -677,6 +677,8 @@ pub struct StoreConfig {
     pub sqlite_wal_one_write: bool,
     /// SQLite only: the WAL's pages past which the checkpoint thread checkpoints it.
     pub sqlite_checkpoint_pages: u32,
+    /// SQLite only: the WAL's pages past which the writer checkpoints it all.
+    pub sqlite_max_wal_pages: u32,
     /// SQLite only: claims whose key-index entries wait in memory (`sqlite_claims.rs`).
     pub sqlite_claim_buffer: usize,
     /// Postgres only: connections for commits, one per group commit in flight.
@@ -717,6 +719,7 @@ impl StoreConfig {
             sqlite_synchronous: store.sqlite_synchronous.into(),
             sqlite_wal_one_write: store.sqlite_wal_one_write,
             sqlite_checkpoint_pages: store.sqlite_checkpoint_pages,
+            sqlite_max_wal_pages: store.sqlite_max_wal_pages,
             sqlite_claim_buffer: store.sqlite_claim_buffer,
             commits_in_flight: settings.persistence.commits_in_flight,
             fence: None,

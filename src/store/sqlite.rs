@@ -473,11 +473,26 @@ impl SqliteWriter {
         conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
         // The hook replaces SQLite's own checkpoints at commit (wal_autocheckpoint).
         conn.wal_hook(Some(note_wal_pages));
+        // A WAL that starts over is cut back to its bound (SQLite otherwise reuses the
+        // file at the largest size it ever reached).
+        let page_size: i64 = conn
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .map_err(store_error)?;
+        conn.execute_batch(&format!(
+            "PRAGMA journal_size_limit={}",
+            page_size * i64::from(cfg.sqlite_max_wal_pages)
+        ))
+        .map_err(store_error)?;
         let claims = Arc::new(ClaimIndex::open(&conn, cfg.sqlite_claim_buffer)?);
         Ok(Self {
             conn: Mutex::new(conn),
             claims,
-            checkpointer: Checkpointer::start(path, synchronous, cfg.sqlite_checkpoint_pages)?,
+            checkpointer: Checkpointer::start(
+                path,
+                synchronous,
+                cfg.sqlite_checkpoint_pages,
+                cfg.sqlite_max_wal_pages,
+            )?,
             _lock: lock,
         })
     }
@@ -537,9 +552,20 @@ fn note_wal_pages(_: &rusqlite::hooks::Wal, pages: std::ffi::c_int) -> rusqlite:
 /// grow without end: after each of the thread's checkpoints the writer's next commit
 /// copies that remainder itself (a few pages, one short sync), and the commit after it
 /// starts the WAL over. Wake-ups during a checkpoint fold into one.
+///
+/// A WAL past `store.sqlite_max_wal_pages` — the thread has not caught up, or readers
+/// held on to older pages — is checkpointed by the writer itself after its commit, in
+/// RESTART mode: it waits for the readers (within the busy timeout) and copies it all,
+/// so the next commit starts the WAL over. The writer stops for it; the WAL stays
+/// bounded.
 struct Checkpointer {
     wake: std::sync::mpsc::SyncSender<()>,
     pages: i32,
+    max_pages: i32,
+    /// The WAL's size past which the writer checkpoints it: `max_pages`, or, after readers
+    /// kept a checkpoint from its end, a threshold later (so that a reader holding on does
+    /// not make every commit wait for it).
+    bound_at: std::sync::atomic::AtomicI32,
     /// The WAL's size when the thread was last woken (the writer's commits, which call
     /// [`Checkpointer::after_commit`], hold the connection's lock).
     woken_at: std::sync::atomic::AtomicI32,
@@ -576,7 +602,12 @@ impl Checkpoints {
 }
 
 impl Checkpointer {
-    fn start(path: &Path, synchronous: SqliteSynchronous, pages: u32) -> Result<Self, StoreError> {
+    fn start(
+        path: &Path,
+        synchronous: SqliteSynchronous,
+        pages: u32,
+        max_pages: u32,
+    ) -> Result<Self, StoreError> {
         let conn = rusqlite::Connection::open(path)
             .map_err(|e| StoreError::Unavailable(format!("sqlite {}: {e}", path.display())))?;
         conn.execute_batch(&pragmas(synchronous))
@@ -593,6 +624,10 @@ impl Checkpointer {
         Ok(Self {
             wake,
             pages: i32::try_from(pages).unwrap_or(i32::MAX),
+            max_pages: i32::try_from(max_pages).unwrap_or(i32::MAX),
+            bound_at: std::sync::atomic::AtomicI32::new(
+                i32::try_from(max_pages).unwrap_or(i32::MAX),
+            ),
             woken_at: std::sync::atomic::AtomicI32::new(0),
             caught_up,
             #[cfg(test)]
@@ -611,6 +646,22 @@ impl Checkpointer {
         use std::sync::atomic::Ordering::{AcqRel, Relaxed};
         let pages = WAL_PAGES.replace(0);
         crate::telemetry::gauge(crate::telemetry::SQLITE_WAL_PAGES).set(f64::from(pages));
+        if pages < self.max_pages {
+            self.bound_at.store(self.max_pages, Relaxed);
+        } else if pages >= self.bound_at.load(Relaxed) {
+            let started = std::time::Instant::now();
+            let done = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| r.get::<_, i64>(0));
+            metrics::counter!(crate::telemetry::SQLITE_WAL_BOUND_CHECKPOINTS).increment(1);
+            metrics::histogram!(crate::telemetry::SQLITE_CHECKPOINT_MS, "by" => "bound")
+                .record(started.elapsed().as_secs_f64() * 1000.0);
+            if !matches!(done, Ok(0)) {
+                tracing::warn!(wal_pages = pages, outcome = ?done, "sqlite WAL past store.sqlite_max_wal_pages could not be checkpointed to its end (readers held on to it); tried again once it grows by sqlite_checkpoint_pages");
+                self.bound_at
+                    .store(pages.saturating_add(self.pages), Relaxed);
+            }
+            self.woken_at.store(0, Relaxed);
+            return;
+        }
         if self.caught_up.swap(false, AcqRel) {
             let started = std::time::Instant::now();
             match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {

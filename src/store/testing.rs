@@ -34,6 +34,7 @@ pub(crate) fn test_config(
         sqlite_synchronous: Default::default(),
         sqlite_wal_one_write: true,
         sqlite_checkpoint_pages: 1000,
+        sqlite_max_wal_pages: 64_000,
         sqlite_claim_buffer: 262_144,
         commits_in_flight: 2,
         fence: None,

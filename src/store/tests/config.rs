@@ -749,3 +749,54 @@ fn sqlite_statements_binding_a_limit_are_not_compiled_again() {
         "compiled again for a new LIMIT"
     );
 }
+
+/// The WAL stays within `store.sqlite_max_wal_pages` when the checkpoint thread cannot
+/// keep it short (here a reader holds on to its older pages): the writer checkpoints it
+/// itself, waiting for the reader, and the file is cut back when it starts over.
+#[test]
+fn the_sqlite_wal_stays_within_its_bound_while_a_reader_holds_it() {
+    use super::{context, tenant, thread};
+    use crate::store::BlockingCommit;
+    use crate::store::sqlite;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent-a2a.db");
+    sqlite::migrate(&path).unwrap();
+    let cfg = StoreConfig {
+        sqlite_synchronous: SqliteSynchronous::Normal,
+        sqlite_checkpoint_pages: 16,
+        sqlite_max_wal_pages: 64,
+        sqlite_claim_buffer: 1024,
+        ..test_config(None, dir.path().to_path_buf())
+    };
+    let writer = sqlite::SqliteWriter::open(&path, &cfg).unwrap();
+    let (written, heard) = std::sync::mpsc::channel::<()>();
+    let reader_path = path.clone();
+    let reader = std::thread::spawn(move || {
+        let conn = rusqlite::Connection::open(&reader_path).unwrap();
+        conn.execute_batch("BEGIN; SELECT count(*) FROM threads;")
+            .unwrap();
+        // Holds its snapshot until the writer is done, or, while the writer waits for
+        // it, a while.
+        let _ = heard.recv_timeout(Duration::from_secs(2));
+        conn.execute_batch("COMMIT").unwrap();
+    });
+    let t = tenant("acme");
+    for i in 0..400 {
+        let op = WriteOp::UpsertThread(thread(&t, &context(&format!("c-{i:04}")), 100 + i));
+        writer
+            .commit_blocking(&[std::slice::from_ref(&op)])
+            .unwrap();
+    }
+    let _ = written.send(());
+    reader.join().unwrap();
+    // One more commit after the reader left: the WAL starts over, cut back.
+    let op = WriteOp::UpsertThread(thread(&t, &context("last"), 1));
+    writer
+        .commit_blocking(&[std::slice::from_ref(&op)])
+        .unwrap();
+    let wal = std::fs::metadata(dir.path().join("agent-a2a.db-wal"))
+        .unwrap()
+        .len();
+    // 64 pages of 4 KiB, and a commit's frames past them.
+    assert!(wal <= (64 + 16) * 4096, "the WAL is {wal} bytes");
+}
