@@ -16,7 +16,7 @@ use super::thread::{self, Mode, SendTurn, Subscription, ThreadKey, TurnClaim, Wa
 use super::{Runtime, idempotency, lifecycle};
 
 /// A turn started here, or the owner that must run it.
-enum Started<T> {
+pub(super) enum Started<T> {
     Here(T),
     Elsewhere(crate::store::cluster::Owner, Box<SendMessage>),
 }
@@ -366,7 +366,7 @@ impl Runtime {
     /// Gives a retry the outcome of the first send: its reply, or its task's outcome
     /// through the task's thread (in a cluster, on the node that serves it: `cmd` goes
     /// there).
-    async fn rejoin<T>(
+    pub(super) async fn rejoin<T>(
         &self,
         tenant: &TenantId,
         first: Accepted,
@@ -407,6 +407,8 @@ impl Runtime {
                 rx = Some(wait);
                 Rejoin {
                     task_id: first.task_id.clone(),
+                    message_id: cmd.message.message_id.clone(),
+                    unconfirmed: first.queued.is_some(),
                     mode,
                     waiter: waiter(tx),
                 }
@@ -429,6 +431,24 @@ pub(super) struct Accepted {
 }
 
 impl Accepted {
+    /// The first send of `cmd`, to the task `task_id`, as this process holds it while
+    /// it is in flight (its turn queued).
+    #[cfg(test)]
+    pub(super) fn in_flight(cmd: &SendMessage, task_id: TaskId) -> Self {
+        let context_id = cmd
+            .message
+            .context_id
+            .clone()
+            .expect("a message of a thread");
+        Self {
+            context_id,
+            task_id,
+            digest: idempotency::digest(cmd),
+            reply: None,
+            queued: Some(watch::channel(Some(true)).1),
+        }
+    }
+
     /// A retry must send what the first send sent.
     fn check(&self, key: &str, digest: &str) -> Result<()> {
         if self.digest == digest {

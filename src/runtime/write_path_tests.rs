@@ -687,3 +687,54 @@ async fn a_read_of_every_owed_delivery_holds_commits_back_no_longer_than_a_write
     let _ = stop.send(true);
     runtime.shutdown();
 }
+
+/// A retry that joined a first send while it was in flight — here rejoining after that
+/// send's turn was refused (its commit failed, its actor discarded: a lost lease, an
+/// unreachable database) — finds its task without its message. It is not answered with
+/// the task as it was (an acknowledgement of a message no table holds) but with a
+/// retryable 503; the message sent again is then run and stored once.
+#[actix_web::test]
+async fn a_retry_of_a_send_whose_turn_was_refused_is_never_answered_without_its_message() {
+    use super::send::{Accepted, Started};
+    use super::thread::{Mode, Waiter};
+    let f = Fixture::new().await;
+    let context = ContextId::generate();
+    let asked = task(f.send(&user("input", &context, None)).await);
+    let reply = user("more", &context, Some(&asked.id));
+    let cmd = SendMessage {
+        message: reply.clone(),
+        config: SendConfig::default(),
+        metadata: None,
+        create_missing_task: false,
+        idempotency_key: None,
+    };
+    // The state such a retry finds: the first send in flight, its turn never stored.
+    let first = Accepted::in_flight(&cmd, asked.id.clone());
+    let rejoined = f
+        .runtime
+        .rejoin(
+            &f.tenant,
+            first,
+            Mode::Blocking,
+            super::routing::Origin::Client,
+            cmd,
+            &|tx| Waiter::Outcome {
+                tx,
+                history_length: None,
+            },
+        )
+        .await
+        .map(|started| match started {
+            Started::Here(outcome) => outcome,
+            Started::Elsewhere(..) => panic!("no cluster here"),
+        });
+    assert!(is_unavailable(&rejoined), "{rejoined:?}");
+    // Sent again, it runs: its task holds it, once.
+    let done = task(f.send(&reply).await);
+    let held = done
+        .history
+        .iter()
+        .filter(|m| m.message_id == reply.message_id)
+        .count();
+    assert_eq!(held, 1, "{done:?}");
+}

@@ -1,12 +1,20 @@
 //! Retries of an accepted message (idempotent sends): the retry runs nothing; it gets
 //! the outcome of the turn its message started — the same task, the same events on a
 //! stream — whether that turn is queued, running or over.
+//!
+//! **Only an outcome that holds the message.** A retry that joined a first send still in
+//! flight in this process (`unconfirmed`) may reach the thread after that send's turn was
+//! refused — its commit failed and its actor was discarded (a lost lease, an unreachable
+//! database) — and find the task as it was before the message. It is not answered with
+//! it: unless its message is in the task's history or its turn is queued, it gets a
+//! retryable 503, and the message sent again runs anew. A retry of a claim read from the
+//! store joins a turn that was committed, message and claim in one transaction.
 
 use actix::prelude::*;
 
 use super::control::subscribe_entry;
 use super::{ActorError, Mode, Subscription, TaskEntry, ThreadActor, Waiter};
-use crate::domain::{SendOutcome, TaskId};
+use crate::domain::{MessageId, SendOutcome, TaskId};
 use crate::error::Error;
 
 /// A retry of the message that started (or will start) `task_id` in this thread.
@@ -14,8 +22,24 @@ use crate::error::Error;
 #[rtype(result = "Result<(), ActorError>")]
 pub struct Rejoin {
     pub task_id: TaskId,
+    /// The retried message.
+    pub message_id: MessageId,
+    /// The first send was in flight in this process, not read from the store: its turn
+    /// may have been refused.
+    pub unconfirmed: bool,
     pub mode: Mode,
     pub waiter: Waiter,
+}
+
+/// Why a retry that joined a first send in flight is not answered: that send's turn was
+/// not stored.
+fn not_stored() -> Error {
+    Error::Unavailable {
+        detail: "the first request with this message was not stored (its turn was refused); \
+                 send it again"
+            .into(),
+        retry_after_secs: 1,
+    }
 }
 
 impl Handler<Rejoin> for ThreadActor {
@@ -26,11 +50,23 @@ impl Handler<Rejoin> for ThreadActor {
         let loaded = self.loaded()?;
         let Rejoin {
             task_id,
+            message_id,
+            unconfirmed,
             mode,
             waiter,
         } = msg;
+        let holds = move |entry: &TaskEntry| {
+            !unconfirmed
+                || entry
+                    .task
+                    .history
+                    .iter()
+                    .any(|m| m.message_id == message_id)
+        };
         // Started (maybe still provisional): join it now.
-        if let Some(entry) = loaded.tasks.get_mut(&task_id) {
+        if let Some(entry) = loaded.tasks.get_mut(&task_id)
+            && holds(entry)
+        {
             attach(entry, mode, waiter, buffer);
             return Ok(());
         }
@@ -41,6 +77,11 @@ impl Handler<Rejoin> for ThreadActor {
             .find(|p| p.claim.as_ref().is_some_and(|c| c.task_id == task_id))
         {
             pending.rejoined.push((mode, waiter));
+            return Ok(());
+        }
+        // In memory without the message, and not queued: its turn was refused.
+        if loaded.tasks.contains_key(&task_id) {
+            waiter.fail(not_stored());
             return Ok(());
         }
         // Over and out of memory: bring the task back from the store.
@@ -54,7 +95,10 @@ impl Handler<Rejoin> for ThreadActor {
                             .ok_or_else(|| Error::TaskNotFound(task_id.clone()))
                     });
                     match entry {
-                        Ok(entry) => attach(entry, mode, waiter, buffer),
+                        Ok(entry) if holds(entry) => attach(entry, mode, waiter, buffer),
+                        Ok(_) => waiter.fail(not_stored()),
+                        // A new task whose first turn was refused was never stored.
+                        Err(Error::TaskNotFound(_)) if unconfirmed => waiter.fail(not_stored()),
                         Err(e) => waiter.fail(e),
                     }
                 }),
