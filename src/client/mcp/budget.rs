@@ -6,8 +6,10 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-/// Lines logged per window.
+/// Lines of a kind of notification logged per window.
 pub(super) const LINES: u32 = 10;
+/// Lines of a server's stderr logged per window (a traceback takes a few dozen).
+pub(super) const STDERR_LINES: u32 = 200;
 /// The window.
 pub(super) const WINDOW: Duration = Duration::from_secs(10);
 
@@ -20,7 +22,10 @@ pub(super) enum Admit {
     Quiet,
 }
 
-pub(super) struct Budget(Mutex<Window>);
+pub(super) struct Budget {
+    lines: u32,
+    window: Mutex<Window>,
+}
 
 struct Window {
     opened: Instant,
@@ -30,24 +35,32 @@ struct Window {
 
 impl Default for Budget {
     fn default() -> Self {
-        Self(Mutex::new(Window {
-            opened: Instant::now(),
-            logged: 0,
-            left_out: 0,
-        }))
+        Self::of(LINES)
     }
 }
 
 impl Budget {
+    /// `lines` per window.
+    pub(super) fn of(lines: u32) -> Self {
+        Self {
+            lines,
+            window: Mutex::new(Window {
+                opened: Instant::now(),
+                logged: 0,
+                left_out: 0,
+            }),
+        }
+    }
+
     pub(super) fn admit(&self, now: Instant) -> Admit {
-        let mut window = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
         let mut left_out = 0;
         if now.duration_since(window.opened) >= WINDOW {
             left_out = std::mem::take(&mut window.left_out);
             window.opened = now;
             window.logged = 0;
         }
-        if window.logged < LINES {
+        if window.logged < self.lines {
             window.logged += 1;
             Admit::Log { left_out }
         } else {
@@ -72,5 +85,10 @@ mod tests {
         );
         assert_eq!(budget.admit(start + WINDOW), Admit::Log { left_out: 15 });
         assert_eq!(budget.admit(start + WINDOW), Admit::Log { left_out: 0 });
+        let wide = Budget::of(STDERR_LINES);
+        let logged = (0..1000)
+            .filter(|_| wide.admit(start) != Admit::Quiet)
+            .count();
+        assert_eq!(logged, STDERR_LINES as usize);
     }
 }

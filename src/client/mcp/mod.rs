@@ -476,10 +476,17 @@ async fn connect(
     }
 }
 
-/// Logs the child's stderr, line by line, under the server's name.
+/// Logs the child's stderr, line by line, under the server's name, within a budget
+/// ([`budget::STDERR_LINES`] per window; the rest counted in one line).
 async fn log_stderr(server: Arc<str>, stderr: tokio::process::ChildStderr) {
+    let budget = budget::Budget::of(budget::STDERR_LINES);
     stderr_lines(stderr, MAX_LOG_LINE, |line| {
-        tracing::info!(target: "agent_a2a::mcp::stderr", server = %server, "{line}");
+        if let budget::Admit::Log { left_out } = budget.admit(Instant::now()) {
+            if left_out > 0 {
+                tracing::info!(target: "agent_a2a::mcp::stderr", server = %server, left_out, "lines of the server's stderr not logged in the last 10 s");
+            }
+            tracing::info!(target: "agent_a2a::mcp::stderr", server = %server, "{line}");
+        }
     })
     .await;
 }
