@@ -475,6 +475,8 @@ pub const MCP_SERVER_UP: &str = "agent_a2a_mcp_server_up";
 pub const MCP_TOOL_LIST_CHANGES: &str = "agent_a2a_mcp_tool_list_changes_total";
 /// `notifications/message` (a server's log messages) heard from an MCP server, by `server`.
 pub const MCP_LOG_MESSAGES: &str = "agent_a2a_mcp_log_messages_total";
+/// Postgres commits and reads that went unanswered past `store.answer_timeout_ms`.
+pub const STORE_ANSWER_TIMEOUTS: &str = "agent_a2a_store_answer_timeouts_total";
 /// Checkpoints the SQLite writer ran itself because the WAL was past
 /// `store.sqlite_max_wal_pages`.
 pub const SQLITE_WAL_BOUND_CHECKPOINTS: &str = "agent_a2a_sqlite_wal_bound_checkpoints_total";
@@ -541,6 +543,10 @@ fn describe() {
     describe_counter!(
         SQLITE_WAL_BOUND_CHECKPOINTS,
         "Checkpoints the SQLite writer ran itself, waiting for readers, because the WAL was past store.sqlite_max_wal_pages."
+    );
+    describe_counter!(
+        STORE_ANSWER_TIMEOUTS,
+        "Postgres commits and reads not answered within store.answer_timeout_ms: failed as unavailable, their connection not used again (a database cut off by the network answers nothing)."
     );
     describe_counter!(
         MCP_LOG_MESSAGES,

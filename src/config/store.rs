@@ -31,6 +31,12 @@ pub struct StoreSettings {
     pub pool_size: usize,
     /// How long a request waits for a connection before failing with 503, in ms.
     pub acquire_timeout_ms: u64,
+    /// Postgres: how long a commit or a read may go unanswered, in ms; then it fails as
+    /// unavailable (503 + `Retry-After`: a database cut off by the network answers
+    /// nothing, and the requests waiting on it would wait for the heal). Its connection
+    /// is not used again. Whether a commit took effect is not known then; a retry by
+    /// message id finds out.
+    pub answer_timeout_ms: u64,
     /// SQLite's `PRAGMA synchronous`: `full` (the default: one fsync per group commit, a
     /// power loss loses nothing acknowledged; measured within the noise of `normal` at 64
     /// connections, +0.2 ms p50 at one) or `normal` (a commit survives a crash of the
@@ -101,6 +107,7 @@ impl Default for StoreSettings {
             data_dir: PathBuf::from("data"),
             pool_size: 16,
             acquire_timeout_ms: 2000,
+            answer_timeout_ms: 5000,
             sqlite_synchronous: SqliteSynchronous::default(),
             sqlite_wal_one_write: true,
             sqlite_checkpoint_pages: 16_000,
@@ -191,6 +198,7 @@ impl StoreSettings {
         }
         positive("store.pool_size", self.pool_size as u64)?;
         positive("store.acquire_timeout_ms", self.acquire_timeout_ms)?;
+        positive("store.answer_timeout_ms", self.answer_timeout_ms)?;
         if !(1..=MAX_SQLITE_CHECKPOINT_PAGES).contains(&self.sqlite_checkpoint_pages) {
             return Err(ConfigError::Key {
                 key: "store.sqlite_checkpoint_pages",

@@ -189,6 +189,17 @@ fn retry_after_is_never_zero() {
 }
 
 #[test]
+fn the_answer_timeout_is_never_zero() {
+    let e = load(
+        &[("AGENT_A2A__STORE__ANSWER_TIMEOUT_MS", "0")],
+        Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("store.answer_timeout_ms"), "{e}");
+}
+
+#[test]
 fn the_card_bound_is_never_zero() {
     let e = load(
         &[("AGENT_A2A__SERVER__MAX_CARD_BYTES", "0")],

@@ -670,6 +670,9 @@ pub struct StoreConfig {
     /// How long a query waits for a pooled connection (including connecting) before the
     /// store answers `Unavailable`.
     pub acquire_timeout_ms: u64,
+    /// Postgres only: how long a commit may go unanswered before it fails as
+    /// unavailable.
+    pub answer_timeout_ms: u64,
     /// SQLite only: `PRAGMA synchronous`.
     pub sqlite_synchronous: SqliteSynchronous,
     /// SQLite only, with FULL: a commit's WAL frames written in one write
@@ -716,6 +719,7 @@ impl StoreConfig {
             data_dir: store.data_dir.clone(),
             pool_size: store.pool_size,
             acquire_timeout_ms: store.acquire_timeout_ms,
+            answer_timeout_ms: store.answer_timeout_ms,
             sqlite_synchronous: store.sqlite_synchronous.into(),
             sqlite_wal_one_write: store.sqlite_wal_one_write,
             sqlite_checkpoint_pages: store.sqlite_checkpoint_pages,
@@ -790,14 +794,17 @@ pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
     .await
     .map_err(|e| StoreError::Query(format!("the migration task failed: {e}")))??;
     let store: Arc<dyn Store> = match location {
-        Location::Postgres(url) => Arc::new(postgres::PgStore::new(
-            &url,
-            cfg.pool_size,
-            cfg.commits_in_flight,
-            cfg.acquire_timeout(),
-            cfg.fence.clone(),
-            lock,
-        )?),
+        Location::Postgres(url) => Arc::new(
+            postgres::PgStore::new(
+                &url,
+                cfg.pool_size,
+                cfg.commits_in_flight,
+                cfg.acquire_timeout(),
+                cfg.fence.clone(),
+                lock,
+            )?
+            .with_answer_timeout(Duration::from_millis(cfg.answer_timeout_ms)),
+        ),
         Location::Sqlite(_) if cfg.fence.is_some() => {
             return Err(StoreError::Config(
                 "cluster mode needs Postgres: SQLite serves one process".into(),

@@ -31,6 +31,9 @@ const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
 /// Key of the advisory lock held while migrating (the bytes of "a2a_migr").
 const MIGRATION_LOCK: i64 = 0x6132_615f_6d69_6772;
 
+/// `store.answer_timeout_ms`'s default, for stores made without settings.
+const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// [`Store`](super::Store) on Postgres.
 pub struct PgStore {
     /// Reads, on connections of the calling thread's own (`pg_readers.rs`).
@@ -41,6 +44,8 @@ pub struct PgStore {
     /// cut a commit, and the persistence queue can still be flushed after them.
     writer: WriterPool,
     acquire_timeout: Duration,
+    /// How long a commit or a read may go unanswered (`store.answer_timeout_ms`).
+    answer_timeout: Duration,
     /// Cluster mode: every commit first checks this node's lease (its fencing token) and
     /// notifies the other nodes of the task events it logged.
     fence: Option<Arc<Fence>>,
@@ -75,6 +80,7 @@ impl PgStore {
                 .build()
                 .map_err(|e| StoreError::Config(format!("postgres writer pool: {e}")))?,
             acquire_timeout,
+            answer_timeout: DEFAULT_ANSWER_TIMEOUT,
             fence: fence.map(|(fence, _)| fence),
             _lock: lock,
         })
@@ -182,7 +188,26 @@ impl PgStore {
                 )));
             }
         };
-        pg_writer::commit(&writer, &rows, self.fence.as_deref()).await
+        let commit = pg_writer::commit(&writer, &rows, self.fence.as_deref());
+        match tokio::time::timeout(self.answer_timeout, commit).await {
+            Ok(committed) => committed,
+            Err(_) => {
+                // Mid-statement: the connection is closed, not used again.
+                drop(deadpool::managed::Object::take(writer));
+                metrics::counter!(crate::telemetry::STORE_ANSWER_TIMEOUTS).increment(1);
+                Err(StoreError::Unavailable(format!(
+                    "postgres: the commit was not answered within {} ms \
+                     (store.answer_timeout_ms); whether it took effect is not known",
+                    self.answer_timeout.as_millis()
+                )))
+            }
+        }
+    }
+
+    /// Commits left unanswered past `timeout` fail as unavailable.
+    pub fn with_answer_timeout(mut self, timeout: Duration) -> Self {
+        self.answer_timeout = timeout;
+        self
     }
 
     /// How many statements the writer connection that [`Self::commit_ops`] would use next
@@ -201,6 +226,24 @@ impl PgStore {
         match &self.fence {
             Some(fence) => super::reads::OutboxShare::Node(fence.node_id()),
             None => super::reads::OutboxShare::All,
+        }
+    }
+
+    /// A read, failed as unavailable when it goes unanswered past `store.answer_timeout_ms`
+    /// (its connection is then not handed out again: `settle`).
+    async fn bounded<T>(
+        &self,
+        read: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.answer_timeout, read).await {
+            Ok(read) => read,
+            Err(_) => {
+                metrics::counter!(crate::telemetry::STORE_ANSWER_TIMEOUTS).increment(1);
+                Err(StoreError::Unavailable(format!(
+                    "postgres: a read was not answered within {} ms (store.answer_timeout_ms)",
+                    self.answer_timeout.as_millis()
+                )))
+            }
         }
     }
 

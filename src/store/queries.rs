@@ -72,7 +72,9 @@ macro_rules! store_impl {
             ) -> Result<Option<$crate::store::ThreadSnapshot>, $crate::store::StoreError> {
                 self.point_read(async {
                     let mut conn = self.point_conn().await?;
-                    let result = reads::load_thread($lend!(conn), tenant, thread_id, window).await;
+                    let result = self
+                        .bounded(reads::load_thread($lend!(conn), tenant, thread_id, window))
+                        .await;
                     self.settle(&mut conn, result).await
                 })
                 .await
@@ -85,7 +87,9 @@ macro_rules! store_impl {
             ) -> Result<Option<$crate::domain::ContextId>, $crate::store::StoreError> {
                 self.point_read(async {
                     let mut conn = self.point_conn().await?;
-                    let result = reads::task_context($lend!(conn), tenant, task_id).await;
+                    let result = self
+                        .bounded(reads::task_context($lend!(conn), tenant, task_id))
+                        .await;
                     self.settle(&mut conn, result).await
                 })
                 .await
@@ -98,7 +102,9 @@ macro_rules! store_impl {
             ) -> Result<Option<$crate::store::StoredTask>, $crate::store::StoreError> {
                 self.point_read(async {
                     let mut conn = self.point_conn().await?;
-                    let result = reads::load_task($lend!(conn), tenant, task_id).await;
+                    let result = self
+                        .bounded(reads::load_task($lend!(conn), tenant, task_id))
+                        .await;
                     self.settle(&mut conn, result).await
                 })
                 .await
@@ -110,7 +116,9 @@ macro_rules! store_impl {
                 query: &$crate::domain::ListTasksQuery,
             ) -> Result<Option<$crate::domain::TaskPage>, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
-                let result = reads::list_tasks($lend!(conn), tenant, query).await;
+                let result = self
+                    .bounded(reads::list_tasks($lend!(conn), tenant, query))
+                    .await;
                 self.settle(&mut conn, result).await
             }
 
@@ -122,14 +130,21 @@ macro_rules! store_impl {
                 limit: usize,
             ) -> Result<Vec<(i64, $crate::domain::StreamEvent)>, $crate::store::StoreError> {
                 let mut conn = self.point_conn().await?;
-                let result =
-                    reads::task_events($lend!(conn), tenant, task_id, after_seq, limit).await;
+                let result = self
+                    .bounded(reads::task_events(
+                        $lend!(conn),
+                        tenant,
+                        task_id,
+                        after_seq,
+                        limit,
+                    ))
+                    .await;
                 self.settle(&mut conn, result).await
             }
 
             async fn ping(&self) -> Result<(), $crate::store::StoreError> {
                 let mut conn = self.point_conn().await?;
-                let result = reads::ping($lend!(conn)).await;
+                let result = self.bounded(reads::ping($lend!(conn))).await;
                 self.settle(&mut conn, result).await
             }
 
@@ -154,7 +169,9 @@ macro_rules! store_impl {
                 limit: usize,
             ) -> Result<Vec<$crate::store::DueThread>, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
-                let result = reads::due_threads($lend!(conn), status, now, after, limit).await;
+                let result = self
+                    .bounded(reads::due_threads($lend!(conn), status, now, after, limit))
+                    .await;
                 self.settle(&mut conn, result).await
             }
 
@@ -167,7 +184,9 @@ macro_rules! store_impl {
                 $crate::store::StoreError,
             > {
                 let mut conn = self.conn().await?;
-                let result = reads::recent_threads($lend!(conn), now, limit).await;
+                let result = self
+                    .bounded(reads::recent_threads($lend!(conn), now, limit))
+                    .await;
                 self.settle(&mut conn, result).await
             }
 
@@ -177,7 +196,9 @@ macro_rules! store_impl {
                 task_ids: &[$crate::domain::TaskId],
             ) -> Result<Vec<$crate::domain::PushConfig>, $crate::store::StoreError> {
                 let mut conn = self.point_conn().await?;
-                let result = reads::push_configs($lend!(conn), tenant, task_ids).await;
+                let result = self
+                    .bounded(reads::push_configs($lend!(conn), tenant, task_ids))
+                    .await;
                 self.settle(&mut conn, result).await
             }
 
@@ -187,8 +208,14 @@ macro_rules! store_impl {
                 limit: usize,
             ) -> Result<Vec<$crate::store::Delivery>, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
-                let result =
-                    reads::due_deliveries($lend!(conn), now, limit, self.outbox_share()).await;
+                let result = self
+                    .bounded(reads::due_deliveries(
+                        $lend!(conn),
+                        now,
+                        limit,
+                        self.outbox_share(),
+                    ))
+                    .await;
                 self.settle(&mut conn, result).await
             }
 
@@ -200,13 +227,15 @@ macro_rules! store_impl {
                 $crate::store::StoreError,
             > {
                 let mut conn = self.conn().await?;
-                let result = reads::owed_deliveries($lend!(conn), limit).await;
+                let result = self
+                    .bounded(reads::owed_deliveries($lend!(conn), limit))
+                    .await;
                 self.settle(&mut conn, result).await
             }
 
             async fn outbox_depth(&self) -> Result<u64, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
-                let result = reads::outbox_depth($lend!(conn)).await;
+                let result = self.bounded(reads::outbox_depth($lend!(conn))).await;
                 self.settle(&mut conn, result).await
             }
 
@@ -221,7 +250,7 @@ macro_rules! store_impl {
                     return result;
                 }
                 let mut conn = self.point_conn().await?;
-                let result = reads::claim($lend!(conn), tenant, key).await;
+                let result = self.bounded(reads::claim($lend!(conn), tenant, key)).await;
                 self.settle(&mut conn, result).await
             }
 
@@ -235,7 +264,9 @@ macro_rules! store_impl {
                 $crate::store::StoreError,
             > {
                 let mut conn = self.conn().await?;
-                let result = reads::claim_keys($lend!(conn), from, until, limit).await;
+                let result = self
+                    .bounded(reads::claim_keys($lend!(conn), from, until, limit))
+                    .await;
                 self.settle(&mut conn, result).await
             }
 

@@ -218,6 +218,11 @@ impl SqliteStore {
         Some(self.writer.clone())
     }
 
+    /// A read as it is: a local database has no network to be cut off by.
+    fn bounded<F: std::future::Future>(&self, read: F) -> F {
+        read
+    }
+
     /// A point read (a thread's reload, a task), run on the calling thread.
     fn point_read<F: std::future::Future>(
         &self,

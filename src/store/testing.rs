@@ -31,6 +31,7 @@ pub(crate) fn test_config(
         data_dir,
         pool_size: 4,
         acquire_timeout_ms: 2000,
+        answer_timeout_ms: 5000,
         sqlite_synchronous: Default::default(),
         sqlite_wal_one_write: true,
         sqlite_checkpoint_pages: 1000,

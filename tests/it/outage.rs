@@ -11,11 +11,33 @@ use tokio::sync::Notify;
 
 use crate::support::{Backend, TestDatabase, fresh_postgres, spawn_app_with, user_message};
 
-/// Forwards connections to `target` while up; when cut, drops every connection.
+/// Forwards connections to `target` while up; when cut, drops every connection. While
+/// stalled (a partition), it keeps every connection open and forwards nothing, in
+/// either direction, until it is healed.
 struct Proxy {
     port: u16,
     up: Arc<AtomicBool>,
     cut: Arc<Notify>,
+    stalled: tokio::sync::watch::Sender<bool>,
+}
+
+/// Copies `from` to `to`, holding every read until `stalled` says otherwise.
+async fn forward(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut stalled: tokio::sync::watch::Receiver<bool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if stalled.wait_for(|s| !*s).await.is_err() || to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
 }
 
 impl Proxy {
@@ -24,26 +46,36 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let up = Arc::new(AtomicBool::new(true));
         let cut = Arc::new(Notify::new());
-        let (up2, cut2) = (up.clone(), cut.clone());
+        let (stalled, _) = tokio::sync::watch::channel(false);
+        let (up2, cut2, stalled2) = (up.clone(), cut.clone(), stalled.clone());
         actix_web::rt::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
+            while let Ok((inbound, _)) = listener.accept().await {
                 if !up2.load(Ordering::SeqCst) {
                     continue;
                 }
                 let target = target.clone();
                 let cut = cut2.clone();
+                let stalled = stalled2.subscribe();
                 actix_web::rt::spawn(async move {
-                    let Ok(mut outbound) = TcpStream::connect(target).await else {
+                    let Ok(outbound) = TcpStream::connect(target).await else {
                         return;
                     };
+                    let (from_client, to_client) = inbound.into_split();
+                    let (from_server, to_server) = outbound.into_split();
                     tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = forward(from_client, to_server, stalled.clone()) => {}
+                        _ = forward(from_server, to_client, stalled) => {}
                         _ = cut.notified() => {}
                     }
                 });
             }
         });
-        Proxy { port, up, cut }
+        Proxy {
+            port,
+            up,
+            cut,
+            stalled,
+        }
     }
 
     fn set_up(&self, up: bool) {
@@ -51,6 +83,11 @@ impl Proxy {
         if !up {
             self.cut.notify_waiters();
         }
+    }
+
+    /// A partition (`true`) or its heal.
+    fn stall(&self, stalled: bool) {
+        self.stalled.send_replace(stalled);
     }
 }
 
@@ -394,4 +431,64 @@ async fn connections_ended_by_the_database_mid_statement_are_retryable_not_inter
         task["result"]["status"]["state"], "TASK_STATE_COMPLETED",
         "{task}"
     );
+}
+
+/// A database that stops answering — a partition: its connections stay open and nothing
+/// comes back — fails a send within `store.answer_timeout_ms` with a retryable 503 (its
+/// commit, then the read of its claim), not when the partition heals; the same send
+/// after the heal is stored once.
+#[actix_web::test]
+async fn a_send_to_a_database_that_stops_answering_fails_within_the_answer_timeout() {
+    let Some((db, proxy, app)) = behind_proxy(|s| {
+        s.store.acquire_timeout_ms = 500;
+        s.store.answer_timeout_ms = 1000;
+    })
+    .await
+    else {
+        return;
+    };
+    // One send first: the writer's connection is open when the partition begins.
+    let warm = send_until_up(&app, &json!({ "message": user_message("complete") })).await;
+    assert_eq!(
+        warm["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    // A new thread: nothing is read before its commit, which is what waits.
+    let params = json!({ "message": user_message("complete") });
+    proxy.stall(true);
+    let started = std::time::Instant::now();
+    let send = app
+        .client
+        .post(format!("{}/", app.url))
+        .json(&json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params": params}))
+        .send();
+    // Healed only after a while, or when the send is answered.
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(6), send).await;
+    let waited = started.elapsed();
+    proxy.stall(false);
+    let r = answered
+        .expect("answered while the database did not answer")
+        .unwrap();
+    assert_eq!(r.status(), 503, "{waited:?}");
+    assert!(r.headers().contains_key("retry-after"));
+    assert!(
+        waited < std::time::Duration::from_secs(4),
+        "answered after {waited:?}"
+    );
+    // Whether the commit took effect was not known: the bytes held in the partition
+    // reach the database at the heal, as TCP's retransmissions would. Either way the
+    // message is stored once — by the retry's own turn, or by that commit, whose turn
+    // was cut short (the task failed as interrupted, as after a crash).
+    let done = send_until_up(&app, &params).await;
+    let task = &done["result"]["task"];
+    let state = task["status"]["state"].as_str().unwrap_or_default();
+    let interrupted = task["status"]["message"]["metadata"]["errorCode"] == "INTERRUPTED";
+    assert!(
+        state == "TASK_STATE_COMPLETED" || (state == "TASK_STATE_FAILED" && interrupted),
+        "{done}"
+    );
+    let context = task["contextId"].as_str().unwrap();
+    let messages = stored_messages(&db.url, context).await;
+    let users = messages.iter().filter(|(role, _)| role == "user").count();
+    assert_eq!(users, 1, "{messages:?}");
 }
