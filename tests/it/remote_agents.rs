@@ -647,25 +647,27 @@ fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
-/// With `verify_with`, only a card signed by a key of that set is used: the keys from a
-/// file or from a URL; a card signed by another key, or not signed, fails the call.
-#[actix_web::test]
-async fn a_remote_card_can_be_required_to_be_signed() {
+/// A remote whose card is signed (ES256, kid `remote-1`), and its key set written to a
+/// file of a temporary folder (kept while the folder is).
+async fn signed_remote() -> (TestApp, tempfile::TempDir, std::path::PathBuf) {
     let signed = spawn_app_with(crate::support::Backend::Sqlite, |s| {
         s.agent.card_signing.key_file = fixture("test-only-es256-a.pem");
         s.agent.card_signing.kid = "remote-1".into();
     })
     .await;
-    let unsigned = spawn_app().await;
     let dir = tempfile::tempdir().unwrap();
     let keys_file = dir.path().join("jwks.json");
-    let keys = signed
-        .get("/.well-known/jwks.json")
-        .await
-        .text()
-        .await
-        .unwrap();
-    std::fs::write(&keys_file, keys).unwrap();
+    let keys = signed.get("/.well-known/jwks.json").await.text().await;
+    std::fs::write(&keys_file, keys.unwrap()).unwrap();
+    (signed, dir, keys_file)
+}
+
+/// With `verify_with`, only a card signed by a key of that set is used: the keys from a
+/// file or from a URL; a card signed by another key, or not signed, fails the call.
+#[actix_web::test]
+async fn a_remote_card_can_be_required_to_be_signed() {
+    let (signed, dir, keys_file) = signed_remote().await;
+    let unsigned = spawn_app().await;
     let stranger_file = dir.path().join("stranger.json");
     let stranger = agent_a2a::a2a::signing::CardSigner::new(
         jsonwebtoken::Algorithm::ES256,
@@ -769,20 +771,7 @@ fn serve_attacker(
 /// that server is asked nothing, least of all with our credential.
 #[actix_web::test]
 async fn a_signed_card_altered_so_its_signature_still_matches_is_refused() {
-    let signed = spawn_app_with(crate::support::Backend::Sqlite, |s| {
-        s.agent.card_signing.key_file = fixture("test-only-es256-a.pem");
-        s.agent.card_signing.kid = "remote-1".into();
-    })
-    .await;
-    let dir = tempfile::tempdir().unwrap();
-    let keys_file = dir.path().join("jwks.json");
-    let keys = signed
-        .get("/.well-known/jwks.json")
-        .await
-        .text()
-        .await
-        .unwrap();
-    std::fs::write(&keys_file, keys).unwrap();
+    let (signed, _dir, keys_file) = signed_remote().await;
     let genuine: Value = signed
         .get("/.well-known/agent-card.json")
         .await
