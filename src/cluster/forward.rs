@@ -107,12 +107,27 @@ pub struct Peer {
 }
 
 impl Peer {
-    /// A client whose calls end after `timeout` (`cluster.forward_timeout_secs`).
-    pub fn new(secret: &str, timeout: Duration) -> Result<Self, reqwest::Error> {
+    /// A client whose calls end after `timeout` (`cluster.forward_timeout_secs`), and
+    /// whose connections are given up once the peer shows no sign of life for
+    /// `dead_after` (`cluster.peer_dead_after_ms`): keepalive probes from half of it on, a
+    /// quarter of it apart (whole seconds: the kernel takes no less), and the kernel's
+    /// `TCP_USER_TIMEOUT` over probes and data alike.
+    pub fn new(
+        secret: &str,
+        timeout: Duration,
+        dead_after: Duration,
+    ) -> Result<Self, reqwest::Error> {
+        // The client's TLS needs the process's crypto provider (a second install is
+        // refused, harmlessly).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(Duration::from_secs(2))
             .pool_idle_timeout(Duration::from_secs(60))
+            .tcp_keepalive(whole_seconds(dead_after / 2))
+            .tcp_keepalive_interval(whole_seconds(dead_after / 4))
+            .tcp_keepalive_retries(2)
+            .tcp_user_timeout(dead_after)
             .build()?;
         Ok(Self {
             http,
@@ -168,6 +183,11 @@ impl Peer {
             Answer::Error(e) => Err(e),
         }
     }
+}
+
+/// `d` in whole seconds, at least one.
+fn whole_seconds(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs().max(1))
 }
 
 fn unreachable(base: &str, e: &reqwest::Error) -> Error {

@@ -132,6 +132,7 @@ impl Cluster {
             peer: Peer::new(
                 &settings.secret,
                 Duration::from_secs(settings.forward_timeout_secs),
+                Duration::from_millis(settings.peer_dead_after_ms),
             )
             .map_err(|e| JoinError::Client(e.to_string()))?,
             arbiter: Mutex::new(Some(arbiter)),

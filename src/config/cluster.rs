@@ -28,6 +28,11 @@ pub struct ClusterSettings {
     /// How long a forwarded request may take on the owner (a blocking send waits for
     /// its turn), in seconds.
     pub forward_timeout_secs: u64,
+    /// A connection to another node that shows no sign of life this long, in ms — its
+    /// keepalive probes, or data sent on it, unanswered — is given up, and the call on
+    /// it fails (503): a peer cut off by the network neither answers nor resets, and a
+    /// forward on an open connection would wait for the heal. From 2 000 to 60 000.
+    pub peer_dead_after_ms: u64,
     /// A subscriber following a task of another node reads the task's log at least this
     /// often, in ms, even when no notification came (a notification can be missed while
     /// the listening connection reconnects).
@@ -52,6 +57,7 @@ impl Default for ClusterSettings {
             lease_ttl_ms: 10_000,
             heartbeat_ms: 2_000,
             forward_timeout_secs: 300,
+            peer_dead_after_ms: 3_000,
             stream_poll_ms: 2_000,
             drain_notice_ms: 1_500,
         }
@@ -129,6 +135,12 @@ impl ClusterSettings {
             return Err(problem(
                 "cluster.forward_timeout_secs",
                 "must be greater than 0".into(),
+            ));
+        }
+        if !(2_000..=60_000).contains(&self.peer_dead_after_ms) {
+            return Err(problem(
+                "cluster.peer_dead_after_ms",
+                "must be from 2000 to 60000".into(),
             ));
         }
         if self.stream_poll_ms == 0 {

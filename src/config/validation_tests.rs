@@ -53,6 +53,12 @@ fn cluster_mode_needs_postgres_a_secret_and_a_heartbeat_inside_the_lease() {
         &[("AGENT_A2A__CLUSTER__FORWARD_TIMEOUT_SECS", "0")],
         "cluster.forward_timeout_secs",
     );
+    for dead_after in ["1999", "60001"] {
+        refused(
+            &[("AGENT_A2A__CLUSTER__PEER_DEAD_AFTER_MS", dead_after)],
+            "cluster.peer_dead_after_ms",
+        );
+    }
     refused(
         &[("AGENT_A2A__CLUSTER__STREAM_POLL_MS", "0")],
         "cluster.stream_poll_ms",

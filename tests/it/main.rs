@@ -28,6 +28,7 @@ mod mcp;
 mod metrics;
 mod open_files;
 mod outage;
+mod partition;
 mod postgres;
 mod push;
 mod recovery;
