@@ -7,12 +7,11 @@
 //! 0.3), sends a message and follows the task to its end or until it asks for input;
 //! [`grpc`] is its gRPC binding. [`tools`] makes each configured remote
 //! agent a skill with one tool, `ask_<name>`, with a breaker and metrics per agent.
-//! [`secrets`] cuts the credentials a peer is given out of everything it sends back.
+//! `push::Secrets` cuts the credentials a peer is given out of everything it sends back.
 
 pub mod a2a;
 mod grpc;
 pub mod mcp;
-pub mod secrets;
 pub mod tools;
 
 pub use mcp::mcp_servers;

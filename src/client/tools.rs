@@ -17,9 +17,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::a2a::{Answer, CallError, RemoteAgent, Sent};
-use super::secrets::Secrets;
 use crate::config::{RemoteAgentSettings, Settings};
 use crate::domain::TenantId;
+use crate::push::Secrets;
 use crate::push::UrlPolicy;
 use crate::skills::{
     CallRef, Caller, Question, Skill, SkillError, SkillInfo, SkillRegistry, ToolSpec,

@@ -65,10 +65,10 @@ mod http;
 mod oversized;
 mod stdio;
 
-use super::secrets::Secrets;
 use super::tools::Breaker;
 use crate::config::{McpServerSettings, Settings};
 use crate::domain::{Part, PartContent, TenantId};
+use crate::push::Secrets;
 use crate::push::UrlPolicy;
 use crate::skills::{
     Caller, ProgressReport, Skill, SkillError, SkillInfo, SkillRegistry, ToolProgress, ToolSpec,
