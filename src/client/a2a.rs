@@ -3,7 +3,10 @@
 //!
 //! The card is read at start-up (see `tools::remote_agents`), or else at the first call,
 //! and again when its `Cache-Control: max-age` has passed (five minutes without one); a
-//! card that cannot be read fails the call, and the next call tries again. Of the card's `supportedInterfaces`, in the card's order (first
+//! card that cannot be read fails the call, and the next call tries again. One read is in
+//! flight at a time: the calls that need the card meanwhile wait for it, each within its
+//! own deadline. Under `verify_with` the card is used only through its signed form
+//! (`a2a::signing`): what is verified is what is used. Of the card's `supportedInterfaces`, in the card's order (first
 //! preferred), the first A2A 1.0 interface with a binding spoken here is used: `JSONRPC`,
 //! `HTTP+JSON` or `GRPC` (a `host:port` is TLS unless `grpc_tls` is off); without one, a
 //! 0.3 interface over JSON-RPC or HTTP+JSON (listed, or a 0.3 card's own `url` or
