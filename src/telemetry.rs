@@ -285,8 +285,39 @@ fn quiet_rmcp(level: &str) -> String {
 
 /// Leaves out the lines of other crates that carry a secret: rmcp logs a Streamable HTTP
 /// session's id — which is all a client needs to act in that session — when it ends one.
-fn without_secrets() -> tracing_subscriber::filter::FilterFn<fn(&tracing::Metadata<'_>) -> bool> {
-    tracing_subscriber::filter::filter_fn(carries_no_secret)
+/// Decided once per callsite (its metadata says it all), so it costs nothing per event.
+fn without_secrets() -> WithoutSecrets {
+    WithoutSecrets
+}
+
+struct WithoutSecrets;
+
+impl<S> tracing_subscriber::layer::Filter<S> for WithoutSecrets {
+    fn enabled(
+        &self,
+        meta: &tracing::Metadata<'_>,
+        _: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        carries_no_secret(meta)
+    }
+
+    /// No bound of its own: without a hint the layer's (the `And` of it and the level
+    /// filter) would be unknown, which turns off tracing's level check at every callsite
+    /// (measured: ~9 000 instructions per send).
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::TRACE)
+    }
+
+    fn callsite_enabled(
+        &self,
+        meta: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        if carries_no_secret(meta) {
+            tracing::subscriber::Interest::always()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    }
 }
 
 fn carries_no_secret(meta: &tracing::Metadata<'_>) -> bool {
@@ -782,6 +813,18 @@ mod log_tests {
         assert!(
             text.contains("kept") && text.contains("ours kept"),
             "{text}"
+        );
+    }
+
+    /// The filter keeps the level's bound: an unknown one would have every disabled
+    /// callsite checked at each hit (a regression of ~9 000 instructions per send).
+    #[test]
+    fn the_log_filter_keeps_its_level_bound() {
+        use tracing_subscriber::layer::Filter;
+        let filter = EnvFilter::new(quiet_rmcp("info")).and(without_secrets());
+        assert_eq!(
+            Filter::<tracing_subscriber::Registry>::max_level_hint(&filter),
+            Some(tracing::level_filters::LevelFilter::INFO)
         );
     }
 
