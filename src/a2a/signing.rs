@@ -165,7 +165,7 @@ impl CardSigner {
 
 /// The text a card's signatures sign (see the module documentation).
 pub fn canonical_form(card: &Value) -> Result<String, SigningError> {
-    jcs(&signed_form(&read(card)?)?)
+    jcs(&signed_form(written(&read(card)?)?))
 }
 
 /// Accepts the card in `text` — JSON in which no object names a key twice — as
@@ -206,10 +206,9 @@ pub fn verify(card: &Value, keys: &JwkSet, algorithms: &[Algorithm]) -> Result<V
             SigningError::Card(format!("not a 1.0 agent card: {e}")).into()
         }
     })?;
-    let written = serde_json::to_value(&parsed)
-        .map_err(|e| SigningError::Card(format!("cannot be written as ProtoJSON: {e}")))?;
+    let written = written(&parsed)?;
     json_names(card, &written, &ignored, &mut Vec::new()).map_err(VerifyError::NotCanonical)?;
-    let signed = signed_form(&parsed)?;
+    let signed = signed_form(written);
     let payload = URL_SAFE_NO_PAD.encode(jcs(&signed)?);
     let valid = signatures.iter().any(|entry| {
         let (Some(protected), Some(signature)) = (
@@ -262,13 +261,18 @@ fn read(card: &Value) -> Result<a2a_pb::protojson::AgentCard, SigningError> {
         .map_err(|e| SigningError::Card(format!("not a 1.0 agent card: {e}")))
 }
 
-/// The card without its signatures, written as ProtoJSON without empty values.
-fn signed_form(card: &a2a_pb::protojson::AgentCard) -> Result<Value, SigningError> {
-    let mut card = card.clone();
-    card.signatures.clear();
-    let written = serde_json::to_value(&card)
-        .map_err(|e| SigningError::Card(format!("cannot be written as ProtoJSON: {e}")))?;
-    Ok(without_empty(written).unwrap_or_else(|| Value::Object(Map::new())))
+/// `card` written as ProtoJSON.
+fn written(card: &a2a_pb::protojson::AgentCard) -> Result<Value, SigningError> {
+    serde_json::to_value(card)
+        .map_err(|e| SigningError::Card(format!("cannot be written as ProtoJSON: {e}")))
+}
+
+/// The card as ProtoJSON wrote it (`written`), without its signatures and empty values.
+fn signed_form(mut written: Value) -> Value {
+    if let Some(fields) = written.as_object_mut() {
+        fields.remove("signatures");
+    }
+    without_empty(written).unwrap_or_else(|| Value::Object(Map::new()))
 }
 
 fn jcs(form: &Value) -> Result<String, SigningError> {
