@@ -576,6 +576,10 @@ struct Checkpointer {
     woken_at: std::sync::atomic::AtomicI32,
     /// Set by the thread after a checkpoint: the writer copies the rest.
     caught_up: Arc<std::sync::atomic::AtomicBool>,
+    /// Held by whoever of the thread and the writer checkpoints: SQLite refuses a second
+    /// checkpoint at once, without the busy handler, so a bound checkpoint tried while
+    /// the thread was in one of its passes would fail and the WAL would go past its bound.
+    checkpointing: Arc<Mutex<()>>,
     /// For tests, which wait for checkpoints.
     #[cfg(test)]
     done: Arc<Checkpoints>,
@@ -622,9 +626,11 @@ impl Checkpointer {
         let counted = done.clone();
         let caught_up = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let told = caught_up.clone();
+        let checkpointing = Arc::new(Mutex::new(()));
+        let held = checkpointing.clone();
         std::thread::Builder::new()
             .name("a2a-checkpoint".into())
-            .spawn(move || checkpoint_loop(&conn, &woken, &told, &counted))
+            .spawn(move || checkpoint_loop(&conn, &woken, &told, &held, &counted))
             .map_err(|e| StoreError::Unavailable(format!("the sqlite checkpoint thread: {e}")))?;
         Ok(Self {
             wake,
@@ -635,6 +641,7 @@ impl Checkpointer {
             ),
             woken_at: std::sync::atomic::AtomicI32::new(0),
             caught_up,
+            checkpointing,
             #[cfg(test)]
             done,
         })
@@ -655,7 +662,10 @@ impl Checkpointer {
             self.bound_at.store(self.max_pages, Relaxed);
         } else if pages >= self.bound_at.load(Relaxed) {
             let started = std::time::Instant::now();
+            // Waits for a pass of the thread's to end.
+            let held = self.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
             let done = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| r.get::<_, i64>(0));
+            drop(held);
             metrics::counter!(crate::telemetry::SQLITE_WAL_BOUND_CHECKPOINTS).increment(1);
             metrics::histogram!(crate::telemetry::SQLITE_CHECKPOINT_MS, "by" => "bound")
                 .record(started.elapsed().as_secs_f64() * 1000.0);
@@ -667,7 +677,11 @@ impl Checkpointer {
             self.woken_at.store(0, Relaxed);
             return;
         }
-        if self.caught_up.swap(false, AcqRel) {
+        if self.caught_up.load(Relaxed)
+            // The thread in another pass: the rest is copied after a later commit.
+            && let Ok(_held) = self.checkpointing.try_lock()
+            && self.caught_up.swap(false, AcqRel)
+        {
             let started = std::time::Instant::now();
             match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
                 Ok(()) => {
@@ -705,15 +719,18 @@ fn checkpoint_loop(
     conn: &rusqlite::Connection,
     woken: &std::sync::mpsc::Receiver<()>,
     caught_up: &std::sync::atomic::AtomicBool,
+    checkpointing: &Mutex<()>,
     done: &Checkpoints,
 ) {
     while woken.recv().is_ok() {
         let mut copied_before = 0;
         for _ in 0..CHECKPOINT_PASSES {
             let started = std::time::Instant::now();
+            let held = checkpointing.lock().unwrap_or_else(|p| p.into_inner());
             let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
                 Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
             });
+            drop(held);
             match result {
                 Ok((wal, copied)) => {
                     metrics::histogram!(crate::telemetry::SQLITE_CHECKPOINT_MS, "by" => "thread")
