@@ -2,6 +2,9 @@
 //! (root, private test addresses; nothing leaves the machine), a fault made by setting
 //! the link down, and everything removed when the test ends.
 
+mod cluster;
+mod lab;
+
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
