@@ -508,6 +508,8 @@ pub const MCP_TOOL_LIST_CHANGES: &str = "agent_a2a_mcp_tool_list_changes_total";
 pub const MCP_LOG_MESSAGES: &str = "agent_a2a_mcp_log_messages_total";
 /// Postgres commits and reads that went unanswered past `store.answer_timeout_ms`.
 pub const STORE_ANSWER_TIMEOUTS: &str = "agent_a2a_store_answer_timeouts_total";
+/// 1 while Postgres does not answer (`store::Silence`): new sends are refused.
+pub const STORE_SILENT: &str = "agent_a2a_store_silent";
 /// Checkpoints the SQLite writer ran itself because the WAL was past
 /// `store.sqlite_max_wal_pages`.
 pub const SQLITE_WAL_BOUND_CHECKPOINTS: &str = "agent_a2a_sqlite_wal_bound_checkpoints_total";
@@ -574,6 +576,10 @@ fn describe() {
     describe_counter!(
         SQLITE_WAL_BOUND_CHECKPOINTS,
         "Checkpoints the SQLite writer ran itself, waiting for readers, because the WAL was past store.sqlite_max_wal_pages."
+    );
+    describe_gauge!(
+        STORE_SILENT,
+        "1 while Postgres does not answer (a commit or read past store.answer_timeout_ms, or a cluster lease renewal past two cluster.heartbeat_ms, went unanswered, and nothing has been answered since): new sends get 503 and /health/ready fails."
     );
     describe_counter!(
         STORE_ANSWER_TIMEOUTS,

@@ -45,10 +45,10 @@ use tokio_postgres::{AsyncMessage, Client, NoTls};
 use crate::config::ClusterSettings;
 use crate::domain::{ContextId, TenantId};
 use crate::error::{Error, Result};
-use crate::store::StoreError;
 use crate::store::cluster::{
     self as sql, CLAIMS_CHANNEL, EVENTS_CHANNEL, Fence, Joined, Owner, Ownership, Taken, Unswept,
 };
+use crate::store::{Silence, StoreError};
 
 pub use forward::Peer;
 
@@ -70,6 +70,11 @@ pub struct Cluster {
     heartbeat: Duration,
     stream_poll: Duration,
     fence: Arc<Fence>,
+    /// Whether Postgres answers, the store's: a renewal unanswered within a heartbeat
+    /// makes it silent, an answered one ends the silence.
+    silence: Arc<Silence>,
+    /// How long a placement's statements may go unanswered (`store.answer_timeout_ms`).
+    answer_timeout: Duration,
     /// Lease renewals, joining and leaving, and LISTEN: never waits on a lock.
     session: Conn,
     /// Owner lookups, claims and takeovers.
@@ -106,18 +111,21 @@ pub enum JoinError {
 
 impl Cluster {
     /// Connects, joins as `cluster.node_id` (waiting up to a lease's time for a previous
-    /// process of the same id to expire) and starts renewing. `fence` is the store's.
+    /// process of the same id to expire) and starts renewing. `fence` and `silence` are
+    /// the store's, and so is the bound of a placement's statements.
     pub async fn join(
         settings: &ClusterSettings,
         database_url: &str,
         url: String,
         fence: Arc<Fence>,
+        (silence, answer_timeout): (Arc<Silence>, Duration),
     ) -> Result<Arc<Cluster>, JoinError> {
         let arbiter = Arbiter::new();
         let hub = notify::Hub::new(fence.node_id());
         let name = |role: &str| format!("agent-a2a {} {role}", fence.node_id());
-        let session = Conn::new(database_url, &name("session"), &arbiter, Some(hub.clone()));
-        let claims = Conn::new(database_url, &name("placement"), &arbiter, None);
+        let on = (&arbiter, answer_timeout);
+        let session = Conn::new(database_url, &name("session"), on, Some(hub.clone()));
+        let claims = Conn::new(database_url, &name("placement"), on, None);
         let ttl_ms = i64::try_from(settings.lease_ttl_ms).unwrap_or(i64::MAX);
         let cluster = Arc::new(Cluster {
             node_id: fence.node_id().to_owned(),
@@ -126,6 +134,8 @@ impl Cluster {
             heartbeat: Duration::from_millis(settings.heartbeat_ms),
             stream_poll: Duration::from_millis(settings.stream_poll_ms),
             fence,
+            silence,
+            answer_timeout,
             session,
             claims,
             hub,
@@ -239,6 +249,44 @@ impl Cluster {
     /// Where the thread is served: claims it when no node owns it, takes it over when its
     /// owner's lease expired, or names its live owner.
     pub async fn place(&self, tenant: &TenantId, thread: &ContextId) -> Result<Placement> {
+        self.bounded("a placement", self.place_unbounded(tenant, thread))
+            .await
+    }
+
+    /// `call` on the placement connection, within `store.answer_timeout_ms`: past it the
+    /// connection is not used again, Postgres counts as silent, and the call fails (503).
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        if self.silence.is_silent() {
+            // Only the renewals go to the database until one is answered.
+            return Err(Error::Unavailable {
+                detail: format!("cluster: {what}: postgres does not answer"),
+                retry_after_secs: 1,
+            });
+        }
+        match tokio::time::timeout(self.answer_timeout, call).await {
+            Ok(done) => {
+                self.silence.answered();
+                done
+            }
+            Err(_) => {
+                self.silence.unanswered(what);
+                self.claims.forget().await;
+                Err(Error::Unavailable {
+                    detail: format!(
+                        "cluster: {what} was not answered within store.answer_timeout_ms ({} ms)",
+                        self.answer_timeout.as_millis()
+                    ),
+                    retry_after_secs: 1,
+                })
+            }
+        }
+    }
+
+    async fn place_unbounded(&self, tenant: &TenantId, thread: &ContextId) -> Result<Placement> {
         if !self.holds_lease() {
             return Err(Error::Unavailable {
                 detail: "this node is not holding its cluster lease (renewal pending)".into(),
@@ -387,15 +435,18 @@ impl Cluster {
     /// The live node other than this one that owns the thread, if any — read only: a
     /// draining node claims nothing, but forwards what another node serves.
     pub async fn live_owner(&self, tenant: &TenantId, thread: &ContextId) -> Result<Option<Owner>> {
-        let client = self.claims.get().await?;
-        Ok(
-            match sql::ownership(&client, tenant.as_str(), thread.as_str()).await? {
-                Ownership::Owned(owner) if owner.alive() && owner.node_id != self.node_id => {
-                    Some(owner)
-                }
-                _ => None,
-            },
-        )
+        self.bounded("an owner lookup", async {
+            let client = self.claims.get().await?;
+            Ok(
+                match sql::ownership(&client, tenant.as_str(), thread.as_str()).await? {
+                    Ownership::Owned(owner) if owner.alive() && owner.node_id != self.node_id => {
+                        Some(owner)
+                    }
+                    _ => None,
+                },
+            )
+        })
+        .await
     }
 
     /// Gives up a thread this node owns and runs nothing on (a draining node): the next
@@ -459,18 +510,33 @@ impl Cluster {
                 continue;
             }
             let started = Instant::now();
-            let renewed = match self.session.get().await {
-                Ok(client) => {
-                    sql::renew(&client, &self.node_id, self.fence.token(), self.ttl_ms).await
+            // A database cut off by the network answers nothing, and the node must know
+            // it well before its lease runs out: a renewal has two heartbeats (at most
+            // `store.answer_timeout_ms`). Its connection is kept: one the network lost
+            // is closed by the kernel (`Conn::connect`), and a slow one answers later.
+            let bound = (self.heartbeat * 2).min(self.answer_timeout);
+            let renewal = async {
+                let client = self.session.get().await?;
+                sql::renew(&client, &self.node_id, self.fence.token(), self.ttl_ms).await
+            };
+            let renewed = match tokio::time::timeout(bound, renewal).await {
+                Ok(renewed) => renewed,
+                Err(_) => {
+                    self.silence.unanswered("the cluster lease renewal");
+                    Err(StoreError::Unavailable(format!(
+                        "the renewal was not answered within two heartbeats ({} ms)",
+                        bound.as_millis()
+                    )))
                 }
-                Err(e) => Err(e),
             };
             match renewed {
                 Ok(true) => {
+                    self.silence.answered();
                     *lock(&self.held_until) = started + self.margin_ttl();
                     self.refresh_nodes().await;
                 }
                 Ok(false) => {
+                    self.silence.answered();
                     tracing::warn!(node_id = %self.node_id, "the lease was taken over while it could not be renewed");
                     self.fence.mark_lost();
                 }
@@ -576,6 +642,8 @@ struct Conn {
     name: String,
     arbiter: actix::ArbiterHandle,
     listen: Option<Arc<notify::Hub>>,
+    /// `store.answer_timeout_ms`: see [`Conn::connect`].
+    dead_after: Duration,
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
     /// The current connection LISTENs for events (a new connection does not).
     listening: AtomicBool,
@@ -584,15 +652,30 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(url: &str, name: &str, arbiter: &Arbiter, listen: Option<Arc<notify::Hub>>) -> Self {
+    fn new(
+        url: &str,
+        name: &str,
+        (arbiter, dead_after): (&Arbiter, Duration),
+        listen: Option<Arc<notify::Hub>>,
+    ) -> Self {
         Self {
             url: url.to_owned(),
             name: name.to_owned(),
             arbiter: arbiter.handle(),
             listen,
+            dead_after,
             client: tokio::sync::Mutex::new(None),
             listening: AtomicBool::new(false),
             hearing_claims: AtomicBool::new(false),
+        }
+    }
+
+    /// The current connection is not handed out again (a statement on it went
+    /// unanswered): the next call connects anew.
+    async fn forget(&self) {
+        // Held: a call is connecting anew already.
+        if let Ok(mut slot) = self.client.try_lock() {
+            *slot = None;
         }
     }
 
@@ -617,8 +700,13 @@ impl Conn {
         Ok(client)
     }
 
-    /// Connects on the cluster's arbiter, where the connection's I/O then runs.
+    /// Connects on the cluster's arbiter, where the connection's I/O then runs. A
+    /// connection whose sent data or keepalive probes go unacknowledged for
+    /// `store.answer_timeout_ms` is closed by the kernel (`TCP_USER_TIMEOUT`), and one
+    /// not made within it is given up: a database cut off by the network neither answers
+    /// nor resets.
     async fn connect(&self) -> Result<Client, StoreError> {
+        let dead_after = self.dead_after;
         let (tx, rx) = oneshot::channel();
         let mut config: tokio_postgres::Config = self
             .url
@@ -627,6 +715,13 @@ impl Conn {
         if config.get_application_name().is_none() {
             config.application_name(&self.name);
         }
+        config
+            .connect_timeout(dead_after)
+            .keepalives(true)
+            .keepalives_idle((dead_after / 2).max(Duration::from_secs(1)))
+            .keepalives_interval((dead_after / 4).max(Duration::from_secs(1)))
+            .keepalives_retries(2)
+            .tcp_user_timeout(dead_after);
         let listen = self.listen.clone();
         let spawned = self.arbiter.spawn(async move {
             let (client, mut connection) = match config.connect(NoTls).await {

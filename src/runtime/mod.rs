@@ -298,7 +298,13 @@ impl Runtime {
     pub fn is_ready(&self) -> bool {
         matches!(self.recovery(), Recovery::Done { .. })
             && !self.is_leaving()
-            && self.cluster.as_ref().is_none_or(|c| c.holds_lease())
+            && self.holds_lease()
+            && !self.store_silent()
+    }
+
+    /// Not in cluster mode, or this node holds its lease.
+    pub fn holds_lease(&self) -> bool {
+        self.cluster.as_ref().is_none_or(|c| c.holds_lease())
     }
 
     /// A graceful shutdown has begun: new work is refused.

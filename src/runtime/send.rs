@@ -189,6 +189,7 @@ impl Runtime {
             }
             return Err(thread::maintenance::shutting_down());
         }
+        self.serving_writes()?;
         // Routing fills in the context a message did not name; a send that goes on to
         // another node goes as the client sent it (`as_sent`), so that every node hashes
         // the same message when it compares a retry with it.

@@ -199,7 +199,18 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
                 url => url.trim_end_matches('/').to_owned(),
             };
             let database_url = settings.store.database_url.clone();
-            Some(crate::cluster::Cluster::join(&settings.cluster, &database_url, url, fence).await?)
+            let silence = store.silence().cloned().unwrap_or_default();
+            let answer_timeout = Duration::from_millis(settings.store.answer_timeout_ms);
+            Some(
+                crate::cluster::Cluster::join(
+                    &settings.cluster,
+                    &database_url,
+                    url,
+                    fence,
+                    (silence, answer_timeout),
+                )
+                .await?,
+            )
         }
         None => None,
     };

@@ -25,6 +25,7 @@ mod queries;
 mod reads;
 mod rows;
 mod schema;
+mod silence;
 mod sqlite;
 mod sqlite_claims;
 mod sqlite_lock;
@@ -34,6 +35,8 @@ pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 mod writes;
+
+pub use silence::Silence;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -465,6 +468,12 @@ pub trait Store: Send + Sync + 'static {
     /// `"postgres"` or `"sqlite"`.
     fn backend(&self) -> &'static str;
 
+    /// Postgres: whether it answers, as the store's bounded calls found it (SQLite, a
+    /// file of this process's, always answers).
+    fn silence(&self) -> Option<&Arc<Silence>> {
+        None
+    }
+
     /// Applies `ops` in order in one transaction: all or nothing.
     async fn commit(&self, ops: &[WriteOp]) -> Result<(), StoreError>;
 
@@ -796,7 +805,7 @@ pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
     let store: Arc<dyn Store> = match location {
         Location::Postgres(url) => Arc::new(
             postgres::PgStore::new(
-                &url,
+                &postgres::with_dead_after(&url, Duration::from_millis(cfg.answer_timeout_ms)),
                 cfg.pool_size,
                 cfg.commits_in_flight,
                 cfg.acquire_timeout(),

@@ -46,6 +46,9 @@ pub struct PgStore {
     acquire_timeout: Duration,
     /// How long a commit or a read may go unanswered (`store.answer_timeout_ms`).
     answer_timeout: Duration,
+    /// Whether the database answers (`silence.rs`): a call unanswered past
+    /// `answer_timeout` makes it silent, and every call waiting then gives up.
+    silence: Arc<super::Silence>,
     /// Cluster mode: every commit first checks this node's lease (its fencing token) and
     /// notifies the other nodes of the task events it logged.
     fence: Option<Arc<Fence>>,
@@ -81,6 +84,7 @@ impl PgStore {
                 .map_err(|e| StoreError::Config(format!("postgres writer pool: {e}")))?,
             acquire_timeout,
             answer_timeout: DEFAULT_ANSWER_TIMEOUT,
+            silence: Arc::default(),
             fence: fence.map(|(fence, _)| fence),
             _lock: lock,
         })
@@ -88,12 +92,34 @@ impl PgStore {
 
     /// A read connection of the calling thread's own (`pg_readers.rs`).
     async fn conn(&self) -> Result<PgRead, StoreError> {
+        self.answering()?;
         self.readers.thread()?.own(self.acquire_timeout).await
     }
 
     /// The read connection the calling thread's point reads share (`pg_readers.rs`).
     async fn point_conn(&self) -> Result<PgRead, StoreError> {
+        self.answering()?;
         self.readers.thread()?.shared(self.acquire_timeout).await
+    }
+
+    /// The connection a health check's ping reads on: tried while the database is
+    /// silent, its answer ends the silence.
+    async fn probe_conn(&self) -> Result<PgRead, StoreError> {
+        self.readers.thread()?.shared(self.acquire_timeout).await
+    }
+
+    /// A call while the database is silent fails at once instead of waiting for its
+    /// connection and its bound: only the probes ([`Self::probe_conn`]) and the cluster
+    /// lease's renewals go to the database until one is answered.
+    fn answering(&self) -> Result<(), StoreError> {
+        if self.silence.is_silent() {
+            return Err(StoreError::Unavailable(
+                "postgres does not answer (a call to it went unanswered past \
+                 store.answer_timeout_ms, and none has been answered since)"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     #[cfg(test)]
@@ -171,6 +197,7 @@ impl PgStore {
         if rows.is_empty() {
             return Ok(());
         }
+        self.answering()?;
         let writer = match tokio::time::timeout(self.acquire_timeout, self.writer.get()).await {
             Ok(Ok(writer)) => writer,
             Ok(Err(deadpool::managed::PoolError::Backend(e))) => {
@@ -189,19 +216,35 @@ impl PgStore {
             }
         };
         let commit = pg_writer::commit(&writer, &rows, self.fence.as_deref());
-        match tokio::time::timeout(self.answer_timeout, commit).await {
-            Ok(committed) => committed,
-            Err(_) => {
-                // Mid-statement: the connection is closed, not used again.
-                drop(deadpool::managed::Object::take(writer));
-                metrics::counter!(crate::telemetry::STORE_ANSWER_TIMEOUTS).increment(1);
-                Err(StoreError::Unavailable(format!(
-                    "postgres: the commit was not answered within {} ms \
-                     (store.answer_timeout_ms); whether it took effect is not known",
-                    self.answer_timeout.as_millis()
-                )))
-            }
-        }
+        let silenced = self.silence.fell_silent();
+        let detail = tokio::select! {
+            answered = tokio::time::timeout(self.answer_timeout, commit) => match answered {
+                Ok(committed) => {
+                    self.silence.answered();
+                    return committed;
+                }
+                Err(_) => {
+                    metrics::counter!(crate::telemetry::STORE_ANSWER_TIMEOUTS).increment(1);
+                    self.silence.unanswered("a commit");
+                    format!(
+                        "postgres: the commit was not answered within {} ms \
+                         (store.answer_timeout_ms); whether it took effect is not known",
+                        self.answer_timeout.as_millis()
+                    )
+                }
+            },
+            () = silenced => "postgres stopped answering while the commit waited; \
+                              whether it took effect is not known"
+                .to_owned(),
+        };
+        // Mid-statement: the connection is closed, not used again.
+        drop(deadpool::managed::Object::take(writer));
+        Err(StoreError::Unavailable(detail))
+    }
+
+    /// The store's [`Silence`](super::Silence), for the store trait.
+    fn silence_of(&self) -> Option<&Arc<super::Silence>> {
+        Some(&self.silence)
     }
 
     /// Commits left unanswered past `timeout` fail as unavailable.
@@ -235,15 +278,25 @@ impl PgStore {
         &self,
         read: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.answer_timeout, read).await {
-            Ok(read) => read,
-            Err(_) => {
-                metrics::counter!(crate::telemetry::STORE_ANSWER_TIMEOUTS).increment(1);
-                Err(StoreError::Unavailable(format!(
-                    "postgres: a read was not answered within {} ms (store.answer_timeout_ms)",
-                    self.answer_timeout.as_millis()
-                )))
-            }
+        let silenced = self.silence.fell_silent();
+        tokio::select! {
+            answered = tokio::time::timeout(self.answer_timeout, read) => match answered {
+                Ok(read) => {
+                    self.silence.answered();
+                    read
+                }
+                Err(_) => {
+                    metrics::counter!(crate::telemetry::STORE_ANSWER_TIMEOUTS).increment(1);
+                    self.silence.unanswered("a read");
+                    Err(StoreError::Unavailable(format!(
+                        "postgres: a read was not answered within {} ms (store.answer_timeout_ms)",
+                        self.answer_timeout.as_millis()
+                    )))
+                }
+            },
+            () = silenced => Err(StoreError::Unavailable(
+                "postgres stopped answering while the read waited".into(),
+            )),
         }
     }
 
@@ -392,6 +445,24 @@ async fn analyze_grown(conn: &mut &AsyncPgConnection) -> Result<Vec<&'static str
 }
 
 /// `url` with `idle_in_transaction_session_timeout` set to `lease` for its sessions.
+/// `url` with its connections closed by the kernel once data sent on them, or their
+/// keepalive probes, go unacknowledged for `dead_after` (`store.answer_timeout_ms`,
+/// whole seconds): a connection the network lost in the middle of a statement would
+/// otherwise come back only when TCP's retransmissions, spaced further and further
+/// apart, get through — seconds after the network healed. Not where the URL sets
+/// either itself.
+pub(super) fn with_dead_after(url: &str, dead_after: Duration) -> String {
+    if url.contains("tcp_user_timeout=") || url.contains("keepalives_idle=") {
+        return url.to_owned();
+    }
+    let seconds = dead_after.as_millis().div_ceil(1000).max(1);
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!(
+        "{url}{separator}tcp_user_timeout={seconds}&keepalives_idle={}&keepalives_interval=1&keepalives_retries=2",
+        (seconds / 2).max(1)
+    )
+}
+
 fn with_idle_transaction_timeout(url: &str, lease: Duration) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };
     format!(

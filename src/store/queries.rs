@@ -46,6 +46,10 @@ macro_rules! store_impl {
                 $name
             }
 
+            fn silence(&self) -> Option<&std::sync::Arc<$crate::store::Silence>> {
+                self.silence_of()
+            }
+
             async fn commit(
                 &self,
                 ops: &[$crate::store::WriteOp],
@@ -143,7 +147,7 @@ macro_rules! store_impl {
             }
 
             async fn ping(&self) -> Result<(), $crate::store::StoreError> {
-                let mut conn = self.point_conn().await?;
+                let mut conn = self.probe_conn().await?;
                 let result = self.bounded(reads::ping($lend!(conn))).await;
                 self.settle(&mut conn, result).await
             }

@@ -168,6 +168,11 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
+    /// A file of this process's always answers.
+    fn silence_of(&self) -> Option<&Arc<super::Silence>> {
+        None
+    }
+
     /// A connection of the pool for a read. Reads share one pool: its connections run
     /// their statements on tokio's blocking pool (or in place, see `ReadRuntime`), not on
     /// the thread that opened them.
@@ -182,6 +187,11 @@ impl SqliteStore {
 
     /// A point read takes a connection of the pool like any other read.
     async fn point_conn(&self) -> Result<ReadObject, StoreError> {
+        self.conn().await
+    }
+
+    /// The connection a health check's ping reads on.
+    async fn probe_conn(&self) -> Result<ReadObject, StoreError> {
         self.conn().await
     }
 }

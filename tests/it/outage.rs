@@ -492,3 +492,62 @@ async fn a_send_to_a_database_that_stops_answering_fails_within_the_answer_timeo
     let users = messages.iter().filter(|(role, _)| role == "user").count();
     assert_eq!(users, 1, "{messages:?}");
 }
+
+/// Once a call went unanswered, the database counts as silent: `/health/ready` fails and
+/// a new send is refused (503, retryable) at once, without waiting for the answer
+/// timeout again; after the heal the readiness probes find it answering, and sends are
+/// served again.
+#[actix_web::test]
+async fn after_a_call_went_unanswered_readiness_and_new_sends_fail_at_once_until_it_answers() {
+    let Some((_db, proxy, app)) = behind_proxy(|s| {
+        s.store.acquire_timeout_ms = 500;
+        s.store.answer_timeout_ms = 1000;
+    })
+    .await
+    else {
+        return;
+    };
+    send_until_up(&app, &json!({ "message": user_message("complete") })).await;
+    let ready = app.get("/health/ready").await;
+    assert_eq!(ready.status(), 200);
+    proxy.stall(true);
+    let first = app
+        .post_rpc(
+            "SendMessage",
+            json!({ "message": user_message("complete") }),
+        )
+        .await;
+    assert_eq!(first.status(), 503);
+    // Silent now: no call waits for the database's answer.
+    let started = std::time::Instant::now();
+    let ready = app.get("/health/ready").await;
+    let body: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(body["store"]["error"], "not answering", "{body}");
+    let refused = app
+        .post_rpc(
+            "SendMessage",
+            json!({ "message": user_message("complete") }),
+        )
+        .await;
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    let waited = started.elapsed();
+    assert!(
+        waited < std::time::Duration::from_millis(500),
+        "readiness and a new send took {waited:?}"
+    );
+    proxy.stall(false);
+    let healed = std::time::Instant::now();
+    while app.get("/health/ready").await.status() != 200 {
+        assert!(
+            healed.elapsed() < std::time::Duration::from_secs(10),
+            "not ready again after the heal"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let served = send_until_up(&app, &json!({ "message": user_message("complete") })).await;
+    assert_eq!(
+        served["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}

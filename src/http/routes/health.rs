@@ -7,7 +7,9 @@
 //!   and 503 when the store or a skill is down.
 //! - `/health/live` says the process serves HTTP (restart me if this fails).
 //! - `/health/ready` says it should get traffic: start-up recovery has finished, no
-//!   shutdown has begun, and the store answers. 503 otherwise, with the reason. Ready, it
+//!   shutdown has begun, the node holds its cluster lease, and the store answers. 503
+//!   otherwise, with the reason — at once, without a round trip, when the store's calls
+//!   found Postgres silent (`store::Silence`) or the lease is not held. Ready, it
 //!   names the outside servers the tools reach that are not connected (`disconnected`:
 //!   MCP servers), without failing.
 //!
@@ -105,6 +107,20 @@ pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
     let runtime = &state.service.runtime;
     if runtime.is_leaving() {
         return HttpResponse::ServiceUnavailable().json(json!({"status": "shutting down"}));
+    }
+    // At once, without a round trip: the database went silent, or the lease is not held.
+    if runtime.store_silent() {
+        runtime.probe_store();
+        return HttpResponse::ServiceUnavailable().json(json!({
+            "status": "not ready",
+            "store": {"status": "down", "error": "not answering"},
+        }));
+    }
+    if !runtime.holds_lease() {
+        return HttpResponse::ServiceUnavailable().json(json!({
+            "status": "not ready",
+            "cluster": {"lease": "not held"},
+        }));
     }
     if !runtime.is_ready() {
         return HttpResponse::ServiceUnavailable().json(json!({

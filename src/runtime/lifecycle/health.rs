@@ -74,6 +74,50 @@ impl HealthReport {
 }
 
 impl Runtime {
+    /// New sends need a database that answers and, in cluster mode, this node's lease:
+    /// otherwise they are refused at once (503, retryable) instead of waiting for the
+    /// store's bound, and a probe of the database goes out to end the silence.
+    pub(in crate::runtime) fn serving_writes(&self) -> crate::error::Result<()> {
+        if self.store_silent() {
+            self.probe_store();
+            return Err(crate::error::Error::Unavailable {
+                detail: "the database does not answer (a call to it went unanswered past its bound); retry shortly".into(),
+                retry_after_secs: 1,
+            });
+        }
+        if let Some(cluster) = &self.cluster
+            && !cluster.holds_lease()
+        {
+            return Err(crate::error::Error::Unavailable {
+                detail: "this node is not holding its cluster lease (renewal pending)".into(),
+                retry_after_secs: 1,
+            });
+        }
+        Ok(())
+    }
+
+    /// Postgres did not answer a call within its bound, and nothing since (`store::Silence`).
+    pub fn store_silent(&self) -> bool {
+        self.store.silence().is_some_and(|s| s.is_silent())
+    }
+
+    /// While the database is silent: one ping on its way at a time (bounded by
+    /// `health.timeout_ms`), whose answer ends the silence.
+    pub fn probe_store(&self) {
+        let Some(silence) = self.store.silence() else {
+            return;
+        };
+        if !silence.probe() {
+            return;
+        }
+        let (store, silence) = (self.store.clone(), silence.clone());
+        let timeout = self.settings.health_timeout;
+        actix::spawn(async move {
+            let _ = tokio::time::timeout(timeout, store.ping()).await;
+            silence.probed();
+        });
+    }
+
     /// A real round trip to the store, bounded by `health.timeout_ms`.
     pub async fn check_store(&self) -> Check {
         let timeout = self.settings.health_timeout;

@@ -35,11 +35,7 @@ struct LabNode {
 
 impl LabNode {
     /// Starts node `n` (1-based) in its namespace; wait for it with [`LabNode::listening`].
-    fn start(
-        lab: &mut Lab,
-        database: &str,
-        n: u8,
-    ) -> (LabNode, std::sync::mpsc::Receiver<()>) {
+    fn start(lab: &mut Lab, database: &str, n: u8) -> (LabNode, std::sync::mpsc::Receiver<()>) {
         let id = format!("n{n}");
         let host = FIRST_NODE + n - 1;
         lab.host(&id, host).unwrap();
@@ -233,8 +229,10 @@ async fn converse(
             });
             if let Some(answer) = answer {
                 let answered = answer["result"]["task"].clone();
-                log.acked
-                    .push((message_id.clone(), answered["id"].as_str().unwrap().to_owned()));
+                log.acked.push((
+                    message_id.clone(),
+                    answered["id"].as_str().unwrap().to_owned(),
+                ));
                 task = Some(answered);
                 break;
             }
@@ -363,6 +361,10 @@ async fn the_cluster_keeps_its_promises_through_partitions() {
     let mut phases = Vec::new();
     for fault in 0..4 {
         let from = began.elapsed();
+        eprintln!(
+            "fault {fault} at {}",
+            chrono::Utc::now().format("%H:%M:%S%.3f")
+        );
         let (name, node) = match fault {
             0 => {
                 lab.cut(("n1", FIRST_NODE), ("db", DB), true);
@@ -383,7 +385,10 @@ async fn the_cluster_keeps_its_promises_through_partitions() {
                     lab.lose_from(&format!("n{n}"), &db, 0.05, true);
                     lab.lose_from("db", &node_addr(n), 0.05, true);
                 }
-                ("100 ms each way and 5 % loss between the nodes and Postgres", 0)
+                (
+                    "100 ms each way and 5 % loss between the nodes and Postgres",
+                    0,
+                )
             }
         };
         tokio::time::sleep(HELD).await;
@@ -403,6 +408,10 @@ async fn the_cluster_keeps_its_promises_through_partitions() {
             }
         }
         let healed = began.elapsed();
+        eprintln!(
+            "healed {fault} at {}",
+            chrono::Utc::now().format("%H:%M:%S%.3f")
+        );
         let rejoined = all_ready(&nodes, Duration::from_secs(30)).await;
         phases.push(Phase {
             name,
@@ -422,7 +431,11 @@ async fn the_cluster_keeps_its_promises_through_partitions() {
     let ended = began.elapsed();
     report(&phases, &seen, ended);
     for node in &nodes {
-        eprintln!("[{}] {}", node.id, node.telling_lines().join(&format!("\n[{}] ", node.id)));
+        eprintln!(
+            "[{}] {}",
+            node.id,
+            node.telling_lines().join(&format!("\n[{}] ", node.id))
+        );
     }
     check(&pg.url, &nodes, &seen).await;
 }
@@ -448,7 +461,11 @@ fn report(phases: &[Phase], seen: &[Conversations], ended: Duration) {
         for c in seen {
             let kind = class(c, phase);
             let mut last_ok = phase.from;
-            for a in c.attempts.iter().filter(|a| a.at >= phase.from && a.at < until) {
+            for a in c
+                .attempts
+                .iter()
+                .filter(|a| a.at >= phase.from && a.at < until)
+            {
                 *by.entry(kind).or_default().entry(a.outcome).or_default() += 1;
                 if a.outcome == Outcome::Ok {
                     let done = a.at + a.took;
@@ -470,12 +487,18 @@ fn report(phases: &[Phase], seen: &[Conversations], ended: Duration) {
             );
         }
         if let Some(f) = first_503 {
-            eprintln!("   first 503 to a direct client of the node {:.1} s after the fault", f.as_secs_f64());
+            eprintln!(
+                "   first 503 to a direct client of the node {:.1} s after the fault",
+                f.as_secs_f64()
+            );
         }
     }
     let attempts: usize = seen.iter().map(|c| c.attempts.len()).sum();
     let acked: usize = seen.iter().map(|c| c.acked.len()).sum();
-    eprintln!("\n{acked} sends acknowledged of {attempts} attempts in {:.0} s", ended.as_secs_f64());
+    eprintln!(
+        "\n{acked} sends acknowledged of {attempts} attempts in {:.0} s",
+        ended.as_secs_f64()
+    );
 }
 
 /// The invariants, from the database and from every node.
@@ -545,13 +568,25 @@ async fn check(database: &str, nodes: &[LabNode], seen: &[Conversations]) {
             .iter()
             .filter_map(|m| m["messageId"].as_str())
             .collect();
-        missing.extend(messages.iter().filter(|m| !ids.contains(**m)).map(|m| m.to_string()));
+        missing.extend(
+            messages
+                .iter()
+                .filter(|m| !ids.contains(**m))
+                .map(|m| m.to_string()),
+        );
         for (i, m) in history.iter().enumerate() {
-            let role = if i % 2 == 0 { "ROLE_USER" } else { "ROLE_AGENT" };
+            let role = if i % 2 == 0 {
+                "ROLE_USER"
+            } else {
+                "ROLE_AGENT"
+            };
             assert_eq!(m["role"], role, "task {task}'s history: {history:?}");
         }
     }
     assert!(missing.is_empty(), "acknowledged and missing: {missing:?}");
     let acked: usize = tasks.values().map(BTreeSet::len).sum();
-    eprintln!("{acked} acknowledged messages in {} tasks: each stored once, on every node alike", tasks.len());
+    eprintln!(
+        "{acked} acknowledged messages in {} tasks: each stored once, on every node alike",
+        tasks.len()
+    );
 }

@@ -85,7 +85,10 @@ impl Lab {
         let switch = self.switch.clone();
         run("ip", &["netns", "add", &switch])?;
         self.namespaces.push(switch.clone());
-        run("ip", &["-n", &switch, "link", "add", "br0", "type", "bridge"])?;
+        run(
+            "ip",
+            &["-n", &switch, "link", "add", "br0", "type", "bridge"],
+        )?;
         run("ip", &["-n", &switch, "link", "set", "br0", "up"])?;
         // This host: its end in the root namespace (a name unique on the machine).
         let here = format!("{}h", self.prefix);
@@ -97,7 +100,9 @@ impl Lab {
         )?;
         run(
             "ip",
-            &["-n", &switch, "link", "set", "p-host", "master", "br0", "up"],
+            &[
+                "-n", &switch, "link", "set", "p-host", "master", "br0", "up",
+            ],
         )?;
         run("ip", &["addr", "add", &self.cidr(HOST), "dev", &here])?;
         run("ip", &["link", "set", &here, "up"])
@@ -124,15 +129,37 @@ impl Lab {
         run(
             "ip",
             &[
-                "link", "add", "eth0", "netns", &ns, "type", "veth", "peer", "name", &port,
-                "netns", &self.switch,
+                "link",
+                "add",
+                "eth0",
+                "netns",
+                &ns,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &port,
+                "netns",
+                &self.switch,
             ],
         )?;
         run(
             "ip",
-            &["-n", &self.switch, "link", "set", &port, "master", "br0", "up"],
+            &[
+                "-n",
+                &self.switch,
+                "link",
+                "set",
+                &port,
+                "master",
+                "br0",
+                "up",
+            ],
         )?;
-        run("ip", &["-n", &ns, "addr", "add", &self.cidr(host), "dev", "eth0"])?;
+        run(
+            "ip",
+            &["-n", &ns, "addr", "add", &self.cidr(host), "dev", "eth0"],
+        )?;
         run("ip", &["-n", &ns, "link", "set", "eth0", "up"])?;
         run("ip", &["-n", &ns, "link", "set", "lo", "up"])?;
         Ok(ns)
@@ -367,7 +394,10 @@ impl Lab {
             if check.status().is_ok_and(|s| s.success()) {
                 break;
             }
-            assert!(Instant::now() < deadline, "the lab's Postgres did not start");
+            assert!(
+                Instant::now() < deadline,
+                "the lab's Postgres did not start"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let db = self.addr(DB);
