@@ -574,7 +574,14 @@ impl CardSource {
             .header(reqwest::header::ACCEPT, "application/json")
             .send()
             .await
-            .map_err(|e| CallError::Unreachable(format!("its card: {}", describe(&e))))?;
+            .map_err(|e| match e.is_timeout() {
+                // The client's own timeout is `timeout_ms` too, and may fire first.
+                true => CallError::Unreachable(format!(
+                    "its card: no answer within {} ms",
+                    self.timeout.as_millis()
+                )),
+                false => CallError::Unreachable(format!("its card: {}", describe(&e))),
+            })?;
         let status = response.status();
         let max_age = max_age(response.headers()).unwrap_or(DEFAULT_CARD_AGE);
         let body = read_limited(response, self.max_answer_bytes).await?;

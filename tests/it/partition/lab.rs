@@ -58,7 +58,8 @@ impl Lab {
     /// may not make namespaces (root and iproute2).
     pub(super) fn new() -> Option<Lab> {
         let pid = std::process::id();
-        let prefix = format!("a2a{pid}");
+        // Not `a2a<pid>`, which the peer test's namespace takes in the same process.
+        let prefix = format!("a2l{pid}");
         let mut lab = Lab {
             switch: format!("{prefix}-sw"),
             subnet: (pid % 200 + 20) as u8,
