@@ -3,11 +3,12 @@
 //! by `messageId`) and two clients per node talking to it directly (a 4 s timeout, then
 //! the same `messageId` again), while one fault after another is held and healed: a node
 //! cut from Postgres, a node cut from its peers, a node isolated, latency and loss between
-//! the nodes and Postgres. Then, from the database and from every node: no acknowledged
-//! message missing, none stored twice, every task's history one user message and its
-//! answer after another (a node writing for a thread it no longer owns would break it),
-//! nothing left working, every node answering `GetTask` alike, every 5xx a 503, each
-//! node back in the cluster — and what the clients saw, phase by phase.
+//! the nodes and Postgres; then a rolling restart by SIGTERM. Then, from the database and
+//! from every node: no acknowledged message missing, none stored twice, every task's
+//! history one user message and its answer after another (a node writing for a thread it
+//! no longer owns would break it), nothing left working, every node answering `GetTask`
+//! alike, every 5xx a 503, each node back in the cluster, the rolling restart unseen
+//! through the balancer — and what the clients saw, phase by phase.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::process::Stdio;
@@ -17,12 +18,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::lab::{BALANCER, DB, FIRST_NODE, Lab, Postgres, collect_lines};
+use super::lab::{BALANCER, DB, FIRST_NODE, Lab, Postgres, collect_into};
 use crate::cluster::query_one;
 use crate::support::http_client;
 
 const SECRET: &str = "a-cluster-secret-for-partition-tests";
 const LEASE_MS: u64 = 2500;
+/// Conversations through the balancer.
+const BALANCED_CLIENTS: usize = 16;
 /// How long each fault is held.
 const HELD: Duration = Duration::from_secs(8);
 
@@ -30,11 +33,17 @@ struct LabNode {
     id: String,
     host: u8,
     url: String,
+    addr: String,
+    dir: std::path::PathBuf,
+    database: String,
+    child: Option<std::process::Child>,
+    /// Every line it wrote, over its restarts.
     log: Arc<Mutex<Vec<String>>>,
 }
 
 impl LabNode {
-    /// Starts node `n` (1-based) in its namespace; wait for it with [`LabNode::listening`].
+    /// Starts node `n` (1-based) in a namespace of its own; the receiver hears when it
+    /// listens.
     fn start(lab: &mut Lab, database: &str, n: u8) -> (LabNode, std::sync::mpsc::Receiver<()>) {
         let id = format!("n{n}");
         let host = FIRST_NODE + n - 1;
@@ -42,29 +51,67 @@ impl LabNode {
         let addr = lab.addr(host);
         let dir = lab.dir.path().join(&id);
         std::fs::create_dir(&dir).unwrap();
-        let mut command = lab.command(&id, env!("CARGO_BIN_EXE_agent-a2a"));
-        command
-            .args(["serve", "--bind", &format!("{addr}:8080")])
-            .args(["--grpc-bind", "", "--data-dir"])
-            .arg(&dir)
-            .env("RUST_LOG", "info")
-            .env("AGENT_A2A__LOG__FORMAT", "text")
-            .env("DATABASE_URL", database)
-            .env("AGENT_A2A__CLUSTER__ENABLED", "true")
-            .env("AGENT_A2A__CLUSTER__NODE_ID", &id)
-            .env("AGENT_A2A__CLUSTER__SECRET", SECRET)
-            .env("AGENT_A2A__CLUSTER__LEASE_TTL_MS", LEASE_MS.to_string())
-            .env("AGENT_A2A__CLUSTER__HEARTBEAT_MS", "500")
-            .stderr(Stdio::piped());
-        let child = lab.keep(command.spawn().expect("agent-a2a"));
-        let (log, listening) = collect_lines(child.stderr.take().unwrap(), "listening");
-        let node = LabNode {
+        let mut node = LabNode {
             id,
             host,
             url: format!("http://{addr}:8080"),
-            log,
+            addr,
+            dir,
+            database: database.to_owned(),
+            child: None,
+            log: Arc::default(),
         };
+        let listening = node.spawn(lab);
         (node, listening)
+    }
+
+    /// Starts its process (again).
+    fn spawn(&mut self, lab: &Lab) -> std::sync::mpsc::Receiver<()> {
+        let mut command = lab.command(&self.id, env!("CARGO_BIN_EXE_agent-a2a"));
+        command
+            .args(["serve", "--bind", &format!("{}:8080", self.addr)])
+            .args(["--grpc-bind", "", "--data-dir"])
+            .arg(&self.dir)
+            .env("RUST_LOG", "info")
+            .env("AGENT_A2A__LOG__FORMAT", "text")
+            .env("DATABASE_URL", &self.database)
+            .env("AGENT_A2A__CLUSTER__ENABLED", "true")
+            .env("AGENT_A2A__CLUSTER__NODE_ID", &self.id)
+            .env("AGENT_A2A__CLUSTER__SECRET", SECRET)
+            .env("AGENT_A2A__CLUSTER__LEASE_TTL_MS", LEASE_MS.to_string())
+            .env("AGENT_A2A__CLUSTER__HEARTBEAT_MS", "500")
+            .env("AGENT_A2A__SERVER__SHUTDOWN_TIMEOUT_SECS", "10")
+            .stderr(Stdio::piped());
+        // `ip netns exec` execs the server: signals to this child reach it.
+        let mut child = command.spawn().expect("agent-a2a");
+        let listening = collect_into(child.stderr.take().unwrap(), "listening", self.log.clone());
+        self.child = Some(child);
+        listening
+    }
+
+    /// SIGTERM, and the wait for its exit: how long it took.
+    async fn stop(&mut self) -> Duration {
+        let mut child = self.child.take().expect("running");
+        let signalled = Instant::now();
+        // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+        let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(sent, 0);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(
+                    status.success(),
+                    "{} exits 0 after SIGTERM: {status}",
+                    self.id
+                );
+                return signalled.elapsed();
+            }
+            assert!(
+                signalled.elapsed() < Duration::from_secs(30),
+                "{} did not exit",
+                self.id
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Its log lines that say what the cluster did (leases, refusals, takeovers).
@@ -83,9 +130,19 @@ impl LabNode {
     }
 }
 
+impl Drop for LabNode {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// HAProxy in namespace `lb`, configured as the HTTP part of `deploy/haproxy.cfg`
 /// (without its DNS resolvers and PROXY protocol): its URL.
-fn balancer(lab: &mut Lab, nodes: &[LabNode]) -> String {
+/// Its log (one line per request, `option httplog`) is kept in `log`.
+fn balancer(lab: &mut Lab, nodes: &[LabNode], log: Arc<Mutex<Vec<String>>>) -> String {
     lab.host("lb", BALANCER).unwrap();
     let servers: String = nodes
         .iter()
@@ -93,8 +150,8 @@ fn balancer(lab: &mut Lab, nodes: &[LabNode]) -> String {
         .collect();
     let addr = lab.addr(BALANCER);
     let config = format!(
-        "global\n    maxconn 4096\n\
-         defaults\n    mode http\n    timeout connect 2s\n    timeout check 2s\n\
+        "global\n    maxconn 4096\n    log stdout format raw local0 info\n\
+         defaults\n    mode http\n    log global\n    option httplog\n    timeout connect 2s\n    timeout check 2s\n\
          \x20   timeout queue 10s\n    timeout http-request 10s\n\
          \x20   timeout http-keep-alive 10s\n    timeout client 1h\n    timeout server 1h\n\
          \x20   retries 2\n    option redispatch\n\
@@ -108,12 +165,17 @@ fn balancer(lab: &mut Lab, nodes: &[LabNode]) -> String {
     let path = lab.dir.path().join("haproxy.cfg");
     std::fs::write(&path, config).unwrap();
     let mut command = lab.command("lb", "haproxy");
-    command.arg("-db").arg("-f").arg(&path);
-    lab.keep(
+    command
+        .arg("-db")
+        .arg("-f")
+        .arg(&path)
+        .stdout(Stdio::piped());
+    let haproxy = lab.keep(
         command
             .spawn()
             .expect("haproxy is installed (.ci/run installs it)"),
     );
+    collect_into(haproxy.stdout.take().unwrap(), "\n", log);
     format!("http://{addr}:8080")
 }
 
@@ -323,7 +385,8 @@ async fn the_cluster_keeps_its_promises_through_partitions() {
             .recv_timeout(Duration::from_secs(60))
             .unwrap_or_else(|_| panic!("{} listens: {:?}", node.id, node.log.lock().unwrap()));
     }
-    let via_balancer = balancer(&mut lab, &nodes);
+    let balanced: Arc<Mutex<Vec<String>>> = Arc::default();
+    let via_balancer = balancer(&mut lab, &nodes, balanced.clone());
     all_ready(&nodes, Duration::from_secs(30)).await;
     while get(&via_balancer, "/health/ready").await != Some(reqwest::StatusCode::OK) {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -332,7 +395,7 @@ async fn the_cluster_keeps_its_promises_through_partitions() {
     let began = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let mut clients = Vec::new();
-    for c in 0..6 {
+    for c in 0..BALANCED_CLIENTS {
         clients.push(actix_web::rt::spawn(converse(
             format!("lb{c}"),
             Via::Balancer,
@@ -423,6 +486,38 @@ async fn the_cluster_keeps_its_promises_through_partitions() {
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
 
+    // A rolling restart, as a deploy makes it: SIGTERM, the node's exit, the new process
+    // ready before the next node goes.
+    let from = began.elapsed();
+    eprintln!(
+        "rolling restart at {}",
+        chrono::Utc::now().format("%H:%M:%S%.3f")
+    );
+    let mut drains = Vec::new();
+    for i in 0..nodes.len() {
+        drains.push(nodes[i].stop().await);
+        let listening = nodes[i].spawn(&lab);
+        let since = Instant::now();
+        while listening.try_recv().is_err() {
+            assert!(
+                since.elapsed() < Duration::from_secs(60),
+                "{} listens again",
+                nodes[i].id
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        all_ready(&nodes[i..=i], Duration::from_secs(30)).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    phases.push(Phase {
+        name: "a rolling restart (SIGTERM; each node ready again before the next)",
+        node: 0,
+        from,
+        healed: began.elapsed(),
+        rejoined: Duration::ZERO,
+    });
+    eprintln!("drains: {drains:?}");
+
     stop.store(true, Ordering::SeqCst);
     let mut seen = Vec::new();
     for client in clients {
@@ -430,6 +525,18 @@ async fn the_cluster_keeps_its_promises_through_partitions() {
     }
     let ended = began.elapsed();
     report(&phases, &seen, ended);
+    let errors: Vec<String> = balanced
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| [" 502 ", " 503 ", " 504 "].iter().any(|s| l.contains(s)))
+        .cloned()
+        .collect();
+    eprintln!(
+        "the balancer's 5xx answers ({}):\n{}",
+        errors.len(),
+        errors.join("\n")
+    );
     for node in &nodes {
         eprintln!(
             "[{}] {}",
@@ -438,6 +545,29 @@ async fn the_cluster_keeps_its_promises_through_partitions() {
         );
     }
     check(&pg.url, &nodes, &seen).await;
+    // A rolling restart is not seen through the balancer: at most one attempt in 200
+    // fails (and every 5xx is a 503, above).
+    let roll = phases.last().unwrap();
+    let (mut ok, mut failed) = (0, 0);
+    for a in seen
+        .iter()
+        .filter(|c| c.via == Via::Balancer)
+        .flat_map(|c| &c.attempts)
+        .filter(|a| a.at >= roll.from && a.at < roll.healed + Duration::from_secs(3))
+    {
+        match a.outcome {
+            Outcome::Ok => ok += 1,
+            _ => failed += 1,
+        }
+    }
+    assert!(
+        failed * 200 <= ok,
+        "{failed} attempts through the balancer failed during the rolling restart, {ok} succeeded"
+    );
+    // Each node exits once its notice is over and its (instant) turns are done.
+    for drain in &drains {
+        assert!(*drain < Duration::from_secs(5), "drained in {drains:?}");
+    }
 }
 
 /// What the clients saw, phase by phase, printed.

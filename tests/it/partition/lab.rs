@@ -253,7 +253,16 @@ pub(super) fn collect_lines(
     marker: &'static str,
 ) -> (Arc<Mutex<Vec<String>>>, std::sync::mpsc::Receiver<()>) {
     let lines: Arc<Mutex<Vec<String>>> = Arc::default();
-    let kept = lines.clone();
+    let told = collect_into(stream, marker, lines.clone());
+    (lines, told)
+}
+
+/// [`collect_lines`] into `kept`.
+pub(super) fn collect_into(
+    stream: impl std::io::Read + Send + 'static,
+    marker: &'static str,
+    kept: Arc<Mutex<Vec<String>>>,
+) -> std::sync::mpsc::Receiver<()> {
     let (tell, told) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut tell = Some(tell);
@@ -269,7 +278,7 @@ pub(super) fn collect_lines(
             kept.lock().unwrap().push(line);
         }
     });
-    (lines, told)
+    told
 }
 
 /// Holds each chunk for the delay last written to its standard input (`delay <ms>`), in
