@@ -508,6 +508,8 @@ pub const MCP_TOOL_LIST_CHANGES: &str = "agent_a2a_mcp_tool_list_changes_total";
 pub const MCP_LOG_MESSAGES: &str = "agent_a2a_mcp_log_messages_total";
 /// Postgres commits and reads that went unanswered past `store.answer_timeout_ms`.
 pub const STORE_ANSWER_TIMEOUTS: &str = "agent_a2a_store_answer_timeouts_total";
+/// Forwards that found a peer unreachable (then not called for `cluster.peer_dead_after_ms`).
+pub const CLUSTER_PEERS_UNREACHABLE: &str = "agent_a2a_cluster_peers_unreachable_total";
 /// 1 while Postgres does not answer (`store::Silence`): new sends are refused.
 pub const STORE_SILENT: &str = "agent_a2a_store_silent";
 /// Checkpoints the SQLite writer ran itself because the WAL was past
@@ -576,6 +578,10 @@ fn describe() {
     describe_counter!(
         SQLITE_WAL_BOUND_CHECKPOINTS,
         "Checkpoints the SQLite writer ran itself, waiting for readers, because the WAL was past store.sqlite_max_wal_pages."
+    );
+    describe_counter!(
+        CLUSTER_PEERS_UNREACHABLE,
+        "Calls to another node that found it unreachable (no connection, or none of its answer): the calls to it then fail at once (503) for cluster.peer_dead_after_ms."
     );
     describe_gauge!(
         STORE_SILENT,

@@ -8,7 +8,7 @@
 //! the store on any node, and a subscriber follows another node's task through the log
 //! (`notify.rs`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
@@ -104,6 +104,14 @@ impl<T> From<Result<T>> for Answer<T> {
 pub struct Peer {
     http: reqwest::Client,
     secret: String,
+    /// `cluster.forward_timeout_secs`.
+    timeout: Duration,
+    /// `cluster.peer_dead_after_ms`.
+    dead_after: Duration,
+    /// Peers (by base URL) a call found unreachable, until when they are not called
+    /// again: a peer cut off by the network would make every forward to it wait for a
+    /// connection timeout or a dead connection, one after another.
+    unreachable: dashmap::DashMap<String, Instant>,
 }
 
 impl Peer {
@@ -122,7 +130,7 @@ impl Peer {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(timeout)
-            .connect_timeout(Duration::from_secs(2))
+            .connect_timeout(dead_after.min(Duration::from_secs(2)))
             .pool_idle_timeout(Duration::from_secs(60))
             .tcp_keepalive(whole_seconds(dead_after / 2))
             .tcp_keepalive_interval(whole_seconds(dead_after / 4))
@@ -132,6 +140,9 @@ impl Peer {
         Ok(Self {
             http,
             secret: secret.to_owned(),
+            timeout,
+            dead_after,
+            unreachable: dashmap::DashMap::new(),
         })
     }
 
@@ -154,8 +165,43 @@ impl Peer {
         path: &str,
         body: &B,
     ) -> Result<T> {
+        let started = Instant::now();
+        if let Some(until) = self.unreachable.get(base).map(|u| *u) {
+            if started < until {
+                return Err(Error::Unavailable {
+                    detail: format!(
+                        "the thread's owner at {base} could not be reached a moment ago; \
+                         not called again for cluster.peer_dead_after_ms ({} ms)",
+                        self.dead_after.as_millis()
+                    ),
+                    retry_after_secs: 1,
+                });
+            }
+            self.unreachable.remove(base);
+        }
+        let called = self.call_now(base, from, path, body).await;
+        if let Err(Reach::Unreachable(e)) = &called {
+            self.unreachable
+                .insert(base.to_owned(), Instant::now() + self.dead_after);
+            metrics::counter!(crate::telemetry::CLUSTER_PEERS_UNREACHABLE).increment(1);
+            tracing::warn!(peer = base, error = %e, "a peer could not be reached: forwards to it fail at once for cluster.peer_dead_after_ms");
+        }
+        called.map_err(|e| match e {
+            Reach::Unreachable(e) => e,
+            Reach::Answered(e) => e,
+        })
+    }
+
+    /// [`Peer::call`] without the record of unreachable peers.
+    async fn call_now<B: Serialize, T: DeserializeOwned>(
+        &self,
+        base: &str,
+        from: &str,
+        path: &str,
+        body: &B,
+    ) -> std::result::Result<T, Reach> {
         let url = format!("{}{PREFIX}{path}", base.trim_end_matches('/'));
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let mut trace = reqwest::header::HeaderMap::new();
         crate::telemetry::trace::inject(&mut trace);
         let response = self
@@ -167,20 +213,43 @@ impl Peer {
             .json(body)
             .send()
             .await
-            .map_err(|e| unreachable(base, &e))?;
+            .map_err(|e| self.reach(base, &e, started))?;
         let status = response.status();
         if !status.is_success() {
-            return Err(Error::Unavailable {
+            return Err(Reach::Answered(Error::Unavailable {
                 detail: format!("node at {base} answered {status} to {path}"),
                 retry_after_secs: 1,
-            });
+            }));
         }
-        let answer: Answer<T> = response.json().await.map_err(|e| unreachable(base, &e))?;
+        let answer: Answer<T> = response
+            .json()
+            .await
+            .map_err(|e| self.reach(base, &e, started))?;
         metrics::histogram!(crate::telemetry::CLUSTER_FORWARD_MS)
             .record(started.elapsed().as_secs_f64() * 1000.0);
         match answer {
             Answer::Ok(value) => Ok(value),
-            Answer::Error(e) => Err(e),
+            Answer::Error(e) => Err(Reach::Answered(e)),
+        }
+    }
+}
+
+/// How a call failed: the peer did not answer, or it answered with an error (or took
+/// longer than `cluster.forward_timeout_secs`: a long turn, not a dead peer).
+enum Reach {
+    Unreachable(Error),
+    Answered(Error),
+}
+
+impl Peer {
+    /// A call that failed after `started`: past the forward timeout it was a long turn,
+    /// anything else (the kernel's `TCP_USER_TIMEOUT` too) a peer that did not answer.
+    fn reach(&self, base: &str, e: &reqwest::Error, started: Instant) -> Reach {
+        let error = unreachable(base, e);
+        if e.is_timeout() && !e.is_connect() && started.elapsed() >= self.timeout {
+            Reach::Answered(error)
+        } else {
+            Reach::Unreachable(error)
         }
     }
 }

@@ -31,7 +31,8 @@ pub struct ClusterSettings {
     /// A connection to another node that shows no sign of life this long, in ms — its
     /// keepalive probes, or data sent on it, unanswered — is given up, and the call on
     /// it fails (503): a peer cut off by the network neither answers nor resets, and a
-    /// forward on an open connection would wait for the heal. From 2 000 to 60 000.
+    /// forward on an open connection would wait for the heal. A peer found unreachable so
+    /// is not called again for as long: those calls fail at once. From 2 000 to 60 000.
     pub peer_dead_after_ms: u64,
     /// A subscriber following a task of another node reads the task's log at least this
     /// often, in ms, even when no notification came (a notification can be missed while

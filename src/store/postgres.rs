@@ -23,6 +23,7 @@ use std::sync::Arc;
 use super::cluster::Fence;
 use super::pg_readers::{PgRead, Readers};
 use super::pg_writer::{self, WriterManager, WriterPool};
+use super::silence::Within;
 use super::writes::Rows;
 use super::{StoreError, WriteOp};
 
@@ -216,25 +217,22 @@ impl PgStore {
             }
         };
         let commit = pg_writer::commit(&writer, &rows, self.fence.as_deref());
-        let silenced = self.silence.fell_silent();
-        let detail = tokio::select! {
-            answered = tokio::time::timeout(self.answer_timeout, commit) => match answered {
-                Ok(committed) => {
-                    self.silence.answered();
-                    return committed;
-                }
-                Err(_) => {
-                    metrics::counter!(crate::telemetry::STORE_ANSWER_TIMEOUTS).increment(1);
-                    self.silence.unanswered("a commit");
-                    format!(
-                        "postgres: the commit was not answered within {} ms \
-                         (store.answer_timeout_ms); whether it took effect is not known",
-                        self.answer_timeout.as_millis()
-                    )
-                }
-            },
-            () = silenced => "postgres stopped answering while the commit waited; \
-                              whether it took effect is not known"
+        let detail = match self.silence.within(self.answer_timeout, commit).await {
+            Within::Answered(committed) => {
+                self.silence.answered();
+                return committed;
+            }
+            Within::Unanswered => {
+                metrics::counter!(crate::telemetry::STORE_ANSWER_TIMEOUTS).increment(1);
+                self.silence.unanswered("a commit");
+                format!(
+                    "postgres: the commit was not answered within {} ms \
+                     (store.answer_timeout_ms); whether it took effect is not known",
+                    self.answer_timeout.as_millis()
+                )
+            }
+            Within::Silenced => "postgres stopped answering while the commit waited; \
+                                 whether it took effect is not known"
                 .to_owned(),
         };
         // Mid-statement: the connection is closed, not used again.
@@ -278,23 +276,20 @@ impl PgStore {
         &self,
         read: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        let silenced = self.silence.fell_silent();
-        tokio::select! {
-            answered = tokio::time::timeout(self.answer_timeout, read) => match answered {
-                Ok(read) => {
-                    self.silence.answered();
-                    read
-                }
-                Err(_) => {
-                    metrics::counter!(crate::telemetry::STORE_ANSWER_TIMEOUTS).increment(1);
-                    self.silence.unanswered("a read");
-                    Err(StoreError::Unavailable(format!(
-                        "postgres: a read was not answered within {} ms (store.answer_timeout_ms)",
-                        self.answer_timeout.as_millis()
-                    )))
-                }
-            },
-            () = silenced => Err(StoreError::Unavailable(
+        match self.silence.within(self.answer_timeout, read).await {
+            Within::Answered(read) => {
+                self.silence.answered();
+                read
+            }
+            Within::Unanswered => {
+                metrics::counter!(crate::telemetry::STORE_ANSWER_TIMEOUTS).increment(1);
+                self.silence.unanswered("a read");
+                Err(StoreError::Unavailable(format!(
+                    "postgres: a read was not answered within {} ms (store.answer_timeout_ms)",
+                    self.answer_timeout.as_millis()
+                )))
+            }
+            Within::Silenced => Err(StoreError::Unavailable(
                 "postgres stopped answering while the read waited".into(),
             )),
         }

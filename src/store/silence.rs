@@ -1,36 +1,41 @@
 //! Whether Postgres answers, as the last bounded calls found it.
 //!
 //! A call left unanswered past its bound — a commit or a read past
-//! `store.answer_timeout_ms`, a cluster lease renewal past two `cluster.heartbeat_ms` — makes
-//! the database *silent*; the next call it answers makes it answering again. While it is
-//! silent the runtime refuses new sends at once (503 with `Retry-After`) and
-//! `/health/ready` fails without a round trip, and the calls that were waiting when it fell
-//! silent give up (their outcome is unknown: a retry of the same message finds what was
-//! stored). Calls made while it is silent are tried, each within its own bound, and so are
-//! the probes the refusals start: whichever is answered first ends the silence.
+//! `store.answer_timeout_ms`, a cluster lease renewal past two `cluster.heartbeat_ms` —
+//! makes the database *silent*; the next call it answers makes it answering again. While
+//! it is silent the runtime refuses new sends at once (503 with `Retry-After`),
+//! `/health/ready` fails without a round trip, the calls that were waiting when it fell
+//! silent give up within [`CHECK`] (their outcome is unknown: a retry of the same message
+//! finds what was stored), and the store's other calls fail without a connection. Only
+//! the lease renewals and the probes the refusals start reach the database; the first one
+//! answered ends the silence.
 
+use std::future::Future;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+/// How often a call waiting for its answer looks whether the database fell silent (a
+/// timer the call's bound needs anyway, re-armed: nothing is registered per call).
+const CHECK: Duration = Duration::from_millis(200);
 
+#[derive(Default)]
 pub struct Silence {
     /// Since when the database has not answered; `None` while it answers.
-    since: watch::Sender<Option<Instant>>,
-    /// Mirrors `since.is_some()`, for the check every answered call makes.
+    since: Mutex<Option<Instant>>,
+    /// Mirrors `since.is_some()`, for the check every call makes.
     silent: AtomicBool,
     /// A probe is on its way.
     probing: AtomicBool,
 }
 
-impl Default for Silence {
-    fn default() -> Self {
-        Self {
-            since: watch::Sender::new(None),
-            silent: AtomicBool::new(false),
-            probing: AtomicBool::new(false),
-        }
-    }
+/// How a call made [`Silence::within`] ended.
+pub enum Within<T> {
+    Answered(T),
+    /// Its bound passed.
+    Unanswered,
+    /// The database fell silent while it waited.
+    Silenced,
 }
 
 impl Silence {
@@ -40,21 +45,17 @@ impl Silence {
 
     /// A call went unanswered past its bound (`what` says which).
     pub fn unanswered(&self, what: &str) {
-        let fell = self.since.send_if_modified(|since| {
-            if since.is_some() {
-                return false;
-            }
-            *since = Some(Instant::now());
-            true
-        });
-        if fell {
-            self.silent.store(true, Ordering::Relaxed);
-            metrics::gauge!(crate::telemetry::STORE_SILENT).set(1.0);
-            tracing::warn!(
-                call = what,
-                "postgres does not answer: new sends are refused (503) and /health/ready fails until it answers again"
-            );
+        let mut since = self.since.lock().unwrap_or_else(|p| p.into_inner());
+        if since.is_some() {
+            return;
         }
+        *since = Some(Instant::now());
+        self.silent.store(true, Ordering::Relaxed);
+        metrics::gauge!(crate::telemetry::STORE_SILENT).set(1.0);
+        tracing::warn!(
+            call = what,
+            "postgres does not answer: new sends are refused (503) and /health/ready fails until it answers again"
+        );
     }
 
     /// A call was answered.
@@ -62,12 +63,8 @@ impl Silence {
         if !self.is_silent() {
             return;
         }
-        let mut was = None;
-        self.since.send_if_modified(|since| {
-            was = since.take();
-            was.is_some()
-        });
-        if let Some(since) = was {
+        let mut since = self.since.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(since) = since.take() {
             self.silent.store(false, Ordering::Relaxed);
             metrics::gauge!(crate::telemetry::STORE_SILENT).set(0.0);
             tracing::info!(
@@ -77,15 +74,28 @@ impl Silence {
         }
     }
 
-    /// Resolves when the database falls silent after now: a call that began while it
-    /// answered gives up then. (Never, for a call that began while it was silent: that
-    /// one waits for its own bound.)
-    pub fn fell_silent(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let mut since = self.since.subscribe();
-        let answering = since.borrow_and_update().is_none();
-        async move {
-            if !answering || since.wait_for(Option::is_some).await.is_err() {
-                std::future::pending::<()>().await;
+    /// `call` until its answer or `bound`, whichever comes first — or, for a call begun
+    /// while the database answered, until it falls silent (seen within [`CHECK`]). The
+    /// caller marks the outcome ([`Silence::answered`], [`Silence::unanswered`]).
+    pub async fn within<F: Future>(&self, bound: Duration, call: F) -> Within<F::Output> {
+        let began_silent = self.is_silent();
+        let deadline = tokio::time::Instant::now() + bound;
+        let tick = tokio::time::sleep(CHECK.min(bound));
+        tokio::pin!(call, tick);
+        loop {
+            tokio::select! {
+                biased;
+                answer = &mut call => return Within::Answered(answer),
+                () = &mut tick => {
+                    let now = tokio::time::Instant::now();
+                    if now >= deadline {
+                        return Within::Unanswered;
+                    }
+                    if !began_silent && self.is_silent() {
+                        return Within::Silenced;
+                    }
+                    tick.as_mut().reset((now + CHECK).min(deadline));
+                }
             }
         }
     }
@@ -107,21 +117,30 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_waiting_when_the_database_falls_silent_gives_up_and_one_begun_after_waits() {
-        let silence = Silence::default();
-        let waiting = silence.fell_silent();
+        let silence = std::sync::Arc::new(Silence::default());
+        let bound = Duration::from_secs(5);
+        let falling = silence.clone();
+        let waiting = tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            let within = falling.within(bound, std::future::pending::<()>()).await;
+            (matches!(within, Within::Silenced), started.elapsed())
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
         silence.unanswered("a commit");
-        assert!(silence.is_silent());
-        tokio::time::timeout(std::time::Duration::from_secs(1), waiting)
-            .await
-            .expect("the waiting call gives up");
-        let begun_after = silence.fell_silent();
-        assert!(
-            tokio::time::timeout(std::time::Duration::from_millis(50), begun_after)
-                .await
-                .is_err()
-        );
+        let (silenced, waited) = waiting.await.unwrap();
+        assert!(silenced);
+        // Given up at the next check after the fall, not at its bound.
+        assert!(waited < Duration::from_secs(2), "{waited:?}");
+        // Begun while silent: it waits for its own bound.
+        let short = Duration::from_millis(300);
+        let started = tokio::time::Instant::now();
+        let begun_after = silence.within(short, std::future::pending::<()>()).await;
+        assert!(started.elapsed() >= short);
+        assert!(matches!(begun_after, Within::Unanswered));
         silence.answered();
         assert!(!silence.is_silent());
+        let answered = silence.within(bound, async { 7 }).await;
+        assert!(matches!(answered, Within::Answered(7)));
     }
 
     #[test]

@@ -182,8 +182,11 @@ async fn a_forward_to_a_peer_cut_off_mid_call_fails_within_peer_dead_after() {
     )
     .unwrap();
     let base = format!("http://{there}:18080");
+    let peer = std::sync::Arc::new(peer);
+    let (calling, to) = (peer.clone(), base.clone());
     let call = actix_web::rt::spawn(async move {
-        peer.call::<_, serde_json::Value>(&base, "node-a", "/forward", &serde_json::json!({}))
+        calling
+            .call::<_, serde_json::Value>(&to, "node-a", "/forward", &serde_json::json!({}))
             .await
     });
     // The request is there: the peer is working on it when the network goes.
@@ -204,5 +207,20 @@ async fn a_forward_to_a_peer_cut_off_mid_call_fails_within_peer_dead_after() {
     assert!(
         waited < Duration::from_secs(6),
         "failed {waited:?} after the cut"
+    );
+    // Found unreachable: the next forward to it fails at once, not after another
+    // connection timeout.
+    let again = Instant::now();
+    let next = peer
+        .call::<_, serde_json::Value>(&base, "node-a", "/forward", &serde_json::json!({}))
+        .await;
+    let waited = again.elapsed();
+    assert!(
+        matches!(next, Err(agent_a2a::error::Error::Unavailable { .. })),
+        "{next:?}"
+    );
+    assert!(
+        waited < Duration::from_millis(200),
+        "the next forward failed {waited:?} after it began"
     );
 }
