@@ -81,6 +81,10 @@ impl LabNode {
             .env("AGENT_A2A__CLUSTER__LEASE_TTL_MS", LEASE_MS.to_string())
             .env("AGENT_A2A__CLUSTER__HEARTBEAT_MS", "500")
             .env("AGENT_A2A__SERVER__SHUTDOWN_TIMEOUT_SECS", "10")
+            .env(
+                "AGENT_A2A__SERVER__TRUSTED_PROXIES",
+                format!("[\"{}\"]", lab.addr(BALANCER)),
+            )
             .stderr(Stdio::piped());
         // `ip netns exec` execs the server: signals to this child reach it.
         let mut child = command.spawn().expect("agent-a2a");
@@ -140,13 +144,20 @@ impl Drop for LabNode {
 }
 
 /// HAProxy in namespace `lb`, configured as the HTTP part of `deploy/haproxy.cfg`
-/// (without its DNS resolvers and PROXY protocol): its URL.
+/// (without its DNS resolvers; the PROXY protocol header included, which the nodes believe
+/// from it): its URL.
 /// Its log (one line per request, `option httplog`) is kept in `log`.
 fn balancer(lab: &mut Lab, nodes: &[LabNode], log: Arc<Mutex<Vec<String>>>) -> String {
     lab.host("lb", BALANCER).unwrap();
     let servers: String = nodes
         .iter()
-        .map(|n| format!("    server {} {}:8080\n", n.id, lab.addr(n.host)))
+        .map(|n| {
+            format!(
+                "    server {} {}:8080 send-proxy-v2\n",
+                n.id,
+                lab.addr(n.host)
+            )
+        })
         .collect();
     let addr = lab.addr(BALANCER);
     let config = format!(
