@@ -33,6 +33,11 @@ impl HealthService {
 
 /// Whether the runtime serves, as `/health/ready` decides it.
 async fn serving(runtime: &Runtime) -> ServingStatus {
+    if runtime.store_silent() {
+        // At once, as `/health/ready`; the probe ends the silence when answered.
+        runtime.probe_store();
+        return ServingStatus::NotServing;
+    }
     if runtime.is_leaving() || !runtime.is_ready() || !runtime.check_store().await.up {
         ServingStatus::NotServing
     } else {
