@@ -23,7 +23,9 @@ pub struct ClusterSettings {
     /// How long a node's lease on its threads lasts without a renewal, in ms: a node
     /// that died or froze loses its threads to the others after it.
     pub lease_ttl_ms: u64,
-    /// How often a node renews its lease, in ms (at most a third of `lease_ttl_ms`).
+    /// How often a node renews its lease, in ms (at most a third of `lease_ttl_ms`). A
+    /// renewal unanswered for two heartbeats (at most `store.answer_timeout_ms`) counts
+    /// Postgres as silent: new sends get 503 and `/health/ready` fails until it answers.
     pub heartbeat_ms: u64,
     /// How long a forwarded request may take on the owner (a blocking send waits for
     /// its turn), in seconds.
