@@ -30,6 +30,7 @@
 //!
 //! The SQL is in `crate::store::cluster`. No consensus of our own: Postgres decides.
 
+mod conn;
 pub mod forward;
 pub mod notify;
 
@@ -38,9 +39,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use actix::Arbiter;
-use futures_util::StreamExt;
-use tokio::sync::{oneshot, watch};
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio::sync::watch;
 
 use crate::config::ClusterSettings;
 use crate::domain::{ContextId, TenantId};
@@ -48,7 +47,9 @@ use crate::error::{Error, Result};
 use crate::store::cluster::{
     self as sql, CLAIMS_CHANNEL, EVENTS_CHANNEL, Fence, Joined, Owner, Ownership, Taken, Unswept,
 };
-use crate::store::{Silence, StoreError};
+use crate::store::{Silence, StoreError, Within};
+
+use conn::Conn;
 
 pub use forward::Peer;
 
@@ -70,7 +71,7 @@ pub struct Cluster {
     heartbeat: Duration,
     stream_poll: Duration,
     fence: Arc<Fence>,
-    /// Whether Postgres answers, the store's: a renewal unanswered within a heartbeat
+    /// Whether Postgres answers, the store's: a renewal unanswered within two heartbeats
     /// makes it silent, an answered one ends the silence.
     silence: Arc<Silence>,
     /// How long a placement's statements may go unanswered (`store.answer_timeout_ms`).
@@ -267,23 +268,19 @@ impl Cluster {
                 retry_after_secs: 1,
             });
         }
-        match tokio::time::timeout(self.answer_timeout, call).await {
-            Ok(done) => {
-                self.silence.answered();
-                done
-            }
-            Err(_) => {
-                self.silence.unanswered(what);
-                self.claims.forget().await;
-                Err(Error::Unavailable {
-                    detail: format!(
-                        "cluster: {what} was not answered within store.answer_timeout_ms ({} ms)",
-                        self.answer_timeout.as_millis()
-                    ),
-                    retry_after_secs: 1,
-                })
-            }
-        }
+        let detail = match self.silence.within(what, self.answer_timeout, call).await {
+            Within::Answered(done) => return done,
+            Within::Unanswered => format!(
+                "cluster: {what} was not answered within store.answer_timeout_ms ({} ms)",
+                self.answer_timeout.as_millis()
+            ),
+            Within::Silenced => format!("cluster: postgres stopped answering during {what}"),
+        };
+        self.claims.forget().await;
+        Err(Error::Unavailable {
+            detail,
+            retry_after_secs: 1,
+        })
     }
 
     async fn place_unbounded(&self, tenant: &TenantId, thread: &ContextId) -> Result<Placement> {
@@ -513,30 +510,29 @@ impl Cluster {
             // A database cut off by the network answers nothing, and the node must know
             // it well before its lease runs out: a renewal has two heartbeats (at most
             // `store.answer_timeout_ms`). Its connection is kept: one the network lost
-            // is closed by the kernel (`Conn::connect`), and a slow one answers later.
+            // is closed by the kernel (`conn.rs`), and a slow one answers later.
             let bound = (self.heartbeat * 2).min(self.answer_timeout);
             let renewal = async {
                 let client = self.session.get().await?;
                 sql::renew(&client, &self.node_id, self.fence.token(), self.ttl_ms).await
             };
-            let renewed = match tokio::time::timeout(bound, renewal).await {
-                Ok(renewed) => renewed,
-                Err(_) => {
-                    self.silence.unanswered("the cluster lease renewal");
-                    Err(StoreError::Unavailable(format!(
-                        "the renewal was not answered within two heartbeats ({} ms)",
-                        bound.as_millis()
-                    )))
-                }
+            let renewed = match self
+                .silence
+                .within("the cluster lease renewal", bound, renewal)
+                .await
+            {
+                Within::Answered(renewed) => renewed,
+                Within::Unanswered | Within::Silenced => Err(StoreError::Unavailable(format!(
+                    "the renewal was not answered within two heartbeats ({} ms)",
+                    bound.as_millis()
+                ))),
             };
             match renewed {
                 Ok(true) => {
-                    self.silence.answered();
                     *lock(&self.held_until) = started + self.margin_ttl();
                     self.refresh_nodes().await;
                 }
                 Ok(false) => {
-                    self.silence.answered();
                     tracing::warn!(node_id = %self.node_id, "the lease was taken over while it could not be renewed");
                     self.fence.mark_lost();
                 }
@@ -629,134 +625,6 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// One Postgres connection of the cluster's, reconnected when it dropped. Its I/O runs on
-/// the cluster's arbiter. The listening one hands the notifications it gets to the hub
-/// (`Cluster::listen_loop` decides when it LISTENs), and wakes every watcher when it
-/// reconnects.
-struct Conn {
-    url: String,
-    /// Its `application_name` (unless the URL names one), to tell it in `pg_stat_activity`.
-    name: String,
-    arbiter: actix::ArbiterHandle,
-    listen: Option<Arc<notify::Hub>>,
-    /// `store.answer_timeout_ms`: see [`Conn::connect`].
-    dead_after: Duration,
-    client: tokio::sync::Mutex<Option<Arc<Client>>>,
-    /// The current connection LISTENs for events (a new connection does not).
-    listening: AtomicBool,
-    /// The current connection LISTENs for claims.
-    hearing_claims: AtomicBool,
-}
-
-impl Conn {
-    fn new(
-        url: &str,
-        name: &str,
-        (arbiter, dead_after): (&Arbiter, Duration),
-        listen: Option<Arc<notify::Hub>>,
-    ) -> Self {
-        Self {
-            url: url.to_owned(),
-            name: name.to_owned(),
-            arbiter: arbiter.handle(),
-            listen,
-            dead_after,
-            client: tokio::sync::Mutex::new(None),
-            listening: AtomicBool::new(false),
-            hearing_claims: AtomicBool::new(false),
-        }
-    }
-
-    /// The current connection is not handed out again (a statement on it went
-    /// unanswered): the next call connects anew.
-    async fn forget(&self) {
-        // Held: a call is connecting anew already.
-        if let Ok(mut slot) = self.client.try_lock() {
-            *slot = None;
-        }
-    }
-
-    async fn get(&self) -> Result<Arc<Client>, StoreError> {
-        let mut slot = self.client.lock().await;
-        if let Some(client) = slot.as_ref()
-            && !client.is_closed()
-        {
-            return Ok(client.clone());
-        }
-        let client = Arc::new(self.connect().await?);
-        // A new connection listens to nothing yet: the listen loop LISTENs again if a
-        // subscriber (or the claim filter) needs it, and they then read what they missed.
-        self.listening.store(false, Ordering::SeqCst);
-        self.hearing_claims.store(false, Ordering::SeqCst);
-        if let Some(hub) = &self.listen {
-            hub.deaf();
-            hub.wake_all();
-            hub.nudge();
-        }
-        *slot = Some(client.clone());
-        Ok(client)
-    }
-
-    /// Connects on the cluster's arbiter, where the connection's I/O then runs. A
-    /// connection whose sent data or keepalive probes go unacknowledged for
-    /// `store.answer_timeout_ms` is closed by the kernel (`TCP_USER_TIMEOUT`), and one
-    /// not made within it is given up: a database cut off by the network neither answers
-    /// nor resets.
-    async fn connect(&self) -> Result<Client, StoreError> {
-        let dead_after = self.dead_after;
-        let (tx, rx) = oneshot::channel();
-        let mut config: tokio_postgres::Config = self
-            .url
-            .parse()
-            .map_err(|e| StoreError::Config(format!("cluster: database URL: {e}")))?;
-        if config.get_application_name().is_none() {
-            config.application_name(&self.name);
-        }
-        config
-            .connect_timeout(dead_after)
-            .keepalives(true)
-            .keepalives_idle((dead_after / 2).max(Duration::from_secs(1)))
-            .keepalives_interval((dead_after / 4).max(Duration::from_secs(1)))
-            .keepalives_retries(2)
-            .tcp_user_timeout(dead_after);
-        let listen = self.listen.clone();
-        let spawned = self.arbiter.spawn(async move {
-            let (client, mut connection) = match config.connect(NoTls).await {
-                Ok(pair) => pair,
-                Err(e) => {
-                    let _ = tx.send(Err(StoreError::Unavailable(format!("cluster: {e}"))));
-                    return;
-                }
-            };
-            let _ = tx.send(Ok(client));
-            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
-            while let Some(message) = messages.next().await {
-                match message {
-                    Ok(AsyncMessage::Notification(n)) => {
-                        if let Some(hub) = &listen {
-                            hub.notified(n.channel(), n.payload());
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cluster connection lost");
-                        break;
-                    }
-                }
-            }
-            // Whatever is notified from now on goes unheard until a new connection listens.
-            if let Some(hub) = &listen {
-                hub.deaf();
-            }
-        });
-        if !spawned {
-            return Err(StoreError::Unavailable("cluster: stopped".into()));
-        }
-        rx.await
-            .map_err(|_| StoreError::Unavailable("cluster: stopped".into()))?
     }
 }
 

@@ -36,7 +36,7 @@ pub(crate) mod testing;
 mod tests;
 mod writes;
 
-pub use silence::Silence;
+pub use silence::{Silence, Within};
 
 use std::path::PathBuf;
 use std::sync::Arc;

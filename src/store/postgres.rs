@@ -20,10 +20,10 @@ use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
 use std::sync::Arc;
 
+use super::Within;
 use super::cluster::Fence;
 use super::pg_readers::{PgRead, Readers};
 use super::pg_writer::{self, WriterManager, WriterPool};
-use super::silence::Within;
 use super::writes::Rows;
 use super::{StoreError, WriteOp};
 
@@ -217,14 +217,14 @@ impl PgStore {
             }
         };
         let commit = pg_writer::commit(&writer, &rows, self.fence.as_deref());
-        let detail = match self.silence.within(self.answer_timeout, commit).await {
-            Within::Answered(committed) => {
-                self.silence.answered();
-                return committed;
-            }
+        let detail = match self
+            .silence
+            .within("a commit", self.answer_timeout, commit)
+            .await
+        {
+            Within::Answered(committed) => return committed,
             Within::Unanswered => {
                 metrics::counter!(crate::telemetry::STORE_ANSWER_TIMEOUTS).increment(1);
-                self.silence.unanswered("a commit");
                 format!(
                     "postgres: the commit was not answered within {} ms \
                      (store.answer_timeout_ms); whether it took effect is not known",
@@ -276,14 +276,14 @@ impl PgStore {
         &self,
         read: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        match self.silence.within(self.answer_timeout, read).await {
-            Within::Answered(read) => {
-                self.silence.answered();
-                read
-            }
+        match self
+            .silence
+            .within("a read", self.answer_timeout, read)
+            .await
+        {
+            Within::Answered(read) => read,
             Within::Unanswered => {
                 metrics::counter!(crate::telemetry::STORE_ANSWER_TIMEOUTS).increment(1);
-                self.silence.unanswered("a read");
                 Err(StoreError::Unavailable(format!(
                     "postgres: a read was not answered within {} ms (store.answer_timeout_ms)",
                     self.answer_timeout.as_millis()

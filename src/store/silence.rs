@@ -74,10 +74,25 @@ impl Silence {
         }
     }
 
-    /// `call` until its answer or `bound`, whichever comes first — or, for a call begun
-    /// while the database answered, until it falls silent (seen within [`CHECK`]). The
-    /// caller marks the outcome ([`Silence::answered`], [`Silence::unanswered`]).
-    pub async fn within<F: Future>(&self, bound: Duration, call: F) -> Within<F::Output> {
+    /// `call` (`what` names it) until its answer or `bound`, whichever comes first — or,
+    /// for a call begun while the database answered, until it falls silent (seen within
+    /// [`CHECK`]). An answer ends a silence; a call unanswered at its bound begins one.
+    pub async fn within<F: Future>(
+        &self,
+        what: &str,
+        bound: Duration,
+        call: F,
+    ) -> Within<F::Output> {
+        let within = self.wait(bound, call).await;
+        match within {
+            Within::Answered(_) => self.answered(),
+            Within::Unanswered => self.unanswered(what),
+            Within::Silenced => {}
+        }
+        within
+    }
+
+    async fn wait<F: Future>(&self, bound: Duration, call: F) -> Within<F::Output> {
         let began_silent = self.is_silent();
         let deadline = tokio::time::Instant::now() + bound;
         let tick = tokio::time::sleep(CHECK.min(bound));
@@ -122,11 +137,13 @@ mod tests {
         let falling = silence.clone();
         let waiting = tokio::spawn(async move {
             let started = tokio::time::Instant::now();
-            let within = falling.within(bound, std::future::pending::<()>()).await;
+            let within = falling
+                .within("a commit", bound, std::future::pending::<()>())
+                .await;
             (matches!(within, Within::Silenced), started.elapsed())
         });
         tokio::time::sleep(Duration::from_millis(300)).await;
-        silence.unanswered("a commit");
+        silence.unanswered("another commit");
         let (silenced, waited) = waiting.await.unwrap();
         assert!(silenced);
         // Given up at the next check after the fall, not at its bound.
@@ -134,12 +151,14 @@ mod tests {
         // Begun while silent: it waits for its own bound.
         let short = Duration::from_millis(300);
         let started = tokio::time::Instant::now();
-        let begun_after = silence.within(short, std::future::pending::<()>()).await;
+        let begun_after = silence
+            .within("a read", short, std::future::pending::<()>())
+            .await;
         assert!(started.elapsed() >= short);
         assert!(matches!(begun_after, Within::Unanswered));
         silence.answered();
         assert!(!silence.is_silent());
-        let answered = silence.within(bound, async { 7 }).await;
+        let answered = silence.within("a read", bound, async { 7 }).await;
         assert!(matches!(answered, Within::Answered(7)));
     }
 
