@@ -285,10 +285,7 @@ impl Cluster {
 
     async fn place_unbounded(&self, tenant: &TenantId, thread: &ContextId) -> Result<Placement> {
         if !self.holds_lease() {
-            return Err(Error::Unavailable {
-                detail: "this node is not holding its cluster lease (renewal pending)".into(),
-                retry_after_secs: 1,
-            });
+            return Err(not_holding_lease());
         }
         // The token before the lookup: if the node loses its lease during it, the
         // actor's commits under this token are refused.
@@ -625,6 +622,14 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// A request refused while this node does not hold its lease (503, retryable).
+pub fn not_holding_lease() -> Error {
+    Error::Unavailable {
+        detail: "this node is not holding its cluster lease (renewal pending)".into(),
+        retry_after_secs: 1,
     }
 }
 

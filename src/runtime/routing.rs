@@ -111,10 +111,7 @@ impl Runtime {
             // A thread this node has just minted: nobody else knows it; its owner row
             // rides with its first batch.
             if !cluster.holds_lease() {
-                return Err(Error::Unavailable {
-                    detail: "this node is not holding its cluster lease (renewal pending)".into(),
-                    retry_after_secs: 1,
-                });
+                return Err(crate::cluster::not_holding_lease());
             }
             return Ok(Located::Here(Some(cluster.token())));
         }

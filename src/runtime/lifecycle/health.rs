@@ -85,13 +85,8 @@ impl Runtime {
                 retry_after_secs: 1,
             });
         }
-        if let Some(cluster) = &self.cluster
-            && !cluster.holds_lease()
-        {
-            return Err(crate::error::Error::Unavailable {
-                detail: "this node is not holding its cluster lease (renewal pending)".into(),
-                retry_after_secs: 1,
-            });
+        if !self.holds_lease() {
+            return Err(crate::cluster::not_holding_lease());
         }
         Ok(())
     }
