@@ -179,7 +179,12 @@ impl Peer {
             }
             self.unreachable.remove(base);
         }
-        let called = self.call_now(base, from, path, body).await;
+        // The caller's time, when it is shorter than the forward timeout.
+        let caller = super::deadline::remaining().filter(|left| *left < self.timeout);
+        if caller == Some(Duration::ZERO) {
+            return Err(caller_gave_up(base, path));
+        }
+        let called = self.call_now(base, from, path, body, caller).await;
         if let Err(Reach::Unreachable(e)) = &called {
             self.unreachable
                 .insert(base.to_owned(), Instant::now() + self.dead_after);
@@ -192,28 +197,33 @@ impl Peer {
         })
     }
 
-    /// [`Peer::call`] without the record of unreachable peers.
+    /// [`Peer::call`] without the record of unreachable peers, bounded by the caller's
+    /// time `caller` when it has one shorter than the forward timeout.
     async fn call_now<B: Serialize, T: DeserializeOwned>(
         &self,
         base: &str,
         from: &str,
         path: &str,
         body: &B,
+        caller: Option<Duration>,
     ) -> std::result::Result<T, Reach> {
         let url = format!("{}{PREFIX}{path}", base.trim_end_matches('/'));
         let started = Instant::now();
         let mut trace = reqwest::header::HeaderMap::new();
         crate::telemetry::trace::inject(&mut trace);
-        let response = self
+        let mut request = self
             .http
             .post(&url)
             .bearer_auth(&self.secret)
             .header(FROM_HEADER, from)
-            .headers(trace)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| self.reach(base, &e, started))?;
+            .headers(trace);
+        if let Some(left) = caller {
+            request = request
+                .timeout(left)
+                .header(super::deadline::HEADER, left.as_millis().max(1).to_string());
+        }
+        let fail = |e: reqwest::Error| self.reach(base, path, &e, started, caller);
+        let response = request.json(body).send().await.map_err(fail)?;
         let status = response.status();
         if !status.is_success() {
             return Err(Reach::Answered(Error::Unavailable {
@@ -221,10 +231,7 @@ impl Peer {
                 retry_after_secs: 1,
             }));
         }
-        let answer: Answer<T> = response
-            .json()
-            .await
-            .map_err(|e| self.reach(base, &e, started))?;
+        let answer: Answer<T> = response.json().await.map_err(fail)?;
         metrics::histogram!(crate::telemetry::CLUSTER_FORWARD_MS)
             .record(started.elapsed().as_secs_f64() * 1000.0);
         match answer {
@@ -235,21 +242,33 @@ impl Peer {
 }
 
 /// How a call failed: the peer did not answer, or it answered with an error (or took
-/// longer than `cluster.forward_timeout_secs`: a long turn, not a dead peer).
+/// longer than `cluster.forward_timeout_secs` or the caller's time: a long turn, not a
+/// dead peer).
 enum Reach {
     Unreachable(Error),
     Answered(Error),
 }
 
 impl Peer {
-    /// A call that failed after `started`: past the forward timeout it was a long turn,
-    /// anything else (the kernel's `TCP_USER_TIMEOUT` too) a peer that did not answer.
-    fn reach(&self, base: &str, e: &reqwest::Error, started: Instant) -> Reach {
-        let error = unreachable(base, e);
-        if e.is_timeout() && !e.is_connect() && started.elapsed() >= self.timeout {
-            Reach::Answered(error)
+    /// A call that failed after `started`: past the forward timeout or the caller's time
+    /// it was a long turn, anything else (the kernel's `TCP_USER_TIMEOUT` too) a peer
+    /// that did not answer.
+    fn reach(
+        &self,
+        base: &str,
+        path: &str,
+        e: &reqwest::Error,
+        started: Instant,
+        caller: Option<Duration>,
+    ) -> Reach {
+        let bound = caller.unwrap_or(self.timeout);
+        if e.is_timeout() && !e.is_connect() && started.elapsed() >= bound {
+            match caller {
+                Some(_) => Reach::Answered(caller_gave_up(base, path)),
+                None => Reach::Answered(unreachable(base, e)),
+            }
         } else {
-            Reach::Unreachable(error)
+            Reach::Unreachable(unreachable(base, e))
         }
     }
 }
@@ -266,7 +285,70 @@ fn unreachable(base: &str, e: &reqwest::Error) -> Error {
     }
 }
 
+/// The refusal of a forward whose caller's time ran out (`deadline::HEADER`,
+/// `grpc-timeout`): the caller no longer waits for it; what the owner did is found by a
+/// retry of the same message.
+fn caller_gave_up(base: &str, path: &str) -> Error {
+    Error::Unavailable {
+        detail: format!(
+            "the caller's time ran out before the thread's owner at {base} answered {path}"
+        ),
+        retry_after_secs: 1,
+    }
+}
+
 fn sha(bytes: &[u8]) -> [u8; 32] {
     use sha2::Digest;
     sha2::Sha256::digest(bytes).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer that takes the connection and the request and never answers, as the owner
+    /// of a long turn does.
+    async fn mute_peer() -> (String, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                open.push(stream);
+            }
+        });
+        (base, held)
+    }
+
+    #[tokio::test]
+    async fn a_forward_gives_up_when_its_caller_does_and_keeps_the_peer_callable() {
+        let (base, _held) = mute_peer().await;
+        let peer = Peer::new("secret", Duration::from_secs(300), Duration::from_secs(10)).unwrap();
+        let started = Instant::now();
+        let call = peer.call::<_, serde_json::Value>(&base, "node-a", "/send", &());
+        let called = tokio::time::timeout(
+            Duration::from_secs(5),
+            super::super::deadline::within(Some(Duration::from_millis(300)), call),
+        )
+        .await
+        .expect("the forward ended with its caller's time");
+        let waited = started.elapsed();
+        let Err(Error::Unavailable { detail, .. }) = called else {
+            panic!("{called:?}");
+        };
+        assert!(detail.contains("the caller's time ran out"), "{detail}");
+        assert!(waited >= Duration::from_millis(300), "{waited:?}");
+        // A slow owner is not an unreachable one: the next forward is made.
+        assert!(peer.unreachable.is_empty());
+        // A caller whose time is already up is refused without a call.
+        let call = peer.call::<_, serde_json::Value>(&base, "node-a", "/send", &());
+        let at_once = super::super::deadline::within(Some(Duration::from_nanos(1)), async {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            call.await
+        });
+        let Err(Error::Unavailable { detail, .. }) = at_once.await else {
+            panic!("called");
+        };
+        assert!(detail.contains("the caller's time ran out"), "{detail}");
+    }
 }

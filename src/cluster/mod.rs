@@ -31,6 +31,7 @@
 //! The SQL is in `crate::store::cluster`. No consensus of our own: Postgres decides.
 
 mod conn;
+pub mod deadline;
 pub mod forward;
 pub mod notify;
 

@@ -28,7 +28,9 @@ pub struct ClusterSettings {
     /// Postgres as silent: new sends get 503 and `/health/ready` fails until it answers.
     pub heartbeat_ms: u64,
     /// How long a forwarded request may take on the owner (a blocking send waits for
-    /// its turn), in seconds.
+    /// its turn), in seconds. A request whose caller names a shorter time
+    /// (`x-a2a-timeout-ms`, or gRPC's `grpc-timeout`) is forwarded for that long: past
+    /// it, 503.
     pub forward_timeout_secs: u64,
     /// A connection to another node that shows no sign of life this long, in ms — its
     /// keepalive probes, or data sent on it, unanswered — is given up, and the call on

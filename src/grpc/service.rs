@@ -17,7 +17,7 @@ use std::cell::RefCell;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use a2a_pb::proto::{self, a2a_service_server::A2aService};
 use a2a_pb::protojson;
@@ -34,6 +34,7 @@ use super::direct;
 use super::status::{code_name, status};
 use crate::a2a::version::{is_newer_than_supported, negotiate};
 use crate::a2a::{Dialect, Operation};
+use crate::cluster::deadline;
 use crate::domain::SendMessage;
 use crate::error::Error;
 use crate::service::Service;
@@ -163,16 +164,19 @@ impl A2a {
             None => Params::Json(to_json::<J>(&message)?),
         };
         let dialect = version(&metadata)?;
+        let timeout = timeout(&metadata)?;
         let params = match params {
             Params::Send(send) if operation::takes_decoded_send(dialect, &caller) => {
                 let service = &self.service;
-                return operation::execute_send(service, &principal, op, dialect, *send, &caller)
-                    .await;
+                let send =
+                    operation::execute_send(service, &principal, op, dialect, *send, &caller);
+                return deadline::within(timeout, send).await;
             }
             Params::Send(_) => to_json::<J>(&message)?,
             Params::Json(params) => params,
         };
-        operation::execute(&self.service, &principal, op, dialect, &params, &caller).await
+        let executed = operation::execute(&self.service, &principal, op, dialect, &params, &caller);
+        deadline::within(timeout, executed).await
     }
 
     /// A unary RPC: the request as `read` takes it or through its twin `J`, the result
@@ -279,6 +283,38 @@ fn printable(metadata: &MetadataMap) -> Result<(), Error> {
         ))),
         None => Ok(()),
     }
+}
+
+/// The caller's deadline, `grpc-timeout` (gRPC over HTTP/2: at most eight digits and a
+/// unit, `H` `M` `S` `m` `u` `n`).
+fn timeout(metadata: &MetadataMap) -> Result<Option<Duration>, Error> {
+    let Some(value) = metadata.get("grpc-timeout") else {
+        return Ok(None);
+    };
+    let value = value.to_str().unwrap_or_default();
+    grpc_timeout(value).map(Some).ok_or_else(|| {
+        Error::invalid_params(format!(
+            "grpc-timeout {value:?}: not up to eight digits followed by H, M, S, m, u or n"
+        ))
+    })
+}
+
+fn grpc_timeout(value: &str) -> Option<Duration> {
+    let split = value.len().checked_sub(1)?;
+    let (digits, unit) = value.split_at_checked(split)?;
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
 }
 
 /// The dialect of the `a2a-version` metadata: the gRPC service is 1.0's.
@@ -498,5 +534,27 @@ mod tests {
             assert!(text.starts_with("metadata x-api-key: "), "{text}");
             assert!(!text.contains("acm"), "the value is not echoed: {text}");
         }
+    }
+
+    #[test]
+    fn grpc_timeout_is_eight_digits_and_a_unit() {
+        assert_eq!(grpc_timeout("1500m"), Some(Duration::from_millis(1500)));
+        assert_eq!(grpc_timeout("2S"), Some(Duration::from_secs(2)));
+        assert_eq!(grpc_timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(
+            grpc_timeout("99999999H"),
+            Some(Duration::from_secs(99_999_999 * 3600))
+        );
+        assert_eq!(grpc_timeout("250u"), Some(Duration::from_micros(250)));
+        for bad in ["", "m", "123456789m", "10", "10s", "1.5S", "-1S", "é"] {
+            assert_eq!(grpc_timeout(bad), None, "{bad:?}");
+        }
+        let mut metadata = MetadataMap::new();
+        assert_eq!(timeout(&metadata), Ok(None));
+        metadata.insert("grpc-timeout", "soon".parse().unwrap());
+        let Err(Error::InvalidParams(text)) = timeout(&metadata) else {
+            panic!("a bad grpc-timeout was read");
+        };
+        assert!(text.starts_with("grpc-timeout \"soon\""), "{text}");
     }
 }

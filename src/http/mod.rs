@@ -6,6 +6,7 @@
 
 mod body;
 mod connection;
+mod deadline;
 mod observe;
 mod respond;
 mod routes;
@@ -76,6 +77,7 @@ pub fn server(state: AppState, listener: TcpListener, limits: Limits) -> std::io
             let app = App::new()
                 .app_data(state)
                 // Outermost last: paths are normalised before they are matched and measured.
+                .wrap(from_fn(deadline::scope))
                 .wrap(from_fn(observe::record))
                 .wrap(NormalizePath::new(TrailingSlash::Trim))
                 .configure(|cfg| routes::configure(cfg, dashboard));

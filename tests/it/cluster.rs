@@ -901,3 +901,53 @@ async fn deliveries_owed_from_before_cluster_mode_are_made_by_the_cluster() {
     })
     .await;
 }
+
+/// A forward to the thread's owner is bounded by the time its caller will wait
+/// (`x-a2a-timeout-ms`, as a balancer sets it): B answers 503 when that time is up, not
+/// after `cluster.forward_timeout_secs`, and a retry of the message finds what the owner
+/// did with it.
+#[actix_web::test]
+async fn a_forward_gives_up_when_the_caller_would_and_the_retry_finds_the_owners_answer() {
+    let Some((db, a, b)) = two_nodes().await else {
+        return;
+    };
+    let r = a.send_text("complete").await;
+    let context = r["result"]["task"]["contextId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(owner_of(&db.url, &context).await.as_deref(), Some("node-a"));
+
+    let mut message = user_message("wait for release");
+    message["contextId"] = json!(context);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                      "params": {"message": message}});
+    let started = Instant::now();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(10),
+        b.client
+            .post(format!("{}/", b.url))
+            .header("A2A-Version", "1.0")
+            .header("x-a2a-timeout-ms", "500")
+            .json(&body)
+            .send(),
+    )
+    .await
+    .expect("B answered within the caller's time, not the forward timeout")
+    .unwrap();
+    let waited = started.elapsed();
+    assert_eq!(answer.status(), 503);
+    assert!(answer.headers().contains_key("retry-after"));
+    let answer: Value = answer.json().await.unwrap();
+    assert!(
+        waited >= Duration::from_millis(500) && waited < Duration::from_secs(3),
+        "answered after {waited:?}: {answer}"
+    );
+
+    // The owner goes on with the turn; the retry (on B, no deadline) gets its outcome.
+    a.release.notify_one();
+    let retried = b.rpc("SendMessage", json!({"message": message})).await;
+    let task = &retried["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{retried}");
+    assert_eq!(task["contextId"], json!(context));
+}
