@@ -105,7 +105,7 @@ thread_local! {
 /// (diesel-async's way: no arbiter thread waits on the disk), or, inside
 /// [`SqliteStore::point_read`], on the calling thread — a reload of a thread or a task is
 /// a few key lookups in the page cache, cheaper than the two hand-offs to the pool and
-/// back (measured in `benches/README.md`, multi-turn after eviction).
+/// back (measured in `benches/results/HISTORY.md`, "SQLite claims as a log").
 pub(super) struct ReadRuntime(tokio::runtime::Handle);
 
 impl diesel_async::sync_connection_wrapper::SpawnBlocking for ReadRuntime {

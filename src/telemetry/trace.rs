@@ -18,7 +18,7 @@
 //! Attribute names follow the OpenTelemetry GenAI conventions where they exist
 //! (`gen_ai.operation.name`, `gen_ai.conversation.id`, `gen_ai.tool.name`,
 //! `gen_ai.request.model`, `gen_ai.usage.*`) and the `a2a.*` names of A2A tracing for the
-//! rest; README.md lists them all.
+//! rest; docs/operating.md lists them all.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -367,7 +367,7 @@ fn follow_up(task: &Value, text: &str) -> Value {
 /// Subscribers, each on a task of its own that is fed follow-ups, through `url`. Each
 /// reads its task's events from `SubscribeToTask` and, when its stream ends before the
 /// task has, subscribes again with `Last-Event-ID` (wherever the balancer sends it) —
-/// what the README asks of clients when a node leaves.
+/// what docs/cluster.md asks of clients when a node leaves.
 struct Watchers {
     feeders: Vec<actix_web::rt::task::JoinHandle<usize>>,
     readers: Vec<actix_web::rt::task::JoinHandle<Watched>>,
