@@ -44,14 +44,14 @@ pub struct StoreSettings {
     pub sqlite_synchronous: SqliteSynchronous,
     /// SQLite with `sqlite_synchronous = "full"`: the writer hands each commit's WAL
     /// frames to the kernel in one write, just before the commit's sync, instead of two
-    /// writes per page (see `store/sqlite_wal_writes.rs`). `false` writes them as SQLite
+    /// writes per page (see `store/sqlite/wal_writes.rs`). `false` writes them as SQLite
     /// does. With `normal` the frames are always written at once (a commit is
     /// acknowledged without a sync there).
     pub sqlite_wal_one_write: bool,
     /// SQLite: the WAL's growth in pages after which a thread of its own checkpoints it
     /// (copies its pages into the database file) beside the writer, which never stops for
     /// a checkpoint for long (it copies the last pages the thread left, see
-    /// `store/sqlite.rs`). At most 1 048 576. 16 000 (64 MiB of WAL): at 64 connections,
+    /// `store/sqlite/mod.rs`). At most 1 048 576. 16 000 (64 MiB of WAL): at 64 connections,
     /// against SQLite's own checkpoints every 1 000, +16–20 % sends per second at the same
     /// p99 — a page written by many commits is copied once per checkpoint, and the writer
     /// stops for the last pages four times less often than at 4 000.
@@ -65,7 +65,7 @@ pub struct StoreSettings {
     pub sqlite_max_wal_pages: u32,
     /// SQLite: idempotency claims whose entries in the key index wait in memory, to be
     /// written in sorted runs (a 64th of them, one range of keys, at a time) rather than
-    /// one random page per claim (see `store/sqlite_claims.rs`). From 1 024 to 16 777 216;
+    /// one random page per claim (see `store/sqlite/claims.rs`). From 1 024 to 16 777 216;
     /// about 60 bytes each. Larger keeps the index's writes sequential in larger stores.
     pub sqlite_claim_buffer: usize,
     /// Postgres: how long a starting server waits for a hold on the database it cannot

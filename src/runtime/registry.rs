@@ -3,7 +3,7 @@
 //! A thread's actor starts on the arbiter that is handling the request that needs it —
 //! an HTTP worker — whether the thread was just minted (a message without `contextId`) or
 //! is reloaded from the store after an eviction: the request, the reload's reads (on that
-//! thread's own database connections, see `store/pg_readers.rs`), the turn and the answer
+//! thread's own database connections, see `store/postgres/readers.rs`), the turn and the answer
 //! stay on one thread. Work that does not come from an arbiter (gRPC's runtime, tasks on
 //! plain tokio threads) places the actor on one of the runtime's arbiters (one per core)
 //! by a hash of the thread key (an actix actor lives on one arbiter thread; putting them

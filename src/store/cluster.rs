@@ -1,6 +1,6 @@
 //! The cluster's tables on Postgres (`migrations/postgres/…_cluster`): the nodes with
 //! their leases and fencing tokens, and the owner of each thread (`threads.owner_node`,
-//! which the store writes with every upsert of a thread, see `pg_writer.rs`). Plain SQL over
+//! which the store writes with every upsert of a thread, see `postgres/writer.rs`). Plain SQL over
 //! `tokio-postgres` connections of the cluster's own (`crate::cluster`), one statement
 //! per call, every one of them answering at once: nothing here waits on a lock (a
 //! takeover that meets a lock gives up with [`Taken::Busy`]), so a lease renewal is never
@@ -9,7 +9,7 @@
 //! Time is the database's clock (`NOW_MS`), never a node's: the nodes' clocks may
 //! disagree, the database's is one.
 //!
-//! The fencing itself is part of every commit of the node (`pg_writer.rs`: the node's
+//! The fencing itself is part of every commit of the node (`postgres/writer.rs`: the node's
 //! row read under a KEY SHARE lock, the transaction refused if the token moved): a takeover locks the dead
 //! node's row exclusively before it raises its token, so it waits for the commits the
 //! dead node has in flight, and every commit after it finds the token moved.
@@ -392,7 +392,7 @@ pub const ADOPT_BATCH: i64 = 10_000;
 /// passed over if another node holds it (two nodes taking over at once split the rows,
 /// never deliver one twice or wait on each other). A config's rows may end on several
 /// nodes; the outbox's poll keeps them in order (`reads::due_deliveries_sql`), and
-/// outcomes are written only by the row's node (`pg_writer` `DONE`, `RETRY`).
+/// outcomes are written only by the row's node (`postgres::writer` `DONE`, `RETRY`).
 pub async fn adopt_owed(client: &Client, node_id: &str, free: bool) -> Result<u64, StoreError> {
     let sql = format!(
         "WITH dead AS ( \

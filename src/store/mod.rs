@@ -18,8 +18,6 @@ pub mod memories;
 pub mod node_lock;
 pub(crate) mod packed;
 mod page_token;
-mod pg_readers;
-mod pg_writer;
 mod postgres;
 mod queries;
 mod reads;
@@ -27,9 +25,6 @@ mod rows;
 mod schema;
 mod silence;
 mod sqlite;
-mod sqlite_claims;
-mod sqlite_lock;
-mod sqlite_wal_writes;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]
@@ -685,13 +680,13 @@ pub struct StoreConfig {
     /// SQLite only: `PRAGMA synchronous`.
     pub sqlite_synchronous: SqliteSynchronous,
     /// SQLite only, with FULL: a commit's WAL frames written in one write
-    /// (`sqlite_wal_writes.rs`).
+    /// (`sqlite/wal_writes.rs`).
     pub sqlite_wal_one_write: bool,
     /// SQLite only: the WAL's pages past which the checkpoint thread checkpoints it.
     pub sqlite_checkpoint_pages: u32,
     /// SQLite only: the WAL's pages past which the writer checkpoints it all.
     pub sqlite_max_wal_pages: u32,
-    /// SQLite only: claims whose key-index entries wait in memory (`sqlite_claims.rs`).
+    /// SQLite only: claims whose key-index entries wait in memory (`sqlite/claims.rs`).
     pub sqlite_claim_buffer: usize,
     /// Postgres only: connections for commits, one per group commit in flight.
     pub commits_in_flight: usize,

@@ -7,7 +7,7 @@
 //! other never hears of it. So a server holds a session advisory lock on the database for
 //! as long as it runs: exclusive without cluster mode, shared in a cluster. A second
 //! server of either kind is refused at start-up with a message that names
-//! `cluster.enabled`, the way SQLite refuses a second process (`sqlite_lock.rs`).
+//! `cluster.enabled`, the way SQLite refuses a second process (`sqlite/lock.rs`).
 //!
 //! The lock lives on a connection of its own; Postgres drops it when that session ends,
 //! so a crashed or killed process never leaves it behind (a restart waits up to

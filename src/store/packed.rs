@@ -174,7 +174,7 @@ impl ToSql<Packed, Sqlite> for Id<'_> {
 }
 
 /// A value of a [`Packed`] column, bound through tokio-postgres (the write path's
-/// statements, `pg_writer.rs`, and the cluster's, `cluster.rs`): `bytea` packed as above.
+/// statements, `postgres/writer.rs`, and the cluster's, `cluster.rs`): `bytea` packed as above.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct PgPacked<'a>(pub(super) &'a str);
 

@@ -1,8 +1,8 @@
 //! The `Store` implementation's reads, written once and stamped out per backend.
 //!
 //! Code generic over diesel-async connection types drowns in trait bounds, so the read
-//! bodies live in a macro (`reads.rs`) that `postgres.rs` instantiates for
-//! `AsyncPgConnection` and `sqlite.rs` for `SyncConnectionWrapper<SqliteConnection>`.
+//! bodies live in a macro (`reads.rs`) that `postgres/mod.rs` instantiates for
+//! `AsyncPgConnection` and `sqlite/mod.rs` for `SyncConnectionWrapper<SqliteConnection>`.
 //! Both get the very same SQL (the schema uses only types the two backends share), and
 //! the compiler checks each instantiation against its backend.
 //!
@@ -249,7 +249,7 @@ macro_rules! store_impl {
                 key: &str,
             ) -> Result<Option<$crate::store::Claim>, $crate::store::StoreError> {
                 // A store that reads claims on the calling thread reads them so here too
-                // (SQLite's claims are found through its own index, `sqlite_claims.rs`).
+                // (SQLite's claims are found through its own index, `sqlite/claims.rs`).
                 if let Some(result) = self.inline_claim(tenant, key) {
                     return result;
                 }

@@ -5,11 +5,11 @@
 //! also refuses `ON CONFLICT DO UPDATE` touching one row twice in a statement), and the
 //! rows become statements:
 //!
-//! - **Postgres** (`pg_writer.rs`): one statement per table whatever the row count (the
+//! - **Postgres** (`postgres/writer.rs`): one statement per table whatever the row count (the
 //!   rows as one array per column through `unnest`), each prepared once per writer
 //!   connection, all of a commit's statements and its `BEGIN` and `COMMIT` sent together:
 //!   one round trip.
-//! - **SQLite** (`sqlite.rs`): the same statements one row at a time ([`sqlite`]), each
+//! - **SQLite** (`sqlite/mod.rs`): the same statements one row at a time ([`sqlite`]), each
 //!   prepared once by the writer connection and cached: a statement is an in-process call
 //!   there, and preparing it was the writer's largest cost (diesel never caches an upsert,
 //!   nor any insert on SQLite, so it parsed every statement of every commit anew).
@@ -134,7 +134,7 @@ pub(super) enum PushRow<'a> {
 
 impl PushRow<'_> {
     /// A config registered, a delivery owed or one done: rows a commit may write in any
-    /// order by kind (`pg_writer`), unlike a config's deletion (which takes its owed rows
+    /// order by kind (`postgres::writer`), unlike a config's deletion (which takes its owed rows
     /// with it) or a rescheduling.
     pub(super) fn is_common(&self) -> bool {
         matches!(

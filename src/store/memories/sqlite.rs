@@ -8,7 +8,7 @@ use std::time::Duration;
 use diesel_async::pooled_connection::deadpool::Pool;
 
 use crate::store::sqlite::SqliteConn;
-use crate::store::sqlite_lock::SqliteLock;
+use crate::store::sqlite::lock::SqliteLock;
 
 /// [`MemoryRepository`](super::MemoryRepository) on SQLite.
 pub(crate) struct SqliteMemories {

@@ -7,6 +7,9 @@
 //! without a test query (closed ones are dropped by the pool's `is_closed` check) so
 //! that a commit costs exactly its own statements.
 
+pub(super) mod readers;
+pub(super) mod writer;
+
 use std::time::Duration;
 
 use diesel::connection::SimpleConnection;
@@ -22,10 +25,10 @@ use std::sync::Arc;
 
 use super::Within;
 use super::cluster::Fence;
-use super::pg_readers::{PgRead, Readers};
-use super::pg_writer::{self, WriterManager, WriterPool};
 use super::writes::Rows;
 use super::{StoreError, WriteOp};
+use readers::{PgRead, Readers};
+use writer::{self as pg_writer, WriterManager, WriterPool};
 
 const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
 
@@ -37,7 +40,7 @@ const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// [`Store`](super::Store) on Postgres.
 pub struct PgStore {
-    /// Reads, on connections of the calling thread's own (`pg_readers.rs`).
+    /// Reads, on connections of the calling thread's own (`postgres/readers.rs`).
     readers: Arc<Readers>,
     /// Commits only. A pooled connection's I/O task runs on the runtime that opened it,
     /// and commits are made on the persistence actor's arbiter, so these connections live
@@ -59,7 +62,7 @@ pub struct PgStore {
 
 impl PgStore {
     /// A store over at most `pool_size` connections to `url` for reads (a pool per
-    /// reading thread, `pg_readers.rs`) and `writers` for commits (one per group commit
+    /// reading thread, `postgres/readers.rs`) and `writers` for commits (one per group commit
     /// in flight). Connects nothing yet; migrations are applied separately ([`migrate`]).
     ///
     /// With a `fence` (cluster mode) the writer connections end a transaction left idle
@@ -91,13 +94,13 @@ impl PgStore {
         })
     }
 
-    /// A read connection of the calling thread's own (`pg_readers.rs`).
+    /// A read connection of the calling thread's own (`postgres/readers.rs`).
     async fn conn(&self) -> Result<PgRead, StoreError> {
         self.answering()?;
         self.readers.thread()?.own(self.acquire_timeout).await
     }
 
-    /// The read connection the calling thread's point reads share (`pg_readers.rs`).
+    /// The read connection the calling thread's point reads share (`postgres/readers.rs`).
     async fn point_conn(&self) -> Result<PgRead, StoreError> {
         self.answering()?;
         self.readers.thread()?.shared(self.acquire_timeout).await
@@ -182,14 +185,14 @@ super::queries::store_impl!(PgStore, diesel::pg::Pg, "postgres", pipelined, lend
 
 impl PgStore {
     /// Applies a batch in one transaction, in one round trip of prepared statements
-    /// (`pg_writer.rs`), nothing read back.
+    /// (`postgres/writer.rs`), nothing read back.
     async fn commit_ops<'a>(
         &self,
         ops: impl Iterator<Item = &'a WriteOp> + Send,
     ) -> Result<(), StoreError> {
         let mut rows = Rows::collect(ops)?;
         // Cluster mode: every thread this node writes names it as the thread's owner, and
-        // a thread another node owns is not written (the commit fails, see `pg_writer`).
+        // a thread another node owns is not written (the commit fails, see `postgres::writer`).
         if let Some(fence) = &self.fence {
             for thread in &mut rows.threads {
                 thread.owner_node = Some(fence.node_id());

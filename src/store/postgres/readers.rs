@@ -44,14 +44,14 @@ use diesel_async::pooled_connection::{
 };
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
-use super::StoreError;
-use super::queries::checkout;
+use crate::store::StoreError;
+use crate::store::queries::checkout;
 
 /// One thread's read connections.
-pub(super) type ReadPool = managed::Pool<ReadManager>;
+pub(in crate::store) type ReadPool = managed::Pool<ReadManager>;
 
 /// A checked-out read connection (derefs to the diesel connection).
-pub(super) type ReadObject = managed::Object<ReadManager>;
+pub(in crate::store) type ReadObject = managed::Object<ReadManager>;
 
 /// How often a caller waiting for a permit looks again for an idle connection to close.
 const RECLAIM_EVERY: Duration = Duration::from_millis(5);
@@ -60,7 +60,7 @@ const RECLAIM_EVERY: Duration = Duration::from_millis(5);
 const RECLAIM_IDLE: Duration = Duration::from_millis(100);
 
 /// The read connections of a store, per thread.
-pub(super) struct Readers {
+pub(in crate::store) struct Readers {
     url: String,
     /// The most connections one thread's pool holds.
     per_thread: usize,
@@ -72,8 +72,8 @@ pub(super) struct Readers {
 /// One thread's read connections: its pool, and the connection of it its point reads
 /// share while any is running.
 #[derive(Clone)]
-pub(super) struct ThreadReads {
-    pub(super) pool: ReadPool,
+pub(in crate::store) struct ThreadReads {
+    pub(in crate::store) pool: ReadPool,
     shared: Arc<Mutex<Weak<ReadObject>>>,
 }
 
@@ -82,7 +82,7 @@ impl ThreadReads {
     /// checked out of the pool (within `timeout`) if none is in use.
     /// The wait for the slot counts against `timeout` too: reads queued behind a checkout
     /// that cannot succeed fail with it, not one `timeout` after another.
-    pub(super) async fn shared(&self, timeout: Duration) -> Result<PgRead, StoreError> {
+    pub(in crate::store) async fn shared(&self, timeout: Duration) -> Result<PgRead, StoreError> {
         let unavailable =
             || StoreError::Unavailable(format!("postgres pool: no connection within {timeout:?}"));
         let deadline = tokio::time::Instant::now() + timeout;
@@ -106,7 +106,7 @@ impl ThreadReads {
 
     /// A connection of the pool for a read of its own (within `timeout`); the shared one
     /// if the pool holds only one.
-    pub(super) async fn own(&self, timeout: Duration) -> Result<PgRead, StoreError> {
+    pub(in crate::store) async fn own(&self, timeout: Duration) -> Result<PgRead, StoreError> {
         if self.pool.status().max_size == 1 {
             return self.shared(timeout).await;
         }
@@ -117,7 +117,7 @@ impl ThreadReads {
 
 /// The connection a read runs on: one of its own, or the one its thread's point reads
 /// share (and the slot that hands it out).
-pub(super) enum PgRead {
+pub(in crate::store) enum PgRead {
     /// (Boxed: a checked-out connection is large, and the shared one is one pointer.)
     Own(Box<ReadObject>),
     Shared(Arc<ReadObject>, Arc<Mutex<Weak<ReadObject>>>),
@@ -127,7 +127,7 @@ impl PgRead {
     /// After a read found the connection gone: it is not handed out to the next reads
     /// (those still running on it end with it), and goes back to its pool, which drops
     /// it, with the last of them.
-    pub(super) async fn forget(&self) {
+    pub(in crate::store) async fn forget(&self) {
         if let PgRead::Shared(conn, slot) = self {
             let mut slot = slot.lock().await;
             if std::ptr::eq(slot.as_ptr(), Arc::as_ptr(conn)) {
@@ -150,7 +150,7 @@ impl std::ops::Deref for PgRead {
 
 impl Readers {
     /// At most `size` connections to `url` in all (connects nothing yet).
-    pub(super) fn new(url: &str, size: usize) -> Arc<Self> {
+    pub(in crate::store) fn new(url: &str, size: usize) -> Arc<Self> {
         let size = size.max(1);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let per_thread = (size / (cores + 1)).max(1);
@@ -164,12 +164,12 @@ impl Readers {
 
     /// The calling thread's pool, made on its first read.
     #[cfg(test)]
-    pub(super) fn pool(self: &Arc<Self>) -> Result<ReadPool, StoreError> {
+    pub(in crate::store) fn pool(self: &Arc<Self>) -> Result<ReadPool, StoreError> {
         Ok(self.thread()?.pool)
     }
 
     /// The calling thread's connections, its pool made on its first read.
-    pub(super) fn thread(self: &Arc<Self>) -> Result<ThreadReads, StoreError> {
+    pub(in crate::store) fn thread(self: &Arc<Self>) -> Result<ThreadReads, StoreError> {
         let thread = std::thread::current().id();
         let pools = self.pools.read().unwrap_or_else(|e| e.into_inner());
         if let Some((_, reads)) = pools.iter().find(|(t, _)| *t == thread) {
@@ -224,7 +224,7 @@ impl Readers {
 
     /// Read connections open now, over every thread's pool.
     #[cfg(test)]
-    pub(super) fn open_connections(&self) -> usize {
+    pub(in crate::store) fn open_connections(&self) -> usize {
         let pools = self.pools.read().unwrap_or_else(|e| e.into_inner());
         pools
             .iter()
@@ -234,19 +234,19 @@ impl Readers {
 
     /// The most connections one thread's pool holds.
     #[cfg(test)]
-    pub(super) fn per_thread(&self) -> usize {
+    pub(in crate::store) fn per_thread(&self) -> usize {
         self.per_thread
     }
 
     /// Threads that have a pool.
     #[cfg(test)]
-    pub(super) fn threads(&self) -> usize {
+    pub(in crate::store) fn threads(&self) -> usize {
         self.pools.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 
 /// A read connection and its share of the store's bound.
-pub(super) struct ReadConn {
+pub(in crate::store) struct ReadConn {
     conn: AsyncPgConnection,
     _open: OwnedSemaphorePermit,
 }
@@ -266,7 +266,7 @@ impl std::ops::DerefMut for ReadConn {
 }
 
 /// Opens one thread's read connections: takes a permit of the store's bound first.
-pub(super) struct ReadManager {
+pub(in crate::store) struct ReadManager {
     inner: AsyncDieselConnectionManager<AsyncPgConnection>,
     open: Arc<Semaphore>,
     readers: Weak<Readers>,

@@ -26,28 +26,30 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Statement};
 
-use super::StoreError;
-use super::cluster::{self, Fence};
-use super::packed::PgPacked;
-use super::rows::{NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent, NewThread};
-use super::writes::{HistoryAppend, PushRow, Rows};
+use crate::store::StoreError;
+use crate::store::cluster::{self, Fence};
+use crate::store::packed::PgPacked;
+use crate::store::rows::{
+    NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent, NewThread,
+};
+use crate::store::writes::{HistoryAppend, PushRow, Rows};
 
 /// A writer connection and its prepared statements.
-pub(super) struct Writer {
+pub(in crate::store) struct Writer {
     client: Client,
     statements: Prepared,
 }
 
 /// The pool of writer connections (`persistence.commits_in_flight`).
-pub(super) type WriterPool = managed::Pool<WriterManager>;
+pub(in crate::store) type WriterPool = managed::Pool<WriterManager>;
 
 /// Opens writer connections: connects, and prepares every statement of the write path.
-pub(super) struct WriterManager {
+pub(in crate::store) struct WriterManager {
     url: String,
 }
 
 impl WriterManager {
-    pub(super) fn new(url: String) -> Self {
+    pub(in crate::store) fn new(url: String) -> Self {
         Self { url }
     }
 }
@@ -59,7 +61,7 @@ impl managed::Manager for WriterManager {
     async fn create(&self) -> Result<Writer, tokio_postgres::Error> {
         let (client, connection) = tokio_postgres::connect(&self.url, NoTls).await?;
         // The connection's I/O runs on the runtime that opened it: the persistence
-        // arbiter's, which outlives the HTTP workers and the actors (see `postgres.rs`).
+        // arbiter's, which outlives the HTTP workers and the actors (see `postgres/mod.rs`).
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "a Postgres writer connection ended");
@@ -86,8 +88,8 @@ const FENCED: &str = "A2F01";
 const OWNED_ELSEWHERE: &str = "A2F02";
 const CLAIMED: &str = "A2D01";
 
-pub(super) mod sql {
-    use super::super::writes::appended_history;
+pub(in crate::store) mod sql {
+    use crate::store::writes::appended_history;
 
     /// Run first in every commit of a node in cluster mode: passes while the node's
     /// token is still `$2`. The KEY SHARE lock keeps a takeover (which locks the row FOR
@@ -286,7 +288,7 @@ macro_rules! prepared {
 
         /// How many statements a writer connection prepares ([`Prepared`]).
         #[cfg(test)]
-        pub(super) const PREPARED_STATEMENTS: usize = [$(stringify!($field)),+].len();
+        pub(in crate::store) const PREPARED_STATEMENTS: usize = [$(stringify!($field)),+].len();
 
         impl Prepared {
             /// Prepares the set on `client`, the requests sent together: one round trip.
@@ -331,7 +333,7 @@ type Answer<'f> = BoxFuture<'f, Result<u64, tokio_postgres::Error>>;
 
 /// Applies `rows` in one transaction on `writer`, in one round trip. With a `fence`
 /// (cluster mode) the batch's tokens are checked first and its task events notified.
-pub(super) async fn commit(
+pub(in crate::store) async fn commit(
     writer: &Writer,
     rows: &Rows<'_>,
     fence: Option<&Fence>,
@@ -657,7 +659,7 @@ fn refusal(step: Step, e: &tokio_postgres::Error, fence: Option<&Fence>) -> Stor
 /// connection, a connection exception, a shutdown, too many connections) or a lost
 /// serialization race is `Unavailable`, which the client may retry; the rest is a failed
 /// query.
-pub(super) fn classify(e: &tokio_postgres::Error) -> StoreError {
+pub(in crate::store) fn classify(e: &tokio_postgres::Error) -> StoreError {
     let detail = e
         .as_db_error()
         .map_or_else(|| e.to_string(), |db| db.message().to_owned());
@@ -675,7 +677,7 @@ pub(super) fn classify(e: &tokio_postgres::Error) -> StoreError {
 /// intervention (57P01–57P03, 57014 excepted: a cancelled statement is not a database
 /// going away), too many connections (53300), and serialization failures and deadlocks
 /// (40001, 40P01), whose transaction was rolled back whole.
-pub(super) fn unavailable(code: &SqlState) -> bool {
+pub(in crate::store) fn unavailable(code: &SqlState) -> bool {
     let code = code.code();
     code.starts_with("08")
         || matches!(
@@ -874,7 +876,7 @@ columns!(EventColumns<'a>, NewTaskEvent, {
 
 /// The statements `writer`'s session has prepared, by text, with how often each ran.
 #[cfg(test)]
-pub(super) async fn prepared_statements(writer: &Writer) -> Vec<(String, i64)> {
+pub(in crate::store) async fn prepared_statements(writer: &Writer) -> Vec<(String, i64)> {
     let rows = writer
         .client
         .query(

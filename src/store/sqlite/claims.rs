@@ -24,7 +24,7 @@
 //! each commit that indexes a run), and [`ClaimIndex::open`] indexes every claim from there
 //! before the writer takes its first commit — also every claim a migration carried over.
 //!
-//! Only this process writes the file (`sqlite_lock.rs`), and its writer commits one group
+//! Only this process writes the file (`sqlite/lock.rs`), and its writer commits one group
 //! at a time, so the check that refuses a key claimed within its window is exact here:
 //! staged claims of the open transaction, the pending set, the index. A claim the runtime
 //! vouches for (`Claim::known_unclaimed`: its claim filter rules the key out while the
@@ -36,8 +36,8 @@ use std::sync::Mutex;
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
-use super::StoreError;
-use super::rows::{ClaimRow, NewClaim};
+use crate::store::StoreError;
+use crate::store::rows::{ClaimRow, NewClaim};
 
 /// Index runs: the hash range is cut in this many parts, one written per commit.
 const RUNS: u64 = 64;
@@ -47,7 +47,7 @@ const OPEN_CHUNK: i64 = 65_536;
 
 /// The 64-bit key of a claim in `idempotency_key_index`: the first eight bytes of
 /// SHA-256 over tenant, a NUL and key (stable across releases, unlike std's hashers).
-pub(super) fn key_hash(tenant: &str, key: &str) -> i64 {
+pub(in crate::store) fn key_hash(tenant: &str, key: &str) -> i64 {
     let digest = Sha256::new()
         .chain_update(tenant.as_bytes())
         .chain_update([0u8])
@@ -75,7 +75,7 @@ fn run_range(run: u64) -> (i64, i64) {
 }
 
 /// The claims of the log whose index entries wait in memory, and the next id to give.
-pub(super) struct ClaimIndex {
+pub(in crate::store) struct ClaimIndex {
     state: Mutex<State>,
     /// `store.sqlite_claim_buffer`: from this many pending claims on, commits index runs.
     buffer: usize,
@@ -95,7 +95,7 @@ struct State {
 /// What a transaction of the writer did to the claims, applied to the pending set once
 /// it committed ([`ClaimIndex::committed`]); dropped with a rolled-back one.
 #[derive(Default)]
-pub(super) struct Staged {
+pub(in crate::store) struct Staged {
     /// Claims the transaction logged: (key hash, id), in order.
     added: Vec<(i64, i64)>,
     /// Entries the transaction wrote to the index, or whose claims it forgot.
@@ -107,7 +107,7 @@ pub(super) struct Staged {
 }
 
 /// The newest claim of a key, as the writer checks it.
-pub(super) struct Found {
+pub(in crate::store) struct Found {
     pub id: i64,
     pub created_at: i64,
 }
@@ -116,8 +116,8 @@ impl ClaimIndex {
     /// Indexes every claim from `idempotency_index_state`'s id on (those a crash left
     /// unindexed, or a migration carried over), in chunks of [`OPEN_CHUNK`], each sorted
     /// and committed on its own; then nothing waits.
-    pub(super) fn open(conn: &Connection, buffer: usize) -> Result<Self, StoreError> {
-        let err = super::sqlite::store_error;
+    pub(in crate::store) fn open(conn: &Connection, buffer: usize) -> Result<Self, StoreError> {
+        let err = super::store_error;
         let mut from: i64 = conn
             .query_row(
                 "SELECT unindexed_from FROM idempotency_index_state WHERE one = 1",
@@ -203,7 +203,7 @@ impl ClaimIndex {
     }
 
     /// The newest claim of `key` (its row), read on `conn`.
-    pub(super) fn read(
+    pub(in crate::store) fn read(
         &self,
         conn: &Connection,
         tenant: &str,
@@ -271,7 +271,7 @@ impl ClaimIndex {
     /// Logs `claim` in the writer's transaction, unless its key was claimed at or after
     /// `taken_over_before` (within the window): then the batch is refused. A claim
     /// `known_unclaimed` is logged without looking.
-    pub(super) fn claim(
+    pub(in crate::store) fn claim(
         &self,
         tx: &Connection,
         staged: &mut Staged,
@@ -279,7 +279,7 @@ impl ClaimIndex {
         taken_over_before: i64,
         known_unclaimed: bool,
     ) -> Result<(), StoreError> {
-        let err = super::sqlite::store_error;
+        let err = super::store_error;
         // A key the claiming process vouches for is not looked up: this process is the
         // file's only writer (see `Claim::known_unclaimed`).
         if !known_unclaimed
@@ -319,7 +319,7 @@ impl ClaimIndex {
     }
 
     /// Records the reply of the newest claim of `key`, if there is one.
-    pub(super) fn settle(
+    pub(in crate::store) fn settle(
         &self,
         tx: &Connection,
         staged: &Staged,
@@ -338,7 +338,7 @@ impl ClaimIndex {
     }
 
     /// Deletes every claim made before `before` and its index entry, a chunk at a time.
-    pub(super) fn forget(
+    pub(in crate::store) fn forget(
         &self,
         tx: &Connection,
         staged: &mut Staged,
@@ -372,7 +372,11 @@ impl ClaimIndex {
     /// While `store.sqlite_claim_buffer` claims or more wait, writes the next run of
     /// their index entries in the writer's transaction (one run is enough unless the
     /// commit added more claims than a run holds), then the smallest id still waiting.
-    pub(super) fn index_run(&self, tx: &Connection, staged: &mut Staged) -> rusqlite::Result<()> {
+    pub(in crate::store) fn index_run(
+        &self,
+        tx: &Connection,
+        staged: &mut Staged,
+    ) -> rusqlite::Result<()> {
         let (entries, from) = {
             let state = self.state();
             if state.ids.len() + staged.added.len() < self.buffer {
@@ -415,7 +419,7 @@ impl ClaimIndex {
 
     /// After the transaction of `staged` committed: its claims wait for their entries,
     /// what it indexed or forgot waits no more.
-    pub(super) fn committed(&self, staged: Staged) {
+    pub(in crate::store) fn committed(&self, staged: Staged) {
         let mut state = self.state();
         for (hash, id) in staged.added {
             state.by_hash.insert((hash, id));

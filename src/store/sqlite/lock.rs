@@ -25,7 +25,7 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use super::StoreError;
+use crate::store::StoreError;
 
 /// The lock files this process holds, by canonical path.
 static HELD: Mutex<BTreeMap<PathBuf, Held>> = Mutex::new(BTreeMap::new());

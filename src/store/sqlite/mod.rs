@@ -28,6 +28,10 @@
 //! start-up with [`StoreError::InUse`] instead of writing beside the first. Several
 //! nodes on one database is Postgres's job.
 
+mod claims;
+pub(super) mod lock;
+mod wal_writes;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,11 +47,11 @@ use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
 use super::rows::{MessageRow, TaskRow, ThreadRow};
-use super::sqlite_claims::{ClaimIndex, Staged};
-use super::sqlite_lock::SqliteLock;
 use super::writes::{CHUNK, PushRow, Rows, sqlite as sql};
 use super::{BlockingCommit, Claim, SqliteSynchronous, StoreError, WriteOp};
 use crate::domain::TenantId;
+use claims::{ClaimIndex, Staged};
+use lock::SqliteLock;
 
 const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
 
@@ -459,7 +463,7 @@ pub struct SqliteWriter {
 }
 
 /// Statements the writer keeps prepared: those of `writes::sqlite`, a few shapes of the
-/// janitor's expiry, and the claims' (`sqlite_claims.rs`).
+/// janitor's expiry, and the claims' (`sqlite/claims.rs`).
 const CACHED_STATEMENTS: usize = 32;
 
 impl SqliteWriter {
@@ -471,13 +475,13 @@ impl SqliteWriter {
         };
         // Frames held until the sync only where every commit ends with one.
         let conn = if cfg.sqlite_wal_one_write && synchronous == SqliteSynchronous::Full {
-            super::sqlite_wal_writes::register().map_err(|rc| {
+            wal_writes::register().map_err(|rc| {
                 unavailable(&format!("registering the WAL writes' VFS: code {rc}"))
             })?;
             rusqlite::Connection::open_with_flags_and_vfs(
                 path,
                 rusqlite::OpenFlags::default(),
-                super::sqlite_wal_writes::NAME,
+                wal_writes::NAME,
             )
         } else {
             rusqlite::Connection::open(path)
@@ -1224,7 +1228,7 @@ mod writer_tests {
     /// where every commit ends with a sync (FULL), and as SQLite does otherwise.
     #[test]
     fn the_writer_holds_its_wal_frames_until_the_sync_with_full_only() {
-        use super::super::sqlite_wal_writes::counts;
+        use super::wal_writes::counts;
         for (synchronous, one_write, held) in [
             (SqliteSynchronous::Full, true, true),
             (SqliteSynchronous::Full, false, false),

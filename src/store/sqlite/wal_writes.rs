@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 use libsqlite3_sys as ffi;
 
 /// The name the VFS is registered under.
-pub(super) const NAME: &str = "agent-a2a-wal-writes";
+pub(in crate::store) const NAME: &str = "agent-a2a-wal-writes";
 const NAME_C: &CStr = c"agent-a2a-wal-writes";
 
 /// Bytes held at most before they are written anyway (a group commit of some 250 pages).
@@ -54,9 +54,9 @@ const INNER_AT: usize = std::mem::size_of::<WalFile>().next_multiple_of(16);
 static REGISTERED: OnceLock<Result<(), c_int>> = OnceLock::new();
 
 /// Registers the VFS once per process: `Err` with SQLite's code if it could not be.
-/// Looking up the default VFS initializes SQLite, so [`super::open`] tunes the library
+/// Looking up the default VFS initializes SQLite, so [`crate::store::open`] tunes the library
 /// (`sqlite::tune_library`) before the writer registers this.
-pub(super) fn register() -> Result<(), c_int> {
+pub(in crate::store) fn register() -> Result<(), c_int> {
     *REGISTERED.get_or_init(|| {
         // SAFETY: `sqlite3_vfs_find(NULL)` returns the default VFS, which SQLite keeps
         // for the life of the process; the copy below is leaked for as long, as
@@ -418,7 +418,7 @@ fn wrapped(file: *mut ffi::sqlite3_file) -> bool {
 /// SQLite's writes to the WAL of `conn`'s main database and the writes that reached
 /// the file, or `None` if that WAL is not open through this VFS.
 #[cfg(test)]
-pub(super) fn counts(conn: &rusqlite::Connection) -> Option<(u64, u64)> {
+pub(in crate::store) fn counts(conn: &rusqlite::Connection) -> Option<(u64, u64)> {
     let file = file_of(conn, ffi::SQLITE_FCNTL_JOURNAL_POINTER);
     // SAFETY: a WAL this VFS opened, open while the connection is in WAL mode.
     wrapped(file).then(|| unsafe { wal(file) }.counts)

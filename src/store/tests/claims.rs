@@ -200,7 +200,7 @@ async fn claim_keys_are_listed_oldest_first_from_a_time_on(store: Arc<dyn Store>
     );
 }
 
-/// SQLite's claims are a log with their keys indexed in sorted runs (`sqlite_claims.rs`):
+/// SQLite's claims are a log with their keys indexed in sorted runs (`sqlite/claims.rs`):
 /// past `store.sqlite_claim_buffer` waiting claims each commit indexes a run, so at most
 /// the buffer and one commit's claims wait; a waiting claim and an indexed one are found
 /// and refused alike; a restart indexes what was waiting, and nothing is lost.

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::{context, event_op, message, record, status_event, task, task_id, tenant, thread};
 use crate::domain::{Role, TaskState};
-use crate::store::pg_writer::PREPARED_STATEMENTS;
 use crate::store::postgres::PgStore;
+use crate::store::postgres::writer::PREPARED_STATEMENTS;
 use crate::store::testing::PgTestDb;
 use crate::store::{Store, WriteOp};
 

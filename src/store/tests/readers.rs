@@ -1,4 +1,4 @@
-//! Postgres reads run on connections of the reading thread's own (`pg_readers.rs`), and
+//! Postgres reads run on connections of the reading thread's own (`postgres/readers.rs`), and
 //! `pool_size` bounds the read connections of every thread together.
 
 use std::sync::mpsc;
@@ -10,8 +10,8 @@ use diesel::sql_types::Integer;
 use diesel_async::RunQueryDsl;
 
 use super::{context, tenant};
-use crate::store::pg_readers::PgRead;
 use crate::store::postgres::PgStore;
+use crate::store::postgres::readers::PgRead;
 use crate::store::testing::PgTestDb;
 use crate::store::{Store, StoreError};
 
