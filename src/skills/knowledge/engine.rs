@@ -15,9 +15,10 @@ use super::fields::{
 };
 use super::item::{Document, DocumentError, FrontMatter, Item, ItemType};
 use super::lifecycle::{self, Status};
-use super::paths::{self, ItemId, ItemPath, TenantDir};
+use super::paths::{ItemId, ItemPath, TenantDir};
 use super::query::{self, CheckInput, KnowledgePolicies, QueryInput, QueryResult};
 use super::repo::{CommitInfo, KnowledgeRepo};
+use super::resolve;
 use super::working_tree::WorkingTree;
 use crate::config::KnowledgeSettings;
 use crate::domain::Timestamp;
@@ -187,7 +188,7 @@ impl KnowledgeEngine {
         }
 
         let mut writer = self.repo.writer();
-        if paths::resolve_for_read(self.repo.root(), &tenant, &id)?.is_some() {
+        if resolve::resolve_for_read(self.repo.root(), &tenant, &id)?.is_some() {
             return Err(KnowledgeError::Conflict(id.to_string()));
         }
         let message = format!(

@@ -21,6 +21,7 @@ mod lifecycle;
 mod paths;
 mod query;
 mod repo;
+mod resolve;
 mod schema;
 #[cfg(test)]
 mod test_fixtures;

@@ -5,16 +5,12 @@
 //! paths and then checked `Path::starts_with`, which is lexical: `../../x` passed and was
 //! written outside the repository. Here a path is refused twice over: first by its
 //! spelling ([`ItemPath::parse`] allows only `[A-Za-z0-9._-]` segments, no `.`/`..`, no
-//! hidden names), then on disk ([`resolve_for_write`], [`resolve_for_read`]): every
-//! existing component is inspected with `symlink_metadata` (a symlink anywhere is refused)
-//! and the parent folder, once canonicalised, must lie inside the canonical layer folder.
+//! hidden names), then on disk (`resolve.rs`): every existing component is inspected with
+//! `symlink_metadata` (a symlink anywhere is refused) and the parent folder, once
+//! canonicalised, must lie inside the canonical layer folder.
 
 use std::fmt;
-use std::fs;
-use std::io;
-use std::path::{Path, PathBuf};
 
-use super::error::KnowledgeError;
 use crate::skills::governance::Layer;
 
 /// Longest item path, in bytes (without the `.md` extension).
@@ -159,7 +155,7 @@ impl ItemPath {
         &self.0
     }
 
-    fn segments(&self) -> impl Iterator<Item = &str> {
+    pub(super) fn segments(&self) -> impl Iterator<Item = &str> {
         self.0.split('/')
     }
 }
@@ -213,116 +209,6 @@ impl fmt::Display for ItemId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.layer.as_str(), self.path.as_str())
     }
-}
-
-/// The folder holding a tenant's items of one layer (which may not exist yet).
-pub fn layer_dir(root: &Path, tenant: &TenantDir, layer: Layer) -> PathBuf {
-    root.join(tenant.as_str()).join(layer.as_str())
-}
-
-/// The file of `id`, with every folder on the way created and checked. `root` must be
-/// canonical. Refuses symlinks and anything that is not a folder on the way, an existing
-/// non-file at the end, and a parent that canonicalises outside the layer folder.
-pub fn resolve_for_write(
-    root: &Path,
-    tenant: &TenantDir,
-    id: &ItemId,
-) -> Result<PathBuf, KnowledgeError> {
-    let file = walk(root, tenant, id, true)?;
-    file.ok_or_else(|| {
-        // `walk` with `create` only returns `None` if a folder vanished under us.
-        KnowledgeError::Io(io::Error::other("a folder disappeared while writing"))
-    })
-}
-
-/// The file of `id` if every component on the way exists and is safe; `None` when some
-/// component is missing (the item does not exist). Refuses as [`resolve_for_write`] does.
-pub fn resolve_for_read(
-    root: &Path,
-    tenant: &TenantDir,
-    id: &ItemId,
-) -> Result<Option<PathBuf>, KnowledgeError> {
-    walk(root, tenant, id, false)
-}
-
-fn walk(
-    root: &Path,
-    tenant: &TenantDir,
-    id: &ItemId,
-    create: bool,
-) -> Result<Option<PathBuf>, KnowledgeError> {
-    let mut folders: Vec<&str> = vec![tenant.as_str(), id.layer.as_str()];
-    let segments: Vec<&str> = id.path.segments().collect();
-    let (last, parents) = segments
-        .split_last()
-        .ok_or(KnowledgeError::Path(PathError::Empty))?;
-    folders.extend_from_slice(parents);
-
-    let mut current = root.to_path_buf();
-    for folder in folders {
-        current.push(folder);
-        match fs::symlink_metadata(&current) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(refused_symlink(root, &current));
-            }
-            Ok(meta) if !meta.is_dir() => return Err(in_the_way(root, &current)),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                if !create {
-                    return Ok(None);
-                }
-                match fs::create_dir(&current) {
-                    Ok(()) => {}
-                    // Created concurrently (a reader never creates; a second writer
-                    // cannot exist): inspect what is there now.
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                        let meta = fs::symlink_metadata(&current)?;
-                        if !meta.is_dir() || meta.file_type().is_symlink() {
-                            return Err(in_the_way(root, &current));
-                        }
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-
-    let file = current.join(format!("{last}{ITEM_EXTENSION}"));
-    let exists = match fs::symlink_metadata(&file) {
-        Ok(meta) if meta.file_type().is_symlink() => return Err(refused_symlink(root, &file)),
-        Ok(meta) if !meta.is_file() => return Err(in_the_way(root, &file)),
-        Ok(_) => true,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-        Err(e) => return Err(e.into()),
-    };
-
-    // Belt and braces: the components were checked one by one, but the final word is the
-    // canonical location of the parent compared with the canonical layer folder.
-    let layer = fs::canonicalize(layer_dir(root, tenant, id.layer))?;
-    let parent = fs::canonicalize(&current)?;
-    if !layer.starts_with(root) || !parent.starts_with(&layer) {
-        return Err(PathError::Escapes.into());
-    }
-    if !create && !exists {
-        return Ok(None);
-    }
-    Ok(Some(file))
-}
-
-fn shown(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root)
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn refused_symlink(root: &Path, path: &Path) -> KnowledgeError {
-    PathError::Symlink(shown(root, path)).into()
-}
-
-fn in_the_way(root: &Path, path: &Path) -> KnowledgeError {
-    PathError::InTheWay(shown(root, path)).into()
 }
 
 #[cfg(test)]
@@ -382,48 +268,5 @@ mod tests {
         for bad in ["adr/0001", "project", "project/", "Project/x", "team/../x"] {
             assert!(ItemId::parse(bad).is_err(), "{bad:?} accepted");
         }
-    }
-
-    #[test]
-    fn resolution_creates_folders_inside_the_layer_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(dir.path()).unwrap();
-        let tenant = TenantDir::parse("acme").unwrap();
-        let id = ItemId::parse("team/adr/deep/x").unwrap();
-        assert_eq!(resolve_for_read(&root, &tenant, &id).unwrap(), None);
-        let file = resolve_for_write(&root, &tenant, &id).unwrap();
-        assert_eq!(file, root.join("acme/team/adr/deep/x.md"));
-        assert!(root.join("acme/team/adr/deep").is_dir());
-        assert_eq!(
-            resolve_for_read(&root, &tenant, &id).unwrap(),
-            None,
-            "no file yet"
-        );
-        fs::write(&file, "x").unwrap();
-        assert_eq!(resolve_for_read(&root, &tenant, &id).unwrap(), Some(file));
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn symlinks_anywhere_on_the_way_are_refused() {
-        use std::os::unix::fs::symlink;
-        let dir = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(dir.path()).unwrap();
-        let tenant = TenantDir::parse("acme").unwrap();
-        fs::create_dir_all(root.join("acme/project")).unwrap();
-        symlink(outside.path(), root.join("acme/project/evil")).unwrap();
-        symlink(outside.path(), root.join("acme/team")).unwrap();
-        symlink(outside.path().join("f.md"), root.join("acme/project/f.md")).unwrap();
-        for raw in ["project/evil/x", "team/x", "project/f"] {
-            let id = ItemId::parse(raw).unwrap();
-            let err = resolve_for_write(&root, &tenant, &id).unwrap_err();
-            assert!(
-                matches!(err, KnowledgeError::Path(PathError::Symlink(_))),
-                "{raw}: {err:?}"
-            );
-            assert!(resolve_for_read(&root, &tenant, &id).is_err());
-        }
-        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
     }
 }

@@ -28,7 +28,8 @@ use std::sync::{Mutex, MutexGuard};
 use git2::{Oid, Repository, RepositoryInitOptions, Signature, Sort};
 
 use super::error::KnowledgeError;
-use super::paths::{self, ItemId, TenantDir};
+use super::paths::{ItemId, TenantDir};
+use super::resolve;
 use crate::domain::Timestamp;
 
 /// Most commits inspected when looking for a file's history, so a `show` on an old
@@ -176,7 +177,7 @@ impl RepoWriter<'_> {
         message: &str,
     ) -> Result<CommitInfo, KnowledgeError> {
         let root = self.owner.root.clone();
-        let file = paths::resolve_for_write(&root, tenant, id)?;
+        let file = resolve::resolve_for_write(&root, tenant, id)?;
         let previous = match fs::read(&file) {
             Ok(bytes) => Some(bytes),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -197,7 +198,7 @@ impl RepoWriter<'_> {
         message: &str,
     ) -> Result<CommitInfo, KnowledgeError> {
         let root = self.owner.root.clone();
-        let file = paths::resolve_for_read(&root, tenant, id)?
+        let file = resolve::resolve_for_read(&root, tenant, id)?
             .ok_or_else(|| KnowledgeError::NotFound(id.to_string()))?;
         let previous = fs::read(&file)?;
         fs::remove_file(&file)?;
@@ -205,7 +206,7 @@ impl RepoWriter<'_> {
         let info = self
             .commit(&relative, true, author, message)
             .inspect_err(|_| restore(&file, Some(&previous)))?;
-        prune_empty_folders(&file, &paths::layer_dir(&root, tenant, id.layer));
+        prune_empty_folders(&file, &resolve::layer_dir(&root, tenant, id.layer));
         Ok(info)
     }
 

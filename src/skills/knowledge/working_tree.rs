@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 use super::error::KnowledgeError;
 use super::item::{Document, Item};
-use super::paths::{self, ITEM_EXTENSION, ItemId, ItemPath, MAX_SEGMENTS, TenantDir};
+use super::paths::{ITEM_EXTENSION, ItemId, ItemPath, MAX_SEGMENTS, TenantDir};
+use super::resolve;
 use crate::skills::governance::Layer;
 
 /// Most files a scan reads; past it the scan stops with a warning.
@@ -36,7 +37,7 @@ impl WorkingTree {
 
     /// The item `id` of `tenant`, or `None` if there is none.
     pub fn read(&self, tenant: &TenantDir, id: &ItemId) -> Result<Option<Item>, KnowledgeError> {
-        let Some(file) = paths::resolve_for_read(&self.root, tenant, id)? else {
+        let Some(file) = resolve::resolve_for_read(&self.root, tenant, id)? else {
             return Ok(None);
         };
         let text = self
@@ -53,7 +54,7 @@ impl WorkingTree {
         let mut items = Vec::new();
         let mut budget = MAX_SCANNED_FILES;
         for &layer in layers {
-            let dir = paths::layer_dir(&self.root, tenant, layer);
+            let dir = resolve::layer_dir(&self.root, tenant, layer);
             match fs::symlink_metadata(&dir) {
                 Ok(meta) if meta.is_dir() => {}
                 Ok(_) => {
