@@ -19,12 +19,14 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::direct;
-use super::service::EVENT_ID_KEY;
 use crate::a2a::{Dialect, encode_stream_event};
 use crate::domain::StreamEvent;
 use crate::error::Error;
 use crate::runtime::SeqEvent;
 use crate::service::operation::Body;
+
+/// The `metadata` key of a streamed event's id (its place in the task's durable log).
+pub const EVENT_ID_KEY: &str = "urn:agent-a2a:event-id";
 
 /// The ProtoJSON of a request message, through its twin type `J`.
 pub fn to_json<J>(message: &impl Message) -> Result<Value, Error>

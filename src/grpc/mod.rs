@@ -41,8 +41,8 @@ use tonic::transport::server::TcpConnectInfo;
 use tonic_health::pb::health_server::HealthServer;
 use tower::ServiceExt;
 
+pub use convert::EVENT_ID_KEY;
 pub use health::A2A_SERVICE;
-pub use service::EVENT_ID_KEY;
 
 use crate::service::Service;
 use crate::service::client_addr::{TrustedProxies, read_proxy_header};

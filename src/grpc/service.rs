@@ -10,7 +10,7 @@
 //! which leaves everything it does not carry exactly to it.
 //! Errors become statuses with `ErrorInfo` (`status`). Streams carry the events of the
 //! SSE streams in the same order; each event but a lone message names its place in the
-//! task's durable log in its `metadata` under [`EVENT_ID_KEY`], which a
+//! task's durable log in its `metadata` under [`super::EVENT_ID_KEY`], which a
 //! `SubscribeToTask` can name in its `last-event-id` metadata to resume after it.
 
 use std::cell::RefCell;
@@ -41,9 +41,6 @@ use crate::service::Service;
 use crate::service::auth::{Credentials, Principal};
 use crate::service::operation::{self, Body, Reply};
 use crate::telemetry;
-
-/// The `metadata` key of a streamed event's id (its place in the task's durable log).
-pub const EVENT_ID_KEY: &str = "urn:agent-a2a:event-id";
 
 /// A server stream of events.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<proto::StreamResponse, Status>> + Send>>;
