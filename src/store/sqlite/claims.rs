@@ -117,7 +117,7 @@ impl ClaimIndex {
     /// unindexed, or a migration carried over), in chunks of [`OPEN_CHUNK`], each sorted
     /// and committed on its own; then nothing waits.
     pub(in crate::store) fn open(conn: &Connection, buffer: usize) -> Result<Self, StoreError> {
-        let err = super::store_error;
+        let err = super::error::store_error;
         let mut from: i64 = conn
             .query_row(
                 "SELECT unindexed_from FROM idempotency_index_state WHERE one = 1",
@@ -279,7 +279,7 @@ impl ClaimIndex {
         taken_over_before: i64,
         known_unclaimed: bool,
     ) -> Result<(), StoreError> {
-        let err = super::store_error;
+        let err = super::error::store_error;
         // A key the claiming process vouches for is not looked up: this process is the
         // file's only writer (see `Claim::known_unclaimed`).
         if !known_unclaimed

@@ -29,6 +29,7 @@
 //! nodes on one database is Postgres's job.
 
 mod claims;
+mod error;
 pub(super) mod lock;
 mod wal_writes;
 
@@ -51,6 +52,7 @@ use super::writes::{CHUNK, PushRow, Rows, sqlite as sql};
 use super::{BlockingCommit, Claim, SqliteSynchronous, StoreError, WriteOp};
 use crate::domain::TenantId;
 use claims::{ClaimIndex, Staged};
+use error::store_error;
 use lock::SqliteLock;
 
 const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
@@ -1053,22 +1055,6 @@ fn write_push(tx: &rusqlite::Transaction<'_>, row: &PushRow<'_>) -> rusqlite::Re
         ])?,
     };
     Ok(())
-}
-
-/// A writer error as the store reports it: a busy or locked database is retryable, a
-/// constraint a conflict.
-pub(super) fn store_error(e: rusqlite::Error) -> StoreError {
-    use rusqlite::ErrorCode;
-    match e.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
-            StoreError::Unavailable(e.to_string())
-        }
-        Some(ErrorCode::ConstraintViolation) => StoreError::Conflict(e.to_string()),
-        Some(ErrorCode::CannotOpen | ErrorCode::DiskFull | ErrorCode::SystemIoFailure) => {
-            StoreError::Unavailable(e.to_string())
-        }
-        _ => StoreError::Query(e.to_string()),
-    }
 }
 
 /// A pool of at most `size` connections to the SQLite file at `path`, each set up with
