@@ -46,8 +46,9 @@ use crate::config::ClusterSettings;
 use crate::domain::{ContextId, TenantId};
 use crate::error::{Error, Result};
 use crate::store::cluster::{
-    self as sql, CLAIMS_CHANNEL, EVENTS_CHANNEL, Fence, Joined, Owner, Ownership, Taken, Unswept,
+    self as sql, CLAIMS_CHANNEL, EVENTS_CHANNEL, Joined, Owner, Ownership, Taken, Unswept,
 };
+use crate::store::fence::Fence;
 use crate::store::{Silence, StoreError, Within};
 
 use conn::Conn;

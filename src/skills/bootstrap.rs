@@ -82,7 +82,7 @@ pub async fn configured(
     };
     if let Some(knowledge) = knowledge {
         knowledge.set_validator(governance.clone());
-        let hold_check = crate::store::cluster::HoldCheck::open(store)?;
+        let hold_check = crate::store::memories::HoldCheck::open(store)?;
         registry.register(Arc::new(
             KnowledgeSkill::new(knowledge).with_hold_check(hold_check),
         ));

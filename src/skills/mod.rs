@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::domain::{ContextId, TenantId};
 use crate::store::StoreError;
-use crate::store::cluster::ThreadHold;
+use crate::store::fence::ThreadHold;
 
 /// One callable tool of a skill.
 #[derive(Debug, Clone, PartialEq)]

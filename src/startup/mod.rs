@@ -184,7 +184,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
             "" => crate::cluster::default_node_id(),
             id => id.to_owned(),
         };
-        crate::store::cluster::Fence::new(node_id)
+        crate::store::fence::Fence::new(node_id)
     });
     if let Some(fence) = &fence {
         let lease = Duration::from_millis(settings.cluster.lease_ttl_ms);

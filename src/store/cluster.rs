@@ -14,9 +14,6 @@
 //! node's row exclusively before it raises its token, so it waits for the commits the
 //! dead node has in flight, and every commit after it finds the token moved.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-
 use tokio_postgres::Client;
 
 use super::StoreError;
@@ -34,127 +31,6 @@ pub const CLAIMS_CHANNEL: &str = "a2a_claims";
 
 /// Longest payload of one notification (Postgres allows just under 8 000 bytes).
 pub const MAX_PAYLOAD: usize = 7_000;
-
-/// This node's lease as every commit checks it: the node id and its current fencing
-/// token (0 until the node has joined). Shared by the store (which checks it in every
-/// commit) and the cluster (which sets it, and learns from it that a commit found it
-/// moved).
-#[derive(Debug)]
-pub struct Fence {
-    node_id: String,
-    token: AtomicI64,
-    /// A commit found the token moved: another node took over a thread of this one.
-    lost: AtomicBool,
-    lost_signal: tokio::sync::Notify,
-}
-
-impl Fence {
-    pub fn new(node_id: impl Into<String>) -> Arc<Self> {
-        Arc::new(Self {
-            node_id: node_id.into(),
-            token: AtomicI64::new(0),
-            lost: AtomicBool::new(false),
-            lost_signal: tokio::sync::Notify::new(),
-        })
-    }
-
-    pub fn node_id(&self) -> &str {
-        &self.node_id
-    }
-
-    /// The token commits carry; 0 before the node joined.
-    pub fn token(&self) -> i64 {
-        self.token.load(Ordering::SeqCst)
-    }
-
-    /// The node (re)joined with `token`.
-    pub fn set_token(&self, token: i64) {
-        self.lost.store(false, Ordering::SeqCst);
-        self.token.store(token, Ordering::SeqCst);
-    }
-
-    /// A commit (or a renewal) found the token moved.
-    pub fn mark_lost(&self) {
-        if !self.lost.swap(true, Ordering::SeqCst) {
-            self.lost_signal.notify_one();
-        }
-    }
-
-    pub fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst)
-    }
-
-    /// Resolves once a commit found the lease lost (at once if one already did).
-    pub async fn lost(&self) {
-        loop {
-            let notified = self.lost_signal.notified();
-            if self.is_lost() {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-/// A turn's hold on its thread in cluster mode: the fencing token under which the
-/// thread's actor was placed on this node. A tool's write made under it (the memory
-/// skill's) checks it in the write's own statement, as every commit of the turn does:
-/// the node's row is read under a KEY SHARE lock (a takeover, which locks it exclusively
-/// before it raises the token, waits until the write has committed) and the thread must
-/// not be another node's. A moved token or another owner refuses the write
-/// ([`StoreError::Fenced`]): a turn fenced off by a takeover writes nothing anywhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ThreadHold<'a> {
-    pub thread: &'a crate::domain::ContextId,
-    pub token: i64,
-}
-
-/// The messages `a2a_require` raises when a write under a [`ThreadHold`] finds the
-/// node's token moved, or the thread another node's (read back as
-/// [`StoreError::Fenced`]).
-pub const HOLD_LOST: &str = "fenced: this node no longer holds the lease the turn was placed under";
-pub const THREAD_ELSEWHERE: &str = "fenced: the turn's thread is another node's";
-
-/// Checks a turn's hold on its thread for a tool whose writes cannot join a database
-/// statement: the knowledge skill's git commits. It reads what the memory skill's writes
-/// check in their own statement (the node's token, the thread's owner) just before the
-/// write, so a node that was frozen and has woken up finds its hold gone and writes
-/// nothing; only a node frozen between this check and the end of its write (a git
-/// commit: milliseconds) can still write after a takeover.
-pub struct HoldCheck {
-    pool: diesel_async::pooled_connection::deadpool::Pool<diesel_async::AsyncPgConnection>,
-    fence: Arc<Fence>,
-    acquire_timeout: std::time::Duration,
-}
-
-impl HoldCheck {
-    /// In cluster mode (`cfg.fence`), a check on the store's database over one connection
-    /// of its own (none opened yet); `None` otherwise.
-    pub fn open(cfg: &super::StoreConfig) -> Result<Option<Arc<HoldCheck>>, StoreError> {
-        let (Some((fence, _)), super::Location::Postgres(url)) = (&cfg.fence, cfg.location()?)
-        else {
-            return Ok(None);
-        };
-        Ok(Some(Arc::new(HoldCheck {
-            pool: super::postgres::pool(&url, 1, "postgres hold check")?,
-            fence: fence.clone(),
-            acquire_timeout: cfg.acquire_timeout(),
-        })))
-    }
-
-    /// `Ok` while this node holds `hold`'s token and no other node owns its thread;
-    /// [`StoreError::Fenced`] otherwise (the memory writes' own condition,
-    /// `memories::check_hold`).
-    pub async fn check(
-        &self,
-        tenant: &crate::domain::TenantId,
-        hold: ThreadHold<'_>,
-    ) -> Result<(), StoreError> {
-        let mut conn =
-            super::queries::checkout(&self.pool, self.acquire_timeout, "hold check").await?;
-        super::memories::check_hold(&mut conn, self.fence.node_id(), tenant, hold).await
-    }
-}
 
 /// Who serves a thread.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,6 +14,7 @@
 //! start-up recovery's [`Store::recent_threads`] (thread keys only, never content).
 
 pub mod cluster;
+pub mod fence;
 pub mod memories;
 pub mod node_lock;
 pub(crate) mod packed;
@@ -692,7 +693,7 @@ pub struct StoreConfig {
     pub commits_in_flight: usize,
     /// Cluster mode (Postgres only): this node's lease, checked by every commit, and the
     /// lease's length.
-    pub fence: Option<(Arc<cluster::Fence>, Duration)>,
+    pub fence: Option<(Arc<fence::Fence>, Duration)>,
     /// Postgres only: how this server holds the database (`node_lock.rs`) — alone, or
     /// shared with the other nodes of a cluster; `None` takes no hold (tools and tests
     /// that read beside a running server).

@@ -20,7 +20,7 @@ use super::repo::CommitInfo;
 use super::schema;
 use crate::skills::governance::{RuleSpec, Scope};
 use crate::skills::{Caller, Skill, SkillError, SkillInfo, ToolSpec};
-use crate::store::cluster::HoldCheck;
+use crate::store::memories::HoldCheck;
 
 /// Characters of the body shown as a query result's summary.
 const SUMMARY_CHARS: usize = 200;

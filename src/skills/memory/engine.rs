@@ -24,7 +24,7 @@ use crate::domain::{TenantId, Timestamp};
 use crate::skills::SkillError;
 use crate::skills::governance::{EvalContext, Scope, Validator};
 use crate::store::StoreError;
-use crate::store::cluster::ThreadHold;
+use crate::store::fence::ThreadHold;
 use crate::store::memories::{
     Added, MemoryChange, MemoryLayer, MemoryRecord, MemoryRepository, MemoryScope, NewMemory,
     ScopeField, ScopeIds, ScoredMemory, TextQuery,

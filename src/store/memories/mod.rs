@@ -12,6 +12,7 @@
 //! with the ids of its own scope. Full-text queries are built from the words of the
 //! user's text, never from the text itself ([`TextQuery`]).
 
+mod hold;
 mod postgres;
 mod repository;
 mod rows;
@@ -30,12 +31,13 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+pub use hold::HoldCheck;
 pub use scope::{
     MAX_SCOPE_ID_LEN, MemoryLayer, MemoryScope, ScopeError, ScopeField, ScopeIds, check_scope_id,
 };
 pub use text_query::{MAX_QUERY_TERMS, TextQuery};
 
-use super::cluster::ThreadHold;
+use super::fence::ThreadHold;
 use super::{Location, StoreConfig, StoreError};
 use crate::domain::{TenantId, Timestamp};
 
@@ -208,24 +210,6 @@ pub trait MemoryRepository: Send + Sync + 'static {
     /// A real round trip to the memories table (at most one id read, of any tenant, and
     /// discarded): the memory engine's health check.
     async fn ping(&self) -> Result<(), StoreError>;
-}
-
-/// Checks, on Postgres connection `conn`, that node `node` still holds `hold` and no
-/// other node owns its thread — the condition every memory write under a hold makes —
-/// without writing anything: [`StoreError::Fenced`] otherwise.
-pub(crate) async fn check_hold(
-    conn: &mut diesel_async::AsyncPgConnection,
-    node: &str,
-    tenant: &TenantId,
-    hold: ThreadHold<'_>,
-) -> Result<(), StoreError> {
-    use diesel_async::RunQueryDsl;
-    let gate = statements::Gate::new(node, tenant, hold);
-    postgres::query(statements::check_hold(&gate))
-        .execute(conn)
-        .await
-        .map_err(repository::write_error)?;
-    Ok(())
 }
 
 /// The memory repository on the configured database, with a pool of its own of at most

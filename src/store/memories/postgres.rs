@@ -16,7 +16,7 @@ pub(crate) struct PgMemories {
     pool: Pool<AsyncPgConnection>,
     acquire_timeout: Duration,
     /// Cluster mode: this node's lease, which writes under a turn's hold check.
-    fence: Option<Arc<crate::store::cluster::Fence>>,
+    fence: Option<Arc<crate::store::fence::Fence>>,
 }
 
 impl PgMemories {
@@ -26,7 +26,7 @@ impl PgMemories {
         url: &str,
         pool_size: usize,
         acquire_timeout: Duration,
-        fence: Option<Arc<crate::store::cluster::Fence>>,
+        fence: Option<Arc<crate::store::fence::Fence>>,
     ) -> Result<Self, crate::store::StoreError> {
         Ok(Self {
             pool: crate::store::postgres::pool(url, pool_size, "postgres memory pool")?,
@@ -39,7 +39,7 @@ impl PgMemories {
     fn node(&self) -> Option<&str> {
         self.fence
             .as_deref()
-            .map(crate::store::cluster::Fence::node_id)
+            .map(crate::store::fence::Fence::node_id)
     }
 }
 

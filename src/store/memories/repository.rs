@@ -11,7 +11,7 @@ use super::statements::{Gate, InsertRow, UpdateRow};
 use super::{MemoryChange, NewMemory, content_hash};
 use crate::domain::TenantId;
 use crate::store::StoreError;
-use crate::store::cluster::{HOLD_LOST, THREAD_ELSEWHERE, ThreadHold};
+use crate::store::fence::{HOLD_LOST, THREAD_ELSEWHERE, ThreadHold};
 
 /// The check a write under `hold` makes on a node with id `node` (cluster mode); none
 /// without either.
@@ -114,7 +114,7 @@ macro_rules! memory_repository_impl {
 
         use $crate::domain::TenantId;
         use $crate::store::StoreError;
-        use $crate::store::cluster::ThreadHold;
+        use $crate::store::fence::ThreadHold;
         use $crate::store::memories::repository::{gate, insert_row, update_row, write_error};
         use $crate::store::memories::rows::{IdRow, ImportanceRow, MemoryRow, ScoredRow};
         use $crate::store::memories::statements::{self, Bind, Statement};

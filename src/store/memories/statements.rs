@@ -10,7 +10,7 @@ use std::fmt::Write;
 
 use super::scope::{MemoryScope, ScopeField};
 use super::text_query::TextQuery;
-use crate::store::cluster::{HOLD_LOST, THREAD_ELSEWHERE};
+use crate::store::fence::{HOLD_LOST, THREAD_ELSEWHERE};
 
 /// Which SQL dialect a statement is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +136,7 @@ fn limit(st: &mut Statement, n: usize) {
 }
 
 /// A write's check of the turn's hold on its thread (cluster mode, Postgres only): the
-/// node and token the turn holds (`store::cluster::ThreadHold`), and the thread.
+/// node and token the turn holds (`store::fence::ThreadHold`), and the thread.
 pub(crate) struct Gate<'a> {
     pub(crate) node: &'a str,
     pub(crate) token: i64,
@@ -149,7 +149,7 @@ impl<'a> Gate<'a> {
     pub(crate) fn new(
         node: &'a str,
         tenant: &'a crate::domain::TenantId,
-        hold: crate::store::cluster::ThreadHold<'a>,
+        hold: crate::store::fence::ThreadHold<'a>,
     ) -> Self {
         Gate {
             node,

@@ -24,7 +24,7 @@ use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 use std::sync::Arc;
 
 use super::Within;
-use super::cluster::Fence;
+use super::fence::Fence;
 use super::writes::Rows;
 use super::{StoreError, WriteOp};
 use readers::{PgRead, Readers};

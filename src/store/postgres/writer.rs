@@ -27,7 +27,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Statement};
 
 use crate::store::StoreError;
-use crate::store::cluster::{self, Fence};
+use crate::store::cluster;
+use crate::store::fence::Fence;
 use crate::store::packed::PgPacked;
 use crate::store::rows::{
     NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent, NewThread,

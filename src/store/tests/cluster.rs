@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use super::{context, message, record, tenant, thread};
 use crate::domain::Role;
-use crate::store::cluster::{self, Fence, Joined, Ownership};
+use crate::store::cluster::{self, Joined, Ownership};
+use crate::store::fence::Fence;
 use crate::store::testing::PgTestDb;
 use crate::store::{Store, StoreError, WriteOp, open};
 

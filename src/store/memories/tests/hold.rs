@@ -10,7 +10,8 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use super::*;
 use crate::domain::ContextId;
 use crate::store::StoreError;
-use crate::store::cluster::{Fence, HoldCheck, ThreadHold};
+use crate::store::fence::{Fence, ThreadHold};
+use crate::store::memories::HoldCheck;
 use crate::store::memories::MemoryChange;
 use crate::store::testing::PgTestDb;
 
