@@ -256,5 +256,362 @@ fn parse_arguments(name: &str, text: &str) -> Map<String, Value> {
 }
 
 #[cfg(test)]
-#[path = "model_tests.rs"]
-mod tests;
+mod tests {
+    //! Contract A.11 scenarios for `ModelAdapter` (origins' `model_test.go` and accumulator tests).
+
+    use futures_util::StreamExt;
+    use serde_json::json;
+
+    use super::*;
+    use crate::providers::{Message, Role, ScriptedProvider};
+    use crate::session::Part;
+
+    fn provider(script: Result<Vec<ProviderEvent>, ProviderError>) -> Arc<ScriptedProvider> {
+        Arc::new(ScriptedProvider::new("mock", "test-model", [script]))
+    }
+
+    fn user(text: &str) -> Content {
+        Content {
+            role: "user".into(),
+            parts: vec![Part::Text(text.into())],
+        }
+    }
+
+    fn request() -> LlmRequest {
+        LlmRequest {
+            contents: vec![user("hi")],
+            ..LlmRequest::default()
+        }
+    }
+
+    async fn run(
+        provider: &Arc<ScriptedProvider>,
+        req: LlmRequest,
+        stream: bool,
+    ) -> Vec<Result<LlmResponse, AgentError>> {
+        let adapter = ModelAdapter::new(provider.clone());
+        adapter.generate(req, stream).collect().await
+    }
+
+    fn text(delta: &str) -> ProviderEvent {
+        ProviderEvent::TextDelta(delta.into())
+    }
+
+    fn fragment(
+        index: Option<usize>,
+        id: Option<&str>,
+        name: Option<&str>,
+        args: &str,
+    ) -> ProviderEvent {
+        ProviderEvent::ToolCallFragment(ToolCallFragment {
+            index,
+            id: id.map(str::to_owned),
+            name: name.map(str::to_owned),
+            arguments: args.into(),
+        })
+    }
+
+    /// The final response's calls, asserting there is exactly one response in total.
+    async fn single_turn_calls(events: Vec<ProviderEvent>) -> Vec<FunctionCall> {
+        let responses = run(&provider(Ok(events)), request(), false).await;
+        assert_eq!(responses.len(), 1, "{responses:?}");
+        calls_of(responses[0].as_ref().unwrap())
+    }
+
+    fn calls_of(response: &LlmResponse) -> Vec<FunctionCall> {
+        response
+            .content
+            .iter()
+            .flat_map(|c| c.parts.iter())
+            .filter_map(|p| match p {
+                Part::FunctionCall(call) => Some(call.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn text_of(response: &LlmResponse) -> String {
+        response
+            .content
+            .iter()
+            .flat_map(|c| c.parts.iter())
+            .filter_map(|p| match p {
+                Part::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn model_adapter_name() {
+        let adapter = ModelAdapter::new(provider(Ok(vec![])));
+        assert_eq!(adapter.name(), "test-model");
+    }
+
+    #[tokio::test]
+    async fn model_adapter_text_delta() {
+        let p = provider(Ok(vec![text("Hello "), text("world"), ProviderEvent::Done]));
+        let responses = run(&p, request(), true).await;
+        assert_eq!(responses.len(), 3, "{responses:?}");
+        let first = responses[0].as_ref().unwrap();
+        assert!(first.partial && !first.turn_complete);
+        assert_eq!(text_of(first), "Hello ");
+        assert_eq!(first.content.as_ref().unwrap().role, "model");
+        let last = responses[2].as_ref().unwrap();
+        assert!(last.turn_complete && !last.partial);
+        assert_eq!(text_of(last), "Hello world");
+    }
+
+    #[tokio::test]
+    async fn model_adapter_text_non_stream_yields_one_response() {
+        let p = provider(Ok(vec![text("Hello "), text("world"), ProviderEvent::Done]));
+        let responses = run(&p, request(), false).await;
+        assert_eq!(responses.len(), 1);
+        let only = responses[0].as_ref().unwrap();
+        assert!(only.turn_complete && !only.partial);
+        assert_eq!(text_of(only), "Hello world");
+    }
+
+    #[tokio::test]
+    async fn model_adapter_tool_call() {
+        let calls = single_turn_calls(vec![
+            fragment(Some(0), Some("c1"), Some("exec"), r#"{"command":"ls"}"#),
+            ProviderEvent::Done,
+        ])
+        .await;
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].name, "exec");
+        assert_eq!(calls[0].args["command"], json!("ls"));
+    }
+
+    #[tokio::test]
+    async fn model_adapter_stream_tool_calls_only_in_final_response() {
+        let p = provider(Ok(vec![
+            text("Let me look."),
+            fragment(Some(0), Some("c1"), Some("exec"), ""),
+            fragment(Some(0), None, None, r#"{"command":"ls"}"#),
+            ProviderEvent::Done,
+        ]));
+        let responses = run(&p, request(), true).await;
+        assert_eq!(responses.len(), 2, "{responses:?}");
+        assert!(calls_of(responses[0].as_ref().unwrap()).is_empty());
+        let last = responses[1].as_ref().unwrap();
+        assert_eq!(calls_of(last).len(), 1);
+        assert_eq!(text_of(last), "Let me look.");
+    }
+
+    #[tokio::test]
+    async fn model_adapter_stream_error() {
+        let p = provider(Ok(vec![
+            text("partial"),
+            ProviderEvent::Error(ProviderError::Timeout),
+            text("ignored"),
+            ProviderEvent::Done,
+        ]));
+        let responses = run(&p, request(), true).await;
+        assert_eq!(responses.len(), 2, "{responses:?}");
+        assert!(responses[0].is_ok());
+        assert_eq!(
+            responses[1],
+            Err(AgentError::Provider(ProviderError::Timeout))
+        );
+    }
+
+    #[tokio::test]
+    async fn model_adapter_provider_error() {
+        for stream in [false, true] {
+            let p = provider(Err(ProviderError::Connect("refused".into())));
+            let responses = run(&p, request(), stream).await;
+            let expected = Err(AgentError::Provider(ProviderError::Connect(
+                "refused".into(),
+            )));
+            assert_eq!(responses, [expected]);
+        }
+    }
+
+    #[tokio::test]
+    async fn model_adapter_stream_without_done_is_an_error() {
+        for stream in [false, true] {
+            let p = provider(Ok(vec![
+                text("cut"),
+                fragment(Some(0), Some("c1"), Some("exec"), "{"),
+            ]));
+            let responses = run(&p, request(), stream).await;
+            let last = responses.last().unwrap();
+            assert_eq!(last, &Err(AgentError::StreamEndedWithoutDone));
+            assert!(
+                responses.iter().flatten().all(|r| !r.turn_complete),
+                "no final response: {responses:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn model_adapter_system_instruction() {
+        let p = provider(Ok(vec![ProviderEvent::Done]));
+        let req = LlmRequest {
+            system_instruction: Some(Content {
+                role: "system".into(),
+                parts: vec![
+                    Part::Text("You are a helpful assistant.".into()),
+                    Part::Text("Always be concise.".into()),
+                ],
+            }),
+            temperature: Some(0.2),
+            max_tokens: Some(0),
+            model: Some("other".into()),
+            ..request()
+        };
+        run(&p, req, false).await;
+        let sent = &p.requests()[0];
+        assert_eq!(
+            sent.messages,
+            [
+                Message::text(
+                    Role::System,
+                    "You are a helpful assistant.\nAlways be concise."
+                ),
+                Message::text(Role::User, "hi"),
+            ]
+        );
+        assert_eq!(sent.temperature, Some(0.2));
+        assert_eq!(sent.max_tokens, None, "0 means the provider's default");
+        assert_eq!(sent.model.as_deref(), Some("other"));
+    }
+
+    #[tokio::test]
+    async fn model_adapter_no_system_instruction() {
+        let p = provider(Ok(vec![ProviderEvent::Done]));
+        run(&p, request(), false).await;
+        assert_eq!(p.requests()[0].messages, [Message::text(Role::User, "hi")]);
+    }
+
+    #[tokio::test]
+    async fn model_adapter_usage_on_final_response() {
+        let usage = Usage {
+            input_tokens: 7,
+            output_tokens: 3,
+        };
+        let p = provider(Ok(vec![
+            text("x"),
+            ProviderEvent::Usage(usage),
+            ProviderEvent::Done,
+        ]));
+        let responses = run(&p, request(), false).await;
+        assert_eq!(responses[0].as_ref().unwrap().usage, Some(usage));
+    }
+
+    #[tokio::test]
+    async fn model_adapter_empty_turn_has_no_content() {
+        let p = provider(Ok(vec![ProviderEvent::Done]));
+        let responses = run(&p, request(), false).await;
+        let only = responses[0].as_ref().unwrap();
+        assert!(only.turn_complete && only.content.is_none());
+    }
+
+    #[tokio::test]
+    async fn tool_call_accumulator_openai_streaming() {
+        let calls = single_turn_calls(vec![
+            fragment(Some(0), Some("call_abc"), Some("exec"), ""),
+            fragment(Some(0), None, None, r#"{"comm"#),
+            fragment(Some(0), None, None, r#"and":"ls"}"#),
+            ProviderEvent::Done,
+        ])
+        .await;
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert_eq!(calls[0].id, "call_abc", "provider id kept");
+        assert_eq!(calls[0].args["command"], json!("ls"));
+    }
+
+    #[tokio::test]
+    async fn tool_call_accumulator_openai_multiple_calls() {
+        let calls = single_turn_calls(vec![
+            fragment(Some(0), Some("a"), Some("exec"), ""),
+            fragment(Some(1), Some("b"), Some("read"), ""),
+            fragment(Some(0), None, None, r#"{"command":"ls"}"#),
+            fragment(Some(1), None, None, r#"{"path":"x"}"#),
+            ProviderEvent::Done,
+        ])
+        .await;
+        let summary: Vec<(&str, &str, Value)> = calls
+            .iter()
+            .map(|c| {
+                (
+                    c.id.as_str(),
+                    c.name.as_str(),
+                    Value::Object(c.args.clone()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("a", "exec", json!({"command": "ls"})),
+                ("b", "read", json!({"path": "x"})),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn tool_call_accumulator_delta_without_index_continues_latest_call() {
+        let calls = single_turn_calls(vec![
+            fragment(None, Some("t1"), Some("search"), ""),
+            fragment(None, None, None, r#"{"q":"#),
+            fragment(None, None, None, r#""rust"}"#),
+            ProviderEvent::Done,
+        ])
+        .await;
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].args["q"], json!("rust"));
+    }
+
+    #[tokio::test]
+    async fn tool_call_accumulator_orphan_delta_dropped() {
+        let calls = single_turn_calls(vec![
+            fragment(None, None, None, r#"{"lost":true}"#),
+            fragment(Some(0), Some("c1"), Some("exec"), r#"{"command":"ls"}"#),
+            ProviderEvent::Done,
+        ])
+        .await;
+        assert_eq!(calls.len(), 1);
+        assert_eq!(
+            Value::Object(calls[0].args.clone()),
+            json!({"command": "ls"})
+        );
+    }
+
+    #[tokio::test]
+    async fn tool_call_accumulator_empty_name_dropped() {
+        let calls = single_turn_calls(vec![
+            fragment(Some(0), Some("c0"), None, "{}"),
+            fragment(Some(1), Some("c1"), Some("exec"), "{}"),
+            ProviderEvent::Done,
+        ])
+        .await;
+        let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["exec"]);
+    }
+
+    #[tokio::test]
+    async fn tool_call_accumulator_missing_ids_are_unique() {
+        let calls = single_turn_calls(vec![
+            fragment(Some(0), None, Some("search"), r#"{"q":"a"}"#),
+            fragment(Some(1), None, Some("search"), r#"{"q":"b"}"#),
+            ProviderEvent::Done,
+        ])
+        .await;
+        assert_eq!(calls.len(), 2);
+        assert!(calls.iter().all(|c| c.id.starts_with("call_search_")));
+        assert_ne!(calls[0].id, calls[1].id);
+    }
+
+    #[tokio::test]
+    async fn tool_call_accumulator_invalid_arguments_become_empty() {
+        let calls = single_turn_calls(vec![
+            fragment(Some(0), Some("c1"), Some("exec"), "{not json"),
+            ProviderEvent::Done,
+        ])
+        .await;
+        assert!(calls[0].args.is_empty());
+    }
+}

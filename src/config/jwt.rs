@@ -2,7 +2,7 @@
 //! accepted, where their signing keys are published (JWKS), how often those may be
 //! fetched, and which claims name the caller's tenant, tier and user.
 //!
-//! This file knows nothing of the rest of the crate (serde and std only): `config.rs`
+//! This file knows nothing of the rest of the crate (serde and std only): `mod.rs`
 //! re-exports the types and turns a [`JwtSettingsError`] into its own error, and
 //! `service::auth::jwt` builds the verifier from them.
 

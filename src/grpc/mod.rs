@@ -26,6 +26,8 @@ mod health;
 mod router;
 mod service;
 mod status;
+#[cfg(test)]
+mod tests;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -231,6 +233,3 @@ async fn connection(
     }
     Ok(())
 }
-
-#[cfg(test)]
-mod http2_tests;

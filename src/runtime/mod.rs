@@ -34,9 +34,9 @@ mod skill_actor;
 mod stream;
 mod subscribe;
 mod tasks;
-mod thread;
 #[cfg(test)]
-mod write_path_tests;
+mod tests;
+mod thread;
 
 use std::sync::{Arc, Mutex};
 

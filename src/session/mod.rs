@@ -18,7 +18,7 @@ mod record;
 mod state;
 
 #[cfg(test)]
-mod properties;
+mod tests;
 
 pub use adk::{
     Content, Event, EventActions, FunctionCall, FunctionResponse, Part, system_instruction_text,

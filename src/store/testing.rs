@@ -180,23 +180,6 @@ impl Drop for PgTestDb {
     }
 }
 
-mod tests {
-    use super::with_database;
-
-    #[test]
-    fn database_names_are_replaced_in_urls() {
-        assert_eq!(
-            with_database("postgres://u:p@h:5432/test", "x"),
-            "postgres://u:p@h:5432/x"
-        );
-        assert_eq!(with_database("postgres://h", "x"), "postgres://h/x");
-        assert_eq!(
-            with_database("postgres://h/db?sslmode=disable", "x"),
-            "postgres://h/x?sslmode=disable"
-        );
-    }
-}
-
 /// A value as `simple_query` renders it, a `bytea` (`\\x…`) unpacked (`packed.rs`).
 fn unpacked(value: &str) -> String {
     let Some(hex) = value.strip_prefix("\\x") else {
@@ -262,5 +245,22 @@ pub(crate) async fn query_text(config: &StoreConfig, sql: &str) -> Vec<Vec<Optio
             .await
             .expect("the query thread")
         }
+    }
+}
+
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn database_names_are_replaced_in_urls() {
+        assert_eq!(
+            with_database("postgres://u:p@h:5432/test", "x"),
+            "postgres://u:p@h:5432/x"
+        );
+        assert_eq!(with_database("postgres://h", "x"), "postgres://h/x");
+        assert_eq!(
+            with_database("postgres://h/db?sslmode=disable", "x"),
+            "postgres://h/x?sslmode=disable"
+        );
     }
 }

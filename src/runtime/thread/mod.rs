@@ -20,8 +20,6 @@ pub(super) mod control;
 mod emit;
 pub(super) mod maintenance;
 mod plan;
-#[cfg(test)]
-mod plan_tests;
 pub(super) mod push;
 pub(super) mod rejoin;
 mod state;

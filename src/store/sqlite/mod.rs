@@ -1183,10 +1183,10 @@ pub(super) fn migrate_holding(path: &Path) -> Result<(Vec<String>, SqliteLock), 
 }
 
 #[cfg(test)]
-mod read_here_tests {
+mod tests {
     use diesel_async::sync_connection_wrapper::SpawnBlocking;
 
-    use super::{ReadHere, ReadRuntime};
+    use super::{ReadHere, ReadRuntime, SqliteSynchronous, SqliteWriter, migrate};
 
     /// The read pool's statements run on tokio's blocking pool, but inside a point read on
     /// the calling thread — and only there.
@@ -1204,11 +1204,6 @@ mod read_here_tests {
             "the flag is reset after the poll"
         );
     }
-}
-
-#[cfg(test)]
-mod writer_tests {
-    use super::{SqliteSynchronous, SqliteWriter, migrate};
 
     /// The writer opens its WAL through the VFS that writes a commit's frames at once
     /// where every commit ends with a sync (FULL), and as SQLite does otherwise.

@@ -8,6 +8,7 @@ use super::{MemoryLayer, MemoryScope, NewMemory, ScopeField, ScopeIds};
 use crate::domain::{TenantId, Timestamp};
 
 mod crud;
+mod hash;
 mod hold;
 mod isolation;
 mod search;

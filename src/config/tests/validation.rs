@@ -1,8 +1,8 @@
 //! The checks of each group of sections: every bound and every cross-reference refused
 //! with an error naming its key.
 
-use super::tests::{OLLAMA, load, with_file};
 use super::*;
+use super::{OLLAMA, load, with_file};
 
 #[test]
 fn cluster_mode_needs_postgres_a_secret_and_a_heartbeat_inside_the_lease() {

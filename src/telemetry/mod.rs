@@ -784,7 +784,7 @@ fn describe() {
 }
 
 #[cfg(test)]
-mod log_tests {
+mod tests {
     use std::sync::{Arc, Mutex};
 
     use tracing_subscriber::Layer;

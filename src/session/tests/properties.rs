@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
-use super::*;
+use super::super::*;
 use crate::domain::Timestamp;
 
 /// One turn of a generated history.

@@ -33,8 +33,6 @@ mod threads;
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod validation_tests;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

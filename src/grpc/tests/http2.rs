@@ -1,4 +1,4 @@
-//! A unary answer served by the gRPC server's HTTP/2 connection ([`super::http2`]) to
+//! A unary answer served by the gRPC server's HTTP/2 connection ([`http2`]) to
 //! the official generated client, with the server's socket recording each write: the
 //! answer's frames leave together.
 
@@ -13,8 +13,8 @@ use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tonic::server::Grpc;
 use tonic::transport::Endpoint;
 
-use super::codec::{A2aCodec, Decoded};
-use super::http2;
+use super::super::codec::{A2aCodec, Decoded};
+use super::super::http2;
 
 type Writes = Arc<Mutex<Vec<Vec<u8>>>>;
 

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::*;
+use super::super::*;
 use crate::domain::{
     Artifact, ContextId, Message, MessageId, Part, PartContent, Role, SendOutcome, StreamEvent,
     Task, TaskId, TaskPage, TaskState, TaskStatus, TenantId, Timestamp,

@@ -4,6 +4,8 @@
 
 use super::*;
 
+mod validation;
+
 pub(super) fn load(env: &[(&str, &str)], overrides: Overrides) -> Result<Settings, ConfigError> {
     let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
     Settings::load_from(&overrides, env)

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 
-use super::{AgentExecutor, ExecutorSource, Runtime, Turn, TurnSink};
+use super::super::{AgentExecutor, ExecutorSource, Runtime, Turn, TurnSink};
 use crate::config::Settings;
 use crate::domain::{
     Artifact, ContextId, ListTasksQuery, Message, Part, Role, SendConfig, SendMessage, SendOutcome,
@@ -695,8 +695,8 @@ async fn a_read_of_every_owed_delivery_holds_commits_back_no_longer_than_a_write
 /// retryable 503; the message sent again is then run and stored once.
 #[actix_web::test]
 async fn a_retry_of_a_send_whose_turn_was_refused_is_never_answered_without_its_message() {
-    use super::send::{Accepted, Started};
-    use super::thread::{Mode, Waiter};
+    use super::super::send::{Accepted, Started};
+    use super::super::thread::{Mode, Waiter};
     let f = Fixture::new().await;
     let context = ContextId::generate();
     let asked = task(f.send(&user("input", &context, None)).await);
@@ -716,7 +716,7 @@ async fn a_retry_of_a_send_whose_turn_was_refused_is_never_answered_without_its_
             &f.tenant,
             first,
             Mode::Blocking,
-            super::routing::Origin::Client,
+            super::super::routing::Origin::Client,
             cmd,
             &|tx| Waiter::Outcome {
                 tx,
