@@ -1,5 +1,6 @@
 //! The skills a server runs unless its program brings its own: memory, knowledge and
-//! governance, built from the settings and wired to each other.
+//! governance, built from the settings and wired to each other. (The other tool sources,
+//! remote agents and MCP servers, are `client`'s; `startup` registers them beside these.)
 //!
 //! The engines depend on each other in a circle — knowledge proposals (and memory
 //! writes) are validated by governance, and governance reads the policies of accepted
@@ -33,10 +34,6 @@ pub enum BootstrapError {
     Embeddings(#[from] EmbeddingsError),
     #[error("start-up task failed: {0}")]
     Join(String),
-    #[error("remote agents: {0}")]
-    RemoteAgents(String),
-    #[error("MCP servers: {0}")]
-    McpServers(String),
 }
 
 /// Builds the skills enabled in `settings`, in the order the card lists them. The memory
@@ -89,11 +86,5 @@ pub async fn configured(
     }
     registry.register(Arc::new(GovernanceSkill::new(governance.clone())));
     registry.register(Arc::new(SessionContextSkill::new(memory, governance)));
-    crate::client::remote_agents(settings, &mut registry)
-        .await
-        .map_err(BootstrapError::RemoteAgents)?;
-    crate::client::mcp_servers(settings, &mut registry)
-        .await
-        .map_err(BootstrapError::McpServers)?;
     Ok(registry)
 }

@@ -81,6 +81,10 @@ pub enum StartError {
     Runtime(#[from] crate::runtime::StartError),
     #[error("cannot build the skills: {0}")]
     Bootstrap(#[from] crate::skills::bootstrap::BootstrapError),
+    #[error("cannot build the skills: remote agents: {0}")]
+    RemoteAgents(String),
+    #[error("cannot build the skills: MCP servers: {0}")]
+    McpServers(String),
     #[error(transparent)]
     Auth(#[from] GateError),
     #[error("invalid push settings: {0}")]
@@ -217,7 +221,16 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
     let skills = match agent.skills {
         SkillSource::Registry(registry) => registry,
         SkillSource::Configured => {
-            crate::skills::bootstrap::configured(&settings, &store_config).await?
+            // The tool sources: the skills, then the remote agents and the MCP servers.
+            let mut registry =
+                crate::skills::bootstrap::configured(&settings, &store_config).await?;
+            crate::client::remote_agents(&settings, &mut registry)
+                .await
+                .map_err(StartError::RemoteAgents)?;
+            crate::client::mcp_servers(&settings, &mut registry)
+                .await
+                .map_err(StartError::McpServers)?;
+            registry
         }
     };
     let extra_cards = agent.cards;
