@@ -15,6 +15,7 @@ pub mod domain;
 pub mod error;
 pub mod grpc;
 pub mod http;
+pub mod outbound;
 pub mod providers;
 pub mod push;
 pub mod runtime;

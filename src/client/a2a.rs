@@ -28,7 +28,7 @@ use reqwest::{StatusCode, Url};
 use serde_json::{Value, json};
 
 use crate::config::RemoteAgentSettings;
-use crate::push::UrlPolicy;
+use crate::outbound::UrlPolicy;
 
 /// How long a card without `Cache-Control: max-age` is used before it is read again.
 const DEFAULT_CARD_AGE: Duration = Duration::from_secs(300);
@@ -238,7 +238,7 @@ impl RemoteAgent {
             .redirect(reqwest::redirect::Policy::none())
             .timeout(timeout)
             .connect_timeout(timeout)
-            .dns_resolver(Arc::new(crate::push::policy::CheckedResolver {
+            .dns_resolver(Arc::new(crate::outbound::CheckedResolver {
                 policy: policy.clone(),
             }))
             .user_agent(concat!("agent-a2a/", env!("CARGO_PKG_VERSION")))

@@ -31,8 +31,8 @@ use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use super::a2a::CallError;
-use crate::push::UrlPolicy;
-use crate::push::policy::CheckedResolver;
+use crate::outbound::CheckedResolver;
+use crate::outbound::UrlPolicy;
 
 /// A connection's byte stream: TCP, or TLS over it.
 trait Io: AsyncRead + AsyncWrite + Send + Unpin {}

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use super::a2a::{Answer, CallError, RemoteAgent, Sent};
 use crate::config::{RemoteAgentSettings, Settings};
 use crate::domain::TenantId;
-use crate::push::Secrets;
-use crate::push::UrlPolicy;
+use crate::outbound::Secrets;
+use crate::outbound::UrlPolicy;
 use crate::skills::{
     CallRef, Caller, Question, Skill, SkillError, SkillInfo, SkillRegistry, ToolSpec,
 };

@@ -25,13 +25,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use super::mirror::{Lane, Mirror, lane_of};
-use super::policy::{CheckedResolver, POLICY_REFUSAL, UrlPolicy, refused_at_delivery};
 use super::receivers::{Admit, Change, Outcome, Receivers};
-use super::secrets::Secrets;
 use crate::a2a::encode_push_payload;
 use crate::config::PushSettings;
 use crate::domain::Timestamp;
 use crate::error::error_chain;
+use crate::outbound::Secrets;
+use crate::outbound::policy::{CheckedResolver, POLICY_REFUSAL, UrlPolicy, refused_at_delivery};
 use crate::runtime::Runtime;
 use crate::runtime::push::{Handed, LeftMemory};
 use crate::store::{Delivery, WriteOp};

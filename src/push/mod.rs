@@ -1,8 +1,7 @@
-//! Push notifications: the receiver URL policy (`policy/`), the delivery of the
-//! durable outbox (`delivery.rs`), what it keeps per receiver (`receivers.rs`), and the
-//! owed deliveries it holds in memory while they fit (`mirror.rs`). The policy and
-//! `secrets.rs` (the credentials a peer is given, cut out of what it sends back) serve
-//! the whole outbound side: `client` uses both.
+//! Push notifications: the delivery of the durable outbox (`delivery.rs`), what it keeps
+//! per receiver (`receivers.rs`), and the owed deliveries it holds in memory while they
+//! fit (`mirror.rs`). A receiver's URL passes the outbound side's policy
+//! (`crate::outbound`), as every connection of this server does.
 //!
 //! A config's deliveries are owed from the moment the event they carry is committed:
 //! thread actors write one outbox row per (config, event) in the event's own
@@ -17,10 +16,6 @@
 
 mod delivery;
 mod mirror;
-pub mod policy;
 mod receivers;
-pub mod secrets;
 
 pub use delivery::{DELIVERY_ID_HEADER, start};
-pub use policy::UrlPolicy;
-pub use secrets::Secrets;

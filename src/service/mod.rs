@@ -16,7 +16,7 @@ use crate::a2a::errors::map_error;
 use crate::a2a::signing::CardSigner;
 use crate::config::{RateLimitSettings, Settings};
 use crate::error::Error;
-use crate::push::UrlPolicy;
+use crate::outbound::UrlPolicy;
 use crate::runtime::Runtime;
 use crate::telemetry;
 use auth::{Gate, Principal};

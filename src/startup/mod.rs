@@ -286,7 +286,7 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
         crate::service::card::PublicCard::new(Box::new(render)).map_err(StartError::CardSigning)?;
     let push_policy = match settings.push.enabled {
         true => Some(Arc::new(
-            crate::push::UrlPolicy::new(&settings.push).map_err(StartError::Push)?,
+            crate::outbound::UrlPolicy::new(&settings.push).map_err(StartError::Push)?,
         )),
         false => None,
     };

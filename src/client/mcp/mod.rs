@@ -68,8 +68,8 @@ mod stdio;
 use super::tools::Breaker;
 use crate::config::{McpServerSettings, Settings};
 use crate::domain::{Part, PartContent, TenantId};
-use crate::push::Secrets;
-use crate::push::UrlPolicy;
+use crate::outbound::Secrets;
+use crate::outbound::UrlPolicy;
 use crate::skills::{
     Caller, ProgressReport, Skill, SkillError, SkillInfo, SkillRegistry, ToolProgress, ToolSpec,
     output,
@@ -179,7 +179,7 @@ impl Endpoint {
             let client = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .connect_timeout(Duration::from_millis(settings.start_timeout_ms))
-                .dns_resolver(Arc::new(crate::push::policy::CheckedResolver { policy }))
+                .dns_resolver(Arc::new(crate::outbound::CheckedResolver { policy }))
                 .user_agent(concat!("agent-a2a/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .map_err(|e| format!("agent.mcp_servers {name}: client: {e}"))?;

@@ -665,7 +665,7 @@ async fn a_read_of_every_owed_delivery_holds_commits_back_no_longer_than_a_write
         .expect("runtime starts"),
     );
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let policy = crate::push::UrlPolicy::new(&settings.push).expect("a policy");
+    let policy = crate::outbound::UrlPolicy::new(&settings.push).expect("a policy");
     crate::push::start(&runtime, &settings.push, Arc::new(policy), stopped).expect("delivery");
     // The delivery reads every owed row while commits wait; the read never answers.
     cut.owed_read.notified().await;

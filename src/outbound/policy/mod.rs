@@ -25,7 +25,7 @@ use crate::error::Error;
 mod embedded;
 
 /// How the resolver's refusals begin (the delivery tells them from DNS failures by it).
-pub(super) const POLICY_REFUSAL: &str = "refused by the push policy";
+pub(crate) const POLICY_REFUSAL: &str = "refused by the push policy";
 
 /// Host names of cloud metadata services.
 const METADATA_NAMES: &[&str] = &["metadata.google.internal", "metadata", "instance-data"];
@@ -307,7 +307,7 @@ impl reqwest::dns::Resolve for CheckedResolver {
 /// Why a delivery's URL is refused at delivery time, if it is: the checks of
 /// registration, plus `push.allow_hosts` for a literal address (names are checked by
 /// [`CheckedResolver`] as they resolve).
-pub(super) fn refused_at_delivery(policy: &UrlPolicy, url: &str) -> Option<String> {
+pub(crate) fn refused_at_delivery(policy: &UrlPolicy, url: &str) -> Option<String> {
     let parsed = match policy.check_url(url) {
         Ok(u) => u,
         Err(e) => return Some(e.client_message()),
