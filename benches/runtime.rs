@@ -199,6 +199,7 @@ fn thread_actor(c: &mut Criterion) {
                 for _ in 0..iters {
                     completed(
                         runtime
+                            .sends()
                             .send(&tenant, send_message("hello", None, false))
                             .await,
                     );
@@ -214,14 +215,18 @@ fn thread_actor(c: &mut Criterion) {
     let (threads, turns) = if smoke { (2, 2) } else { (200, 10) };
     let contexts = system.block_on(async {
         let runtime = fixture.runtime().await;
-        let first = futures_util::future::join_all(
-            (0..threads).map(|_| runtime.send(&tenant, send_message("hello", None, false))),
-        )
+        let first = futures_util::future::join_all((0..threads).map(|_| {
+            runtime
+                .sends()
+                .send(&tenant, send_message("hello", None, false))
+        }))
         .await;
         let contexts: Vec<ContextId> = first.into_iter().map(completed).collect();
         for _ in 1..turns {
             futures_util::future::join_all(contexts.iter().map(|context| {
-                runtime.send(&tenant, send_message("hello", Some(context.clone()), false))
+                runtime
+                    .sends()
+                    .send(&tenant, send_message("hello", Some(context.clone()), false))
             }))
             .await
             .into_iter()
@@ -246,6 +251,7 @@ fn thread_actor(c: &mut Criterion) {
                         let fresh = fixture.runtime().await;
                         completed(
                             fresh
+                                .sends()
                                 .send(&tenant, send_message("hello", None, false))
                                 .await,
                         );
@@ -258,7 +264,7 @@ fn thread_actor(c: &mut Criterion) {
                     let message = send_message("hello", Some(contexts[next].clone()), false);
                     next += 1;
                     let started = Instant::now();
-                    let resumed = completed(current.send(&tenant, message).await);
+                    let resumed = completed(current.sends().send(&tenant, message).await);
                     spent += started.elapsed();
                     // The warm-up thread, and one actor per thread resumed so far.
                     assert_eq!(
@@ -294,7 +300,11 @@ impl Fanout {
                 working: working_tx,
             });
         }
-        let task_id: TaskId = match runtime.send(&tenant, send_message(HOLD, None, true)).await {
+        let task_id: TaskId = match runtime
+            .sends()
+            .send(&tenant, send_message(HOLD, None, true))
+            .await
+        {
             Ok(SendOutcome::Task(task)) => task.id,
             Ok(SendOutcome::Message(_)) => panic!("the hold turn answered with a message"),
             Err(e) => panic!("the hold turn failed: {e}"),
@@ -304,10 +314,11 @@ impl Fanout {
         let all_received = Arc::new(Notify::new());
         for n in 0..subscribers {
             let subscription = runtime
+                .subscriptions()
                 .subscribe(&tenant, &task_id, None)
                 .await
                 .expect("subscribe");
-            let mut events = Box::pin(runtime.events(subscription));
+            let mut events = Box::pin(runtime.subscriptions().events(subscription));
             let (received, all_received) = (received.clone(), all_received.clone());
             let request_id = serde_json::json!(n);
             actix_web::rt::spawn(async move {

@@ -55,8 +55,12 @@ pub use lifecycle::janitor::JanitorReport;
 pub use lifecycle::recovery::Recovery;
 pub use model_actor::Models;
 pub use persistence::PersistenceHandle;
+pub use push_configs::PushConfigs;
+pub use send::Sends;
 pub use skill_actor::{SkillStartError, Tools};
 pub use stream::SeqEvent;
+pub use subscribe::Subscriptions;
+pub use tasks::Tasks;
 pub use thread::Subscription;
 pub use thread::maintenance::SweepReport;
 

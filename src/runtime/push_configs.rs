@@ -10,31 +10,40 @@ use super::Runtime;
 use super::routing::Origin;
 use super::thread::push::{AddPushConfig, RemovePushConfig};
 
+/// A task's push notification configs ([`Runtime::push_configs`]).
+#[derive(Clone, Copy)]
+pub struct PushConfigs<'a>(&'a Runtime);
+
 impl Runtime {
+    /// A task's push notification configs.
+    pub fn push_configs(&self) -> PushConfigs<'_> {
+        PushConfigs(self)
+    }
+}
+
+impl PushConfigs<'_> {
     /// Registers a push config for a task (replacing the task's config of the same id).
-    pub async fn create_push_config(
-        &self,
+    pub async fn create(
+        self,
         tenant: &TenantId,
         task_id: &TaskId,
         spec: PushSpec,
     ) -> Result<PushConfig> {
-        self.create_push_as(tenant, task_id, spec, Origin::Client)
-            .await
+        self.create_as(tenant, task_id, spec, Origin::Client).await
     }
 
     /// Serves a push config another node forwarded to this one, the thread's owner.
-    pub async fn serve_create_push(
-        &self,
+    pub async fn serve_create(
+        self,
         tenant: &TenantId,
         task_id: &TaskId,
         spec: PushSpec,
     ) -> Result<PushConfig> {
-        self.create_push_as(tenant, task_id, spec, Origin::Peer)
-            .await
+        self.create_as(tenant, task_id, spec, Origin::Peer).await
     }
 
-    async fn create_push_as(
-        &self,
+    async fn create_as(
+        self,
         tenant: &TenantId,
         task_id: &TaskId,
         spec: PushSpec,
@@ -49,49 +58,42 @@ impl Runtime {
             task_id: task_id.clone(),
             spec: spec.clone(),
         };
-        self.on_task_thread(tenant, task_id, origin, "push/create", call, add)
+        self.0
+            .on_task_thread(tenant, task_id, origin, "push/create", call, add)
             .await
     }
 
     /// The push configs of a task, in the order they were registered.
-    pub async fn push_configs(
-        &self,
-        tenant: &TenantId,
-        task_id: &TaskId,
-    ) -> Result<Vec<PushConfig>> {
+    pub async fn list(self, tenant: &TenantId, task_id: &TaskId) -> Result<Vec<PushConfig>> {
         // The task must exist for this tenant; its configs are read from the store,
         // where every acknowledged change already is.
-        self.task_thread(tenant, task_id).await?;
+        self.0.task_thread(tenant, task_id).await?;
         Ok(self
+            .0
             .store
             .push_configs(tenant, std::slice::from_ref(task_id))
             .await?)
     }
 
     /// Removes a push config of a task; one that does not exist is already removed.
-    pub async fn delete_push_config(
-        &self,
-        tenant: &TenantId,
-        task_id: &TaskId,
-        config_id: &str,
-    ) -> Result<()> {
-        self.delete_push_as(tenant, task_id, config_id, Origin::Client)
+    pub async fn delete(self, tenant: &TenantId, task_id: &TaskId, config_id: &str) -> Result<()> {
+        self.delete_as(tenant, task_id, config_id, Origin::Client)
             .await
     }
 
     /// Serves a push config removal another node forwarded to this one.
-    pub async fn serve_delete_push(
-        &self,
+    pub async fn serve_delete(
+        self,
         tenant: &TenantId,
         task_id: &TaskId,
         config_id: &str,
     ) -> Result<()> {
-        self.delete_push_as(tenant, task_id, config_id, Origin::Peer)
+        self.delete_as(tenant, task_id, config_id, Origin::Peer)
             .await
     }
 
-    async fn delete_push_as(
-        &self,
+    async fn delete_as(
+        self,
         tenant: &TenantId,
         task_id: &TaskId,
         config_id: &str,
@@ -106,7 +108,8 @@ impl Runtime {
             task_id: task_id.clone(),
             config_id: config_id.to_owned(),
         };
-        self.on_task_thread(tenant, task_id, origin, "push/delete", call, remove)
+        self.0
+            .on_task_thread(tenant, task_id, origin, "push/delete", call, remove)
             .await
     }
 }

@@ -1,4 +1,4 @@
-//! Sending a message: [`Runtime::send`] and [`Runtime::send_streaming`] route it to its
+//! Sending a message: [`Sends::send`] and [`Sends::streaming`] route it to its
 //! thread and queue its turn there (or forward it to the thread's owner in a cluster), and
 //! idempotent sends — a retry of a key used within the window rejoins the first send's
 //! outcome instead of running anything.
@@ -30,11 +30,23 @@ impl<T> Started<T> {
     }
 }
 
+/// Sending messages ([`Runtime::sends`]).
+#[derive(Clone, Copy)]
+pub struct Sends<'a>(&'a Runtime);
+
 impl Runtime {
+    /// Sending messages: a blocking or immediate send, a streamed one, and the sends
+    /// another node forwards to this one.
+    pub fn sends(&self) -> Sends<'_> {
+        Sends(self)
+    }
+}
+
+impl Sends<'_> {
     /// Runs a turn and answers when the task is terminal or interrupted — or at once
     /// with `return_immediately`. Refused once a graceful shutdown has begun. In a
     /// cluster, a thread of another node is served there.
-    pub async fn send(&self, tenant: &TenantId, cmd: SendMessage) -> Result<SendOutcome> {
+    pub async fn send(self, tenant: &TenantId, cmd: SendMessage) -> Result<SendOutcome> {
         let mode = if cmd.config.return_immediately {
             Mode::Immediate
         } else {
@@ -42,6 +54,7 @@ impl Runtime {
         };
         let history_length = cmd.config.history_length;
         let started = self
+            .0
             .start_turn(tenant, cmd, mode, Origin::Client, |tx| Waiter::Outcome {
                 tx,
                 history_length,
@@ -54,7 +67,7 @@ impl Runtime {
                     Mode::Immediate => SendMode::Immediate,
                     _ => SendMode::Blocking,
                 };
-                match self.forward_send(&owner, tenant, *cmd, mode).await? {
+                match self.0.forward_send(&owner, tenant, *cmd, mode).await? {
                     Sent::Outcome(outcome) => Ok(outcome),
                     Sent::Stream(_) => Err(Error::internal("a stream answered a blocking send")),
                 }
@@ -63,22 +76,20 @@ impl Runtime {
     }
 
     /// Runs a turn and returns its live events.
-    pub async fn send_streaming(
-        &self,
-        tenant: &TenantId,
-        cmd: SendMessage,
-    ) -> Result<Subscription> {
+    pub async fn streaming(self, tenant: &TenantId, cmd: SendMessage) -> Result<Subscription> {
         let started = self
+            .0
             .start_turn(tenant, cmd, Mode::Streaming, Origin::Client, Waiter::Stream)
             .await?;
         match started {
             Started::Here(sub) => Ok(sub),
             Started::Elsewhere(owner, cmd) => {
                 match self
+                    .0
                     .forward_send(&owner, tenant, *cmd, SendMode::Streaming)
                     .await?
                 {
-                    Sent::Stream(start) => Ok(self.follow(tenant, start)),
+                    Sent::Stream(start) => Ok(self.0.follow(tenant, start)),
                     Sent::Outcome(_) => Err(Error::internal("an outcome answered a stream")),
                 }
             }
@@ -86,12 +97,7 @@ impl Runtime {
     }
 
     /// Serves a send another node forwarded to this one, the thread's owner.
-    pub async fn serve_send(
-        &self,
-        tenant: &TenantId,
-        cmd: SendMessage,
-        mode: SendMode,
-    ) -> Result<Sent> {
+    pub async fn serve(self, tenant: &TenantId, cmd: SendMessage, mode: SendMode) -> Result<Sent> {
         let history_length = cmd.config.history_length;
         let started = match mode {
             SendMode::Blocking | SendMode::Immediate => {
@@ -100,14 +106,16 @@ impl Runtime {
                 } else {
                     Mode::Blocking
                 };
-                self.start_turn(tenant, cmd, mode, Origin::Peer, |tx| Waiter::Outcome {
-                    tx,
-                    history_length,
-                })
-                .await?
-                .map(Sent::Outcome)
+                self.0
+                    .start_turn(tenant, cmd, mode, Origin::Peer, |tx| Waiter::Outcome {
+                        tx,
+                        history_length,
+                    })
+                    .await?
+                    .map(Sent::Outcome)
             }
             SendMode::Streaming => self
+                .0
                 .start_turn(tenant, cmd, Mode::Streaming, Origin::Peer, Waiter::Stream)
                 .await?
                 .map(|sub| {
@@ -124,7 +132,9 @@ impl Runtime {
             Started::Elsewhere(owner, _) => Err(not_the_owner(&owner)),
         }
     }
+}
 
+impl Runtime {
     async fn forward_send(
         &self,
         owner: &crate::store::cluster::Owner,

@@ -1,5 +1,5 @@
-//! Following a task: [`Runtime::subscribe`] through its thread's actor (or, for a task of
-//! another node, through its log), and [`Runtime::events`], the ordered event stream of a
+//! Following a task: [`Subscriptions::subscribe`] through its thread's actor (or, for a task of
+//! another node, through its log), and [`Subscriptions::events`], the ordered event stream of a
 //! subscription.
 
 use futures_util::Stream;
@@ -11,20 +11,31 @@ use super::routing::Located;
 use super::thread::{self, Subscribe, Subscription};
 use super::{Runtime, SeqEvent, stream};
 
+/// Subscriptions to a task's events ([`Runtime::subscriptions`]).
+#[derive(Clone, Copy)]
+pub struct Subscriptions<'a>(&'a Runtime);
+
 impl Runtime {
+    /// Subscriptions to a task's events.
+    pub fn subscriptions(&self) -> Subscriptions<'_> {
+        Subscriptions(self)
+    }
+}
+
+impl Subscriptions<'_> {
     /// Subscribes to a task; with `last_event_id`, resumes after that event. In a
     /// cluster, a task of another node is followed through its log here.
     pub async fn subscribe(
-        &self,
+        self,
         tenant: &TenantId,
         task_id: &TaskId,
         last_event_id: Option<i64>,
     ) -> Result<Subscription> {
-        if self.is_leaving() {
+        if self.0.is_leaving() {
             return Err(thread::maintenance::shutting_down());
         }
-        let key = self.task_thread(tenant, task_id).await?;
-        let token = match self.locate(&key, false).await? {
+        let key = self.0.task_thread(tenant, task_id).await?;
+        let token = match self.0.locate(&key, false).await? {
             Located::Here(token) => token,
             Located::Elsewhere(_) => {
                 return self
@@ -32,7 +43,8 @@ impl Runtime {
                     .await;
             }
         };
-        self.registry
+        self.0
+            .registry
             .call_new(&key, false, token, || Subscribe {
                 task_id: task_id.clone(),
                 last_event_id,
@@ -43,18 +55,20 @@ impl Runtime {
     /// A subscription to a task of another node: its durable state and log, woken by the
     /// notifications of that node's commits.
     async fn subscribe_elsewhere(
-        &self,
+        self,
         tenant: &TenantId,
         task_id: &TaskId,
         last_event_id: Option<i64>,
     ) -> Result<Subscription> {
         let cluster = self
+            .0
             .cluster
             .as_ref()
             .ok_or_else(|| Error::internal("a remote subscription without a cluster"))?;
         // Watching before reading: nothing logged after the read goes unnoticed.
         let watch = cluster.hub().watch(tenant, task_id);
         let stored = self
+            .0
             .store
             .load_task(tenant, task_id)
             .await?
@@ -101,14 +115,14 @@ impl Runtime {
 
     /// The ordered events of a subscription.
     pub fn events(
-        &self,
+        self,
         sub: Subscription,
     ) -> impl Stream<Item = Result<SeqEvent>> + Send + 'static {
         stream::events(
-            self.store.clone(),
+            self.0.store.clone(),
             sub,
-            self.replay_batch,
-            self.shared.leaving.subscribe(),
+            self.0.replay_batch,
+            self.0.shared.leaving.subscribe(),
         )
     }
 }

@@ -211,17 +211,22 @@ async fn run(
             let task = match generations::decode_current_generation(params, generations)? {
                 Some(current) => {
                     let wait = state.long_poll;
-                    rt.get_task_after(tenant, &query.id, query.history_length, current, wait)
+                    rt.tasks()
+                        .get_after(tenant, &query.id, query.history_length, current, wait)
                         .await?
                 }
-                None => rt.get_task(tenant, &query.id, query.history_length).await?,
+                None => {
+                    rt.tasks()
+                        .get(tenant, &query.id, query.history_length)
+                        .await?
+                }
             };
             touched(&task);
             Ok(Reply::Json(task_body(dialect, task, generations)))
         }
         Operation::ListTasks => {
             let query = a2a::decode_list_tasks(dialect, params)?;
-            let page = rt.list_tasks(tenant, &query).await?;
+            let page = rt.tasks().list(tenant, &query).await?;
             let mut encoded = a2a::encode_task_page(dialect, &page);
             if generations {
                 let tasks: Vec<&Task> = page.tasks.iter().collect();
@@ -231,15 +236,18 @@ async fn run(
         }
         Operation::CancelTask => {
             let id = a2a::decode_task_id(dialect, params)?;
-            let task = rt.cancel_task(tenant, &id).await?;
+            let task = rt.tasks().cancel(tenant, &id).await?;
             Ok(Reply::Json(task_body(dialect, task, generations)))
         }
         Operation::SubscribeToTask => {
             let place = state.open_stream(request.binding())?;
             let id = a2a::decode_task_id(dialect, params)?;
             let resume = request.last_event_id()?;
-            let sub = rt.subscribe(tenant, &id, resume).await?;
-            Ok(Reply::Stream(Box::pin(holding(rt.events(sub), place))))
+            let sub = rt.subscriptions().subscribe(tenant, &id, resume).await?;
+            Ok(Reply::Stream(Box::pin(holding(
+                rt.subscriptions().events(sub),
+                place,
+            ))))
         }
         // Without push, refused before anything else, as the spec requires: no task lookup
         // happens.
@@ -247,7 +255,7 @@ async fn run(
             let policy = state.push_policy()?;
             let (task_id, spec) = a2a::decode_create_push(dialect, params)?;
             policy.check_url(&spec.url)?;
-            let config = rt.create_push_config(tenant, &task_id, spec).await?;
+            let config = rt.push_configs().create(tenant, &task_id, spec).await?;
             Ok(Reply::Json(Body::Value(a2a::encode_push_config(
                 dialect, &config,
             ))))
@@ -255,7 +263,7 @@ async fn run(
         Operation::GetPushConfig => {
             state.push_policy()?;
             let (task_id, id) = a2a::decode_push_ref(dialect, params)?;
-            let configs = rt.push_configs(tenant, &task_id).await?;
+            let configs = rt.push_configs().list(tenant, &task_id).await?;
             // 0.3 and 0.1 may leave the id out: the task's first config.
             let found = match &id {
                 Some(id) => configs.into_iter().find(|c| &c.id == id),
@@ -274,7 +282,7 @@ async fn run(
         Operation::ListPushConfigs => {
             state.push_policy()?;
             let (task_id, page_size, page_token) = a2a::decode_list_push(dialect, params)?;
-            let configs = rt.push_configs(tenant, &task_id).await?;
+            let configs = rt.push_configs().list(tenant, &task_id).await?;
             let (page, next) = push_page(configs, page_size, page_token.as_deref())?;
             Ok(Reply::Json(Body::Value(a2a::encode_push_list(
                 dialect, &page, &next,
@@ -285,7 +293,7 @@ async fn run(
             let (task_id, id) = a2a::decode_push_ref(dialect, params)?;
             let id =
                 id.ok_or_else(|| Error::invalid_params("pushNotificationConfigId: is required"))?;
-            rt.delete_push_config(tenant, &task_id, &id).await?;
+            rt.push_configs().delete(tenant, &task_id, &id).await?;
             Ok(Reply::Json(Body::Value(Value::Null)))
         }
         // The gate admitted an authenticated caller; with auth off there is nobody to
@@ -339,11 +347,14 @@ async fn send(
 ) -> Result<Reply> {
     let rt = &state.runtime;
     if let Some(place) = place {
-        let sub = rt.send_streaming(tenant, cmd).await?;
-        return Ok(Reply::Stream(Box::pin(holding(rt.events(sub), place))));
+        let sub = rt.sends().streaming(tenant, cmd).await?;
+        return Ok(Reply::Stream(Box::pin(holding(
+            rt.subscriptions().events(sub),
+            place,
+        ))));
     }
     debug_assert_eq!(op, Operation::SendMessage);
-    let outcome = rt.send(tenant, cmd).await?;
+    let outcome = rt.sends().send(tenant, cmd).await?;
     if let SendOutcome::Task(task) = &outcome {
         touched(task);
     }

@@ -91,7 +91,7 @@ async fn send(req: HttpRequest, state: web::Data<AppState>, body: web::Payload) 
     serve(
         (req, state, body),
         "cluster.send",
-        async |rt, c: SendCall| rt.serve_send(&c.tenant, c.cmd, c.mode).await,
+        async |rt, c: SendCall| rt.sends().serve(&c.tenant, c.cmd, c.mode).await,
     )
     .await
 }
@@ -100,7 +100,7 @@ async fn cancel(req: HttpRequest, state: web::Data<AppState>, body: web::Payload
     serve(
         (req, state, body),
         "cluster.cancel",
-        async |rt, c: CancelCall| rt.serve_cancel(&c.tenant, &c.task_id).await,
+        async |rt, c: CancelCall| rt.tasks().serve_cancel(&c.tenant, &c.task_id).await,
     )
     .await
 }
@@ -113,7 +113,11 @@ async fn create_push(
     serve(
         (req, state, body),
         "cluster.push.create",
-        async |rt, c: CreatePushCall| rt.serve_create_push(&c.tenant, &c.task_id, c.spec).await,
+        async |rt, c: CreatePushCall| {
+            rt.push_configs()
+                .serve_create(&c.tenant, &c.task_id, c.spec)
+                .await
+        },
     )
     .await
 }
@@ -127,7 +131,8 @@ async fn delete_push(
         (req, state, body),
         "cluster.push.delete",
         async |rt, c: DeletePushCall| {
-            rt.serve_delete_push(&c.tenant, &c.task_id, &c.config_id)
+            rt.push_configs()
+                .serve_delete(&c.tenant, &c.task_id, &c.config_id)
                 .await
         },
     )

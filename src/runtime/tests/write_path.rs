@@ -323,7 +323,7 @@ impl Fixture {
             create_missing_task: false,
             idempotency_key: None,
         };
-        self.runtime.send(&self.tenant, cmd).await
+        self.runtime.sends().send(&self.tenant, cmd).await
     }
 
     /// What the store holds of a thread: (message seq, role, text) in order, and its
@@ -450,7 +450,8 @@ async fn a_follow_up_refused_at_its_commit_leaves_the_task_as_it_was() {
     // Read through the runtime too: the actor forgot the refused turn.
     let seen = f
         .runtime
-        .get_task(&f.tenant, &asked.id, None)
+        .tasks()
+        .get(&f.tenant, &asked.id, None)
         .await
         .expect("the task");
     assert_eq!(seen.status.state, TaskState::InputRequired);
@@ -678,7 +679,7 @@ async fn a_read_of_every_owed_delivery_holds_commits_back_no_longer_than_a_write
         idempotency_key: None,
     };
     // The send commits all the same once the read is given up (else it waits forever).
-    let done = task(runtime.send(&TenantId::default_tenant(), cmd).await);
+    let done = task(runtime.sends().send(&TenantId::default_tenant(), cmd).await);
     assert_eq!(done.status.state, TaskState::Completed);
     assert!(
         !runtime.push_hub().handing_over(),
