@@ -105,7 +105,7 @@ impl InProcessServer {
                     if let Err(e) = running.run().await {
                         eprintln!("load: the in-process server failed: {e}");
                     }
-                    runtime.shutdown();
+                    runtime.lifecycle().shutdown();
                 });
             })
             .context("cannot start the server thread")?;

@@ -33,12 +33,15 @@ impl HealthService {
 
 /// Whether the runtime serves, as `/health/ready` decides it.
 async fn serving(runtime: &Runtime) -> ServingStatus {
-    if runtime.store_silent() {
+    if runtime.lifecycle().store_silent() {
         // At once, as `/health/ready`; the probe ends the silence when answered.
-        runtime.probe_store();
+        runtime.lifecycle().probe_store();
         return ServingStatus::NotServing;
     }
-    if runtime.is_leaving() || !runtime.is_ready() || !runtime.check_store().await.up {
+    if runtime.lifecycle().is_leaving()
+        || !runtime.lifecycle().is_ready()
+        || !runtime.lifecycle().check_store().await.up
+    {
         ServingStatus::NotServing
     } else {
         ServingStatus::Serving

@@ -1,5 +1,5 @@
 //! What every connection this server makes to another server passes: the URL policy and
-//! its checked resolver ([`UrlPolicy`], [`CheckedResolver`]: push receivers, remote agents'
+//! its checked resolver ([`UrlPolicy`], `CheckedResolver`: push receivers, remote agents'
 //! cards, interfaces and key sets, MCP servers over HTTP), and the credentials given to a
 //! peer cut out of what it sends back ([`Secrets`]). `push` and `client` both import it;
 //! it imports neither.

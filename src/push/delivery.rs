@@ -210,7 +210,7 @@ impl Deliverer {
             let holds = runtime.cluster().is_none_or(|c| c.holds_lease());
             if let Some(cluster) = runtime.cluster()
                 && holds
-                && !runtime.is_draining()
+                && !runtime.lifecycle().is_draining()
                 && (adopt_more || adopted.is_none_or(|at| at.elapsed() >= cluster.heartbeat()))
             {
                 adopted = Some(Instant::now());

@@ -10,8 +10,8 @@
 //! The runtime's lifecycle around that (`lifecycle/`): start-up recovery of active
 //! threads (`recovery.rs`), the periodic janitor (`janitor.rs`, with the actors' side in
 //! `thread/maintenance.rs`), health checks of every dependency (`health.rs`) and the
-//! graceful shutdown ([`Runtime::begin_drain`], [`Runtime::wait_for_turns`],
-//! [`Runtime::close`]; `shutdown.rs`).
+//! graceful shutdown ([`Lifecycle::begin_drain`](crate::runtime::Lifecycle::begin_drain), [`Lifecycle::wait_for_turns`](crate::runtime::Lifecycle::wait_for_turns),
+//! [`Lifecycle::close`](crate::runtime::Lifecycle::close); `shutdown.rs`).
 //!
 //! The facade's operations are `impl Runtime` blocks of their own: sending a message and
 //! idempotent retries (`send.rs`), reading and cancelling tasks (`tasks.rs`), push configs
@@ -50,6 +50,7 @@ pub use executor::{AgentExecutor, Turn, TurnSink};
 pub use executors::executor;
 pub use executors::{AgentLoopExecutor, RoutingExecutor, ToolRoutingExecutor};
 pub use health::{Check, HealthReport, Overall, ProviderHealth};
+pub use lifecycle::Lifecycle;
 pub use lifecycle::health;
 pub use lifecycle::janitor::JanitorReport;
 pub use lifecycle::recovery::Recovery;
@@ -287,39 +288,9 @@ impl Runtime {
         ));
     }
 
-    /// Turns true when the runtime stops (background work ends).
-    pub fn stopped(&self) -> watch::Receiver<bool> {
-        self.stop.subscribe()
-    }
-
     /// Model providers behind their actors.
     pub fn models(&self) -> &Models {
         &self.models
-    }
-
-    /// Ready for traffic: start-up recovery has finished and no shutdown has begun (nor
-    /// its notice). (`/health/ready` adds a store round trip.)
-    pub fn is_ready(&self) -> bool {
-        matches!(self.recovery(), Recovery::Done { .. })
-            && !self.is_leaving()
-            && self.holds_lease()
-            && !self.store_silent()
-    }
-
-    /// Not in cluster mode, or this node holds its lease.
-    pub fn holds_lease(&self) -> bool {
-        self.cluster.as_ref().is_none_or(|c| c.holds_lease())
-    }
-
-    /// A graceful shutdown has begun: new work is refused.
-    pub fn is_draining(&self) -> bool {
-        self.shared.is_draining()
-    }
-
-    /// A graceful shutdown or its notice has begun: `/health/ready` fails and no new
-    /// subscription is taken.
-    pub fn is_leaving(&self) -> bool {
-        self.shared.is_leaving()
     }
 
     /// Whether the thread has an actor in memory.
@@ -369,22 +340,6 @@ impl Runtime {
     pub fn max_pause(&self) -> std::time::Duration {
         self.persistence.max_pause()
     }
-
-    /// Stops at once: background work, the actor arbiters, then the persistence
-    /// arbiter (writes still queued are not committed; none of them was acknowledged).
-    /// A graceful shutdown uses [`Runtime::begin_drain`] and [`Runtime::close`] instead.
-    pub fn shutdown(&self) {
-        self.shared
-            .closing
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        self.stop.send_replace(true);
-        for arbiter in lock(&self.arbiters).drain(..) {
-            arbiter.stop();
-        }
-        if let Some(arbiter) = lock(&self.persistence_arbiter).take() {
-            arbiter.stop();
-        }
-    }
 }
 
 /// The guarded value even if a holder panicked (nothing here is left half-done by one).
@@ -396,7 +351,7 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        self.shutdown();
+        self.lifecycle().shutdown();
     }
 }
 

@@ -118,7 +118,7 @@ impl Runtime {
         if self.is_resident(&key.tenant, &key.context_id) {
             return Ok(Located::Here(None));
         }
-        if self.is_draining() {
+        if self.lifecycle().is_draining() {
             // Placing a thread may claim it for this node, which takes nothing on now.
             return Err(thread::maintenance::shutting_down());
         }

@@ -187,7 +187,7 @@ impl Runtime {
     ) -> Result<Started<T>> {
         // Counted before the check, so that a shutdown that begins now waits for it.
         let busy = self.shared.activity.busy();
-        if self.is_draining() {
+        if self.lifecycle().is_draining() {
             match origin {
                 // A thread another node serves: the send goes there, as it came.
                 Origin::Client => {
@@ -199,7 +199,7 @@ impl Runtime {
             }
             return Err(thread::maintenance::shutting_down());
         }
-        self.serving_writes()?;
+        self.lifecycle().serving_writes()?;
         // Routing fills in the context a message did not name; a send that goes on to
         // another node goes as the client sent it (`as_sent`), so that every node hashes
         // the same message when it compares a retry with it.

@@ -31,7 +31,7 @@ impl Subscriptions<'_> {
         task_id: &TaskId,
         last_event_id: Option<i64>,
     ) -> Result<Subscription> {
-        if self.0.is_leaving() {
+        if self.0.lifecycle().is_leaving() {
             return Err(thread::maintenance::shutting_down());
         }
         let key = self.0.task_thread(tenant, task_id).await?;

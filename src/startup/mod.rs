@@ -344,8 +344,13 @@ pub async fn start(settings: Settings, agent: Agent) -> Result<Running, StartErr
 
     runtime.start_maintenance();
     if let Some(policy) = push_policy {
-        crate::push::start(&runtime, &settings.push, policy, runtime.stopped())
-            .map_err(StartError::Push)?;
+        crate::push::start(
+            &runtime,
+            &settings.push,
+            policy,
+            runtime.lifecycle().stopped(),
+        )
+        .map_err(StartError::Push)?;
     }
     actix_web::rt::spawn(upkeep(Arc::downgrade(&runtime)));
     actix_web::rt::spawn(forget_idle_limits(Arc::downgrade(&gate)));
@@ -441,7 +446,7 @@ pub async fn serve(settings: Settings, agent: Agent) -> Result<(), StartError> {
     let joined = match joined {
         Some(joined) => {
             // The server ended by itself (an I/O error): nothing left to drain for.
-            runtime.shutdown();
+            runtime.lifecycle().shutdown();
             joined
         }
         None => {

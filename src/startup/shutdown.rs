@@ -54,7 +54,7 @@ pub async fn signal() -> &'static str {
 /// step 0 (none when zero). Errors are logged: a shutdown goes on to the end regardless.
 pub async fn graceful(handle: &Handles, runtime: &Runtime, notice: Duration, timeout: Duration) {
     if !notice.is_zero() {
-        runtime.begin_leaving();
+        runtime.lifecycle().begin_leaving();
         tracing::info!(
             notice_ms = notice.as_millis() as u64,
             "leaving: /health/ready fails; serving until the balancer has taken this node out (cluster.drain_notice_ms)"
@@ -67,10 +67,10 @@ pub async fn graceful(handle: &Handles, runtime: &Runtime, notice: Duration, tim
         }
     }
     let deadline = Instant::now() + timeout;
-    runtime.begin_drain();
+    runtime.lifecycle().begin_drain();
     let drained = async {
         handle.pause().await;
-        let left = runtime.wait_for_turns(deadline).await;
+        let left = runtime.lifecycle().wait_for_turns(deadline).await;
         // Every turn is over (or the deadline passed): the requests still in flight
         // are answered or about to be; the workers stop after them.
         if left > 0 {
@@ -88,7 +88,7 @@ pub async fn graceful(handle: &Handles, runtime: &Runtime, notice: Duration, tim
         name = signal() => {
             tracing::warn!(signal = name, "second signal: not waiting any longer");
             handle.stop(false).await;
-            runtime.wait_for_turns(Instant::now()).await
+            runtime.lifecycle().wait_for_turns(Instant::now()).await
         }
     };
     if left > 0 {
@@ -99,7 +99,7 @@ pub async fn graceful(handle: &Handles, runtime: &Runtime, notice: Duration, tim
     } else {
         tracing::info!("every turn finished; stopping the actors");
     }
-    match runtime.close(Instant::now() + timeout).await {
+    match runtime.lifecycle().close(Instant::now() + timeout).await {
         Ok(()) => tracing::info!("persistence queue flushed; runtime stopped"),
         Err(e) => tracing::error!(error = %e, "the persistence queue could not be flushed"),
     }

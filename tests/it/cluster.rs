@@ -315,7 +315,7 @@ async fn a_leaving_node_fails_readiness_and_ends_followed_streams_but_still_serv
     let reading = actix_web::rt::spawn(read_sse(subscription, 10));
     assert_eq!(b.get("/health/ready").await.status(), 200);
 
-    b.runtime.begin_leaving();
+    b.runtime.lifecycle().begin_leaving();
     let events = tokio::time::timeout(Duration::from_secs(10), reading)
         .await
         .expect("the followed stream ends although the task still runs on A")
@@ -359,7 +359,7 @@ async fn a_leaving_node_fails_readiness_and_ends_followed_streams_but_still_serv
         "{rest:?}"
     );
 
-    b.runtime.begin_drain();
+    b.runtime.lifecycle().begin_drain();
     let params = json!({"message": user_message("complete")});
     let r = b.post_rpc("SendMessage", params).await;
     assert_eq!(r.status(), 503, "a draining node takes no new message");
@@ -402,7 +402,7 @@ async fn a_leaving_node_ends_followed_grpc_streams_for_clients_to_resume_elsewhe
     let first = followed.next().await.unwrap().unwrap();
     assert_eq!(kind(&first), "task", "{first:?}");
 
-    b.runtime.begin_leaving();
+    b.runtime.lifecycle().begin_leaving();
     let started = Instant::now();
     let mut seen = vec![event_id(&first).unwrap()];
     loop {
@@ -466,7 +466,7 @@ async fn a_node_that_left_does_not_join_again_and_its_threads_move_at_once() {
     let (task, context) = waiting_for_input(&a).await;
     assert_eq!(owner_of(&db.url, &context).await.as_deref(), Some("node-a"));
 
-    a.runtime.begin_drain();
+    a.runtime.lifecycle().begin_drain();
     a.runtime.cluster().unwrap().leave().await;
     let r = b.rpc("SendMessage", follow_up(&task, "more")).await;
     assert_eq!(
@@ -495,7 +495,7 @@ async fn a_draining_node_gives_up_an_idle_thread_another_node_asks_for() {
         return;
     };
     let (task, context) = waiting_for_input(&a).await;
-    a.runtime.begin_drain();
+    a.runtime.lifecycle().begin_drain();
 
     let params = follow_up(&task, "more");
     let first = b.post_rpc("SendMessage", params.clone()).await;
@@ -533,7 +533,7 @@ async fn a_draining_node_forwards_a_send_for_another_nodes_thread() {
     };
     let (on_b, _) = waiting_for_input(&b).await;
     let (on_a, _) = waiting_for_input(&a).await;
-    a.runtime.begin_drain();
+    a.runtime.lifecycle().begin_drain();
 
     let r = a.rpc("SendMessage", follow_up(&on_b, "more")).await;
     assert_eq!(

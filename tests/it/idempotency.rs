@@ -215,7 +215,7 @@ async fn past_the_window_the_janitor_forgets_a_key_and_it_may_be_used_again() {
     // A janitor pass two minutes from now: the key is past its window.
     let later =
         agent_a2a::domain::Timestamp(agent_a2a::domain::Timestamp::now().millis() + 120_000);
-    app.runtime.run_janitor(later).await.unwrap();
+    app.runtime.lifecycle().run_janitor(later).await.unwrap();
     assert!(
         app.runtime
             .store()

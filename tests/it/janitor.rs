@@ -102,7 +102,7 @@ async fn the_janitor_expires_a_resident_thread_through_its_actor() {
     let app = spawn_app().await;
     send_in(&app, "resident", "complete").await;
     let later = Timestamp(Timestamp::now().0 + 25 * HOUR_MS);
-    let report = app.runtime.run_janitor(later).await.unwrap();
+    let report = app.runtime.lifecycle().run_janitor(later).await.unwrap();
     assert_eq!(report.threads_expired, 1, "{report:?}");
     assert!(report.threads_swept >= 1, "{report:?}");
     assert_eq!(stored(&app, "resident").await.status, ThreadStatus::Expired);
@@ -111,7 +111,7 @@ async fn the_janitor_expires_a_resident_thread_through_its_actor() {
     let r = send_in(&app, "resident", "complete").await;
     assert_expired_error(&r, "resident");
     // A second pass finds nothing left to do.
-    let again = app.runtime.run_janitor(later).await.unwrap();
+    let again = app.runtime.lifecycle().run_janitor(later).await.unwrap();
     assert_eq!(again.threads_expired, 0, "{again:?}");
 }
 
@@ -123,7 +123,12 @@ async fn the_janitor_expires_threads_that_are_not_in_memory_in_the_store() {
         put_thread(&app, &format!("overdue-{i}"), now - 1_000 - i, json!({})).await;
     }
     put_thread(&app, "live", now + HOUR_MS, json!({})).await;
-    let report = app.runtime.run_janitor(Timestamp::now()).await.unwrap();
+    let report = app
+        .runtime
+        .lifecycle()
+        .run_janitor(Timestamp::now())
+        .await
+        .unwrap();
     assert_eq!(
         report,
         JanitorReport {
@@ -166,6 +171,7 @@ async fn the_janitor_removes_expired_state_entries_of_resident_threads() {
 
     let report = app
         .runtime
+        .lifecycle()
         .run_janitor(Timestamp(now + 2 * HOUR_MS))
         .await
         .unwrap();
@@ -192,7 +198,12 @@ async fn a_thread_loaded_after_its_state_expired_drops_the_dead_entries_at_once(
     )
     .await;
     // Not in memory: the janitor leaves its state to the actor that loads it.
-    let report = app.runtime.run_janitor(Timestamp::now()).await.unwrap();
+    let report = app
+        .runtime
+        .lifecycle()
+        .run_janitor(Timestamp::now())
+        .await
+        .unwrap();
     assert_eq!(report.state_entries_removed, 0, "{report:?}");
     let r = send_in(&app, "back-from-disk", "complete").await;
     assert_eq!(
@@ -250,7 +261,7 @@ async fn retention_deletes_threads_expired_longer_ago_and_nothing_else(backend: 
     .await;
     let later = Timestamp(Timestamp::now().0 + ttl_ms + RETENTION_MS + GRACE_MS + HOUR_MS);
 
-    let report = app.runtime.run_janitor(later).await.unwrap();
+    let report = app.runtime.lifecycle().run_janitor(later).await.unwrap();
     // The resident thread is past its retention by this clock, so its actor writes
     // nothing, not even its expiry: it goes in a pass after the actor left memory.
     assert_eq!(report.threads_expired, 4, "{report:?}");
@@ -266,9 +277,14 @@ async fn retention_deletes_threads_expired_longer_ago_and_nothing_else(backend: 
     );
     assert_eq!(stored(&app, "kept").await.status, ThreadStatus::Expired);
     // Nothing is left to delete, and a pass by today's clock deletes nothing.
-    let again = app.runtime.run_janitor(later).await.unwrap();
+    let again = app.runtime.lifecycle().run_janitor(later).await.unwrap();
     assert_eq!(again.threads_deleted, 0, "{again:?}");
-    let today = app.runtime.run_janitor(Timestamp::now()).await.unwrap();
+    let today = app
+        .runtime
+        .lifecycle()
+        .run_janitor(Timestamp::now())
+        .await
+        .unwrap();
     assert_eq!(today.threads_deleted, 0, "{today:?}");
 }
 
@@ -295,7 +311,12 @@ async fn without_retention_the_janitor_deletes_nothing() {
     let dir = app.stop().await;
     let app = spawn_app_in(dir, Backend::Sqlite, |s| s.threads.recover_eagerly = 0).await;
     let much_later = Timestamp(Timestamp::now().0 + 1_000 * 24 * HOUR_MS);
-    let report = app.runtime.run_janitor(much_later).await.unwrap();
+    let report = app
+        .runtime
+        .lifecycle()
+        .run_janitor(much_later)
+        .await
+        .unwrap();
     assert_eq!(report.threads_deleted, 0, "{report:?}");
     let r = get_task(&app, &id).await;
     assert_eq!(

@@ -211,6 +211,7 @@ async fn every_metric_family_is_exported_after_traffic() {
     assert_eq!(app.get(&format!("/no/such/{}", ids[0])).await.status(), 404);
     drive_a_model().await;
     app.runtime
+        .lifecycle()
         .run_janitor(agent_a2a::domain::Timestamp::now())
         .await
         .expect("a janitor pass");

@@ -88,14 +88,16 @@ async fn postgres_janitor_recovery_and_drain() {
     let (_, idle) = app.task_with("complete").await;
     let idle = idle["contextId"].as_str().unwrap().to_owned();
     // The graceful path: drain, then close (flush) — a restart finds both threads.
-    app.runtime.begin_drain();
+    app.runtime.lifecycle().begin_drain();
     assert_eq!(
         app.runtime
+            .lifecycle()
             .wait_for_turns(tokio::time::Instant::now() + std::time::Duration::from_secs(30))
             .await,
         0
     );
     app.runtime
+        .lifecycle()
         .close(tokio::time::Instant::now() + std::time::Duration::from_secs(30))
         .await
         .unwrap();
@@ -106,7 +108,7 @@ async fn postgres_janitor_recovery_and_drain() {
     })
     .await;
     assert_eq!(
-        app.runtime.recovered().await,
+        app.runtime.lifecycle().recovered().await,
         Recovery::Done {
             recovered: 1,
             failed: 0
@@ -121,7 +123,7 @@ async fn postgres_janitor_recovery_and_drain() {
     assert!(!app.runtime.is_resident(&tenant, &ctx(&resident)));
     // A day later: the resident thread through its actor, the other in the store.
     let later = Timestamp(Timestamp::now().0 + 25 * 3_600_000);
-    let report = app.runtime.run_janitor(later).await.unwrap();
+    let report = app.runtime.lifecycle().run_janitor(later).await.unwrap();
     assert_eq!(report.threads_expired, 2, "{report:?}");
     for id in [&idle, &resident] {
         let thread = app

@@ -71,7 +71,7 @@ fn resident(app: &TestApp) -> Vec<String> {
 async fn the_most_recently_continued_active_threads_are_loaded_eagerly() {
     let app = restarted_with_threads(|s| s.threads.recover_eagerly = 2).await;
     assert_eq!(
-        app.runtime.recovered().await,
+        app.runtime.lifecycle().recovered().await,
         Recovery::Done {
             recovered: 2,
             failed: 0
@@ -98,7 +98,7 @@ async fn recovery_stops_at_the_resident_actor_limit() {
     })
     .await;
     assert_eq!(
-        app.runtime.recovered().await,
+        app.runtime.lifecycle().recovered().await,
         Recovery::Done {
             recovered: 3,
             failed: 0
@@ -112,7 +112,7 @@ async fn recovery_stops_at_the_resident_actor_limit() {
 async fn no_eager_recovery_when_it_is_turned_off() {
     let app = restarted_with_threads(|s| s.threads.recover_eagerly = 0).await;
     assert_eq!(
-        app.runtime.recovered().await,
+        app.runtime.lifecycle().recovered().await,
         Recovery::Done {
             recovered: 0,
             failed: 0

@@ -268,10 +268,10 @@ async fn a_drain_refuses_new_work_and_waits_for_the_turns_already_accepted() {
     let (idle, _) = app.task_with("input").await;
     let idle_stream = app.subscribe(&idle, None).await;
     let running_stream = app.subscribe(&running, None).await;
-    app.runtime.recovered().await;
+    app.runtime.lifecycle().recovered().await;
     assert_eq!(app.get("/health/ready").await.status(), 200);
 
-    app.runtime.begin_drain();
+    app.runtime.lifecycle().begin_drain();
     // The stream of a task no turn is working on ends at once: just its snapshot.
     let idle_events = read_sse(idle_stream, usize::MAX).await;
     assert_eq!(idle_events.len(), 1, "{idle_events:?}");
@@ -294,12 +294,13 @@ async fn a_drain_refuses_new_work_and_waits_for_the_turns_already_accepted() {
     // The accepted turn keeps the drain waiting until it ends.
     let far = tokio::time::Instant::now() + Duration::from_secs(3600);
     let runtime = app.runtime.clone();
-    let waiting = actix_web::rt::spawn(async move { runtime.wait_for_turns(far).await });
+    let waiting =
+        actix_web::rt::spawn(async move { runtime.lifecycle().wait_for_turns(far).await });
     tokio::task::yield_now().await;
     assert!(!waiting.is_finished());
     // Past the deadline the wait gives up and says how many turns are still running.
     let now = tokio::time::Instant::now();
-    assert_eq!(app.runtime.wait_for_turns(now).await, 1);
+    assert_eq!(app.runtime.lifecycle().wait_for_turns(now).await, 1);
     app.release.notify_one();
     assert_eq!(waiting.await.unwrap(), 0, "no turn left");
     // Its stream carried the turn to its end, then closed.
@@ -311,6 +312,7 @@ async fn a_drain_refuses_new_work_and_waits_for_the_turns_already_accepted() {
     );
 
     app.runtime
+        .lifecycle()
         .close(tokio::time::Instant::now() + Duration::from_secs(30))
         .await
         .expect("the persistence queue is flushed");

@@ -131,7 +131,7 @@ impl TestApp {
     /// Stops the server (and its actors), keeping the data directory.
     pub async fn stop(mut self) -> Option<tempfile::TempDir> {
         self.handle.stop(true).await;
-        self.runtime.shutdown();
+        self.runtime.lifecycle().shutdown();
         self._dir.take()
     }
 

@@ -26,7 +26,7 @@ use crate::runtime::{Check, Overall, ProviderHealth, Recovery};
 
 pub async fn health(state: web::Data<AppState>) -> HttpResponse {
     let runtime = &state.service.runtime;
-    let report = runtime.health().await;
+    let report = runtime.lifecycle().health().await;
     let overall = report.overall();
     let mut store = check_json(&report.store);
     store["backend"] = json!(runtime.store().backend());
@@ -49,8 +49,8 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
         "version": env!("CARGO_PKG_VERSION"),
         "checks": { "store": store, "skills": skills, "providers": providers },
         "threads": { "resident": runtime.resident_threads() },
-        "recovery": recovery_json(runtime.recovery()),
-        "shuttingDown": runtime.is_leaving(),
+        "recovery": recovery_json(runtime.lifecycle().recovery()),
+        "shuttingDown": runtime.lifecycle().is_leaving(),
     });
     match overall {
         Overall::Ok | Overall::Degraded => HttpResponse::Ok().json(body),
@@ -105,30 +105,30 @@ pub async fn live() -> HttpResponse {
 
 pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
     let runtime = &state.service.runtime;
-    if runtime.is_leaving() {
+    if runtime.lifecycle().is_leaving() {
         return HttpResponse::ServiceUnavailable().json(json!({"status": "shutting down"}));
     }
     // At once, without a round trip: the database went silent, or the lease is not held.
-    if runtime.store_silent() {
-        runtime.probe_store();
+    if runtime.lifecycle().store_silent() {
+        runtime.lifecycle().probe_store();
         return HttpResponse::ServiceUnavailable().json(json!({
             "status": "not ready",
             "store": {"status": "down", "error": "not answering"},
         }));
     }
-    if !runtime.holds_lease() {
+    if !runtime.lifecycle().holds_lease() {
         return HttpResponse::ServiceUnavailable().json(json!({
             "status": "not ready",
             "cluster": {"lease": "not held"},
         }));
     }
-    if !runtime.is_ready() {
+    if !runtime.lifecycle().is_ready() {
         return HttpResponse::ServiceUnavailable().json(json!({
             "status": "starting",
-            "recovery": recovery_json(runtime.recovery()),
+            "recovery": recovery_json(runtime.lifecycle().recovery()),
         }));
     }
-    let store = runtime.check_store().await;
+    let store = runtime.lifecycle().check_store().await;
     if store.up {
         let mut body = json!({"status": "ready"});
         // Outside servers the agent's tools reach that are down: named, not failing

@@ -123,7 +123,7 @@ pub(in crate::runtime) async fn run(runtime: Weak<Runtime>, mut stop: watch::Rec
             _ = tick.tick() => {
                 let Some(runtime) = runtime.upgrade() else { return };
                 let leads = runtime.cluster.as_ref().is_some_and(|c| c.is_leader());
-                if leads && !runtime.is_draining() {
+                if leads && !runtime.lifecycle().is_draining() {
                     runtime.sweep_orphans(false).await;
                 }
             }

@@ -13,7 +13,6 @@
 
 use std::time::Instant;
 
-use crate::runtime::Runtime;
 use crate::runtime::model_actor::{Breaker, Circuit};
 
 /// The outcome of one check.
@@ -73,11 +72,11 @@ impl HealthReport {
     }
 }
 
-impl Runtime {
+impl super::Lifecycle<'_> {
     /// New sends need a database that answers and, in cluster mode, this node's lease:
     /// otherwise they are refused at once (503, retryable) instead of waiting for the
     /// store's bound, and a probe of the database goes out to end the silence.
-    pub(in crate::runtime) fn serving_writes(&self) -> crate::error::Result<()> {
+    pub(in crate::runtime) fn serving_writes(self) -> crate::error::Result<()> {
         if self.store_silent() {
             self.probe_store();
             return Err(crate::error::Error::Unavailable {
@@ -85,28 +84,28 @@ impl Runtime {
                 retry_after_secs: 1,
             });
         }
-        if !self.holds_lease() {
+        if !self.0.lifecycle().holds_lease() {
             return Err(crate::cluster::not_holding_lease());
         }
         Ok(())
     }
 
     /// Postgres did not answer a call within its bound, and nothing since (`store::Silence`).
-    pub fn store_silent(&self) -> bool {
-        self.store.silence().is_some_and(|s| s.is_silent())
+    pub fn store_silent(self) -> bool {
+        self.0.store.silence().is_some_and(|s| s.is_silent())
     }
 
     /// While the database is silent: one ping on its way at a time (bounded by
     /// `health.timeout_ms`), whose answer ends the silence.
-    pub fn probe_store(&self) {
-        let Some(silence) = self.store.silence() else {
+    pub fn probe_store(self) {
+        let Some(silence) = self.0.store.silence() else {
             return;
         };
         if !silence.probe() {
             return;
         }
-        let (store, silence) = (self.store.clone(), silence.clone());
-        let timeout = self.settings.health_timeout;
+        let (store, silence) = (self.0.store.clone(), silence.clone());
+        let timeout = self.0.settings.health_timeout;
         actix::spawn(async move {
             let _ = tokio::time::timeout(timeout, store.ping()).await;
             silence.probed();
@@ -114,10 +113,10 @@ impl Runtime {
     }
 
     /// A real round trip to the store, bounded by `health.timeout_ms`.
-    pub async fn check_store(&self) -> Check {
-        let timeout = self.settings.health_timeout;
+    pub async fn check_store(self) -> Check {
+        let timeout = self.0.settings.health_timeout;
         let started = Instant::now();
-        let outcome = tokio::time::timeout(timeout, self.store.ping()).await;
+        let outcome = tokio::time::timeout(timeout, self.0.store.ping()).await;
         let latency_ms = elapsed_ms(started);
         match outcome {
             Ok(Ok(())) => up(latency_ms),
@@ -136,11 +135,11 @@ impl Runtime {
     }
 
     /// Checks every dependency (see the module documentation).
-    pub async fn health(&self) -> HealthReport {
-        let timeout = self.settings.health_timeout;
+    pub async fn health(self) -> HealthReport {
+        let timeout = self.0.settings.health_timeout;
         let store = self.check_store();
         let skills = async {
-            self.tools
+            self.0.tools
                 .health(timeout)
                 .await
                 .into_iter()
@@ -162,7 +161,8 @@ impl Runtime {
                 .collect()
         };
         let providers = async {
-            self.models
+            self.0
+                .models
                 .breakers(timeout)
                 .await
                 .into_iter()

@@ -92,11 +92,11 @@ impl JanitorReport {
     }
 }
 
-impl Runtime {
+impl super::Lifecycle<'_> {
     /// Runs one janitor pass as of `now` (the periodic janitor passes the current time;
     /// tests pass a later one instead of waiting). Fails only when the store cannot be
     /// read or written; what was done until then stays done.
-    pub async fn run_janitor(&self, now: Timestamp) -> Result<JanitorReport> {
+    pub async fn run_janitor(self, now: Timestamp) -> Result<JanitorReport> {
         let started = Instant::now();
         let result = self.janitor_pass(now).await;
         metrics::counter!(telemetry::JANITOR_RUNS).increment(1);
@@ -110,8 +110,9 @@ impl Runtime {
     }
 
     /// Sweeps every resident actor, `batch` at a time.
-    async fn sweep_resident(&self, now: Timestamp, batch: usize, report: &mut JanitorReport) {
+    async fn sweep_resident(self, now: Timestamp, batch: usize, report: &mut JanitorReport) {
         let resident: Vec<Addr<ThreadActor>> = self
+            .0
             .shared
             .actors
             .iter()
@@ -128,12 +129,12 @@ impl Runtime {
         }
     }
 
-    async fn janitor_pass(&self, now: Timestamp) -> Result<JanitorReport> {
-        let batch = self.settings.threads.janitor_batch;
+    async fn janitor_pass(self, now: Timestamp) -> Result<JanitorReport> {
+        let batch = self.0.settings.threads.janitor_batch;
         let mut report = JanitorReport::default();
         // In a cluster every node sweeps its own actors, and the leader alone does the
         // store-wide work below.
-        let leads = self.cluster.as_ref().is_none_or(|c| c.is_leader());
+        let leads = self.0.cluster.as_ref().is_none_or(|c| c.is_leader());
         if !leads {
             self.sweep_resident(now, batch, &mut report).await;
             return Ok(report);
@@ -141,8 +142,9 @@ impl Runtime {
         // Idempotency keys past `idempotency.window_secs` answer nothing any more.
         let window_start = now
             .millis()
-            .saturating_sub(self.settings.idempotency_window_ms);
-        self.persistence
+            .saturating_sub(self.0.settings.idempotency_window_ms);
+        self.0
+            .persistence
             .commit(vec![WriteOp::ForgetClaims {
                 before: Timestamp(window_start),
             }])
@@ -151,6 +153,7 @@ impl Runtime {
         let mut after: Option<DueThread> = None;
         loop {
             let due = self
+                .0
                 .store
                 .due_threads(ThreadStatus::Active, now, after.as_ref(), batch)
                 .await?;
@@ -163,6 +166,7 @@ impl Runtime {
                     context_id: thread.thread_id,
                 };
                 let actor = self
+                    .0
                     .shared
                     .actors
                     .get(&key)
@@ -190,7 +194,7 @@ impl Runtime {
                     thread_ids,
                     at: now,
                 });
-                self.persistence.commit(ops).await?;
+                self.0.persistence.commit(ops).await?;
                 report.threads_expired += expired;
                 metrics::counter!(telemetry::JANITOR_THREADS_EXPIRED).increment(expired as u64);
             }
@@ -198,7 +202,7 @@ impl Runtime {
                 break;
             }
         }
-        if self.settings.retention_ms > 0 {
+        if self.0.settings.retention_ms > 0 {
             let started = Instant::now();
             report.threads_deleted = self.retire_threads(now).await?;
             metrics::histogram!(telemetry::JANITOR_RETENTION_MS)
@@ -210,17 +214,18 @@ impl Runtime {
     /// Deletes the threads marked expired for longer than `store.retention_secs` (and
     /// [`RETIREMENT_GRACE_MS`]) at `now` whose actor is not in memory, a commit of
     /// `store.retention_batch` at a time; returns how many.
-    async fn retire_threads(&self, now: Timestamp) -> Result<usize> {
+    async fn retire_threads(self, now: Timestamp) -> Result<usize> {
         let before = Timestamp(
             now.millis()
-                .saturating_sub(self.settings.retention_ms)
+                .saturating_sub(self.0.settings.retention_ms)
                 .saturating_sub(RETIREMENT_GRACE_MS),
         );
-        let batch = self.settings.retention_batch;
+        let batch = self.0.settings.retention_batch;
         let mut deleted = 0;
         let mut after: Option<DueThread> = None;
         loop {
             let due = self
+                .0
                 .store
                 .due_threads(ThreadStatus::Expired, before, after.as_ref(), batch)
                 .await?;
@@ -232,7 +237,7 @@ impl Runtime {
                     tenant: thread.tenant,
                     context_id: thread.thread_id,
                 };
-                if !self.shared.actors.contains_key(&key) {
+                if !self.0.shared.actors.contains_key(&key) {
                     by_tenant.push(key);
                 }
             }
@@ -243,7 +248,7 @@ impl Runtime {
                     thread_ids,
                     before,
                 });
-                self.persistence.commit(ops).await?;
+                self.0.persistence.commit(ops).await?;
                 deleted += retired;
                 metrics::counter!(telemetry::JANITOR_THREADS_DELETED).increment(retired as u64);
             }
@@ -302,6 +307,6 @@ pub(in crate::runtime) async fn run_periodically(
             return;
         };
         // Errors are logged by the pass; the next one tries again.
-        let _ = runtime.run_janitor(Timestamp::now()).await;
+        let _ = runtime.lifecycle().run_janitor(Timestamp::now()).await;
     }
 }

@@ -36,15 +36,15 @@ pub enum Recovery {
     },
 }
 
-impl Runtime {
+impl super::Lifecycle<'_> {
     /// Where start-up recovery stands.
-    pub fn recovery(&self) -> Recovery {
-        *self.recovery.borrow()
+    pub fn recovery(self) -> Recovery {
+        *self.0.recovery.borrow()
     }
 
     /// Waits until start-up recovery has finished; returns its outcome.
-    pub async fn recovered(&self) -> Recovery {
-        let mut watch = self.recovery.subscribe();
+    pub async fn recovered(self) -> Recovery {
+        let mut watch = self.0.recovery.subscribe();
         let done = watch
             .wait_for(|r| matches!(r, Recovery::Done { .. }))
             .await
@@ -55,17 +55,17 @@ impl Runtime {
         })
     }
 
-    async fn recover_threads(&self) -> Recovery {
-        if self.cluster.is_some() {
+    async fn recover_threads(self) -> Recovery {
+        if self.0.cluster.is_some() {
             // In a cluster the recent threads are mostly the other nodes'; what needs a
             // load is what dead nodes (and this id before the start) left working.
-            let (recovered, failed) = self.sweep_orphans(true).await;
+            let (recovered, failed) = self.0.sweep_orphans(true).await;
             return Recovery::Done { recovered, failed };
         }
-        let settings = &self.settings.threads;
+        let settings = &self.0.settings.threads;
         let room = settings
             .max_resident_actors
-            .saturating_sub(self.registry.resident());
+            .saturating_sub(self.0.registry.resident());
         let limit = settings.recover_eagerly.min(room);
         if limit == 0 {
             return Recovery::Done {
@@ -73,7 +73,7 @@ impl Runtime {
                 failed: 0,
             };
         }
-        let keys = match self.store.recent_threads(Timestamp::now(), limit).await {
+        let keys = match self.0.store.recent_threads(Timestamp::now(), limit).await {
             Ok(keys) => keys,
             Err(e) => {
                 tracing::warn!(error = %e, "start-up recovery could not list threads; they load on demand");
@@ -86,15 +86,15 @@ impl Runtime {
         let max_resident = settings.max_resident_actors;
         let outcomes: Vec<Option<bool>> = futures_util::stream::iter(keys)
             .map(|(tenant, context_id)| async move {
-                let stopping = self.shared.is_draining() || *self.stop.borrow();
-                if stopping || self.registry.resident() >= max_resident {
+                let stopping = self.0.shared.is_draining() || *self.0.stop.borrow();
+                if stopping || self.0.registry.resident() >= max_resident {
                     return None;
                 }
                 let key = ThreadKey { tenant, context_id };
-                match self.registry.call(&key, || Recover).await {
+                match self.0.registry.call(&key, || Recover).await {
                     Ok(()) => Some(true),
                     // Stopped meanwhile: not a failure of the thread.
-                    Err(_) if self.shared.is_draining() || *self.stop.borrow() => None,
+                    Err(_) if self.0.shared.is_draining() || *self.0.stop.borrow() => None,
                     Err(e) => {
                         tracing::warn!(context_id = %key.context_id, error = %e, "thread not recovered; it loads on its next request");
                         Some(false)
@@ -124,7 +124,7 @@ pub(in crate::runtime) async fn run(runtime: Weak<Runtime>, stop: watch::Receive
             failed: 0,
         }
     } else {
-        runtime.recover_threads().await
+        runtime.lifecycle().recover_threads().await
     };
     if let Recovery::Done { recovered, failed } = outcome {
         tracing::info!(

@@ -8,8 +8,8 @@
 //! missed by a shutdown that looks at the wrong moment: a turn that is queued, starting,
 //! or between two actors after an eviction holds its guard all along.
 //!
-//! The runtime's part of the sequence is here too — [`Runtime::begin_drain`],
-//! [`Runtime::wait_for_turns`], [`Runtime::close`] — and `startup::shutdown` runs it beside
+//! The runtime's part of the sequence is here too — [`Lifecycle::begin_drain`](crate::runtime::Lifecycle::begin_drain),
+//! [`Lifecycle::wait_for_turns`](crate::runtime::Lifecycle::wait_for_turns), [`Lifecycle::close`](crate::runtime::Lifecycle::close) — and `startup::shutdown` runs it beside
 //! the HTTP server's own graceful stop.
 
 use std::sync::Arc;
@@ -20,8 +20,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::runtime::lock;
 use crate::runtime::thread::maintenance;
-use crate::runtime::{Runtime, lock};
 
 /// The number of turns (and sends on their way to one) not yet finished.
 #[derive(Debug, Default)]
@@ -78,36 +78,36 @@ impl Drop for Busy {
     }
 }
 
-impl Runtime {
+impl super::Lifecycle<'_> {
     /// Begins to leave, ahead of a drain (a cluster node's notice to its balancer):
     /// `/health/ready` fails, new subscriptions are refused (503, retryable), and every
     /// task stream ends as soon as no turn running here will publish to it — at once for
     /// most, including every stream that follows another node's task, at the end of its
     /// turn for the others — so that its client resumes on another node. Messages are
     /// still taken.
-    pub fn begin_leaving(&self) {
-        if self.shared.leaving.send_replace(true) {
+    pub fn begin_leaving(self) {
+        if self.0.shared.leaving.send_replace(true) {
             return;
         }
-        for entry in self.shared.actors.iter() {
+        for entry in self.0.shared.actors.iter() {
             entry.value().1.do_send(maintenance::Drain);
         }
     }
 
-    /// Begins a graceful shutdown: what [`Runtime::begin_leaving`] does, and new messages
+    /// Begins a graceful shutdown: what [`Lifecycle::begin_leaving`](crate::runtime::Lifecycle::begin_leaving) does, and new messages
     /// are refused too (503, retryable) and background work stops. Turns already
     /// accepted run on.
-    pub fn begin_drain(&self) {
+    pub fn begin_drain(self) {
         // Leaving first: a draining node is always a leaving one.
         self.begin_leaving();
-        self.shared.draining.store(true, Ordering::SeqCst);
-        self.stop.send_replace(true);
+        self.0.shared.draining.store(true, Ordering::SeqCst);
+        self.0.stop.send_replace(true);
     }
 
     /// Waits until every accepted turn has ended, or `deadline`; returns how many are
     /// still running.
-    pub async fn wait_for_turns(&self, deadline: Instant) -> usize {
-        let activity = &self.shared.activity;
+    pub async fn wait_for_turns(self, deadline: Instant) -> usize {
+        let activity = &self.0.shared.activity;
         if activity.wait_idle(deadline).await {
             0
         } else {
@@ -119,10 +119,10 @@ impl Runtime {
     /// then commits every write they queued — waiting at most until `deadline` — and
     /// stops the persistence actor. Whatever was acknowledged was durable already; this
     /// makes the writes of turns that finished while no one waited durable too.
-    pub async fn close(&self, deadline: Instant) -> Result<()> {
-        self.shared.closing.store(true, Ordering::SeqCst);
-        self.stop.send_replace(true);
-        let actors = std::mem::take(&mut *lock(&self.arbiters));
+    pub async fn close(self, deadline: Instant) -> Result<()> {
+        self.0.shared.closing.store(true, Ordering::SeqCst);
+        self.0.stop.send_replace(true);
+        let actors = std::mem::take(&mut *lock(&self.0.arbiters));
         for arbiter in &actors {
             arbiter.stop();
         }
@@ -130,7 +130,7 @@ impl Runtime {
         join_arbiters(actors).await;
         // The queue is first in, first out: when this empty batch is acknowledged, every
         // batch queued before it has been committed.
-        let flushed = match tokio::time::timeout_at(deadline, self.persistence.commit(Vec::new()))
+        let flushed = match tokio::time::timeout_at(deadline, self.0.persistence.commit(Vec::new()))
             .await
         {
             Ok(result) => result,
@@ -139,7 +139,7 @@ impl Runtime {
                 retry_after_secs: 1,
             }),
         };
-        let persistence = lock(&self.persistence_arbiter).take();
+        let persistence = lock(&self.0.persistence_arbiter).take();
         if let Some(arbiter) = persistence {
             arbiter.stop();
             join_arbiters(vec![arbiter]).await;

@@ -310,7 +310,7 @@ impl Fixture {
 
     /// Stops the runtime; its store stays for the next one.
     async fn restart(self, settings: &Settings) -> Self {
-        self.runtime.shutdown();
+        self.runtime.lifecycle().shutdown();
         drop(self.cut);
         Self::with(settings, self._store.reopen().await)
     }
@@ -404,7 +404,7 @@ async fn a_turn_that_completes_at_once_costs_one_commit() {
     let steps = task(f.send(&user("steps", &context, None)).await);
     assert_eq!(steps.status.state, TaskState::Completed);
     assert_eq!(f.cut.commits() - before, 3);
-    f.runtime.shutdown();
+    f.runtime.lifecycle().shutdown();
 }
 
 #[actix_web::test]
@@ -431,7 +431,7 @@ async fn a_new_task_refused_at_its_commit_leaves_nothing_and_can_be_sent_again()
         ]
     );
     assert_eq!(tasks.len(), 1);
-    f.runtime.shutdown();
+    f.runtime.lifecycle().shutdown();
 }
 
 #[actix_web::test]
@@ -465,7 +465,7 @@ async fn a_follow_up_refused_at_its_commit_leaves_the_task_as_it_was() {
         .filter(|(_, role, _)| role == "user")
         .count();
     assert_eq!(users, 2, "the follow-up is stored once: {messages:?}");
-    f.runtime.shutdown();
+    f.runtime.lifecycle().shutdown();
 }
 
 #[actix_web::test]
@@ -485,7 +485,7 @@ async fn a_cut_at_each_later_commit_of_a_turn_fails_its_task_or_refuses_the_requ
         // The thread goes on.
         let done = task(f.send(&user("done", &context, None)).await);
         assert_eq!(done.status.state, TaskState::Completed);
-        f.runtime.shutdown();
+        f.runtime.lifecycle().shutdown();
     }
 }
 
@@ -507,7 +507,7 @@ async fn a_long_turn_has_its_message_committed_after_the_start_grace() {
     let (outcome, ()) = tokio::join!(running, watch);
     assert_eq!(task(outcome).status.state, TaskState::Completed);
     assert_eq!(f.cut.commits(), 2);
-    f.runtime.shutdown();
+    f.runtime.lifecycle().shutdown();
 }
 
 /// Waits (bounded: 5 s) until the user message of each of `contexts` is committed.
@@ -562,7 +562,7 @@ async fn the_start_grace_holds_for_every_long_turn_among_quick_ones_and_after_a_
     };
     let (outcome, ()) = tokio::join!(running, watch);
     assert_eq!(task(outcome).status.state, TaskState::Completed);
-    f.runtime.shutdown();
+    f.runtime.lifecycle().shutdown();
 }
 
 #[actix_web::test]
@@ -605,7 +605,7 @@ async fn once_the_claims_are_loaded_a_new_key_reads_nothing_and_a_retry_reads_it
     let before = f.cut.claim_reads();
     task(f.send(&user("done", &ContextId::generate(), None)).await);
     assert!(f.cut.claim_reads() <= before + 1);
-    f.runtime.shutdown();
+    f.runtime.lifecycle().shutdown();
 }
 
 #[actix_web::test]
@@ -645,7 +645,7 @@ async fn more_claims_than_the_filter_holds_read_the_store_and_retries_still_get_
     let before = f.cut.claim_reads();
     task(f.send(&user("done", &ContextId::generate(), None)).await);
     assert_eq!(f.cut.claim_reads(), before + 1);
-    f.runtime.shutdown();
+    f.runtime.lifecycle().shutdown();
 }
 
 #[actix_web::test]
@@ -686,7 +686,7 @@ async fn a_read_of_every_owed_delivery_holds_commits_back_no_longer_than_a_write
         "the outbox is polled instead"
     );
     let _ = stop.send(true);
-    runtime.shutdown();
+    runtime.lifecycle().shutdown();
 }
 
 /// A retry that joined a first send while it was in flight — here rejoining after that
