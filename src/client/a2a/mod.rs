@@ -27,8 +27,14 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{StatusCode, Url};
 use serde_json::{Value, json};
 
+mod endpoint;
+mod grpc;
+
+pub use endpoint::{Binding, CallError, Endpoint};
+
 use crate::config::RemoteAgentSettings;
 use crate::push::UrlPolicy;
+use endpoint::{describe, error_text, read_limited, unreachable_or_refused};
 
 /// How long a card without `Cache-Control: max-age` is used before it is read again.
 const DEFAULT_CARD_AGE: Duration = Duration::from_secs(300);
@@ -36,58 +42,6 @@ const DEFAULT_CARD_AGE: Duration = Duration::from_secs(300);
 /// [`MAX_POLL`]. Short: a send answers at once, with a task most remotes finish soon.
 const FIRST_POLL: Duration = Duration::from_millis(10);
 const MAX_POLL: Duration = Duration::from_secs(2);
-
-/// Why a call to a remote agent did not give an answer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CallError {
-    /// Not reached, or no answer in time, or a server error: counts against its breaker.
-    #[error("{0}")]
-    Unreachable(String),
-    /// It answered, and the answer is a refusal or cannot be read.
-    #[error("{0}")]
-    Refused(String),
-}
-
-/// The binding an interface is spoken in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Binding {
-    JsonRpc,
-    HttpJson,
-    /// `lf.a2a.v1.A2AService`.
-    Grpc,
-    /// A2A 0.3 JSON-RPC (`message/send`, `tasks/get`, `kind`-tagged objects).
-    JsonRpc03,
-    /// A2A 0.3 HTTP+JSON (under `/v1/`, the 0.3 proto's JSON: `content` for a message's
-    /// parts, `TASK_STATE_*` states).
-    Rest03,
-}
-
-impl Binding {
-    /// Spoken in 0.3: its answers are read in the 0.3 JSON-RPC shape.
-    fn v03(self) -> bool {
-        matches!(self, Self::JsonRpc03 | Self::Rest03)
-    }
-
-    /// The names of its send, task read and cancel.
-    fn methods(self) -> [&'static str; 3] {
-        if self.v03() {
-            ["message/send", "tasks/get", "tasks/cancel"]
-        } else {
-            ["SendMessage", "GetTask", "CancelTask"]
-        }
-    }
-}
-
-/// The interface of the card the client speaks to.
-#[derive(Debug, Clone)]
-pub struct Endpoint {
-    pub url: Url,
-    pub binding: Binding,
-    /// The card's `tenant` of the interface, sent with each request when set.
-    pub tenant: String,
-    /// The gRPC interface's channel (connections kept between calls).
-    grpc: Option<tonic::transport::Channel>,
-}
 
 #[derive(Debug, Clone)]
 struct Card {
@@ -494,7 +448,7 @@ impl RemoteAgent {
                     CallError::Refused("its gRPC interface has no channel".into())
                 })?;
                 let max = self.max_answer_bytes;
-                return super::grpc::call(channel, method, params, headers, left, max).await;
+                return grpc::call(channel, method, params, headers, left, max).await;
             }
         };
         let response = request
@@ -618,7 +572,7 @@ impl CardSource {
             .check_url(&url)
             .map_err(|e| CallError::Refused(format!("its card's interface {e}")))?;
         let grpc = match binding {
-            Binding::Grpc => Some(super::grpc::channel(
+            Binding::Grpc => Some(grpc::channel(
                 &url,
                 self.policy.clone(),
                 self.timeout,
@@ -669,29 +623,6 @@ impl CardSource {
             CallError::Refused(format!("its card is not used: {e} (verify_with)"))
         })
     }
-}
-
-/// The body, refused past `limit` bytes (`max_answer_bytes`).
-async fn read_limited(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, CallError> {
-    if response.content_length().is_some_and(|n| n > limit as u64) {
-        return Err(CallError::Refused(format!(
-            "answered with more than {limit} bytes (max_answer_bytes)"
-        )));
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| CallError::Unreachable(describe(&e)))?
-    {
-        if body.len() + chunk.len() > limit {
-            return Err(CallError::Refused(format!(
-                "answered with more than {limit} bytes (max_answer_bytes)"
-            )));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
 }
 
 /// The certificates of the PEM file at `path` (at least one).
@@ -1037,50 +968,6 @@ fn text_of(parts: &[pb::Part]) -> String {
         .join("\n")
 }
 
-/// A JSON-RPC error or a `google.rpc.Status`: its message and code.
-fn error_text(error: &Value) -> String {
-    let message = error
-        .get("message")
-        .and_then(Value::as_str)
-        .unwrap_or("no message");
-    match error.get("code") {
-        Some(code) => format!("{message} (code {code})"),
-        None => message.to_owned(),
-    }
-}
-
-/// A server error or a throttle counts against the breaker; any other status is a
-/// refusal.
-fn unreachable_or_refused(status: StatusCode, what: &str) -> CallError {
-    if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
-        CallError::Unreachable(format!("{what}: HTTP {status}"))
-    } else {
-        CallError::Refused(format!("{what}: HTTP {status}"))
-    }
-}
-
-/// A transport error without the URL's query (the URL itself is the operator's).
-fn describe(e: &reqwest::Error) -> String {
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "cannot connect"
-    } else {
-        "failed"
-    };
-    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
-    let mut detail = String::new();
-    while let Some(s) = source {
-        detail = s.to_string();
-        source = s.source();
-    }
-    if detail.is_empty() {
-        kind.to_owned()
-    } else {
-        format!("{kind} ({detail})")
-    }
-}
-
 /// `Cache-Control: max-age=N`.
 fn max_age(headers: &HeaderMap) -> Option<Duration> {
     let value = headers.get(reqwest::header::CACHE_CONTROL)?.to_str().ok()?;
@@ -1390,21 +1277,5 @@ mod tests {
             "parts": [{"kind": "text", "text": "hi"}]}),
         );
         assert!(matches!(message, Ok(Reply::Answer(a)) if a.state == "message" && a.text == "hi"));
-    }
-
-    #[test]
-    fn errors_are_told_by_message_and_code() {
-        assert_eq!(
-            error_text(&json!({"code": -32001, "message": "Task not found"})),
-            "Task not found (code -32001)"
-        );
-        assert_eq!(
-            unreachable_or_refused(StatusCode::BAD_GATEWAY, "SendMessage"),
-            CallError::Unreachable("SendMessage: HTTP 502 Bad Gateway".into())
-        );
-        assert_eq!(
-            unreachable_or_refused(StatusCode::NOT_FOUND, "its card"),
-            CallError::Refused("its card: HTTP 404 Not Found".into())
-        );
     }
 }
