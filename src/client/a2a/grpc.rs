@@ -30,7 +30,7 @@ use tonic::Code;
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::transport::{Channel, Endpoint, Uri};
 
-use super::a2a::CallError;
+use super::endpoint::CallError;
 use crate::outbound::CheckedResolver;
 use crate::outbound::UrlPolicy;
 
