@@ -1,5 +1,5 @@
 //! Push notifications: the receiver URL policy (`policy/`), the delivery of the
-//! durable outbox (`delivery.rs`), what it keeps per receiver (`receivers.rs`), and the
+//! durable outbox (`delivery/`), what it keeps per receiver (`receivers.rs`), and the
 //! owed deliveries it holds in memory while they fit (`mirror.rs`). The policy and
 //! `secrets.rs` (the credentials a peer is given, cut out of what it sends back) serve
 //! the whole outbound side: `client` uses both.
