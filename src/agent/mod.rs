@@ -17,16 +17,18 @@ mod convert;
 mod model;
 mod runner;
 mod tools;
+mod tree;
 
 pub use crate::session::{Content, Event, EventActions, FunctionCall, FunctionResponse, Part};
 pub use collect::{collect_text, extract_missing_agent, missing_agent_correction};
 pub use convert::{convert_messages, convert_messages_with_ids};
 pub use model::{AgentError, ModelAdapter};
 pub use runner::{
-    ACTIVE_AGENT_KEY, AgentNode, AgentTree, RunError, RunObserver, RunSettings, Runner,
-    ToolInvoker, TreeError, run_and_collect, unanswered_calls,
+    ACTIVE_AGENT_KEY, RunError, RunObserver, RunSettings, Runner, ToolInvoker, run_and_collect,
+    unanswered_calls,
 };
 pub use tools::{TRANSFER_TO_AGENT, function_declarations, transfer_to_agent_declaration};
+pub use tree::{AgentNode, AgentTree, TreeError};
 
 use crate::providers::{ToolDefinition, Usage};
 

@@ -1,4 +1,4 @@
-//! Push notifications: the delivery of the durable outbox (`delivery.rs`), what it keeps
+//! Push notifications: the delivery of the durable outbox (`delivery/`), what it keeps
 //! per receiver (`receivers.rs`), and the owed deliveries it holds in memory while they
 //! fit (`mirror.rs`). A receiver's URL passes the outbound side's policy
 //! (`crate::outbound`), as every connection of this server does.

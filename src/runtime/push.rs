@@ -3,7 +3,7 @@
 //! committed deliveries to a delivery that holds every owed one in memory.
 //!
 //! Thread actors write outbox rows in the batch that logs each event (`WriteOp::EnqueuePush`,
-//! planned in `thread/plan.rs`). The persistence actor tells the hub what each commit
+//! planned in `thread/plan/`). The persistence actor tells the hub what each commit
 //! wrote before it acknowledges the commit ([`PushHub::committed`]). The delivery
 //! (`crate::push`) either reads the rows back from the store, or — once it has read every
 //! owed row while no commit could run ([`PushHub::hand_over`], under the persistence

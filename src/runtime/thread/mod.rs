@@ -13,7 +13,7 @@
 //! commit leaves the actor exactly as it was.
 //!
 //! This file holds the actor, its lifecycle and its commit discipline. Its state is in
-//! `state.rs`, the turn rules over that state in `plan.rs`, and each message sits with its
+//! `state.rs`, the turn rules over that state in `plan/`, and each message sits with its
 //! handler: `turn.rs`, `emit.rs`, `control.rs`, `push.rs`, `rejoin.rs`, `maintenance.rs`.
 
 pub(super) mod control;

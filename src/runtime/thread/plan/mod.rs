@@ -668,7 +668,7 @@ fn event_op(
 
 #[cfg(test)]
 mod tests {
-    //! The turn rules (`plan.rs`) on a thread state built by hand: no actix, no store.
+    //! The turn rules (`plan/`) on a thread state built by hand: no actix, no store.
 
     use std::collections::HashMap;
     use std::sync::Arc;

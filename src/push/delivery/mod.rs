@@ -1,13 +1,8 @@
 //! The delivery loop: reads due outbox rows, POSTs them, and commits the outcome.
 //!
-//! Each request: `POST <url>` with `Content-Type: application/a2a+json`, the payload of
-//! the registering dialect (a 1.0 `StreamResponse`, or the 0.3 `Task`), the config's
-//! token as `X-A2A-Notification-Token`, its authentication as
-//! `Authorization: <scheme> <credentials>`, and the stable event id
-//! `X-A2A-Event-Id: <taskId>:<seq>` (the same on every retry, so a receiver drops
-//! duplicates by it). Redirects are not followed; a 2xx is an acknowledgement, anything
-//! else (or no answer within `push.timeout_ms`) a failure; at most
-//! `push.max_response_bytes` of a failed answer's body are read, for the log.
+//! Each attempt is one POST (`attempt.rs`); what the attempts that answered together
+//! decided — the row goes, or is tried again after a backoff — is committed in one batch
+//! (`outcome.rs`).
 //!
 //! The loop takes what is due from one of two sources. From the store: it polls the
 //! outbox (`Store::due_deliveries`) for the earliest owed row of each config. From
@@ -25,22 +20,20 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use super::mirror::{Lane, Mirror, lane_of};
-use super::receivers::{Admit, Change, Outcome, Receivers};
-use crate::a2a::encode_push_payload;
+use super::receivers::{Admit, Change, Receivers};
 use crate::config::PushSettings;
 use crate::domain::Timestamp;
-use crate::error::error_chain;
-use crate::outbound::Secrets;
-use crate::outbound::policy::{CheckedResolver, POLICY_REFUSAL, UrlPolicy, refused_at_delivery};
+use crate::outbound::{CheckedResolver, UrlPolicy};
 use crate::runtime::Runtime;
 use crate::runtime::push::{Handed, LeftMemory};
-use crate::store::{Delivery, WriteOp};
+use crate::store::Delivery;
 use crate::telemetry;
 
-/// The header that carries a delivery's stable event id.
-pub const DELIVERY_ID_HEADER: &str = "X-A2A-Event-Id";
-const TOKEN_HEADER: &str = "X-A2A-Notification-Token";
-const CONTENT_TYPE: &str = "application/a2a+json";
+mod attempt;
+mod outcome;
+
+use attempt::Attempt;
+pub use attempt::DELIVERY_ID_HEADER;
 
 /// How often the outbox's depth is recounted in the store (the running count drifts
 /// when a deleted config takes its owed rows with it).
@@ -62,18 +55,6 @@ const HOLD_AGAIN: Duration = Duration::from_secs(1);
 /// (`Ok(None)`: done with the row), or `Err` if the store refused the commit of its
 /// outcome.
 type Settled = Vec<(Lane, Result<Option<(Instant, Delivery)>, ()>)>;
-
-/// How one attempt ended.
-enum Attempt {
-    Delivered,
-    /// Worth another try: no answer, or a status other than 2xx.
-    Failed {
-        result: &'static str,
-        why: String,
-    },
-    /// The URL policy refuses the receiver now: no retry will change that.
-    Refused(String),
-}
 
 /// Starts the delivery on the current arbiter; it runs while the runtime lives and
 /// `stop` stays false. `policy` is the one the service checks registrations with.
@@ -463,217 +444,6 @@ impl Deliverer {
             let _ = done.send((delivery, receiver, attempt));
         });
     }
-
-    /// One POST of `delivery`.
-    async fn attempt(&self, delivery: &Delivery) -> Attempt {
-        let config = &delivery.config;
-        if let Some(why) = refused_at_delivery(&self.policy, &config.url) {
-            return Attempt::Refused(why);
-        }
-        let body = match serde_json::to_vec(&encode_push_payload(&delivery.payload)) {
-            Ok(body) => body,
-            Err(e) => return Attempt::Refused(format!("payload: {e}")),
-        };
-        let mut request = self
-            .client
-            .post(&config.url)
-            .header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE)
-            .header(
-                DELIVERY_ID_HEADER,
-                format!("{}:{}", delivery.key.task_id, delivery.key.seq),
-            )
-            .body(body);
-        if let Some(token) = &config.token {
-            request = request.header(TOKEN_HEADER, token);
-        }
-        if let Some(auth) = &config.auth {
-            let value = match &auth.credentials {
-                Some(c) => format!("{} {c}", auth.scheme),
-                None => auth.scheme.clone(),
-            };
-            request = request.header(reqwest::header::AUTHORIZATION, value);
-        }
-        match request.send().await {
-            Ok(response) if response.status().is_success() => Attempt::Delivered,
-            Ok(mut response) => {
-                let status = response.status();
-                let mut body = Vec::new();
-                while body.len() < self.settings.max_response_bytes {
-                    match response.chunk().await {
-                        Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-                        _ => break,
-                    }
-                }
-                body.truncate(self.settings.max_response_bytes);
-                // A receiver that echoes the request must not put its token in our log.
-                let sent = [
-                    config.token.as_deref(),
-                    config.auth.as_ref().and_then(|a| a.credentials.as_deref()),
-                ];
-                let body = Secrets::new(sent.into_iter().flatten())
-                    .text(String::from_utf8_lossy(&body).into_owned());
-                Attempt::Failed {
-                    result: "http_error",
-                    why: format!("{status}: {body}"),
-                }
-            }
-            Err(e) if is_refused_by_policy(&e) => Attempt::Refused(error_chain(&e)),
-            Err(e) => Attempt::Failed {
-                result: "failed",
-                why: error_chain(&e),
-            },
-        }
-    }
-
-    /// Moves the next attempt of rows whose receiver cannot take them now to when it may
-    /// (`until`; their attempts unchanged), in one commit, so that the outbox's next read
-    /// finds the other receivers' rows rather than these again.
-    async fn defer(&self, rows: Vec<(Delivery, Instant)>, now: Instant) -> Settled {
-        let lanes: Vec<Lane> = rows.iter().map(|(d, _)| lane_of(d)).collect();
-        let Some(runtime) = self.runtime.upgrade() else {
-            return lanes.into_iter().map(|lane| (lane, Err(()))).collect();
-        };
-        let stamp = Timestamp::now().millis();
-        let ops = (rows.iter())
-            .map(|(d, until)| WriteOp::PushRetry {
-                key: d.key.clone(),
-                attempts: d.attempts,
-                next_attempt_at: Timestamp(
-                    stamp.saturating_add(
-                        i64::try_from(until.saturating_duration_since(now).as_millis())
-                            .unwrap_or(i64::MAX),
-                    ),
-                ),
-            })
-            .collect();
-        match runtime.commit(ops).await {
-            Ok(()) => {
-                metrics::counter!(telemetry::PUSH_DEFERRED).increment(rows.len() as u64);
-                lanes
-                    .into_iter()
-                    .zip(rows)
-                    .map(|(lane, (delivery, until))| (lane, Ok(Some((until, delivery)))))
-                    .collect()
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, rows = lanes.len(), "push outbox: cannot defer deliveries to a busy or failing receiver; they stay due");
-                lanes.into_iter().map(|lane| (lane, Err(()))).collect()
-            }
-        }
-    }
-
-    /// Commits what the attempts that answered together decided, in one batch: each row
-    /// goes (delivered or given up) or is rescheduled. Returns, per lane, the row as it
-    /// stays owed and when its retry is due; `Err` for all if the store refused the
-    /// commit (the rows stay owed as they were).
-    async fn settle(&self, done: Vec<(Delivery, Attempt)>) -> Settled {
-        let lanes: Vec<Lane> = done.iter().map(|(d, _)| lane_of(d)).collect();
-        let Some(runtime) = self.runtime.upgrade() else {
-            return lanes.into_iter().map(|lane| (lane, Err(()))).collect();
-        };
-        let mut ops = Vec::with_capacity(done.len());
-        let mut decided = Vec::with_capacity(done.len());
-        for (mut delivery, attempt) in done {
-            let (op, outcome, next) = self.decide(&delivery, attempt);
-            ops.push(op);
-            delivery.attempts += 1;
-            decided.push((delivery, outcome, next));
-        }
-        if let Err(e) = runtime.commit(ops).await {
-            tracing::warn!(rows = lanes.len(), error = %e, "push outbox: cannot record deliveries' outcomes; they stay owed");
-            return lanes.into_iter().map(|lane| (lane, Err(()))).collect();
-        }
-        let mut finished = 0;
-        let settled = (lanes.into_iter().zip(decided))
-            .map(|(lane, (delivery, outcome, next))| {
-                if let Some(outcome) = outcome {
-                    metrics::counter!(telemetry::PUSH_DELIVERIES, "outcome" => outcome)
-                        .increment(1);
-                    finished += 1;
-                }
-                (lane, Ok(next.map(|at| (at, delivery))))
-            })
-            .collect();
-        if finished > 0 {
-            runtime.push_hub().finished(finished);
-        }
-        settled
-    }
-
-    /// What an attempt decided for its row: its write, how the delivery ended if it did,
-    /// and when its retry is due if not.
-    fn decide(
-        &self,
-        delivery: &Delivery,
-        attempt: Attempt,
-    ) -> (WriteOp, Option<&'static str>, Option<Instant>) {
-        let key = delivery.key.clone();
-        let attempts = delivery.attempts + 1;
-        let age = Duration::from_millis(
-            u64::try_from(Timestamp::now().millis() - delivery.created_at.millis()).unwrap_or(0),
-        );
-        match attempt {
-            Attempt::Delivered => {
-                metrics::counter!(telemetry::PUSH_ATTEMPTS, "result" => "ok").increment(1);
-                metrics::histogram!(telemetry::PUSH_DELIVERY_MS).record(age.as_secs_f64() * 1000.0);
-                (WriteOp::PushDone(key), Some("delivered"), None)
-            }
-            Attempt::Refused(why) => {
-                metrics::counter!(telemetry::PUSH_ATTEMPTS, "result" => "refused").increment(1);
-                tracing::warn!(task_id = %key.task_id, config_id = key.config_id, seq = key.seq, reason = why, "push delivery refused by the URL policy; given up");
-                (WriteOp::PushDone(key), Some("abandoned"), None)
-            }
-            Attempt::Failed { result, why } => {
-                metrics::counter!(telemetry::PUSH_ATTEMPTS, "result" => result).increment(1);
-                let exhausted = attempts >= i64::from(self.settings.max_attempts)
-                    || age >= Duration::from_secs(self.settings.max_age_secs);
-                if exhausted {
-                    tracing::warn!(task_id = %key.task_id, config_id = key.config_id, seq = key.seq, attempts, reason = why, "push delivery given up (push.max_attempts / push.max_age_secs)");
-                    (WriteOp::PushDone(key), Some("abandoned"), None)
-                } else {
-                    let delay = self.backoff(attempts);
-                    tracing::info!(task_id = %key.task_id, config_id = key.config_id, seq = key.seq, attempts, retry_in_ms = delay.as_millis() as u64, reason = why, "push delivery failed; will retry");
-                    let next_attempt_at = Timestamp(
-                        Timestamp::now()
-                            .millis()
-                            .saturating_add(delay.as_millis() as i64),
-                    );
-                    let op = WriteOp::PushRetry {
-                        key,
-                        attempts,
-                        next_attempt_at,
-                    };
-                    (op, None, Some(Instant::now() + delay))
-                }
-            }
-        }
-    }
-
-    /// The delay before attempt `attempts + 1`: the initial delay doubled per attempt
-    /// made, capped, then a random point in its upper half (jitter spreads the retries
-    /// of many configs that failed together).
-    fn backoff(&self, attempts: i64) -> Duration {
-        let exp = u32::try_from(attempts.saturating_sub(1))
-            .unwrap_or(u32::MAX)
-            .min(30);
-        let full = self
-            .settings
-            .backoff_initial_ms
-            .saturating_mul(1u64 << exp)
-            .min(self.settings.backoff_max_ms);
-        Duration::from_millis(full / 2 + fastrand::u64(0..=full / 2))
-    }
-}
-
-impl Attempt {
-    /// What the attempt says of its receiver, for its breaker.
-    fn outcome(&self) -> Outcome {
-        match self {
-            Attempt::Delivered => Outcome::Answered,
-            Attempt::Failed { .. } => Outcome::Failed,
-            Attempt::Refused(_) => Outcome::Neither,
-        }
-    }
 }
 
 /// `work`, unless the runtime stops first (`None`): the loop then returns at once and lets
@@ -751,9 +521,4 @@ fn report(change: &Change, open: usize) {
         }
     }
     metrics::gauge!(telemetry::PUSH_BREAKERS_OPEN).set(open as f64);
-}
-
-/// The policy's resolver refused every address of the host.
-fn is_refused_by_policy(e: &reqwest::Error) -> bool {
-    error_chain(e).contains(POLICY_REFUSAL)
 }
