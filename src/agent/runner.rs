@@ -571,20 +571,11 @@ mod tests {
 
     use super::*;
     use crate::agent::ModelAdapter;
-    use crate::config::{AgentSettings, SubAgentSettings};
+    use crate::agent::tree::tests::{settings, spec};
+    use crate::config::SubAgentSettings;
     use crate::providers::{
         ProviderError, ProviderEvent, Role, ScriptedProvider, ToolCallFragment,
     };
-    use crate::skills::ToolSpec;
-
-    fn spec(name: &str) -> ToolSpec {
-        ToolSpec {
-            name: name.into(),
-            description: format!("the {name} tool"),
-            input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
-            output_schema: json!({"type": "object"}),
-        }
-    }
 
     /// Counts calls per tool; `slow` sleeps past any test timeout, `broken` fails.
     #[derive(Default)]
@@ -655,29 +646,6 @@ mod tests {
         let mut events = events;
         events.push(ProviderEvent::Done);
         Ok(events)
-    }
-
-    fn settings(sub_agents: &[&str]) -> AgentSettings {
-        AgentSettings {
-            name: "root".into(),
-            instruction: "Be brief.".into(),
-            provider: "p".into(),
-            tools: vec!["*".into()],
-            sub_agents: sub_agents
-                .iter()
-                .map(|name| SubAgentSettings {
-                    name: (*name).into(),
-                    description: format!("{name} things"),
-                    instruction: format!("You are {name}."),
-                    provider: String::new(),
-                    model: String::new(),
-                    tools: Vec::new(),
-                    sub_agents: Vec::new(),
-                    remote: String::new(),
-                })
-                .collect(),
-            ..AgentSettings::default()
-        }
     }
 
     struct Setup {

@@ -265,7 +265,7 @@ fn select_tools(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::sync::Arc;
 
     use serde_json::json;
@@ -273,7 +273,7 @@ mod tests {
     use super::*;
     use crate::providers::ScriptedProvider;
 
-    fn spec(name: &str) -> ToolSpec {
+    pub(in crate::agent) fn spec(name: &str) -> ToolSpec {
         ToolSpec {
             name: name.into(),
             description: format!("the {name} tool"),
@@ -282,7 +282,7 @@ mod tests {
         }
     }
 
-    fn settings(sub_agents: &[&str]) -> AgentSettings {
+    pub(in crate::agent) fn settings(sub_agents: &[&str]) -> AgentSettings {
         AgentSettings {
             name: "root".into(),
             instruction: "Be brief.".into(),
