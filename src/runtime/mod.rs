@@ -37,6 +37,7 @@ mod tasks;
 #[cfg(test)]
 mod tests;
 mod thread;
+mod tools;
 
 use std::sync::{Arc, Mutex};
 
@@ -58,12 +59,13 @@ pub use model_actor::Models;
 pub use persistence::PersistenceHandle;
 pub use push_configs::PushConfigs;
 pub use send::Sends;
-pub use skill_actor::{SkillStartError, Tools};
+pub use skill_actor::SkillStartError;
 pub use stream::SeqEvent;
 pub use subscribe::Subscriptions;
 pub use tasks::Tasks;
 pub use thread::Subscription;
 pub use thread::maintenance::SweepReport;
+pub use tools::Tools;
 
 use crate::cluster::Cluster;
 use crate::config::{Settings, ThreadSettings};

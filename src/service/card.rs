@@ -20,7 +20,7 @@ pub struct Published {
     pub etag: String,
     /// When this rendering was made.
     pub last_modified: SystemTime,
-    /// The list of tools it was rendered for ([`crate::runtime::skill_actor::Tools::generation`]).
+    /// The list of tools it was rendered for ([`crate::runtime::Tools::generation`]).
     generation: u64,
 }
 

@@ -1,5 +1,5 @@
-//! Model-backed executors: [`AgentLoopExecutor`] runs the configured agent tree over a
-//! turn, and [`RoutingExecutor`] lets a cheap model turn free text into tool calls.
+//! The agent loop: [`AgentLoopExecutor`] runs the configured agent tree over a turn
+//! (the routing model, `routing_model.rs`, shares its tool calls and failures).
 //!
 //! Both leave explicit tool calls (a data part `{"tool": …}`) to the
 //! [`ToolRoutingExecutor`], so clients can always call a tool directly, model or not.
@@ -16,22 +16,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use futures_util::StreamExt;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::executor::{AgentExecutor, Turn, TurnSink, calling};
-use super::tool_router::{self, ToolRoutingExecutor};
+use super::tool_router::ToolRoutingExecutor;
 use crate::agent::{
-    ACTIVE_AGENT_KEY, AgentError, AgentTree, Content, Event, LlmRequest, ModelAdapter, Part,
-    RunError, RunObserver, RunSettings, Runner, TRANSFER_TO_AGENT, ToolInvoker,
-    function_declarations, run_and_collect, unanswered_calls,
+    ACTIVE_AGENT_KEY, AgentError, AgentTree, Content, Event, RunError, RunObserver, RunSettings,
+    Runner, TRANSFER_TO_AGENT, ToolInvoker, run_and_collect, unanswered_calls,
 };
 use crate::config::{AgentSettings, HistorySettings};
-use crate::domain::{Artifact, Message, Metadata, Part as A2aPart, TaskId, TenantId, Timestamp};
+use crate::domain::{Artifact, Message, Metadata, Part as A2aPart, TaskId, TenantId};
 use crate::error::Result;
 use crate::providers::ProviderError;
-use crate::runtime::skill_actor::Tools;
-use crate::session::{FunctionCall, FunctionResponse, HeuristicEstimator, HistoryConfig};
+use crate::runtime::Tools;
+use crate::session::{FunctionCall, HeuristicEstimator, HistoryConfig};
 use crate::skills::{CallJournal, Caller, Question, SkillError};
 
 /// The tool whose output is added to the instruction at the start of each run.
@@ -194,7 +192,7 @@ async fn session_context(turn: &Turn) -> String {
 }
 
 /// The status message of a failed run: what went wrong in a sentence, and an `errorCode`.
-fn run_failure(sink: &TurnSink, error: &RunError) -> Message {
+pub(super) fn run_failure(sink: &TurnSink, error: &RunError) -> Message {
     let (code, text) = match error {
         RunError::Model(AgentError::Provider(e)) if e.is_retryable() => (
             "MODEL_UNAVAILABLE",
@@ -240,7 +238,7 @@ fn provider_kind(error: &ProviderError) -> String {
 
 /// The turn's tools as the runner calls them: through the skill actors, as the turn's
 /// tenant and thread, each call named by its function call id.
-struct SkillTools {
+pub(super) struct SkillTools {
     tools: Arc<Tools>,
     /// Where the calls' progress goes (`Turn::progress_every`).
     sink: TurnSink,
@@ -254,7 +252,7 @@ struct SkillTools {
 }
 
 impl SkillTools {
-    fn new(turn: &Turn, sink: &TurnSink) -> Self {
+    pub(super) fn new(turn: &Turn, sink: &TurnSink) -> Self {
         Self {
             tools: turn.tools.clone(),
             sink: sink.clone(),
@@ -267,7 +265,7 @@ impl SkillTools {
     }
 
     /// What the last call made asked the user, if it asked, and the tool that asked.
-    fn question(&self) -> Option<(String, Question)> {
+    pub(super) fn question(&self) -> Option<(String, Question)> {
         self.asked
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -461,176 +459,10 @@ impl RunObserver for SinkObserver<'_> {
     }
 }
 
-/// Turns free text into tool calls with a cheap model that sees only the skills'
-/// descriptions and the tools' schemas (no history, no instruction of the agent). The
-/// results become artifacts, as for an explicit call; a model that calls nothing asks the
-/// user for what is missing (`input-required`), in its own words.
-pub struct RoutingExecutor {
-    model: ModelAdapter,
-    model_name: Option<String>,
-    instruction: String,
-    max_output_tokens: u32,
-    tool_timeout: Duration,
-}
-
-impl RoutingExecutor {
-    /// `skills` are the (name, description) of every registered skill.
-    pub fn new(model: ModelAdapter, agent: &AgentSettings, skills: &[(String, String)]) -> Self {
-        let listing: Vec<String> = skills
-            .iter()
-            .map(|(name, description)| format!("- {name}: {description}"))
-            .collect();
-        Self {
-            model,
-            model_name: (!agent.routing_model.is_empty()).then(|| agent.routing_model.clone()),
-            instruction: format!(
-                "Turn the user's request into calls of the tools provided, with arguments \
-                 that follow each tool's schema. Do not answer the request yourself. When the \
-                 request is unclear or lacks a required argument, call no tool and ask one \
-                 short question instead.\nSkills:\n{}",
-                listing.join("\n")
-            ),
-            max_output_tokens: agent.max_output_tokens,
-            tool_timeout: Duration::from_millis(agent.tool_timeout_ms),
-        }
-    }
-}
-
-#[async_trait]
-impl AgentExecutor for RoutingExecutor {
-    /// Direct calls only: a routed call is the cheap model's, which is not asked again.
-    fn resumable(&self, turn: &Turn) -> bool {
-        ToolRoutingExecutor::is_tool_call(turn) && ToolRoutingExecutor.resumable(turn)
-    }
-
-    async fn execute(&self, turn: Turn, sink: TurnSink) -> Result<()> {
-        if ToolRoutingExecutor::is_tool_call(&turn) {
-            return ToolRoutingExecutor.execute(turn, sink).await;
-        }
-        sink.working().await?;
-        let specs = turn.tools.specs_for(&turn.tenant);
-        let request = LlmRequest {
-            contents: vec![Content {
-                role: "user".into(),
-                parts: vec![Part::Text(turn.message.text())],
-            }],
-            system_instruction: Some(Content {
-                role: "system".into(),
-                parts: vec![Part::Text(self.instruction.clone())],
-            }),
-            tools: function_declarations(&specs),
-            temperature: Some(0.0),
-            max_tokens: Some(self.max_output_tokens),
-            model: self.model_name.clone(),
-        };
-        let mut responses = Box::pin(self.model.generate(request, false));
-        let response = match responses.next().await {
-            Some(Ok(response)) => response,
-            Some(Err(e)) => return sink.fail(run_failure(&sink, &RunError::Model(e))).await,
-            None => {
-                let e = RunError::Model(AgentError::StreamEndedWithoutDone);
-                return sink.fail(run_failure(&sink, &e)).await;
-            }
-        };
-        let root = "router";
-        let event = Event::new(root, response.content.clone(), Timestamp::now());
-        let calls: Vec<FunctionCall> = event.function_calls().cloned().collect();
-        if calls.is_empty() {
-            let question = event.text();
-            let text = if question.trim().is_empty() {
-                ToolRoutingExecutor::help(&turn.tools)
-            } else {
-                question
-            };
-            return sink.input_required(sink.text(text)).await;
-        }
-        sink.append_event(event).await?;
-        let tools = SkillTools::new(&turn, &sink);
-        let mut failures = Vec::new();
-        for call in &calls {
-            let invoke = tools.invoke(call);
-            let result = match tokio::time::timeout(self.tool_timeout, invoke).await {
-                Ok(result) => result,
-                Err(_) => Err(format!(
-                    "timed out after {} ms",
-                    self.tool_timeout.as_millis()
-                )),
-            };
-            let response = match &result {
-                Ok(Value::Object(map)) => map.clone(),
-                Ok(other) => Map::from_iter([("result".to_owned(), other.clone())]),
-                Err(e) => Map::from_iter([("error".to_owned(), Value::String(e.clone()))]),
-            };
-            let content = Content {
-                role: "user".into(),
-                parts: vec![Part::FunctionResponse(FunctionResponse {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    response: response.clone(),
-                })],
-            };
-            sink.append_event(Event::new(root, Some(content), Timestamp::now()))
-                .await?;
-            let mut artifact = Artifact::new(vec![A2aPart {
-                media_type: Some("application/json".into()),
-                ..A2aPart::data(Value::Object(response))
-            }]);
-            artifact.name = Some(call.name.clone());
-            sink.artifact(artifact, false, true).await?;
-            if let Err(e) = result {
-                failures.push(format!("{}: {e}", call.name));
-            }
-        }
-        if failures.len() == calls.len() {
-            let mut message = sink.text(failures.join("; "));
-            let mut metadata = Metadata::new();
-            metadata.insert("errorCode".into(), json!("TOOL_ERROR"));
-            message.metadata = Some(metadata);
-            return sink.fail(message).await;
-        }
-        // The last call asked the user something: the reply continues that call directly
-        // (the routing model sees no history).
-        if let Some((tool, question)) = tools.question() {
-            return tool_router::ask(&sink, &tool, None, question).await;
-        }
-        sink.complete(None).await
-    }
-}
-
-/// The executor `[agent]` describes: the agent tree when `provider` is set, the routing
-/// model when only `routing_provider` is, and direct tool routing otherwise.
-pub(in crate::runtime) fn configured(
-    settings: &crate::config::Settings,
-    models: &crate::runtime::model_actor::Models,
-    tools: &Tools,
-    skills: &[(String, String)],
-) -> std::result::Result<Arc<dyn AgentExecutor>, crate::agent::TreeError> {
-    let agent = &settings.agent;
-    if !agent.provider.is_empty() {
-        let tree = AgentTree::build(agent, &|name| models.adapter(name), &tools.specs())?;
-        tracing::info!(agent = %agent.name, provider = %agent.provider, "agent loop enabled");
-        return Ok(Arc::new(AgentLoopExecutor::new(
-            tree,
-            agent,
-            &settings.history,
-        )));
-    }
-    if !agent.routing_provider.is_empty() {
-        let model = models.adapter(&agent.routing_provider).ok_or_else(|| {
-            crate::agent::TreeError::UnknownProvider {
-                agent: agent.name.clone(),
-                provider: agent.routing_provider.clone(),
-            }
-        })?;
-        tracing::info!(provider = %agent.routing_provider, "routing model enabled");
-        return Ok(Arc::new(RoutingExecutor::new(model, agent, skills)));
-    }
-    tracing::info!("no model configured: explicit tool calls only");
-    Ok(Arc::new(ToolRoutingExecutor))
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn call(id: &str, text: &str) -> FunctionCall {

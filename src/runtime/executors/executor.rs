@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use crate::domain::Timestamp;
 use crate::domain::{Artifact, ContextId, Message, Metadata, Part, TaskId, TaskState, TenantId};
 use crate::error::{Error, Result};
-use crate::runtime::skill_actor::Tools;
+use crate::runtime::Tools;
 use crate::runtime::thread::{Emit, ThreadActor, TurnEmit};
 use crate::session::{Event, StoredMessage};
 use crate::skills::{CallJournal, CallRef, Caller, SkillError, ToolProgress};

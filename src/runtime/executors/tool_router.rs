@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::executor::{AgentExecutor, JOURNAL_PREFIX, Turn, TurnSink, calling};
 use crate::domain::{Artifact, Part, PartContent, TaskId};
 use crate::error::{Error, Result};
-use crate::runtime::skill_actor::Tools;
+use crate::runtime::Tools;
 use crate::skills::{Question, SkillError};
 
 /// The default executor (no model): direct tool calls, and help for free text.

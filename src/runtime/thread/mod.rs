@@ -128,7 +128,7 @@ pub struct ThreadDeps {
     pub store: Arc<dyn Store>,
     pub persistence: PersistenceHandle,
     pub executor: Arc<dyn AgentExecutor>,
-    pub tools: Arc<super::skill_actor::Tools>,
+    pub tools: Arc<super::Tools>,
     pub threads: ThreadSettings,
     pub streaming: StreamingSettings,
     pub state: StateSettings,
