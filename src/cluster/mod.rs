@@ -23,7 +23,7 @@
 //!   which every other node's claim filter adds, so a new key reads nothing on any node.
 //! - **Push deliveries** are made by the node that committed their events (each outbox
 //!   row names it); a dead node's are taken over by the next live node that looks
-//!   ([`Cluster::adopt_owed`]), fenced like a thread's takeover.
+//!   ([`DeadNodes::adopt_owed`]), fenced like a thread's takeover.
 //! - **Work done once for the cluster** (the janitor's store-wide pass, the sweep of
 //!   dead nodes' threads) runs on the *leader*: the live node with the smallest id, as
 //!   every node reads it at each renewal.
@@ -31,6 +31,7 @@
 //! The SQL is in `crate::store::cluster`. No consensus of our own: Postgres decides.
 
 mod conn;
+mod dead;
 pub mod deadline;
 pub mod forward;
 pub mod notify;
@@ -46,12 +47,13 @@ use tokio::sync::watch;
 use crate::config::ClusterSettings;
 use crate::domain::{ContextId, TenantId};
 use crate::error::{Error, Result};
-use crate::store::cluster::{self as sql, Joined, Owner, Ownership, Taken, Unswept};
+use crate::store::cluster::{self as sql, Joined, Owner, Ownership, Taken};
 use crate::store::fence::Fence;
 use crate::store::{Silence, StoreError, Within};
 
 use conn::Conn;
 
+pub use dead::DeadNodes;
 pub use forward::Peer;
 
 /// Where a thread is served.
@@ -317,54 +319,9 @@ impl Cluster {
         self.heartbeat
     }
 
-    /// Takes over the owed push deliveries of dead nodes (and with `free` those of no
-    /// node, which reads the whole outbox), at most [`sql::ADOPT_BATCH`] of each; how
-    /// many. Nothing while this node does not hold its lease.
-    pub async fn adopt_owed(&self, free: bool) -> Result<u64> {
-        if !self.holds_lease() {
-            return Ok(0);
-        }
-        let client = self.claims.get().await?;
-        let adopted = sql::adopt_owed(&client, &self.node_id, free).await?;
-        if adopted > 0 {
-            metrics::counter!(crate::telemetry::CLUSTER_PUSH_ADOPTED).increment(adopted);
-            tracing::info!(
-                adopted,
-                "took over owed push deliveries of nodes whose lease expired"
-            );
-        }
-        Ok(adopted)
-    }
-
-    /// The dead nodes whose threads nobody has looked through since they died.
-    pub async fn unswept(&self) -> Result<Vec<Unswept>> {
-        let client = self.claims.get().await?;
-        Ok(sql::unswept(&client).await?)
-    }
-
-    /// Records that a dead node's threads were looked through.
-    pub async fn swept(&self, node: &Unswept) -> Result<()> {
-        let client = self.claims.get().await?;
-        Ok(sql::swept(&client, node).await?)
-    }
-
-    /// Threads `node_id` owns that have a task still working, at most `limit`.
-    pub async fn left_working(
-        &self,
-        node_id: &str,
-        limit: i64,
-    ) -> Result<Vec<(TenantId, ContextId)>> {
-        let client = self.claims.get().await?;
-        let rows = sql::left_working(&client, node_id, limit).await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|(tenant, thread)| {
-                Some((
-                    TenantId::from_store(tenant).ok()?,
-                    ContextId::parse(thread).ok()?,
-                ))
-            })
-            .collect())
+    /// What dead nodes left behind: their owed push deliveries and their threads.
+    pub fn dead(&self) -> DeadNodes<'_> {
+        DeadNodes { cluster: self }
     }
 
     /// The live node other than this one that owns the thread, if any — read only: a

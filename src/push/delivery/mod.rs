@@ -201,7 +201,7 @@ impl Deliverer {
                 if free {
                     adopted_free = adopted;
                 }
-                let Some(adopted_now) = unless_stopped(&mut stop, cluster.adopt_owed(free)).await
+                let Some(adopted_now) = unless_stopped(&mut stop, cluster.dead().adopt_owed(free)).await
                 else {
                     return;
                 };

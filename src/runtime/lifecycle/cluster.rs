@@ -30,7 +30,7 @@ impl Runtime {
             loaded += l;
             failed += f;
         }
-        let dead = match cluster.unswept().await {
+        let dead = match cluster.dead().unswept().await {
             Ok(dead) => dead,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot look for dead nodes");
@@ -45,7 +45,7 @@ impl Runtime {
             // a thread not taken over, is looked at again on the next sweep.)
             if f == 0
                 && l < SWEEP_BATCH as usize
-                && let Err(e) = cluster.swept(&node).await
+                && let Err(e) = cluster.dead().swept(&node).await
             {
                 tracing::warn!(node = %node.node_id, error = %e, "cannot record a dead node as swept");
             }
@@ -61,7 +61,7 @@ impl Runtime {
         let Some(cluster) = &self.cluster else {
             return (0, 0);
         };
-        let threads = match cluster.left_working(node_id, SWEEP_BATCH).await {
+        let threads = match cluster.dead().left_working(node_id, SWEEP_BATCH).await {
             Ok(threads) => threads,
             Err(e) => {
                 tracing::warn!(node = node_id, error = %e, "cannot list the threads a node left working");
