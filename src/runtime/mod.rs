@@ -24,6 +24,7 @@ pub mod executors;
 mod idempotency;
 mod lifecycle;
 pub mod model_actor;
+pub mod outbox;
 mod persistence;
 pub mod push;
 mod push_configs;
@@ -319,28 +320,6 @@ impl Runtime {
     /// Thread actors resident in memory.
     pub fn resident_threads(&self) -> usize {
         self.registry.resident()
-    }
-
-    /// What thread actors and the push delivery share.
-    pub fn push_hub(&self) -> &Arc<push::PushHub> {
-        &self.push
-    }
-
-    /// Commits writes that belong to no thread (the push delivery's outbox updates)
-    /// through the persistence actor.
-    pub async fn commit(&self, ops: Vec<crate::store::WriteOp>) -> Result<()> {
-        self.persistence.commit(ops).await
-    }
-
-    /// Holds every commit back until the guard is dropped, once those running returned
-    /// ([`persistence::PersistenceHandle::pause`]).
-    pub async fn pause_commits(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
-        self.persistence.pause().await
-    }
-
-    /// The longest [`Runtime::pause_commits`] may be held.
-    pub fn max_pause(&self) -> std::time::Duration {
-        self.persistence.max_pause()
     }
 }
 

@@ -283,7 +283,7 @@ async fn more_owed_than_memory_holds_is_read_from_the_outbox_in_order_and_memory
         counter(&app, LEFT_MEMORY_FULL).await - full >= 1.0
     })
     .await;
-    assert!(!app.runtime.push_hub().handing_over());
+    assert!(!app.runtime.outbox().hub().handing_over());
     receiver.heal();
     drained(&app).await;
     // Every event of every task once, in order.
@@ -296,7 +296,7 @@ async fn more_owed_than_memory_holds_is_read_from_the_outbox_in_order_and_memory
     }
     // Held in memory again once the outbox fits, and overflowing the same way.
     until("memory holds every owed delivery again", || async {
-        app.runtime.push_hub().handing_over()
+        app.runtime.outbox().hub().handing_over()
     })
     .await;
     receiver.log.fail.store(usize::MAX, Ordering::SeqCst);
@@ -329,7 +329,7 @@ async fn deliveries_held_in_memory_follow_their_config_when_it_is_replaced_or_de
     })
     .await;
     until("the delivery holds every owed delivery", || async {
-        app.runtime.push_hub().handing_over()
+        app.runtime.outbox().hub().handing_over()
     })
     .await;
     // Owed to a receiver that fails, then the config is pointed elsewhere: what is owed

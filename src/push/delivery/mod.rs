@@ -25,6 +25,7 @@ use crate::config::PushSettings;
 use crate::domain::Timestamp;
 use crate::outbound::{CheckedResolver, UrlPolicy};
 use crate::runtime::Runtime;
+use crate::runtime::outbox::{NotHeld, Outbox};
 use crate::runtime::push::{Handed, LeftMemory};
 use crate::store::Delivery;
 use crate::telemetry;
@@ -136,7 +137,8 @@ impl Deliverer {
             let Some(runtime) = this.runtime.upgrade() else {
                 return;
             };
-            let hub = runtime.push_hub().clone();
+            let outbox = runtime.outbox();
+            let hub = outbox.hub().clone();
             // What commits handed over; or, if the hand-over stopped, back to the store.
             if let Some(held) = mirror.as_mut() {
                 match hub.take(&mut handed) {
@@ -166,8 +168,7 @@ impl Deliverer {
                 }
             }
             if mirror.is_none() && recounted.is_none_or(|at| at.elapsed() >= RECOUNT_EVERY) {
-                let Some(counted) = unless_stopped(&mut stop, runtime.store().outbox_depth()).await
-                else {
+                let Some(counted) = unless_stopped(&mut stop, outbox.depth()).await else {
                     return;
                 };
                 match counted {
@@ -188,10 +189,10 @@ impl Deliverer {
             // only those: the events it committed, and those it took over), and only
             // while it holds its lease: once the lease lapses, another node may take
             // its rows over. A config's rows split between two nodes are read in order.
-            let holds = runtime.cluster().is_none_or(|c| c.holds_lease());
-            if let Some(cluster) = runtime.cluster()
+            let holds = outbox.cluster().is_none_or(|c| c.holds_lease());
+            if let Some(cluster) = outbox.cluster()
                 && holds
-                && !runtime.lifecycle().is_draining()
+                && !outbox.is_draining()
                 && (adopt_more || adopted.is_none_or(|at| at.elapsed() >= cluster.heartbeat()))
             {
                 adopted = Some(Instant::now());
@@ -201,7 +202,8 @@ impl Deliverer {
                 if free {
                     adopted_free = adopted;
                 }
-                let Some(adopted_now) = unless_stopped(&mut stop, cluster.dead().adopt_owed(free)).await
+                let Some(adopted_now) =
+                    unless_stopped(&mut stop, cluster.dead().adopt_owed(free)).await
                 else {
                     return;
                 };
@@ -218,7 +220,7 @@ impl Deliverer {
             let memory_rows = hub.memory_rows();
             if mirror.is_none()
                 && memory_rows > 0
-                && runtime.cluster().is_none()
+                && outbox.cluster().is_none()
                 && polled_all
                 && !stalled
                 && hub.depth() <= memory_rows as u64
@@ -226,7 +228,7 @@ impl Deliverer {
             {
                 tried_memory = Some(Instant::now());
                 let Some(held) =
-                    unless_stopped(&mut stop, hold_all(&runtime, &in_flight, memory_rows)).await
+                    unless_stopped(&mut stop, hold_all(outbox, &in_flight, memory_rows)).await
                 else {
                     return;
                 };
@@ -286,7 +288,7 @@ impl Deliverer {
                     // Rows of lanes in flight come back too (and are passed over): ask for
                     // enough to fill the room besides them.
                     let asked = room + in_flight.len();
-                    let read = runtime.store().due_deliveries(Timestamp::now(), asked);
+                    let read = outbox.due(Timestamp::now(), asked);
                     let Some(read) = unless_stopped(&mut stop, read).await else {
                         return;
                     };
@@ -462,33 +464,21 @@ async fn unless_stopped<T>(
 /// Reads every owed delivery while no commit runs, and has each commit hand its rows
 /// over from then on — if they fit in `max_rows`. Rows of `out` lanes up to their `seq`
 /// are being attempted or settled: passed over.
-async fn hold_all(runtime: &Runtime, out: &HashMap<Lane, i64>, max_rows: usize) -> Option<Mirror> {
-    let hub = runtime.push_hub();
-    let paused = runtime.pause_commits().await;
-    hub.hand_over();
-    // Writers wait meanwhile: no longer than a write may wait for room in the queue.
-    let read = runtime.store().owed_deliveries(max_rows.saturating_add(1));
-    let owed = match tokio::time::timeout(runtime.max_pause(), read).await {
-        Ok(Ok(owed)) if owed.len() <= max_rows => owed,
-        Ok(Ok(_)) => {
-            hub.abandon_hand_over();
-            return None;
-        }
-        Ok(Err(e)) => {
-            hub.abandon_hand_over();
+async fn hold_all(outbox: Outbox<'_>, out: &HashMap<Lane, i64>, max_rows: usize) -> Option<Mirror> {
+    let owed = match outbox.hold_owed(max_rows).await {
+        Ok(owed) => owed,
+        Err(NotHeld::TooMany) => return None,
+        Err(NotHeld::Store(e)) => {
             tracing::warn!(error = %e, "push outbox: cannot read the owed deliveries");
             return None;
         }
-        Err(_) => {
-            hub.abandon_hand_over();
+        Err(NotHeld::TooSlow) => {
             tracing::warn!(
                 "push outbox: reading every owed delivery took longer than commits may be held back (persistence.enqueue_timeout_ms); the outbox is polled instead"
             );
             return None;
         }
     };
-    hub.set_depth(owed.len() as u64);
-    drop(paused);
     let (now, stamp) = (Instant::now(), Timestamp::now().millis());
     let owed = (owed.into_iter())
         .map(|(delivery, due)| {

@@ -9,7 +9,8 @@ use super::attempt::Attempt;
 use super::{Deliverer, Settled};
 use crate::domain::Timestamp;
 use crate::push::mirror::{Lane, lane_of};
-use crate::store::{Delivery, WriteOp};
+use crate::runtime::outbox::Settlement;
+use crate::store::Delivery;
 use crate::telemetry;
 
 impl Deliverer {
@@ -23,7 +24,7 @@ impl Deliverer {
         };
         let stamp = Timestamp::now().millis();
         let ops = (rows.iter())
-            .map(|(d, until)| WriteOp::PushRetry {
+            .map(|(d, until)| Settlement::Retry {
                 key: d.key.clone(),
                 attempts: d.attempts,
                 next_attempt_at: Timestamp(
@@ -34,7 +35,7 @@ impl Deliverer {
                 ),
             })
             .collect();
-        match runtime.commit(ops).await {
+        match runtime.outbox().settle(ops).await {
             Ok(()) => {
                 metrics::counter!(telemetry::PUSH_DEFERRED).increment(rows.len() as u64);
                 lanes
@@ -67,7 +68,7 @@ impl Deliverer {
             delivery.attempts += 1;
             decided.push((delivery, outcome, next));
         }
-        if let Err(e) = runtime.commit(ops).await {
+        if let Err(e) = runtime.outbox().settle(ops).await {
             tracing::warn!(rows = lanes.len(), error = %e, "push outbox: cannot record deliveries' outcomes; they stay owed");
             return lanes.into_iter().map(|lane| (lane, Err(()))).collect();
         }
@@ -83,7 +84,7 @@ impl Deliverer {
             })
             .collect();
         if finished > 0 {
-            runtime.push_hub().finished(finished);
+            runtime.outbox().hub().finished(finished);
         }
         settled
     }
@@ -94,7 +95,7 @@ impl Deliverer {
         &self,
         delivery: &Delivery,
         attempt: Attempt,
-    ) -> (WriteOp, Option<&'static str>, Option<Instant>) {
+    ) -> (Settlement, Option<&'static str>, Option<Instant>) {
         let key = delivery.key.clone();
         let attempts = delivery.attempts + 1;
         let age = Duration::from_millis(
@@ -104,12 +105,12 @@ impl Deliverer {
             Attempt::Delivered => {
                 metrics::counter!(telemetry::PUSH_ATTEMPTS, "result" => "ok").increment(1);
                 metrics::histogram!(telemetry::PUSH_DELIVERY_MS).record(age.as_secs_f64() * 1000.0);
-                (WriteOp::PushDone(key), Some("delivered"), None)
+                (Settlement::Done(key), Some("delivered"), None)
             }
             Attempt::Refused(why) => {
                 metrics::counter!(telemetry::PUSH_ATTEMPTS, "result" => "refused").increment(1);
                 tracing::warn!(task_id = %key.task_id, config_id = key.config_id, seq = key.seq, reason = why, "push delivery refused by the URL policy; given up");
-                (WriteOp::PushDone(key), Some("abandoned"), None)
+                (Settlement::Done(key), Some("abandoned"), None)
             }
             Attempt::Failed { result, why } => {
                 metrics::counter!(telemetry::PUSH_ATTEMPTS, "result" => result).increment(1);
@@ -117,7 +118,7 @@ impl Deliverer {
                     || age >= Duration::from_secs(self.settings.max_age_secs);
                 if exhausted {
                     tracing::warn!(task_id = %key.task_id, config_id = key.config_id, seq = key.seq, attempts, reason = why, "push delivery given up (push.max_attempts / push.max_age_secs)");
-                    (WriteOp::PushDone(key), Some("abandoned"), None)
+                    (Settlement::Done(key), Some("abandoned"), None)
                 } else {
                     let delay = self.backoff(attempts);
                     tracing::info!(task_id = %key.task_id, config_id = key.config_id, seq = key.seq, attempts, retry_in_ms = delay.as_millis() as u64, reason = why, "push delivery failed; will retry");
@@ -126,7 +127,7 @@ impl Deliverer {
                             .millis()
                             .saturating_add(delay.as_millis() as i64),
                     );
-                    let op = WriteOp::PushRetry {
+                    let op = Settlement::Retry {
                         key,
                         attempts,
                         next_attempt_at,

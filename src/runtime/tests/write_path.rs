@@ -682,7 +682,7 @@ async fn a_read_of_every_owed_delivery_holds_commits_back_no_longer_than_a_write
     let done = task(runtime.sends().send(&TenantId::default_tenant(), cmd).await);
     assert_eq!(done.status.state, TaskState::Completed);
     assert!(
-        !runtime.push_hub().handing_over(),
+        !runtime.outbox().hub().handing_over(),
         "the outbox is polled instead"
     );
     let _ = stop.send(true);
