@@ -8,6 +8,7 @@
 //! that a commit costs exactly its own statements.
 
 pub(super) mod readers;
+pub(super) mod statements;
 mod upkeep;
 pub(super) mod writer;
 

@@ -283,7 +283,7 @@ async fn sqlite_the_janitors_statements_go_through_the_key() {
 /// tasks are found by their key, never among all of the tenant's.
 #[tokio::test]
 async fn postgres_the_janitors_statements_go_through_the_key() {
-    use crate::store::postgres::writer::sql::{EXPIRE, RETIRE};
+    use crate::store::postgres::statements::{EXPIRE, RETIRE};
     let Some(db) = PgTestDb::create().await else {
         return;
     };
