@@ -9,6 +9,11 @@
 //! whose connection answers in-process, it runs one query after the other. A thread's
 //! reload, the read a follow-up after eviction waits for, starts from the rows of
 //! [`thread_queries!`], which each backend's `thread_rows` runs its own cheapest way.
+//!
+//! Why this file is a thousand lines: `read_queries!` is one `macro_rules!` stamped out
+//! per backend, and a macro's body cannot be divided between files. What takes the reads
+//! out of it is a statement catalogue like `memories/statements.rs` — one text per
+//! statement and dialect, bound and run by each backend — table by table.
 
 use crate::store::schema::tasks;
 

@@ -4,6 +4,11 @@
 //! hold the serde encoding of the domain types, states their `as_str` names. Inserts
 //! borrow from the record being written; loaded rows own their data and are decoded
 //! with [`StoreError::Corrupt`] for anything the database should never have held.
+//!
+//! Why this file is eight hundred lines: it holds every table's rows, the written form
+//! (`New*`, borrowing) beside the read one (`*Row`, owning) and their codecs. They go
+//! table by table beside each table's statements once a statement catalogue holds the
+//! reads (see `reads.rs`); until then one table's twins sit together here.
 
 use diesel::{Queryable, QueryableByName, Selectable};
 use serde::Serialize;
