@@ -51,7 +51,7 @@ pub struct StoreSettings {
     /// SQLite: the WAL's growth in pages after which a thread of its own checkpoints it
     /// (copies its pages into the database file) beside the writer, which never stops for
     /// a checkpoint for long (it copies the last pages the thread left, see
-    /// `store/sqlite/mod.rs`). At most 1 048 576. 16 000 (64 MiB of WAL): at 64 connections,
+    /// `store/sqlite/checkpoint.rs`). At most 1 048 576. 16 000 (64 MiB of WAL): at 64 connections,
     /// against SQLite's own checkpoints every 1 000, +16–20 % sends per second at the same
     /// p99 — a page written by many commits is copied once per checkpoint, and the writer
     /// stops for the last pages four times less often than at 4 000.

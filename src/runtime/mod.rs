@@ -2,7 +2,7 @@
 //! streams, and the [`Runtime`] facade the HTTP layer calls.
 //!
 //! A request becomes a message to the `ThreadActor` of its thread (`contextId`,
-//! `thread/`); the actor validates it against the turn rules (`thread/plan.rs`), runs the
+//! `thread/`); the actor validates it against the turn rules (`thread/plan/`), runs the
 //! turn with the [`AgentExecutor`] (`executors/`), commits each change through the
 //! persistence actor (`persistence.rs`) and publishes each committed event to the task's
 //! subscribers (`stream.rs`).

@@ -9,7 +9,7 @@
 //!   rows as one array per column through `unnest`), each prepared once per writer
 //!   connection, all of a commit's statements and its `BEGIN` and `COMMIT` sent together:
 //!   one round trip.
-//! - **SQLite** (`sqlite/mod.rs`): the same statements one row at a time ([`sqlite`]), each
+//! - **SQLite** (`sqlite/writer.rs`): the same statements one row at a time ([`sqlite`]), each
 //!   prepared once by the writer connection and cached: a statement is an in-process call
 //!   there, and preparing it was the writer's largest cost (diesel never caches an upsert,
 //!   nor any insert on SQLite, so it parsed every statement of every commit anew).
@@ -356,7 +356,7 @@ type TaskKey<'a> = (&'a str, &'a str);
 /// history links of the task). Reads build it back from the row as it was logged.
 ///
 /// A terminal task's row is written once more by nothing: the runtime refuses every
-/// change to a terminal task (`runtime/thread/plan.rs`).
+/// change to a terminal task (`runtime/thread/plan/`).
 fn is_final_row(
     task: &NewTask<'_>,
     event: &StreamEvent,
