@@ -26,6 +26,7 @@ mod layering;
 mod lifecycle;
 mod mcp;
 mod metrics;
+mod model;
 mod open_files;
 mod outage;
 mod partition;
