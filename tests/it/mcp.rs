@@ -81,28 +81,7 @@ fn progress_updates(events: &[crate::support::SseEvent]) -> Vec<Value> {
 
 /// The Python that has the `mcp` package, or `None` (outside CI) when there is none.
 fn python() -> Option<String> {
-    let candidates = [
-        std::env::var("A2A_TEST_PYTHON").ok(),
-        Some("/var/tmp/a2a-interop-venv/bin/python".to_owned()),
-    ];
-    for python in candidates.into_iter().flatten() {
-        let ok = Command::new(&python)
-            .args(["-c", "import mcp.server.fastmcp"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            return Some(python);
-        }
-    }
-    let why = "no Python with the `mcp` package: run `bash tests/interop/venv.sh` or set \
-               A2A_TEST_PYTHON";
-    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-        panic!("{why}");
-    }
-    eprintln!("skipped: {why}");
-    None
+    crate::support::interop_python("import mcp.server.fastmcp", "the `mcp` package")
 }
 
 /// The entry point of `@modelcontextprotocol/server-everything`

