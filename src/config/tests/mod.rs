@@ -132,37 +132,59 @@ fn the_readme_ollama_lines_configure_the_agent() {
 }
 
 #[test]
-fn the_readme_two_environment_lines_configure_the_agent() {
+fn each_of_the_readme_model_blocks_configures_the_agent_in_two_lines() {
     let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
-    let env: Vec<(String, String)> = readme
-        .lines()
-        .filter_map(|l| l.strip_prefix("export AGENT_A2A__"))
-        .map(|l| {
-            let (key, value) = l.split_once('=').unwrap();
-            (
-                format!("AGENT_A2A__{key}"),
-                value.trim_matches('\'').to_owned(),
-            )
+    // The environment lines of each fenced block of the README, block by block.
+    let mut blocks: Vec<Vec<(String, String)>> = Vec::new();
+    let mut inside = false;
+    for line in readme.lines() {
+        if line.starts_with("```") {
+            inside = !inside;
+            if inside {
+                blocks.push(Vec::new());
+            }
+            continue;
+        }
+        let Some(l) = line.strip_prefix("export AGENT_A2A__") else {
+            continue;
+        };
+        assert!(inside, "an environment line outside a code block: {line}");
+        let (key, value) = l.split_once('=').unwrap();
+        blocks.last_mut().unwrap().push((
+            format!("AGENT_A2A__{key}"),
+            value.trim_matches('\'').to_owned(),
+        ));
+    }
+    blocks.retain(|b| !b.is_empty());
+    let models: Vec<(String, String)> = blocks
+        .into_iter()
+        .map(|env| {
+            assert_eq!(env.len(), 2, "a README block shows two lines: {env:?}");
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml");
+            let o = Overrides {
+                config_file: Some(path),
+                ..Default::default()
+            };
+            let s = Settings::load_from(&o, env).unwrap();
+            assert_eq!(s.agent.provider, "default");
+            let provider = &s.providers["default"];
+            assert_eq!(provider.kind, ProviderKind::Openai);
+            let model = (provider.base_url.clone(), provider.model.clone());
+            let mut rest = s.clone();
+            rest.agent.provider = String::new();
+            rest.providers.clear();
+            let mut expected = Settings::default();
+            expected.auth.enabled = false;
+            assert_eq!(rest, expected, "nothing else changes");
+            model
         })
         .collect();
-    assert_eq!(env.len(), 2, "the README shows two lines: {env:?}");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml");
-    let o = Overrides {
-        config_file: Some(path),
-        ..Default::default()
-    };
-    let s = Settings::load_from(&o, env).unwrap();
-    assert_eq!(s.agent.provider, "default");
-    let provider = &s.providers["default"];
-    assert_eq!(provider.kind, ProviderKind::Openai);
-    assert_eq!(provider.base_url, "http://127.0.0.1:11434/v1");
-    assert_eq!(provider.model, "llama3.1");
-    let mut rest = s.clone();
-    rest.agent.provider = String::new();
-    rest.providers.clear();
-    let mut expected = Settings::default();
-    expected.auth.enabled = false;
-    assert_eq!(rest, expected, "nothing else changes");
+    let expected = [
+        ("http://127.0.0.1:11434/v1", "llama3.1"),
+        ("http://127.0.0.1:8080/v1", "gemma"),
+    ]
+    .map(|(url, model)| (url.to_owned(), model.to_owned()));
+    assert_eq!(models, expected, "Ollama's block, then llama.cpp's");
 }
 
 #[test]
