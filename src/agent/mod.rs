@@ -30,7 +30,7 @@ pub use runner::{
 pub use tools::{TRANSFER_TO_AGENT, function_declarations, transfer_to_agent_declaration};
 pub use tree::{AgentNode, AgentTree, TreeError};
 
-use crate::providers::{ToolDefinition, Usage};
+use crate::providers::{ToolChoice, ToolDefinition, Usage};
 
 /// The ADK role of content the model wrote.
 pub const ROLE_MODEL: &str = "model";
@@ -43,6 +43,8 @@ pub struct LlmRequest {
     /// Sent as one leading system message when it holds any text (contract A.10).
     pub system_instruction: Option<Content>,
     pub tools: Vec<ToolDefinition>,
+    /// Whether the model must call one of `tools`.
+    pub tool_choice: ToolChoice,
     pub temperature: Option<f32>,
     /// `None` or `Some(0)`: the provider's default.
     pub max_tokens: Option<u32>,

@@ -58,6 +58,7 @@ impl ModelAdapter {
             model: req.model,
             messages: convert_messages(&req.contents, req.system_instruction.as_ref()),
             tools: req.tools,
+            tool_choice: req.tool_choice,
             temperature: req.temperature,
             max_tokens: req.max_tokens.filter(|n| *n > 0),
         };

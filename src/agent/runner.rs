@@ -27,6 +27,7 @@ use super::{
 };
 use crate::config::AgentSettings;
 use crate::domain::Timestamp;
+use crate::providers::ToolChoice;
 use crate::session::{FunctionCall, FunctionResponse};
 
 /// The thread-state key holding the agent that has the conversation (set on each transfer),
@@ -344,6 +345,7 @@ impl Runner {
                 parts: instruction,
             }),
             tools,
+            tool_choice: ToolChoice::Auto,
             temperature: None,
             max_tokens: Some(self.settings.max_output_tokens),
             model: agent.model_name.clone(),

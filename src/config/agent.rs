@@ -50,6 +50,10 @@ pub struct AgentSettings {
     pub routing_provider: String,
     /// Model name for the routing provider; empty: its `model`.
     pub routing_model: String,
+    /// Whether the routing model must call a tool: `auto` (it may ask a question
+    /// instead), `required` (some tool), or a tool's name (that tool, its arguments taken
+    /// from the text).
+    pub routing_tool_choice: String,
     /// The card's signature (`[agent.card_signing]`).
     pub card_signing: CardSigningSettings,
     /// Remote A2A agents the agent may ask, each as a tool `ask_<name>`
@@ -363,6 +367,7 @@ impl Default for AgentSettings {
             max_output_tokens: 0,
             routing_provider: String::new(),
             routing_model: String::new(),
+            routing_tool_choice: "auto".into(),
             card_signing: CardSigningSettings::default(),
             remote_agents: Vec::new(),
             mcp_servers: Vec::new(),
@@ -475,6 +480,13 @@ impl AgentSettings {
         };
         provider("agent.provider", &self.provider)?;
         provider("agent.routing_provider", &self.routing_provider)?;
+        let choice = &self.routing_tool_choice;
+        if choice.is_empty() || choice.chars().any(char::is_whitespace) {
+            return Err(ConfigError::Key {
+                key: "agent.routing_tool_choice",
+                problem: format!("{choice:?} is not \"auto\", \"required\" or a tool's name"),
+            });
+        }
         let mut names = vec![self.name.as_str()];
         let mut stack: Vec<(&SubAgentSettings, &str)> = self
             .sub_agents

@@ -9,7 +9,10 @@ use eventsource_stream::Event;
 use serde_json::{Value, json};
 
 use super::http::{HttpProvider, KeyHeader, SseDecoder, WireFormat, parse_json, truncate_body};
-use super::{GenerateParams, Message, ProviderError, ProviderEvent, Role, ToolCallFragment, Usage};
+use super::{
+    GenerateParams, Message, ProviderError, ProviderEvent, Role, ToolCallFragment, ToolChoice,
+    Usage,
+};
 
 /// The API version this file speaks.
 const API_VERSION: &str = "2023-06-01";
@@ -55,6 +58,11 @@ fn request_body(model: &str, params: &GenerateParams) -> Value {
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
             .collect();
+        match &params.tool_choice {
+            ToolChoice::Auto => {}
+            ToolChoice::Required => body["tool_choice"] = json!({"type": "any"}),
+            ToolChoice::Tool(name) => body["tool_choice"] = json!({"type": "tool", "name": name}),
+        }
     }
     if let Some(t) = params.temperature {
         body["temperature"] = json!(t);

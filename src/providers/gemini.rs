@@ -13,7 +13,10 @@ use eventsource_stream::Event;
 use serde_json::{Value, json};
 
 use super::http::{HttpProvider, KeyHeader, SseDecoder, WireFormat, parse_json, truncate_body};
-use super::{GenerateParams, Message, ProviderError, ProviderEvent, Role, ToolCallFragment, Usage};
+use super::{
+    GenerateParams, Message, ProviderError, ProviderEvent, Role, ToolCallFragment, ToolChoice,
+    Usage,
+};
 
 /// A provider speaking the Gemini API.
 pub type GeminiProvider = HttpProvider<StreamGenerateContent>;
@@ -52,6 +55,14 @@ fn request_body(params: &GenerateParams) -> Value {
             .map(|t| json!({"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters}))
             .collect();
         body["tools"] = json!([{"functionDeclarations": declarations}]);
+        let only = match &params.tool_choice {
+            ToolChoice::Auto => None,
+            ToolChoice::Required => Some(json!({"mode": "ANY"})),
+            ToolChoice::Tool(name) => Some(json!({"mode": "ANY", "allowedFunctionNames": [name]})),
+        };
+        if let Some(config) = only {
+            body["toolConfig"] = json!({"functionCallingConfig": config});
+        }
     }
     let mut config = serde_json::Map::new();
     if let Some(t) = params.temperature {

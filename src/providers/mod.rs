@@ -87,6 +87,18 @@ pub struct ToolDefinition {
     pub parameters: serde_json::Value,
 }
 
+/// Whether the model must call one of the tools it is offered.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ToolChoice {
+    /// The model decides: each API's default when tools are offered, so nothing is sent.
+    #[default]
+    Auto,
+    /// It must call one of them.
+    Required,
+    /// It must call this one.
+    Tool(String),
+}
+
 /// One generation request.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GenerateParams {
@@ -94,6 +106,8 @@ pub struct GenerateParams {
     pub model: Option<String>,
     pub messages: Vec<Message>,
     pub tools: Vec<ToolDefinition>,
+    /// Ignored when `tools` is empty.
+    pub tool_choice: ToolChoice,
     pub temperature: Option<f32>,
     pub max_tokens: Option<u32>,
 }

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::http::{HttpProvider, KeyHeader, SseDecoder, WireFormat, parse_json, truncate_body};
 use super::{
-    GenerateParams, Message, ProviderError, ProviderEvent, Role, ToolCallFragment, ToolDefinition,
-    Usage,
+    GenerateParams, Message, ProviderError, ProviderEvent, Role, ToolCallFragment, ToolChoice,
+    ToolDefinition, Usage,
 };
 
 /// A provider speaking OpenAI Chat Completions.
@@ -40,6 +40,13 @@ fn request_body(model: &str, params: &GenerateParams) -> Value {
     });
     if !params.tools.is_empty() {
         body["tools"] = params.tools.iter().map(tool).collect();
+        match &params.tool_choice {
+            ToolChoice::Auto => {}
+            ToolChoice::Required => body["tool_choice"] = json!("required"),
+            ToolChoice::Tool(name) => {
+                body["tool_choice"] = json!({"type": "function", "function": {"name": name}});
+            }
+        }
     }
     if let Some(t) = params.temperature {
         body["temperature"] = json!(t);

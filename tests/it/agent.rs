@@ -104,15 +104,15 @@ pub(crate) fn finish(reason: &str) -> Value {
 }
 
 /// A skill with one tool, `weather`, that counts its calls.
-struct WeatherSkill {
+pub(crate) struct WeatherSkill {
     info: SkillInfo,
     calls: AtomicUsize,
-    cities: Mutex<Vec<String>>,
+    pub(crate) cities: Mutex<Vec<String>>,
 }
 
 impl WeatherSkill {
     /// A fresh skill with no calls counted.
-    fn counting() -> Arc<WeatherSkill> {
+    pub(crate) fn counting() -> Arc<WeatherSkill> {
         Arc::new(WeatherSkill {
             info: SkillInfo::new("weather", "Weather", "Forecasts by city.")
                 .with_tags(&["weather"]),
@@ -153,7 +153,8 @@ impl Skill for WeatherSkill {
     }
 }
 
-fn agent(skill: &Arc<WeatherSkill>) -> Agent {
+/// An agent whose one skill is `skill`.
+pub(crate) fn agent(skill: &Arc<WeatherSkill>) -> Agent {
     let mut registry = SkillRegistry::default();
     registry.register(skill.clone());
     Agent {
@@ -397,6 +398,59 @@ async fn a_routing_model_turns_free_text_into_a_tool_call() {
     assert_eq!(task["status"]["message"]["parts"][0]["text"], "Which city?");
     assert_eq!(skill.calls.load(Ordering::SeqCst), 1);
     app.stop().await;
+    model.handle.stop(false).await;
+}
+
+#[actix_web::test]
+async fn a_routing_tool_choice_forces_that_tool_and_an_unknown_one_stops_start_up() {
+    let model = FakeModel::start().await;
+    model.script(&[
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "r1", "type": "function",
+            "function": {"name": "weather", "arguments": "{\"city\":\"Oslo\"}"}}]}),
+        ),
+        finish("tool_calls"),
+    ]);
+    let skill = WeatherSkill::counting();
+    let url = model.url.clone();
+    let routed = |tool: &'static str| {
+        let url = url.clone();
+        move |s: &mut Settings| {
+            with_model(&url)(s);
+            s.agent.provider = String::new();
+            s.agent.routing_provider = "default".into();
+            s.agent.routing_tool_choice = tool.into();
+        }
+    };
+    let app = spawn_agent_in(None, agent(&skill), routed("weather")).await;
+    let r = app
+        .rpc("SendMessage", json!({"message": user_message("Oslo")}))
+        .await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(*skill.cities.lock().unwrap(), ["Oslo"]);
+    let request = &model.requests()[0];
+    assert_eq!(
+        request["tool_choice"],
+        json!({"type": "function", "function": {"name": "weather"}})
+    );
+    let offered: Vec<&Value> = request["tools"].as_array().unwrap().iter().collect();
+    assert_eq!(
+        offered.len(),
+        1,
+        "only the forced tool is offered: {offered:?}"
+    );
+    app.stop().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = crate::support::test_settings(Some(&dir));
+    routed("forecast")(&mut settings);
+    let e = agent_a2a::startup::start(settings, agent(&skill))
+        .await
+        .err()
+        .expect("start-up refuses a routing tool that is not registered")
+        .to_string();
+    assert!(e.contains("\"forecast\" is not registered"), "{e}");
     model.handle.stop(false).await;
 }
 

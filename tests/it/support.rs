@@ -375,7 +375,8 @@ pub async fn spawn_app_with_agent(agent: Agent) -> TestApp {
     start(settings, Some(dir), agent, Default::default()).await
 }
 
-fn test_settings(dir: Option<&tempfile::TempDir>) -> Settings {
+/// The settings every test server starts from: auth off, SQLite in `dir`.
+pub fn test_settings(dir: Option<&tempfile::TempDir>) -> Settings {
     let mut settings = Settings::default();
     // Tests act as the default tenant unless they turn auth on (tests/it/auth.rs).
     settings.auth.enabled = false;

@@ -224,6 +224,14 @@ fn agent_settings_are_checked() {
             "[agent]\nrouting_provider = \"nope\"\n",
             "agent.routing_provider",
         ),
+        (
+            "[agent]\nrouting_tool_choice = \"\"\n",
+            "agent.routing_tool_choice",
+        ),
+        (
+            "[agent]\nrouting_tool_choice = \"memory add\"\n",
+            "agent.routing_tool_choice",
+        ),
         ("[agent]\nmax_turns = 0\n", "agent.max_turns"),
         ("[agent]\ntool_timeout_ms = 0\n", "agent.tool_timeout_ms"),
         (

@@ -101,6 +101,7 @@ fn conversation() -> GenerateParams {
             description: "Current weather".into(),
             parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
         }],
+        tool_choice: ToolChoice::Auto,
         temperature: Some(0.5),
         max_tokens: Some(100),
     }
@@ -141,6 +142,62 @@ fn hi_reply(kind: ProviderKind) -> Reply {
             "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"hi\"}]},\"finishReason\":\"STOP\"}]}\n\n",
         ]),
     }
+}
+
+/// Each API's way of saying "call a tool" and "call this tool"; the model's own choice is
+/// each API's default, so it is sent as nothing.
+#[tokio::test]
+async fn a_tool_choice_is_sent_in_each_api_s_form() {
+    let forced = |choice| GenerateParams {
+        tool_choice: choice,
+        ..conversation()
+    };
+    for kind in ALL_KINDS {
+        let server = FakeServer::start((0..3).map(|_| hi_reply(kind)).collect()).await;
+        let p = provider(kind, &server, None);
+        for choice in [
+            ToolChoice::Auto,
+            ToolChoice::Required,
+            ToolChoice::Tool("weather".into()),
+        ] {
+            events(p.as_ref(), forced(choice)).await;
+        }
+        let requests = server.requests();
+        let choices: Vec<serde_json::Value> = requests
+            .iter()
+            .map(|r| match kind {
+                ProviderKind::Openai | ProviderKind::Anthropic => r.body["tool_choice"].clone(),
+                ProviderKind::Gemini => r.body["toolConfig"]["functionCallingConfig"].clone(),
+            })
+            .collect();
+        let expected = match kind {
+            ProviderKind::Openai => [
+                json!(null),
+                json!("required"),
+                json!({"type": "function", "function": {"name": "weather"}}),
+            ],
+            ProviderKind::Anthropic => [
+                json!(null),
+                json!({"type": "any"}),
+                json!({"type": "tool", "name": "weather"}),
+            ],
+            ProviderKind::Gemini => [
+                json!(null),
+                json!({"mode": "ANY"}),
+                json!({"mode": "ANY", "allowedFunctionNames": ["weather"]}),
+            ],
+        };
+        assert_eq!(choices, expected, "{kind:?}");
+    }
+    // No tools: nothing to choose from, so nothing is sent.
+    let server = FakeServer::start(vec![hi_reply(ProviderKind::Openai)]).await;
+    let p = provider(ProviderKind::Openai, &server, None);
+    let params = GenerateParams {
+        tools: Vec::new(),
+        ..forced(ToolChoice::Required)
+    };
+    events(p.as_ref(), params).await;
+    assert_eq!(server.requests()[0].body.get("tool_choice"), None);
 }
 
 #[tokio::test]

@@ -44,6 +44,19 @@ pub(in crate::runtime) fn configured(
                 provider: agent.routing_provider.clone(),
             }
         })?;
+        if let crate::providers::ToolChoice::Tool(tool) =
+            routing_model::tool_choice(&agent.routing_tool_choice)
+        {
+            let specs = tools.specs();
+            if !specs.iter().any(|spec| spec.name == tool) {
+                let known: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
+                return Err(crate::agent::TreeError::UnknownTool {
+                    agent: "agent.routing_tool_choice".into(),
+                    tool,
+                    known: known.join(", "),
+                });
+            }
+        }
         tracing::info!(provider = %agent.routing_provider, "routing model enabled");
         return Ok(Arc::new(RoutingExecutor::new(model, agent, skills)));
     }

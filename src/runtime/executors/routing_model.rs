@@ -17,15 +17,21 @@ use crate::agent::{
 use crate::config::AgentSettings;
 use crate::domain::{Artifact, Metadata, Part as A2aPart, Timestamp};
 use crate::error::Result;
+use crate::providers::ToolChoice;
 use crate::session::{FunctionCall, FunctionResponse};
 
 /// Turns free text into tool calls with a cheap model that sees only the skills'
 /// descriptions and the tools' schemas (no history, no instruction of the agent). The
 /// results become artifacts, as for an explicit call; a model that calls nothing asks the
 /// user for what is missing (`input-required`), in its own words.
+///
+/// `agent.routing_tool_choice` can force a call: of some tool, or of one named tool, whose
+/// arguments the model then only fills in from the text (the one form a small model on a
+/// server that constrains its output to the schema gets right every time).
 pub struct RoutingExecutor {
     model: ModelAdapter,
     model_name: Option<String>,
+    tool_choice: ToolChoice,
     instruction: String,
     max_output_tokens: u32,
     tool_timeout: Duration,
@@ -41,6 +47,7 @@ impl RoutingExecutor {
         Self {
             model,
             model_name: (!agent.routing_model.is_empty()).then(|| agent.routing_model.clone()),
+            tool_choice: tool_choice(&agent.routing_tool_choice),
             instruction: format!(
                 "Turn the user's request into calls of the tools provided, with arguments \
                  that follow each tool's schema. Do not answer the request yourself. When the \
@@ -66,7 +73,15 @@ impl AgentExecutor for RoutingExecutor {
             return ToolRoutingExecutor.execute(turn, sink).await;
         }
         sink.working().await?;
-        let specs = turn.tools.specs_for(&turn.tenant);
+        let mut specs = turn.tools.specs_for(&turn.tenant);
+        if let ToolChoice::Tool(forced) = &self.tool_choice {
+            specs.retain(|spec| spec.name == *forced);
+            if specs.is_empty() {
+                let text =
+                    format!("tool {forced:?} (agent.routing_tool_choice) is not offered here");
+                return sink.fail(tool_error(&sink, text)).await;
+            }
+        }
         let request = LlmRequest {
             contents: vec![Content {
                 role: "user".into(),
@@ -77,6 +92,7 @@ impl AgentExecutor for RoutingExecutor {
                 parts: vec![Part::Text(self.instruction.clone())],
             }),
             tools: function_declarations(&specs),
+            tool_choice: self.tool_choice.clone(),
             temperature: Some(0.0),
             max_tokens: Some(self.max_output_tokens),
             model: self.model_name.clone(),
@@ -140,11 +156,7 @@ impl AgentExecutor for RoutingExecutor {
             }
         }
         if failures.len() == calls.len() {
-            let mut message = sink.text(failures.join("; "));
-            let mut metadata = Metadata::new();
-            metadata.insert("errorCode".into(), json!("TOOL_ERROR"));
-            message.metadata = Some(metadata);
-            return sink.fail(message).await;
+            return sink.fail(tool_error(&sink, failures.join("; "))).await;
         }
         // The last call asked the user something: the reply continues that call directly
         // (the routing model sees no history).
@@ -153,4 +165,22 @@ impl AgentExecutor for RoutingExecutor {
         }
         sink.complete(None).await
     }
+}
+
+/// `agent.routing_tool_choice` as the providers take it.
+pub(super) fn tool_choice(setting: &str) -> ToolChoice {
+    match setting {
+        "auto" => ToolChoice::Auto,
+        "required" => ToolChoice::Required,
+        tool => ToolChoice::Tool(tool.to_owned()),
+    }
+}
+
+/// The failure message of a turn whose tools failed: `text`, with `errorCode: TOOL_ERROR`.
+fn tool_error(sink: &TurnSink, text: String) -> crate::domain::Message {
+    let mut message = sink.text(text);
+    let mut metadata = Metadata::new();
+    metadata.insert("errorCode".into(), json!("TOOL_ERROR"));
+    message.metadata = Some(metadata);
+    message
 }
