@@ -18,8 +18,8 @@ use crate::config::{ModelSettings, ProviderKind, ProviderSettings};
 use crate::providers::{GenerateParams, Provider, ProviderError, ProviderEvent};
 use crate::telemetry::trace;
 use crate::telemetry::{
-    MODEL_ERRORS as ERRORS, MODEL_REQUESTS as REQUESTS, MODEL_TOKENS as TOKENS,
-    MODEL_TTFT_MS as TTFT,
+    MODEL_ERRORS as ERRORS, MODEL_REQUESTS as REQUESTS, MODEL_STREAM_DELTAS as DELTAS,
+    MODEL_TOKENS as TOKENS, MODEL_TTFT_MS as TTFT,
 };
 
 /// A stream of provider events.
@@ -189,6 +189,7 @@ fn observe(
     span: tracing::Span,
 ) -> EventStream {
     let mut first = true;
+    let deltas = metrics::counter!(DELTAS, "provider" => name.clone());
     stream
         .inspect(move |event| {
             if first {
@@ -214,7 +215,9 @@ fn observe(
                         error: Some(error_kind(e)),
                     });
                 }
-                ProviderEvent::TextDelta(_) | ProviderEvent::ToolCallFragment(_) => {}
+                ProviderEvent::TextDelta(_) | ProviderEvent::ToolCallFragment(_) => {
+                    deltas.increment(1);
+                }
             }
         })
         .boxed()

@@ -150,8 +150,11 @@ pub const SKILL_LATENCY_MS: &str = "agent_a2a_skill_call_duration_ms";
 pub const MODEL_REQUESTS: &str = "agent_a2a_model_requests_total";
 /// Time to the first event of a generation's stream in milliseconds, by `provider`.
 pub const MODEL_TTFT_MS: &str = "agent_a2a_model_time_to_first_token_ms";
-/// Tokens by `provider` and `direction` (`input`, `output`).
+/// Tokens by `provider` and `direction` (`input`, `output`), as the provider reports them.
 pub const MODEL_TOKENS: &str = "agent_a2a_model_tokens_total";
+/// Pieces of answer streamed by `provider` (text deltas and tool-call fragments): counted
+/// whether or not the provider reports usage; on llama.cpp's server one is one token.
+pub const MODEL_STREAM_DELTAS: &str = "agent_a2a_model_stream_deltas_total";
 /// Failed generations by `provider` and `kind`.
 pub const MODEL_ERRORS: &str = "agent_a2a_model_errors_total";
 

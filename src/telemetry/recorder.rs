@@ -317,6 +317,10 @@ fn describe() {
     );
     describe_counter!(MODEL_TOKENS, "Model tokens by provider and direction.");
     describe_counter!(
+        MODEL_STREAM_DELTAS,
+        "Text deltas and tool-call fragments streamed by model providers, by provider."
+    );
+    describe_counter!(
         MODEL_ERRORS,
         "Failed model generations by provider and kind."
     );
