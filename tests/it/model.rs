@@ -10,15 +10,18 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use agent_a2a::config::{ProviderKind, ProviderSettings, Settings};
 use futures_util::{Stream, StreamExt};
 use serde_json::{Value, json};
 
+use crate::agent::{WeatherSkill, agent};
 use crate::support::{
-    Backend, SseEvent, TestApp, fresh_postgres, http_client, spawn_configured, user_message,
+    Backend, SseEvent, TestApp, fresh_postgres, http_client, spawn_agent_in, spawn_configured,
+    user_message,
 };
 
 /// One model test at a time: each runs inference on a core of its own.
@@ -69,13 +72,19 @@ pub(crate) struct ModelServer {
 }
 
 impl ModelServer {
-    /// Starts the server on `port` without waiting for it.
+    /// Starts the server on `port` without waiting for it, with Gemma's chat format.
     fn spawn(python: &str, port: u16) -> ModelServer {
+        ModelServer::spawn_with(python, port, "gemma")
+    }
+
+    /// Starts the server on `port` with `chat_format` (llama-cpp-python's name for the
+    /// prompt template and for how it reads tools).
+    fn spawn_with(python: &str, port: u16, chat_format: &str) -> ModelServer {
         let child = Command::new(python)
             .args(["-m", "llama_cpp.server", "--model"])
             .arg(model_file(python))
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--model_alias", "gemma", "--chat_format", "gemma"])
+            .args(["--model_alias", "gemma", "--chat_format", chat_format])
             .args(["--n_threads", "1", "--n_ctx", "4096", "--verbose", "false"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -86,7 +95,11 @@ impl ModelServer {
 
     /// Starts the server on a free port and waits until it lists its model.
     async fn start(python: &str) -> ModelServer {
-        let server = ModelServer::spawn(python, free_port());
+        ModelServer::start_with(python, "gemma").await
+    }
+
+    async fn start_with(python: &str, chat_format: &str) -> ModelServer {
+        let server = ModelServer::spawn_with(python, free_port(), chat_format);
         server.wait_ready().await;
         server
     }
@@ -147,6 +160,101 @@ impl ModelServer {
 impl Drop for ModelServer {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// A TCP proxy in front of the model server that counts the requests passing through it
+/// at once. On a connection (HTTP/1.1, one request at a time) a request starts with the
+/// first bytes the client sends while none is open, and ends with the last chunk of its
+/// chunked (streamed) answer, `0\r\n\r\n`, or with the connection.
+struct CountingProxy {
+    port: u16,
+    in_flight: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+    started: Arc<AtomicUsize>,
+}
+
+impl CountingProxy {
+    async fn start(upstream: u16) -> CountingProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy = CountingProxy {
+            port: listener.local_addr().unwrap().port(),
+            in_flight: Arc::default(),
+            peak: Arc::default(),
+            started: Arc::default(),
+        };
+        let (in_flight, peak, started) = (
+            proxy.in_flight.clone(),
+            proxy.peak.clone(),
+            proxy.started.clone(),
+        );
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    continue;
+                };
+                let counts = (in_flight.clone(), peak.clone(), started.clone());
+                tokio::spawn(relay(client, server, counts));
+            }
+        });
+        proxy
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+}
+
+/// Copies bytes both ways between `client` and `server`, counting the request open on it.
+async fn relay(
+    client: tokio::net::TcpStream,
+    server: tokio::net::TcpStream,
+    (in_flight, peak, started): (Arc<AtomicUsize>, Arc<AtomicUsize>, Arc<AtomicUsize>),
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let open = Arc::new(AtomicBool::new(false));
+    let (mut client_in, mut client_out) = client.into_split();
+    let (mut server_in, mut server_out) = server.into_split();
+    let up = {
+        let (open, in_flight, peak) = (open.clone(), in_flight.clone(), peak.clone());
+        async move {
+            let mut buf = vec![0; 16 * 1024];
+            while let Ok(n @ 1..) = client_in.read(&mut buf).await {
+                if !open.swap(true, Ordering::SeqCst) {
+                    started.fetch_add(1, Ordering::SeqCst);
+                    let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                }
+                if server_out.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        }
+    };
+    let down = {
+        let (open, in_flight) = (open.clone(), in_flight.clone());
+        async move {
+            let mut buf = vec![0; 16 * 1024];
+            let mut tail: Vec<u8> = Vec::new();
+            while let Ok(n @ 1..) = server_in.read(&mut buf).await {
+                tail.extend_from_slice(&buf[..n]);
+                let keep = tail.len().saturating_sub(5);
+                tail.drain(..keep);
+                // Counted before the bytes go on, so the client's next request on any
+                // connection comes after it.
+                if tail.ends_with(b"0\r\n\r\n") && open.swap(false, Ordering::SeqCst) {
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                }
+                if client_out.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        }
+    };
+    tokio::select! { () = up => {}, () = down => {} }
+    if open.swap(false, Ordering::SeqCst) {
+        in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -302,8 +410,9 @@ async fn a_blocking_send_returns_the_models_answer_and_its_first_token_time_in_m
         .collect();
     assert!(!text.trim().is_empty(), "{r}");
 
-    // How long the first token took. (Token counts: llama-cpp-python 0.3.36 sends no
-    // `usage` in a stream, `stream_options.include_usage` or not, so the turn counts none.)
+    // How long the first token took, and the tokens as they streamed. (llama-cpp-python
+    // 0.3.36 sends no `usage` in a stream, `stream_options.include_usage` or not, so
+    // `agent_a2a_model_tokens_total` counts none; it streams one token per chunk.)
     let provider = r#"provider="llama-blocking""#;
     let first_tokens = metric(
         &app,
@@ -312,6 +421,8 @@ async fn a_blocking_send_returns_the_models_answer_and_its_first_token_time_in_m
     )
     .await;
     assert!(first_tokens.is_some_and(|n| n >= 1.0), "{first_tokens:?}");
+    let deltas = metric(&app, "agent_a2a_model_stream_deltas_total", &[provider]).await;
+    assert!(deltas.is_some_and(|n| n >= 1.0), "{deltas:?}");
     app.stop().await;
 }
 
@@ -339,8 +450,8 @@ async fn max_output_tokens_bounds_what_the_model_writes() {
         r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
         "{r}"
     );
-    // At most three tokens: at most three words (each takes one token at least). The
-    // stream carries no usage to count them by (see the blocking send's test).
+    // At most three tokens: at most three words (each takes one token at least), and at
+    // most three chunks streamed (one token each).
     let text: String = r["result"]["task"]["artifacts"][0]["parts"]
         .as_array()
         .unwrap_or(&Vec::new())
@@ -349,6 +460,16 @@ async fn max_output_tokens_bounds_what_the_model_writes() {
         .collect();
     let words = text.split_whitespace().count();
     assert!((1..=3).contains(&words), "{words} words: {text:?}");
+    let tokens = metric(
+        &app,
+        "agent_a2a_model_stream_deltas_total",
+        &[r#"provider="llama-bounded""#],
+    )
+    .await;
+    assert!(
+        tokens.is_some_and(|n| (1.0..=3.0).contains(&n)),
+        "{tokens:?} tokens streamed"
+    );
     app.stop().await;
 }
 
@@ -493,5 +614,81 @@ async fn a_model_server_slow_to_start_is_retried_as_configured() {
         "{r}"
     );
     drop(model);
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn max_concurrency_bounds_the_requests_at_the_model_server() {
+    let Some(python) = python() else { return };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let model = ModelServer::start(&python).await;
+    let proxy = CountingProxy::start(model.port).await;
+    let app = spawn_configured(
+        Backend::Sqlite,
+        with_llama("llama-bounded-at-once", proxy.url(), |p, s| {
+            p.max_concurrency = 2;
+            s.agent.max_output_tokens = 8;
+        }),
+    )
+    .await;
+
+    // Five turns at once, each in its own thread, against two permits.
+    let sends = (0..5).map(|i| {
+        let mut message = user_message("Name a colour.");
+        message["contextId"] = json!(format!("ctx-at-once-{i}"));
+        app.rpc("SendMessage", json!({"message": message}))
+    });
+    let answers = futures_util::future::join_all(sends).await;
+    for r in &answers {
+        assert_eq!(
+            r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{r}"
+        );
+    }
+    assert_eq!(
+        proxy.started.load(Ordering::SeqCst),
+        5,
+        "requests to the model"
+    );
+    assert_eq!(
+        proxy.peak.load(Ordering::SeqCst),
+        2,
+        "requests at the model server at once"
+    );
+    app.stop().await;
+}
+
+/// The routing model turns free text into the call `agent.routing_tool_choice` forces.
+/// Under `chatml-function-calling` llama.cpp generates a forced call's arguments within a
+/// grammar made from the tool's schema, so even this small model writes a call that
+/// validates; the agent runs it and the task completes with its result.
+#[actix_web::test]
+async fn the_routing_model_writes_a_forced_tool_call_and_the_agent_runs_it() {
+    let Some(python) = python() else { return };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let model = ModelServer::start_with(&python, "chatml-function-calling").await;
+    let skill = WeatherSkill::counting();
+    let routed = with_llama("llama-router", model.url(), |_, s| {
+        s.agent.provider = String::new();
+        s.agent.routing_provider = "llama-router".into();
+        s.agent.routing_tool_choice = "weather".into();
+    });
+    let app = spawn_agent_in(None, agent(&skill), routed).await;
+
+    let r = app
+        .rpc(
+            "SendMessage",
+            json!({"message": user_message("What is the weather in Oslo today?")}),
+        )
+        .await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(task["artifacts"][0]["name"], "weather", "{r}");
+    let result = &task["artifacts"][0]["parts"][0]["data"];
+    assert_eq!(result["forecast"], "sunny", "{r}");
+    let cities = skill.cities.lock().unwrap().clone();
+    assert_eq!(cities.len(), 1, "one call: {cities:?}");
+    assert!(!cities[0].is_empty(), "the schema asks for a city");
+    assert_eq!(result["city"], cities[0], "{r}");
     app.stop().await;
 }
