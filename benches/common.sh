@@ -114,5 +114,5 @@ stop_and_clean() {
     for db in "${DATABASES[@]}"; do
         psql -q -X "$PG_URL/postgres" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 || true
     done
-    rm -rf "$WORK"
+    [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
 }

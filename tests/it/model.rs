@@ -86,6 +86,9 @@ impl ModelServer {
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--model_alias", "gemma", "--chat_format", chat_format])
             .args(["--n_threads", "1", "--n_ctx", "4096", "--verbose", "false"])
+            // As the README runs it: a request that arrives while one streams waits for
+            // it, instead of ending that one's answer early.
+            .args(["--interrupt_requests", "false"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

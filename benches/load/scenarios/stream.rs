@@ -1,6 +1,7 @@
 //! `stream`: one `SendStreamingMessage` (`message/stream`) per operation, read to its
-//! end. Measures the time to the first event and to the event that ends the turn (a
-//! terminal or interrupted state, or a message); the stream must then close.
+//! end. Measures the time to the first event, to the first artifact (for an agent with a
+//! model: its first streamed text) and to the event that ends the turn (a terminal or
+//! interrupted state, or a message); the stream must then close.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,6 +44,7 @@ impl Operation for StreamOp {
             .open_stream(dialect.stream_method(), json!({ "message": message }))
             .await?;
         let mut received = 0u64;
+        let mut artifacts = 0u64;
         let last = loop {
             let Some(event) = events.next().await else {
                 return Err(ErrorKind::StreamEndedEarly);
@@ -51,6 +53,12 @@ impl Operation for StreamOp {
             received += 1;
             if received == 1 {
                 stats.latency("first event", intended.elapsed());
+            }
+            if matches!(event, StreamEvent::Artifact) {
+                artifacts += 1;
+                if artifacts == 1 {
+                    stats.latency("first artifact", intended.elapsed());
+                }
             }
             if event.ends_turn() {
                 break event;
@@ -64,6 +72,7 @@ impl Operation for StreamOp {
             Err(_) => stats.count("streams left open after the last event", 1),
         }
         stats.count("stream events", received);
+        stats.count("artifact events", artifacts);
         match last {
             StreamEvent::Message => Ok("message".to_owned()),
             event => match event.state() {
