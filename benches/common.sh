@@ -107,7 +107,8 @@ new_database() {
 }
 
 # The EXIT trap of the scripts that start servers: stops the processes in PIDS, drops the
-# databases named in DATABASES on the server at PG_URL, and removes WORK.
+# databases named in DATABASES on the server at PG_URL, and removes WORK (kept, with the
+# servers' logs, when KEEP_WORK is set).
 stop_and_clean() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
