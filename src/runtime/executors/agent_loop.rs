@@ -215,11 +215,7 @@ pub(super) fn run_failure(sink: &TurnSink, error: &RunError) -> Message {
         RunError::Observer(_) => ("INTERNAL_ERROR", "internal error".to_owned()),
     };
     tracing::warn!(error = %error, code, "agent run failed");
-    let mut message = sink.text(text);
-    let mut metadata = Metadata::new();
-    metadata.insert("errorCode".into(), Value::String(code.into()));
-    message.metadata = Some(metadata);
-    message
+    sink.failure(text, code)
 }
 
 /// A provider error's kind, without the provider's own words (they stay in the log).

@@ -180,6 +180,15 @@ impl TurnSink {
         self.agent_message(vec![Part::text(text)])
     }
 
+    /// The status message of a failed task: `text`, and `code` as its `errorCode`.
+    pub fn failure(&self, text: impl Into<String>, code: &str) -> Message {
+        let mut message = self.text(text);
+        let mut metadata = Metadata::new();
+        metadata.insert("errorCode".into(), code.into());
+        message.metadata = Some(metadata);
+        message
+    }
+
     /// Moves the task to `state`, optionally with a status message.
     pub async fn status(&self, state: TaskState, message: Option<Message>) -> Result<()> {
         self.emit(Emit::Status {

@@ -44,21 +44,20 @@ pub(in crate::runtime) fn configured(
                 provider: agent.routing_provider.clone(),
             }
         })?;
-        if let crate::providers::ToolChoice::Tool(tool) =
-            routing_model::tool_choice(&agent.routing_tool_choice)
-        {
+        let executor = RoutingExecutor::new(model, agent, skills);
+        if let Some(tool) = executor.forced_tool() {
             let specs = tools.specs();
             if !specs.iter().any(|spec| spec.name == tool) {
                 let known: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
                 return Err(crate::agent::TreeError::UnknownTool {
                     agent: "agent.routing_tool_choice".into(),
-                    tool,
+                    tool: tool.to_owned(),
                     known: known.join(", "),
                 });
             }
         }
         tracing::info!(provider = %agent.routing_provider, "routing model enabled");
-        return Ok(Arc::new(RoutingExecutor::new(model, agent, skills)));
+        return Ok(Arc::new(executor));
     }
     tracing::info!("no model configured: explicit tool calls only");
     Ok(Arc::new(ToolRoutingExecutor))

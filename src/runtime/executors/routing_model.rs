@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::agent_loop::{SkillTools, run_failure};
 use super::executor::{AgentExecutor, Turn, TurnSink};
@@ -15,7 +15,7 @@ use crate::agent::{
     function_declarations,
 };
 use crate::config::AgentSettings;
-use crate::domain::{Artifact, Metadata, Part as A2aPart, Timestamp};
+use crate::domain::{Artifact, Part as A2aPart, Timestamp};
 use crate::error::Result;
 use crate::providers::ToolChoice;
 use crate::session::{FunctionCall, FunctionResponse};
@@ -61,6 +61,16 @@ impl RoutingExecutor {
     }
 }
 
+impl RoutingExecutor {
+    /// The tool `agent.routing_tool_choice` names, if it names one.
+    pub(super) fn forced_tool(&self) -> Option<&str> {
+        match &self.tool_choice {
+            ToolChoice::Tool(tool) => Some(tool),
+            ToolChoice::Auto | ToolChoice::Required => None,
+        }
+    }
+}
+
 #[async_trait]
 impl AgentExecutor for RoutingExecutor {
     /// Direct calls only: a routed call is the cheap model's, which is not asked again.
@@ -79,7 +89,7 @@ impl AgentExecutor for RoutingExecutor {
             if specs.is_empty() {
                 let text =
                     format!("tool {forced:?} (agent.routing_tool_choice) is not offered here");
-                return sink.fail(tool_error(&sink, text)).await;
+                return sink.fail(sink.failure(text, "TOOL_ERROR")).await;
             }
         }
         let request = LlmRequest {
@@ -156,7 +166,9 @@ impl AgentExecutor for RoutingExecutor {
             }
         }
         if failures.len() == calls.len() {
-            return sink.fail(tool_error(&sink, failures.join("; "))).await;
+            return sink
+                .fail(sink.failure(failures.join("; "), "TOOL_ERROR"))
+                .await;
         }
         // The last call asked the user something: the reply continues that call directly
         // (the routing model sees no history).
@@ -168,19 +180,10 @@ impl AgentExecutor for RoutingExecutor {
 }
 
 /// `agent.routing_tool_choice` as the providers take it.
-pub(super) fn tool_choice(setting: &str) -> ToolChoice {
+fn tool_choice(setting: &str) -> ToolChoice {
     match setting {
         "auto" => ToolChoice::Auto,
         "required" => ToolChoice::Required,
         tool => ToolChoice::Tool(tool.to_owned()),
     }
-}
-
-/// The failure message of a turn whose tools failed: `text`, with `errorCode: TOOL_ERROR`.
-fn tool_error(sink: &TurnSink, text: String) -> crate::domain::Message {
-    let mut message = sink.text(text);
-    let mut metadata = Metadata::new();
-    metadata.insert("errorCode".into(), json!("TOOL_ERROR"));
-    message.metadata = Some(metadata);
-    message
 }

@@ -277,9 +277,5 @@ impl AgentExecutor for ToolRoutingExecutor {
 
 /// A failure status message that names the tool and an error code, and no internals.
 fn failure(sink: &TurnSink, tool: &str, text: &str, code: &str) -> crate::domain::Message {
-    let mut message = sink.text(format!("{tool} failed: {text}"));
-    let mut metadata = crate::domain::Metadata::new();
-    metadata.insert("errorCode".into(), Value::String(code.into()));
-    message.metadata = Some(metadata);
-    message
+    sink.failure(format!("{tool} failed: {text}"), code)
 }
