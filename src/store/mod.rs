@@ -27,10 +27,10 @@ mod postgres;
 mod queries;
 mod reads;
 mod records;
-mod rows;
 mod schema;
 mod silence;
 mod sqlite;
+mod tables;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]

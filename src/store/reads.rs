@@ -40,14 +40,16 @@ macro_rules! read_queries {
             };
             use $crate::store::packed::Id;
             use $crate::store::page_token::Cursor;
-            use $crate::store::rows::{EventRow, MessageRow, TaskRow, decode_event};
+            use $crate::store::tables::messages::MessageRow;
+            use $crate::store::tables::task_events::{EventRow, decode_event};
+            use $crate::store::tables::tasks::TaskRow;
             use $crate::store::schema::{messages, push_configs, task_events, tasks, threads};
             use $crate::store::{StoreError, StoredTask, ThreadSnapshot};
 
             type Conn<'c> = super::StoreConn<'c>;
 
             use $crate::store::reads::limit;
-            use $crate::store::rows::PushConfigRow;
+            use $crate::store::tables::push_configs::PushConfigRow;
 
             /// The last event's sequence number of each of the tenant's tasks `$ids`.
             macro_rules! last_event_seqs_query {
@@ -573,7 +575,7 @@ macro_rules! read_queries {
                 rows.into_iter()
                     .map(|(tenant_id, thread_id, expires_at)| {
                         let (tenant, thread_id) =
-                            $crate::store::rows::thread_key(tenant_id, thread_id)?;
+                            $crate::store::tables::threads::thread_key(tenant_id, thread_id)?;
                         Ok($crate::store::DueThread {
                             tenant,
                             thread_id,
@@ -605,7 +607,7 @@ macro_rules! read_queries {
                     .await?;
                 rows.into_iter()
                     .map(|(tenant_id, thread_id)| {
-                        $crate::store::rows::thread_key(tenant_id, thread_id)
+                        $crate::store::tables::threads::thread_key(tenant_id, thread_id)
                     })
                     .collect()
             }
@@ -632,7 +634,7 @@ macro_rules! read_queries {
                 share: $crate::store::reads::OutboxShare<'_>,
             ) -> Result<Vec<$crate::store::Delivery>, StoreError> {
                 use $crate::store::reads::OutboxShare;
-                use $crate::store::rows::DeliveryRow;
+                use $crate::store::tables::push_outbox::DeliveryRow;
                 if max == 0 {
                     return Ok(Vec::new());
                 }
@@ -657,7 +659,7 @@ macro_rules! read_queries {
                 tenant: &TenantId,
                 key: &str,
             ) -> Result<Option<$crate::store::Claim>, StoreError> {
-                use $crate::store::rows::ClaimRow;
+                use $crate::store::tables::idempotency_keys::ClaimRow;
                 use $crate::store::schema::idempotency_keys;
                 let Some(row) = idempotency_keys::table
                     .filter(idempotency_keys::tenant_id.eq(tenant.as_str()))
@@ -730,7 +732,7 @@ macro_rules! read_queries {
                 conn: &mut Conn<'_>,
                 max: usize,
             ) -> Result<Vec<($crate::store::Delivery, $crate::domain::Timestamp)>, StoreError> {
-                use $crate::store::rows::OwedRow;
+                use $crate::store::tables::push_outbox::OwedRow;
                 if max == 0 {
                     return Ok(Vec::new());
                 }
@@ -916,8 +918,8 @@ macro_rules! thread_queries {
     ($tenant:expr, $thread_id:expr, $window:expr) => {{
         use diesel::{ExpressionMethods, QueryDsl, SelectableHelper};
         use $crate::store::packed::Id;
-        use $crate::store::rows::{MessageRow, TaskRow, ThreadRow};
         use $crate::store::schema::{messages, tasks, threads};
+        use $crate::store::tables::{messages::MessageRow, tasks::TaskRow, threads::ThreadRow};
         let (tenant, thread_id): (&str, &str) = ($tenant, $thread_id);
         (
             threads::table
@@ -946,11 +948,11 @@ pub(super) use thread_queries;
 /// What the three [`thread_queries!`] return.
 pub(super) struct ThreadRows {
     /// The thread's row: none or one.
-    pub thread: Vec<crate::store::rows::ThreadRow>,
+    pub thread: Vec<crate::store::tables::threads::ThreadRow>,
     /// Its newest messages, newest first.
-    pub newest_first: Vec<crate::store::rows::MessageRow>,
+    pub newest_first: Vec<crate::store::tables::messages::MessageRow>,
     /// Its open tasks, oldest first.
-    pub open: Vec<crate::store::rows::TaskRow>,
+    pub open: Vec<crate::store::tables::tasks::TaskRow>,
 }
 
 /// `independent!(conn; c => a, b[, c])`: the queries `a`, `b` (and `c`), each run on `c`,

@@ -21,10 +21,13 @@
 //! kept. The statements are applied in the order of [`Rows`]' fields, thread expirations
 //! after the thread upserts of the same batch.
 
-use super::rows::{
-    NewClaim, NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent, NewThread,
-    append_seq, encode_reply,
-};
+use super::tables::idempotency_keys::{NewClaim, encode_reply};
+use super::tables::messages::NewMessage;
+use super::tables::push_configs::NewPushConfig;
+use super::tables::push_outbox::NewOutboxRow;
+use super::tables::task_events::NewTaskEvent;
+use super::tables::tasks::{NewTask, append_seq};
+use super::tables::threads::NewThread;
 use super::{MessageRecord, OutboxKey, StoreError, ThreadStatus, WriteOp};
 use crate::domain::{ContextId, Message, StreamEvent, TaskId, TenantId};
 

@@ -9,9 +9,12 @@ use std::collections::hash_map::Entry;
 use tokio_postgres::types::ToSql;
 
 use crate::store::packed::PgPacked;
-use crate::store::rows::{
-    NewMessage, NewOutboxRow, NewPushConfig, NewTask, NewTaskEvent, NewThread,
-};
+use crate::store::tables::messages::NewMessage;
+use crate::store::tables::push_configs::NewPushConfig;
+use crate::store::tables::push_outbox::NewOutboxRow;
+use crate::store::tables::task_events::NewTaskEvent;
+use crate::store::tables::tasks::NewTask;
+use crate::store::tables::threads::NewThread;
 use crate::store::writes::{HistoryAppend, PushRow, Rows, appended_history};
 
 /// Run first in every commit of a node in cluster mode: passes while the node's

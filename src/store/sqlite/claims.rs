@@ -37,7 +37,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
 use crate::store::StoreError;
-use crate::store::rows::{ClaimRow, NewClaim};
+use crate::store::tables::idempotency_keys::{ClaimRow, NewClaim};
 
 /// Index runs: the hash range is cut in this many parts, one written per commit.
 const RUNS: u64 = 64;

@@ -49,7 +49,9 @@ use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
-use super::rows::{MessageRow, TaskRow, ThreadRow};
+use super::tables::messages::MessageRow;
+use super::tables::tasks::TaskRow;
+use super::tables::threads::ThreadRow;
 use super::{BlockingCommit, Claim, SqliteSynchronous, StoreError, WriteOp};
 use crate::domain::TenantId;
 use claims::ClaimIndex;

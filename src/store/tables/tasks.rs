@@ -1,0 +1,313 @@
+//! The `tasks` table: a task's row, written and read, and how its history and
+//! transitions are kept in it.
+
+use diesel::{Queryable, Selectable};
+
+use super::{decode, decode_opt, encode, id};
+use crate::domain::{
+    ContextId, Message, Metadata, Task, TaskId, TaskState, TaskStatus, TenantId, Timestamp,
+    Transition,
+};
+use crate::store::schema::tasks;
+use crate::store::{StoreError, TaskRecord};
+
+pub(in crate::store) struct NewTask<'a> {
+    pub(in crate::store) tenant_id: &'a str,
+    pub(in crate::store) task_id: &'a str,
+    pub(in crate::store) context_id: &'a str,
+    pub(in crate::store) state: &'static str,
+    pub(in crate::store) status_message: Option<String>,
+    pub(in crate::store) status_timestamp: i64,
+    pub(in crate::store) artifacts: String,
+    pub(in crate::store) transitions: String,
+    pub(in crate::store) metadata: Option<String>,
+    pub(in crate::store) created_at: i64,
+    pub(in crate::store) updated_at: i64,
+    /// The history entries this write appends (`seq`s, comma-separated; `''` for none):
+    /// an upsert adds them to the stored list ([`crate::store::writes`]).
+    pub(in crate::store) history: String,
+    pub(in crate::store) status_entry: Option<i64>,
+    /// Set when the batch's final status update of the task is this row
+    /// (`schema::tasks::final_event_seq`, [`crate::store::writes`]).
+    pub(in crate::store) final_event_seq: Option<i64>,
+    /// The task's first row ([`crate::store::WriteOp::InsertTask`]): inserted, not upserted.
+    pub(in crate::store) first: bool,
+}
+
+impl<'a> NewTask<'a> {
+    pub(in crate::store) fn new(r: &'a TaskRecord) -> Result<Self, StoreError> {
+        let t = &r.task;
+        Ok(Self {
+            tenant_id: t.tenant.as_str(),
+            task_id: t.id.as_str(),
+            context_id: t.context_id.as_str(),
+            state: t.status.state.as_str(),
+            status_message: t
+                .status
+                .message
+                .as_ref()
+                .map(|m| encode("status message", m))
+                .transpose()?,
+            status_timestamp: t.status.timestamp.millis(),
+            artifacts: encode("artifacts", &t.artifacts)?,
+            transitions: encode("transitions", stored_transitions(t))?,
+            metadata: t
+                .metadata
+                .as_ref()
+                .map(|m| encode("task metadata", m))
+                .transpose()?,
+            created_at: t.created_at.millis(),
+            updated_at: t.updated_at.millis(),
+            history: String::new(),
+            status_entry: r.status_entry,
+            final_event_seq: None,
+            first: false,
+        })
+    }
+}
+
+/// The transitions a task's row stores: all but those its other columns say — the first,
+/// `submitted` at the task's creation, and the last, into the current state at the
+/// status's time (an echo task stores none). [`read_transitions`] adds them back: a list
+/// that does not start in `submitted` lacks the first (no task enters `submitted` later),
+/// and one that does not end in the current state the last (a task's transitions change
+/// state each; a status that keeps the state is not one). Rows written before kept them
+/// all, and read the same.
+pub(in crate::store) fn stored_transitions(t: &Task) -> &[Transition] {
+    let mut list = &t.transitions[..];
+    if let [rest @ .., last] = list
+        && last.state == t.status.state
+        && last.timestamp == t.status.timestamp
+        && rest.last().is_none_or(|before| before.state != last.state)
+    {
+        list = rest;
+    }
+    if let [first, rest @ ..] = list
+        && first.state == TaskState::Submitted
+        && first.timestamp == t.created_at
+    {
+        list = rest;
+    }
+    list
+}
+
+/// A task's transitions from what its row stores ([`stored_transitions`]).
+pub(in crate::store) fn read_transitions(
+    mut stored: Vec<Transition>,
+    state: TaskState,
+    created_at: Timestamp,
+    status_at: Timestamp,
+) -> Vec<Transition> {
+    if stored
+        .first()
+        .is_none_or(|first| first.state != TaskState::Submitted)
+    {
+        stored.insert(
+            0,
+            Transition {
+                state: TaskState::Submitted,
+                timestamp: created_at,
+            },
+        );
+    }
+    if stored.last().is_none_or(|last| last.state != state) {
+        stored.push(Transition {
+            state,
+            timestamp: status_at,
+        });
+    }
+    stored
+}
+
+/// Adds `seq` to a comma-separated history list.
+pub(in crate::store) fn append_seq(list: &mut String, seq: i64) {
+    use std::fmt::Write;
+    if !list.is_empty() {
+        list.push(',');
+    }
+    // Writing into a String cannot fail.
+    let _ = write!(list, "{seq}");
+}
+
+/// The `seq`s of a stored history list, oldest first.
+pub(in crate::store) fn history_seqs(raw: &str) -> Result<Vec<i64>, StoreError> {
+    if raw.is_empty() {
+        return Ok(Vec::new());
+    }
+    raw.split(',')
+        .map(|n| {
+            n.parse::<i64>()
+                .map_err(|_| StoreError::Corrupt(format!("task history {raw:?}")))
+        })
+        .collect()
+}
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = tasks)]
+#[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
+pub(in crate::store) struct TaskRow {
+    tenant_id: String,
+    pub(in crate::store) task_id: String,
+    context_id: String,
+    state: String,
+    status_message: Option<String>,
+    pub(in crate::store) status_timestamp: i64,
+    artifacts: String,
+    transitions: String,
+    metadata: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+    history: String,
+    status_entry: Option<i64>,
+    final_event_seq: Option<i64>,
+}
+
+impl TaskRow {
+    /// The `seq` of the task's final status update if the row is that event (it is then
+    /// not in the log): see `schema::tasks::final_event_seq`.
+    pub(in crate::store) fn final_event_seq(&self) -> Option<i64> {
+        self.final_event_seq
+    }
+
+    /// The sequence number of the task's last event, given the last one in its log.
+    pub(in crate::store) fn last_event_seq(&self, logged: Option<i64>) -> i64 {
+        logged.max(self.final_event_seq).unwrap_or(0)
+    }
+
+    /// The thread the task's history refers to.
+    pub(in crate::store) fn context_id(&self) -> &str {
+        &self.context_id
+    }
+
+    /// The `seq`s of the task's history in its thread, oldest first.
+    pub(in crate::store) fn history_seqs(&self) -> Result<Vec<i64>, StoreError> {
+        history_seqs(&self.history)
+    }
+
+    /// Which entry of the history list is the status message, if one is.
+    pub(in crate::store) fn status_entry(&self) -> Option<usize> {
+        self.status_entry.and_then(|e| usize::try_from(e).ok())
+    }
+
+    /// The task with the given history and, when the row names it by its history entry
+    /// ([`Self::status_entry`]), status message; with `include_artifacts` false the
+    /// artifacts column is not even decoded.
+    pub(in crate::store) fn into_task(
+        self,
+        history: Vec<Message>,
+        status_entry: Option<Message>,
+        include_artifacts: bool,
+    ) -> Result<Task, StoreError> {
+        let state = TaskState::from_str_opt(&self.state)
+            .ok_or_else(|| StoreError::Corrupt(format!("task state {:?}", self.state)))?;
+        Ok(Task {
+            id: id("task id", self.task_id, TaskId::parse)?,
+            context_id: id("task context id", self.context_id, ContextId::parse)?,
+            tenant: id("task tenant", self.tenant_id, TenantId::from_store)?,
+            status: TaskStatus {
+                state,
+                message: match status_entry {
+                    Some(message) => Some(message),
+                    None => decode_opt("status message", self.status_message.as_deref())?,
+                },
+                timestamp: Timestamp(self.status_timestamp),
+            },
+            artifacts: if include_artifacts {
+                decode("artifacts", &self.artifacts)?
+            } else {
+                Vec::new()
+            },
+            history,
+            metadata: decode_opt::<Metadata>("task metadata", self.metadata.as_deref())?,
+            transitions: read_transitions(
+                decode("transitions", &self.transitions)?,
+                state,
+                Timestamp(self.created_at),
+                Timestamp(self.status_timestamp),
+            ),
+            created_at: Timestamp(self.created_at),
+            updated_at: Timestamp(self.updated_at),
+            // The caller knows the event log; until it says, the first generation.
+            generation: 1,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Part;
+
+    fn task_going_through(steps: &[(TaskState, i64)]) -> Task {
+        let first = Message::agent(ContextId::parse("c").unwrap(), None, vec![Part::text("hi")]);
+        let mut task = Task::submitted(
+            TaskId::parse("t").unwrap(),
+            ContextId::parse("c").unwrap(),
+            TenantId::parse("acme").unwrap(),
+            first,
+            Timestamp(10),
+        );
+        for &(state, at) in steps {
+            task.set_status(TaskStatus {
+                state,
+                message: None,
+                timestamp: Timestamp(at),
+            });
+        }
+        task
+    }
+
+    /// Every way through the states a task's row stores fewer transitions for reads back
+    /// the same; an echo task stores none.
+    #[test]
+    fn transitions_the_row_says_otherwise_are_not_stored_and_read_back_the_same() {
+        use TaskState::*;
+        let cases: &[(&[(TaskState, i64)], usize)] = &[
+            (&[], 0),
+            (&[(Completed, 10)], 0),
+            (&[(Completed, 20)], 0),
+            (&[(Working, 10), (Completed, 20)], 1),
+            (&[(Working, 15), (Working, 20)], 1),
+            (&[(Working, 15), (InputRequired, 20), (Working, 30)], 2),
+            (
+                &[
+                    (Working, 15),
+                    (InputRequired, 20),
+                    (Working, 30),
+                    (Failed, 40),
+                ],
+                3,
+            ),
+            (&[(Submitted, 12)], 0),
+            (&[(Rejected, 10)], 0),
+        ];
+        for (steps, stored) in cases {
+            let task = task_going_through(steps);
+            let kept = stored_transitions(&task);
+            assert_eq!(kept.len(), *stored, "{steps:?}");
+            let read = read_transitions(
+                kept.to_vec(),
+                task.status.state,
+                task.created_at,
+                task.status.timestamp,
+            );
+            assert_eq!(read, task.transitions, "{steps:?}");
+        }
+        // A task made at another time than its first transition keeps that one.
+        let mut task = task_going_through(&[(Completed, 20)]);
+        task.created_at = Timestamp(5);
+        let kept = stored_transitions(&task);
+        assert_eq!(kept.len(), 1);
+        let read = read_transitions(kept.to_vec(), Completed, Timestamp(5), Timestamp(20));
+        assert_eq!(read, task.transitions);
+        // Rows written before stored every transition: read as they are.
+        let task = task_going_through(&[(Working, 15), (Completed, 20)]);
+        let read = read_transitions(
+            task.transitions.clone(),
+            Completed,
+            task.created_at,
+            Timestamp(20),
+        );
+        assert_eq!(read, task.transitions);
+    }
+}
