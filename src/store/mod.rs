@@ -30,6 +30,7 @@ mod records;
 mod schema;
 mod silence;
 mod sqlite;
+pub(crate) mod statement;
 mod tables;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -1,13 +1,9 @@
-//! The `Store` implementation's reads, written once and stamped out per backend.
+//! The `Store` implementation, stamped out per backend: each method takes the backend's
+//! connection for it, runs the read of `reads.rs` on it, and lets the backend settle the
+//! outcome. The SQL is in the tables' modules (`tables/`); nothing here names a statement.
 //!
-//! Code generic over diesel-async connection types drowns in trait bounds, so the read
-//! bodies live in a macro (`reads.rs`) that `postgres/mod.rs` instantiates for
-//! `AsyncPgConnection` and `sqlite/mod.rs` for `SyncConnectionWrapper<SqliteConnection>`.
-//! Both get the very same SQL (the schema uses only types the two backends share), and
-//! the compiler checks each instantiation against its backend.
-//!
-//! Writes are not here: their statements are plain functions in `writes.rs`, and each
-//! backend runs them its own way (`commit_ops`).
+//! Writes are not here: their rows are collected in `writes.rs`, and each backend runs
+//! them its own way (`commit_ops`).
 
 /// Implements [`Store`](crate::store::Store) for `$store`, a struct with these inherent
 /// methods:
@@ -15,8 +11,7 @@
 /// - `async fn conn(&self)` and `async fn point_conn(&self)`: a connection for a read, the
 ///   latter for a point read (a reload of a thread or a task, a claim, a task's events):
 ///   a smart pointer each backend chooses, which `$lend!(conn)` turns into the
-///   `&mut StoreConn<'_>` the reads of `reads.rs` take (`StoreConn<'c>`, the backend's
-///   read connection type, is declared by the backend beside the invocation);
+///   `&mut` [`Reader`](crate::store::reads::Reader) the reads of `reads.rs` take;
 /// - `async fn settle(&self, &mut <that pointer>, Result<T, StoreError>)`, which gets the
 ///   last word on a read's failure (Postgres tells a lost connection from a failed query
 ///   there);
@@ -30,16 +25,9 @@
 ///   `fn blocking_writer(&self)` (see
 ///   [`Store::blocking_commit`](crate::store::Store::blocking_commit)).
 ///
-/// `$backend` is the diesel backend of `StoreConn`, `$name` what
-/// [`Store::backend`](crate::store::Store::backend) reports and `$independent` how a
-/// group of independent reads runs (`pipelined` or `sequential`, see `reads.rs`).
+/// `$name` is what [`Store::backend`](crate::store::Store::backend) reports.
 macro_rules! store_impl {
-    ($store:ty, $backend:ty, $name:literal, $independent:ident, $lend:ident) => {
-        // Named here so that the generated modules can refer to it as `super::…`.
-        type StoreBackend = $backend;
-
-        $crate::store::reads::read_queries!($independent);
-
+    ($store:ty, $name:literal, $lend:ident) => {
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {
             fn backend(&self) -> &'static str {
@@ -77,7 +65,12 @@ macro_rules! store_impl {
                 self.point_read(async {
                     let mut conn = self.point_conn().await?;
                     let result = self
-                        .bounded(reads::load_thread($lend!(conn), tenant, thread_id, window))
+                        .bounded($crate::store::reads::load_thread(
+                            $lend!(conn),
+                            tenant,
+                            thread_id,
+                            window,
+                        ))
                         .await;
                     self.settle(&mut conn, result).await
                 })
@@ -92,7 +85,11 @@ macro_rules! store_impl {
                 self.point_read(async {
                     let mut conn = self.point_conn().await?;
                     let result = self
-                        .bounded(reads::task_context($lend!(conn), tenant, task_id))
+                        .bounded($crate::store::reads::task_context(
+                            $lend!(conn),
+                            tenant,
+                            task_id,
+                        ))
                         .await;
                     self.settle(&mut conn, result).await
                 })
@@ -107,7 +104,11 @@ macro_rules! store_impl {
                 self.point_read(async {
                     let mut conn = self.point_conn().await?;
                     let result = self
-                        .bounded(reads::load_task($lend!(conn), tenant, task_id))
+                        .bounded($crate::store::reads::load_task(
+                            $lend!(conn),
+                            tenant,
+                            task_id,
+                        ))
                         .await;
                     self.settle(&mut conn, result).await
                 })
@@ -121,7 +122,11 @@ macro_rules! store_impl {
             ) -> Result<Option<$crate::domain::TaskPage>, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
                 let result = self
-                    .bounded(reads::list_tasks($lend!(conn), tenant, query))
+                    .bounded($crate::store::reads::list_tasks(
+                        $lend!(conn),
+                        tenant,
+                        query,
+                    ))
                     .await;
                 self.settle(&mut conn, result).await
             }
@@ -135,7 +140,7 @@ macro_rules! store_impl {
             ) -> Result<Vec<(i64, $crate::domain::StreamEvent)>, $crate::store::StoreError> {
                 let mut conn = self.point_conn().await?;
                 let result = self
-                    .bounded(reads::task_events(
+                    .bounded($crate::store::reads::task_events(
                         $lend!(conn),
                         tenant,
                         task_id,
@@ -148,7 +153,7 @@ macro_rules! store_impl {
 
             async fn ping(&self) -> Result<(), $crate::store::StoreError> {
                 let mut conn = self.probe_conn().await?;
-                let result = self.bounded(reads::ping($lend!(conn))).await;
+                let result = self.bounded($crate::store::reads::ping($lend!(conn))).await;
                 self.settle(&mut conn, result).await
             }
 
@@ -174,7 +179,13 @@ macro_rules! store_impl {
             ) -> Result<Vec<$crate::store::DueThread>, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
                 let result = self
-                    .bounded(reads::due_threads($lend!(conn), status, now, after, limit))
+                    .bounded($crate::store::reads::due_threads(
+                        $lend!(conn),
+                        status,
+                        now,
+                        after,
+                        limit,
+                    ))
                     .await;
                 self.settle(&mut conn, result).await
             }
@@ -189,7 +200,11 @@ macro_rules! store_impl {
             > {
                 let mut conn = self.conn().await?;
                 let result = self
-                    .bounded(reads::recent_threads($lend!(conn), now, limit))
+                    .bounded($crate::store::reads::recent_threads(
+                        $lend!(conn),
+                        now,
+                        limit,
+                    ))
                     .await;
                 self.settle(&mut conn, result).await
             }
@@ -201,7 +216,11 @@ macro_rules! store_impl {
             ) -> Result<Vec<$crate::domain::PushConfig>, $crate::store::StoreError> {
                 let mut conn = self.point_conn().await?;
                 let result = self
-                    .bounded(reads::push_configs($lend!(conn), tenant, task_ids))
+                    .bounded($crate::store::reads::push_configs(
+                        $lend!(conn),
+                        tenant,
+                        task_ids,
+                    ))
                     .await;
                 self.settle(&mut conn, result).await
             }
@@ -213,7 +232,7 @@ macro_rules! store_impl {
             ) -> Result<Vec<$crate::store::Delivery>, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
                 let result = self
-                    .bounded(reads::due_deliveries(
+                    .bounded($crate::store::reads::due_deliveries(
                         $lend!(conn),
                         now,
                         limit,
@@ -232,14 +251,16 @@ macro_rules! store_impl {
             > {
                 let mut conn = self.conn().await?;
                 let result = self
-                    .bounded(reads::owed_deliveries($lend!(conn), limit))
+                    .bounded($crate::store::reads::owed_deliveries($lend!(conn), limit))
                     .await;
                 self.settle(&mut conn, result).await
             }
 
             async fn outbox_depth(&self) -> Result<u64, $crate::store::StoreError> {
                 let mut conn = self.conn().await?;
-                let result = self.bounded(reads::outbox_depth($lend!(conn))).await;
+                let result = self
+                    .bounded($crate::store::reads::outbox_depth($lend!(conn)))
+                    .await;
                 self.settle(&mut conn, result).await
             }
 
@@ -254,7 +275,9 @@ macro_rules! store_impl {
                     return result;
                 }
                 let mut conn = self.point_conn().await?;
-                let result = self.bounded(reads::claim($lend!(conn), tenant, key)).await;
+                let result = self
+                    .bounded($crate::store::reads::claim($lend!(conn), tenant, key))
+                    .await;
                 self.settle(&mut conn, result).await
             }
 
@@ -269,7 +292,12 @@ macro_rules! store_impl {
             > {
                 let mut conn = self.conn().await?;
                 let result = self
-                    .bounded(reads::claim_keys($lend!(conn), from, until, limit))
+                    .bounded($crate::store::reads::claim_keys(
+                        $lend!(conn),
+                        from,
+                        until,
+                        limit,
+                    ))
                     .await;
                 self.settle(&mut conn, result).await
             }

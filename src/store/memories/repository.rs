@@ -117,7 +117,7 @@ macro_rules! memory_repository_impl {
         use $crate::store::fence::ThreadHold;
         use $crate::store::memories::repository::{gate, insert_row, update_row, write_error};
         use $crate::store::memories::rows::{IdRow, ImportanceRow, MemoryRow, ScoredRow};
-        use $crate::store::memories::statements::{self, Bind, Statement};
+        use $crate::store::memories::statements::{self, Statement};
         use $crate::store::memories::{
             Added, MemoryChange, MemoryRecord, MemoryRepository, MemoryScope, NewMemory,
             ScoredMemory, TextQuery, content_hash,
@@ -125,31 +125,17 @@ macro_rules! memory_repository_impl {
 
         const DIALECT: statements::Dialect = $dialect;
 
-        /// `st` as a diesel query with its values bound in order.
-        pub(crate) fn query(
-            st: Statement,
-        ) -> diesel::query_builder::BoxedSqlQuery<'static, $backend, diesel::query_builder::SqlQuery>
-        {
-            use diesel::sql_types::{BigInt, Double, Nullable, Text};
-            let mut query = diesel::sql_query(st.sql).into_boxed::<$backend>();
-            for bind in st.binds {
-                query = match bind {
-                    Bind::Text(v) => query.bind::<Text, _>(v),
-                    Bind::Packed(v) => query.bind::<$crate::store::packed::Packed, _>(v),
-                    Bind::NullableText(v) => query.bind::<Nullable<Text>, _>(v),
-                    Bind::Double(v) => query.bind::<Double, _>(v),
-                    Bind::BigInt(v) => query.bind::<BigInt, _>(v),
-                };
-            }
-            query
+        /// `st` as a diesel query, not kept prepared (see `statements.rs`).
+        pub(crate) fn query(mut st: Statement) -> Statement {
+            st.uncached();
+            st
         }
 
         impl $repo {
             /// A pooled connection, or `Unavailable` once the acquire timeout has passed.
             async fn conn(
                 &self,
-            ) -> Result<diesel_async::pooled_connection::deadpool::Object<$conn>, StoreError>
-            {
+            ) -> Result<diesel_async::pooled_connection::deadpool::Object<$conn>, StoreError> {
                 match tokio::time::timeout(self.acquire_timeout, self.pool.get()).await {
                     Ok(Ok(conn)) => Ok(conn),
                     Ok(Err(e)) => Err(StoreError::Unavailable(format!("{} pool: {e}", $name))),
@@ -186,12 +172,8 @@ macro_rules! memory_repository_impl {
                         duplicate: false,
                     });
                 }
-                let find = statements::find_by_hash(
-                    DIALECT,
-                    memory.tenant.as_str(),
-                    &memory.scope,
-                    &hash,
-                );
+                let find =
+                    statements::find_by_hash(DIALECT, memory.tenant.as_str(), &memory.scope, &hash);
                 let existing: Vec<IdRow> = query(find).load(&mut *conn).await?;
                 match existing.into_iter().next() {
                     Some(row) => Ok(Added {
@@ -216,7 +198,10 @@ macro_rules! memory_repository_impl {
                 }
                 let select = statements::select(DIALECT, tenant.as_str(), scopes, id);
                 let rows: Vec<MemoryRow> = query(select).load(&mut *self.conn().await?).await?;
-                rows.into_iter().next().map(MemoryRow::into_record).transpose()
+                rows.into_iter()
+                    .next()
+                    .map(MemoryRow::into_record)
+                    .transpose()
             }
 
             async fn update(
@@ -243,7 +228,10 @@ macro_rules! memory_repository_impl {
                     .load(&mut *self.conn().await?)
                     .await
                     .map_err(write_error)?;
-                rows.into_iter().next().map(MemoryRow::into_record).transpose()
+                rows.into_iter()
+                    .next()
+                    .map(MemoryRow::into_record)
+                    .transpose()
             }
 
             async fn delete(

@@ -2,73 +2,16 @@
 //!
 //! The memories table is wider than diesel's default 16-column tables and its full-text
 //! search differs per backend, so its queries are raw SQL. They are assembled here as a
-//! [`Statement`]: text with placeholders in the backend's syntax (`$n` or `?`) and the
-//! values to bind, in order. No value is ever formatted into the SQL text. The backend
-//! modules turn a statement into a diesel `BoxedSqlQuery` and run it.
-
-use std::fmt::Write;
+//! [`Statement`] (`store/statement.rs`): text with placeholders in the backend's syntax
+//! (`$n` or `?`) and the values to bind, in order. No value is ever formatted into the
+//! SQL text. The backend modules run it, not kept prepared (its text varies with the
+//! scopes and tags asked for).
 
 use super::scope::{MemoryScope, ScopeField};
 use super::text_query::TextQuery;
 use crate::store::fence::{HOLD_LOST, THREAD_ELSEWHERE};
 
-/// Which SQL dialect a statement is written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dialect {
-    Postgres,
-    Sqlite,
-}
-
-/// One bound value.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Bind {
-    Text(String),
-    /// Text of a `Packed` column (an id of the tables `packed.rs` describes).
-    Packed(String),
-    NullableText(Option<String>),
-    Double(f64),
-    BigInt(i64),
-}
-
-/// SQL text and its bound values.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Statement {
-    dialect: Dialect,
-    pub(crate) sql: String,
-    pub(crate) binds: Vec<Bind>,
-}
-
-impl Statement {
-    fn new(dialect: Dialect, sql: &str) -> Statement {
-        Statement {
-            dialect,
-            sql: sql.to_owned(),
-            binds: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, sql: &str) -> &mut Self {
-        self.sql.push_str(sql);
-        self
-    }
-
-    /// Appends a placeholder for `value`.
-    fn bind(&mut self, value: Bind) -> &mut Self {
-        self.binds.push(value);
-        match self.dialect {
-            Dialect::Postgres => {
-                // Writing into a String cannot fail.
-                let _ = write!(self.sql, "${}", self.binds.len());
-            }
-            Dialect::Sqlite => self.sql.push('?'),
-        }
-        self
-    }
-
-    fn text(&mut self, value: &str) -> &mut Self {
-        self.bind(Bind::Text(value.to_owned()))
-    }
-}
+pub(crate) use crate::store::statement::{Bind, Dialect, Statement};
 
 /// The columns every read returns, prefixed with the table alias `m.`.
 const COLUMNS: &str = "m.id, m.tenant_id, m.layer, m.agent_id, m.user_id, m.session_id, \

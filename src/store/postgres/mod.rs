@@ -27,6 +27,8 @@ use std::sync::Arc;
 
 use super::Within;
 use super::fence::Fence;
+use super::reads::{Reader, Row};
+use super::statement::{Dialect, Statement};
 use super::writes::Rows;
 use super::{StoreError, WriteOp};
 use readers::{PgRead, Readers};
@@ -152,32 +154,40 @@ pub(super) fn pool(
         .map_err(|e| StoreError::Config(format!("{label}: {e}")))
 }
 
-/// The rows a thread's reload starts from (`reads.rs`), its three queries pipelined: one
-/// round trip.
-async fn thread_rows(
-    conn: &mut &AsyncPgConnection,
-    tenant: &crate::domain::TenantId,
-    thread_id: &crate::domain::ContextId,
-    window: usize,
-) -> Result<super::reads::ThreadRows, StoreError> {
-    use diesel_async::RunQueryDsl;
-    let (thread, messages, open) =
-        super::reads::thread_queries!(tenant.as_str(), thread_id.as_str(), window);
-    let (thread, newest_first, open) =
-        super::reads::pipelined!(conn; c => thread.load(c), messages.load(c), open.load(c))?;
-    Ok(super::reads::ThreadRows {
-        thread,
-        newest_first,
-        open,
-    })
+/// The reads of `reads.rs` run on a shared reference to the connection, on which
+/// diesel-async lets statements overlap: those run together leave in one write and come
+/// back in one round trip (tokio-postgres pipelines them).
+impl Reader for &AsyncPgConnection {
+    const DIALECT: Dialect = Dialect::Postgres;
+
+    async fn rows<R: Row>(&mut self, st: Statement) -> Result<Vec<R>, StoreError> {
+        Ok(diesel_async::RunQueryDsl::load(st, self).await?)
+    }
+
+    async fn two<A: Row, B: Row>(
+        &mut self,
+        a: Statement,
+        b: Statement,
+    ) -> Result<(Vec<A>, Vec<B>), StoreError> {
+        use diesel_async::RunQueryDsl;
+        let (mut c1, mut c2) = (*self, *self);
+        Ok(futures_util::future::try_join(a.load(&mut c1), b.load(&mut c2)).await?)
+    }
+
+    async fn three<A: Row, B: Row, C: Row>(
+        &mut self,
+        a: Statement,
+        b: Statement,
+        c: Statement,
+    ) -> Result<(Vec<A>, Vec<B>, Vec<C>), StoreError> {
+        use diesel_async::RunQueryDsl;
+        let (mut c1, mut c2, mut c3) = (*self, *self, *self);
+        Ok(
+            futures_util::future::try_join3(a.load(&mut c1), b.load(&mut c2), c.load(&mut c3))
+                .await?,
+        )
+    }
 }
-
-/// How the outbox's poll joins the deliveries it chose with their configs (`reads.rs`).
-const CONFIGS_OF_DUE: super::reads::ConfigsOfDue = super::reads::ConfigsOfDue::EachByKey;
-
-/// What the reads of `reads.rs` run on: a shared reference to the connection, on which
-/// diesel-async lets queries overlap (tokio-postgres pipelines them).
-type StoreConn<'c> = &'c AsyncPgConnection;
 
 /// A read's connection ([`PgRead`]) as the reads take it.
 macro_rules! lend {
@@ -186,7 +196,7 @@ macro_rules! lend {
     };
 }
 
-super::queries::store_impl!(PgStore, diesel::pg::Pg, "postgres", pipelined, lend);
+super::queries::store_impl!(PgStore, "postgres", lend);
 
 impl PgStore {
     /// Applies a batch in one transaction, in one round trip of prepared statements
@@ -271,10 +281,10 @@ impl PgStore {
 impl PgStore {
     /// The outbox rows this server's deliveries read: in cluster mode this node's,
     /// otherwise all of them.
-    fn outbox_share(&self) -> super::reads::OutboxShare<'_> {
+    fn outbox_share(&self) -> super::tables::push_outbox::OutboxShare<'_> {
         match &self.fence {
-            Some(fence) => super::reads::OutboxShare::Node(fence.node_id()),
-            None => super::reads::OutboxShare::All,
+            Some(fence) => super::tables::push_outbox::OutboxShare::Node(fence.node_id()),
+            None => super::tables::push_outbox::OutboxShare::All,
         }
     }
 

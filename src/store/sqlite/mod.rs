@@ -49,9 +49,9 @@ use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 
+use super::reads::{Reader, Row};
+use super::statement::{Dialect, Statement};
 use super::tables::messages::MessageRow;
-use super::tables::tasks::TaskRow;
-use super::tables::threads::ThreadRow;
 use super::{BlockingCommit, Claim, SqliteSynchronous, StoreError, WriteOp};
 use crate::domain::TenantId;
 use claims::ClaimIndex;
@@ -192,8 +192,8 @@ impl SqliteStore {
     }
 
     /// One process delivers every owed row.
-    fn outbox_share(&self) -> super::reads::OutboxShare<'static> {
-        super::reads::OutboxShare::All
+    fn outbox_share(&self) -> super::tables::push_outbox::OutboxShare<'static> {
+        super::tables::push_outbox::OutboxShare::All
     }
 
     /// A point read takes a connection of the pool like any other read.
@@ -476,36 +476,41 @@ pub(super) fn pool(
         .map_err(|e| StoreError::Config(format!("{label}: {e}")))
 }
 
-/// The rows a thread's reload starts from (`reads.rs`), run on the synchronous connection
-/// inside (in place, within a point read): diesel keeps these statements prepared by
-/// their type and decodes rows where they lie, where the async wrapper writes each
-/// query's SQL again and copies every value out first.
-async fn thread_rows(
-    conn: &mut SqliteConn,
-    tenant: &TenantId,
-    thread_id: &crate::domain::ContextId,
-    window: usize,
-) -> Result<super::reads::ThreadRows, StoreError> {
-    let (tenant, thread_id) = (tenant.as_str().to_owned(), thread_id.as_str().to_owned());
-    Ok(conn
-        .spawn_blocking(move |c| {
-            use diesel::RunQueryDsl;
-            let (thread, messages, open) =
-                super::reads::thread_queries!(&tenant, &thread_id, window);
-            Ok(super::reads::ThreadRows {
-                thread: thread.load::<ThreadRow>(c)?,
-                newest_first: messages.load::<MessageRow>(c)?,
-                open: open.load::<TaskRow>(c)?,
-            })
-        })
-        .await?)
+/// The reads of `reads.rs` run on the synchronous connection inside, in one hop to it
+/// for the statements run together (in place, within a point read: `ReadRuntime`), where
+/// diesel decodes rows where they lie — the async wrapper would copy every value out
+/// first.
+impl Reader for SqliteConn {
+    const DIALECT: Dialect = Dialect::Sqlite;
+
+    async fn rows<R: Row>(&mut self, st: Statement) -> Result<Vec<R>, StoreError> {
+        use diesel::RunQueryDsl;
+        Ok(self.spawn_blocking(move |c| st.load(c)).await?)
+    }
+
+    async fn two<A: Row, B: Row>(
+        &mut self,
+        a: Statement,
+        b: Statement,
+    ) -> Result<(Vec<A>, Vec<B>), StoreError> {
+        use diesel::RunQueryDsl;
+        Ok(self
+            .spawn_blocking(move |c| Ok((a.load(c)?, b.load(c)?)))
+            .await?)
+    }
+
+    async fn three<A: Row, B: Row, C: Row>(
+        &mut self,
+        a: Statement,
+        b: Statement,
+        c: Statement,
+    ) -> Result<(Vec<A>, Vec<B>, Vec<C>), StoreError> {
+        use diesel::RunQueryDsl;
+        Ok(self
+            .spawn_blocking(move |conn| Ok((a.load(conn)?, b.load(conn)?, c.load(conn)?)))
+            .await?)
+    }
 }
-
-/// How the outbox's poll joins the deliveries it chose with their configs (`reads.rs`).
-const CONFIGS_OF_DUE: super::reads::ConfigsOfDue = super::reads::ConfigsOfDue::Joined;
-
-/// What the reads of `reads.rs` run on: the pool's connection itself.
-type StoreConn<'c> = SqliteConn;
 
 /// A checked-out read connection as the reads take it.
 macro_rules! lend {
@@ -514,13 +519,7 @@ macro_rules! lend {
     };
 }
 
-super::queries::store_impl!(
-    SqliteStore,
-    diesel::sqlite::Sqlite,
-    "sqlite",
-    sequential,
-    lend
-);
+super::queries::store_impl!(SqliteStore, "sqlite", lend);
 
 async fn establish(path: String, pragmas: String) -> ConnectionResult<SqliteConn> {
     let mut conn = SqliteConn::establish(&path).await?;

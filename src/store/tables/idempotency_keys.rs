@@ -1,11 +1,63 @@
 //! The `idempotency_keys` table: the claims of idempotency keys, written and read.
 
-use diesel::{Queryable, Selectable};
+use diesel::QueryableByName;
 
 use super::{decode_opt, encode, id};
 use crate::domain::{ContextId, Message, TaskId, TenantId, Timestamp};
 use crate::store::schema::idempotency_keys;
+use crate::store::statement::{Dialect, Statement};
 use crate::store::{Claim, StoreError};
+
+/// The tenant's claim of `key`: a [`ClaimRow`], or none.
+pub(in crate::store) fn claim(d: Dialect, tenant: &str, key: &str) -> Statement {
+    let mut st = Statement::new(
+        d,
+        "SELECT tenant_id, idem_key, context_id, task_id, digest, reply, created_at, \
+         reply_seq FROM idempotency_keys WHERE tenant_id = ",
+    );
+    st.text(tenant).push(" AND idem_key = ").packed(key);
+    st.push(" LIMIT 1");
+    st
+}
+
+/// The claims made from `from` (until `until`), oldest first, at most `max`:
+/// [`KeyRow`]s.
+pub(in crate::store) fn keys(
+    d: Dialect,
+    from: Timestamp,
+    until: Option<Timestamp>,
+    max: Option<usize>,
+) -> Statement {
+    let mut st = Statement::new(
+        d,
+        "SELECT tenant_id, idem_key, created_at FROM idempotency_keys WHERE created_at >= ",
+    );
+    st.int(from.millis());
+    if let Some(until) = until {
+        st.push(" AND created_at < ").int(until.millis());
+    }
+    st.push(" ORDER BY created_at");
+    if let Some(max) = max {
+        st.limit(max);
+    }
+    st
+}
+
+/// A claim's key and when it was made ([`keys`]).
+#[derive(QueryableByName)]
+#[diesel(table_name = idempotency_keys)]
+pub(in crate::store) struct KeyRow {
+    tenant_id: String,
+    idem_key: String,
+    created_at: i64,
+}
+
+impl KeyRow {
+    pub(in crate::store) fn into_key(self) -> Result<(TenantId, String, Timestamp), StoreError> {
+        let tenant = id("claim tenant", self.tenant_id, TenantId::from_store)?;
+        Ok((tenant, self.idem_key, Timestamp(self.created_at)))
+    }
+}
 
 pub(in crate::store) struct NewClaim<'a> {
     pub(in crate::store) tenant_id: &'a str,
@@ -35,9 +87,8 @@ impl<'a> NewClaim<'a> {
     }
 }
 
-#[derive(Queryable, Selectable)]
+#[derive(QueryableByName)]
 #[diesel(table_name = idempotency_keys)]
-#[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
 pub(in crate::store) struct ClaimRow {
     pub(in crate::store) tenant_id: String,
     pub(in crate::store) idem_key: String,

@@ -1,11 +1,75 @@
 //! The `messages` table: a thread's history, one row per message, written and read.
 
-use diesel::{Queryable, Selectable};
+use diesel::QueryableByName;
 
 use super::{decode, decode_opt, encode, id};
 use crate::domain::{ContextId, Message, MessageId, Part, Role, TaskId, TenantId, Timestamp};
 use crate::store::schema::messages;
+use crate::store::statement::{Dialect, List, Statement};
 use crate::store::{MessageRecord, StoreError};
+
+/// The columns a [`MessageRow`] is read from.
+const COLUMNS: &str = "tenant_id, thread_id, seq, message_id, task_id, role, author, content, \
+    parts, tool_calls, metadata, created_at, extensions, reference_task_ids";
+
+fn of_thread(d: Dialect, tenant: &str, thread_id: &str) -> Statement {
+    let mut st = Statement::new(d, "SELECT ");
+    st.push(COLUMNS)
+        .push(" FROM messages WHERE tenant_id = ")
+        .text(tenant);
+    st.push(" AND thread_id = ").packed(thread_id);
+    st
+}
+
+/// The thread's newest `window` messages, newest first: [`MessageRow`]s.
+pub(in crate::store) fn newest(
+    d: Dialect,
+    tenant: &str,
+    thread_id: &str,
+    window: usize,
+) -> Statement {
+    let mut st = of_thread(d, tenant, thread_id);
+    st.push(" ORDER BY seq DESC").limit(window);
+    st
+}
+
+/// The thread's message `seq`: a [`MessageRow`], or none.
+pub(in crate::store) fn at(d: Dialect, tenant: &str, thread_id: &str, seq: i64) -> Statement {
+    let mut st = of_thread(d, tenant, thread_id);
+    st.push(" AND seq = ").int(seq).push(" LIMIT 1");
+    st
+}
+
+/// The messages `seqs` of any of `threads` (not empty, either): [`MessageRow`]s.
+pub(in crate::store) fn of_threads(
+    d: Dialect,
+    tenant: &str,
+    threads: &[&str],
+    seqs: &[i64],
+) -> Statement {
+    let mut st = Statement::new(d, "SELECT ");
+    st.push(COLUMNS)
+        .push(" FROM messages WHERE tenant_id = ")
+        .text(tenant);
+    st.push(" AND ")
+        .any("thread_id", List::ids(threads.iter().copied()));
+    st.push(" AND ").any("seq", List::BigInt(seqs.to_vec()));
+    st
+}
+
+/// The `seq` of the thread's newest message: a [`MaxSeq`] (none when it has none).
+pub(in crate::store) fn last_seq(d: Dialect, tenant: &str, thread_id: &str) -> Statement {
+    let mut st = Statement::new(d, "SELECT max(seq) AS seq FROM messages WHERE tenant_id = ");
+    st.text(tenant).push(" AND thread_id = ").packed(thread_id);
+    st
+}
+
+/// The largest `seq` of a set of rows (none of an empty set).
+#[derive(QueryableByName)]
+pub(in crate::store) struct MaxSeq {
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub(in crate::store) seq: Option<i64>,
+}
 
 pub(in crate::store) struct NewMessage<'a> {
     pub(in crate::store) tenant_id: &'a str,
@@ -89,9 +153,8 @@ fn is_text_of(content: &str, parts: &[Part]) -> bool {
     rest.is_empty() && !content.is_empty()
 }
 
-#[derive(Clone, Queryable, Selectable)]
+#[derive(Clone, QueryableByName)]
 #[diesel(table_name = messages)]
-#[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
 pub(in crate::store) struct MessageRow {
     pub(in crate::store) tenant_id: String,
     pub(in crate::store) thread_id: String,

@@ -1,11 +1,27 @@
 //! The `push_configs` table: a task's push-notification configs, written and read.
 
-use diesel::{Queryable, QueryableByName, Selectable};
+use diesel::QueryableByName;
 
 use super::id;
 use crate::domain::{PushAuth, PushConfig, PushDialect, TaskId, TenantId, Timestamp};
 use crate::store::StoreError;
 use crate::store::schema::push_configs;
+use crate::store::statement::{Dialect, List, Statement};
+
+/// The push configs of the tenant's tasks `ids` (not empty), by task, then in the order
+/// they were registered: [`PushConfigRow`]s.
+pub(in crate::store) fn of_tasks(d: Dialect, tenant: &str, ids: &[&str]) -> Statement {
+    let mut st = Statement::new(
+        d,
+        "SELECT tenant_id, task_id, config_id, dialect, url, token, auth_scheme, \
+         auth_credentials, created_at FROM push_configs WHERE tenant_id = ",
+    );
+    st.text(tenant)
+        .push(" AND ")
+        .any("task_id", List::ids(ids.iter().copied()));
+    st.push(" ORDER BY task_id, created_at, config_id");
+    st
+}
 
 pub(in crate::store) struct NewPushConfig<'a> {
     pub(in crate::store) tenant_id: &'a str,
@@ -35,9 +51,8 @@ impl<'a> NewPushConfig<'a> {
     }
 }
 
-#[derive(Queryable, Selectable, QueryableByName)]
+#[derive(QueryableByName)]
 #[diesel(table_name = push_configs)]
-#[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
 pub(in crate::store) struct PushConfigRow {
     tenant_id: String,
     task_id: String,

@@ -1,12 +1,54 @@
 //! The `task_events` table: a task's event log, written and read.
 
-use diesel::{Queryable, Selectable};
+use diesel::QueryableByName;
 use serde::Serialize;
 
 use super::{decode, encode};
 use crate::domain::{ContextId, Metadata, StreamEvent, TaskId, TaskState, TenantId, Timestamp};
 use crate::store::StoreError;
 use crate::store::schema::task_events;
+use crate::store::statement::{Dialect, List, Statement};
+
+/// The `seq` of the last logged event of each of the tenant's tasks `ids` (not empty):
+/// [`LastSeqRow`]s.
+pub(in crate::store) fn last_seqs(d: Dialect, tenant: &str, ids: &[&str]) -> Statement {
+    let mut st = Statement::new(
+        d,
+        "SELECT task_id, max(seq) AS seq FROM task_events WHERE tenant_id = ",
+    );
+    st.text(tenant)
+        .push(" AND ")
+        .any("task_id", List::ids(ids.iter().copied()));
+    st.push(" GROUP BY task_id");
+    st
+}
+
+/// At most `max` of the task's events after `after_seq`, in order: [`EventRow`]s.
+pub(in crate::store) fn after(
+    d: Dialect,
+    tenant: &str,
+    task_id: &str,
+    after_seq: i64,
+    max: usize,
+) -> Statement {
+    let mut st = Statement::new(
+        d,
+        "SELECT seq, payload, message_seq FROM task_events WHERE tenant_id = ",
+    );
+    st.text(tenant).push(" AND task_id = ").packed(task_id);
+    st.push(" AND seq > ").int(after_seq);
+    st.push(" ORDER BY seq").limit(max);
+    st
+}
+
+/// A task's last logged event's `seq` ([`last_seqs`]).
+#[derive(QueryableByName)]
+pub(in crate::store) struct LastSeqRow {
+    #[diesel(sql_type = crate::store::packed::Packed)]
+    pub(in crate::store) task_id: String,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub(in crate::store) seq: Option<i64>,
+}
 
 pub(in crate::store) struct NewTaskEvent<'a> {
     pub(in crate::store) tenant_id: &'a str,
@@ -99,9 +141,8 @@ pub(in crate::store) fn decode_event(payload: &str) -> Result<StreamEvent, Store
 
 /// A logged event as read back: its payload, and the thread's row of its status
 /// message when the payload leaves that out.
-#[derive(Queryable, Selectable)]
+#[derive(QueryableByName)]
 #[diesel(table_name = task_events)]
-#[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
 pub(in crate::store) struct EventRow {
     pub(in crate::store) seq: i64,
     pub(in crate::store) payload: String,

@@ -1,15 +1,190 @@
 //! The `tasks` table: a task's row, written and read, and how its history and
 //! transitions are kept in it.
 
-use diesel::{Queryable, Selectable};
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Nullable};
 
 use super::{decode, decode_opt, encode, id};
 use crate::domain::{
-    ContextId, Message, Metadata, Task, TaskId, TaskState, TaskStatus, TenantId, Timestamp,
-    Transition,
+    ContextId, ListTasksQuery, Message, Metadata, Task, TaskId, TaskState, TaskStatus, TenantId,
+    Timestamp, Transition,
 };
+use crate::store::page_token::Cursor;
 use crate::store::schema::tasks;
+use crate::store::statement::{Dialect, Statement};
 use crate::store::{StoreError, TaskRecord};
+
+/// The columns a [`TaskRow`] is read from.
+const COLUMNS: &str = "tenant_id, task_id, context_id, state, status_message, \
+    status_timestamp, artifacts, transitions, metadata, created_at, updated_at, history, \
+    status_entry, final_event_seq";
+
+/// The condition of a task row in a state it can still leave (not one of
+/// [`TaskState::TERMINAL`]), as Postgres' partial index `tasks_open` has it in its
+/// `WHERE`.
+const NOT_TERMINAL: &str = " NOT IN ('completed', 'canceled', 'failed', 'rejected')";
+
+/// The same condition as SQLite's `tasks_open` has it: one comparison per state, each
+/// written after the column. SQLite evaluates a partial index's `WHERE` on every write of
+/// a row and codes `NOT IN` a list of more than two constants as a temporary b-tree built
+/// for each run of the statement (migration `…_open_tasks_term_by_term`).
+const NOT_TERMINAL_TERMS: [&str; 4] = [
+    " <> 'completed'",
+    " <> 'canceled'",
+    " <> 'failed'",
+    " <> 'rejected'",
+];
+
+/// `columns` of the tenant's task `task_id`.
+fn of_task(d: Dialect, columns: &str, tenant: &str, task_id: &str) -> Statement {
+    let mut st = Statement::new(d, "SELECT ");
+    st.push(columns)
+        .push(" FROM tasks WHERE tenant_id = ")
+        .text(tenant);
+    st.push(" AND task_id = ").packed(task_id);
+    st
+}
+
+/// The thread's tasks in a state they can still leave, oldest first: [`TaskRow`]s.
+///
+/// The states are written into the SQL: a planner uses a partial index only for a
+/// condition it can prove implies the index's `WHERE`, which a bound parameter never does
+/// (Postgres' generic plans, SQLite's plans). Written out, the condition is the index's
+/// own, and a thread's reload reads its open tasks from `tasks_open` — a few entries —
+/// rather than every task the thread ever had from `tasks_by_context`.
+pub(in crate::store) fn open_of_thread(d: Dialect, tenant: &str, thread_id: &str) -> Statement {
+    let mut st = Statement::new(d, "SELECT ");
+    st.push(COLUMNS)
+        .push(" FROM tasks WHERE tenant_id = ")
+        .text(tenant);
+    st.push(" AND context_id = ")
+        .packed(thread_id)
+        .push(" AND ");
+    match d {
+        Dialect::Postgres => {
+            st.push("state").push(NOT_TERMINAL);
+        }
+        Dialect::Sqlite => {
+            st.push("(");
+            for (i, term) in NOT_TERMINAL_TERMS.iter().enumerate() {
+                if i > 0 {
+                    st.push(" AND ");
+                }
+                st.push("state").push(term);
+            }
+            st.push(")");
+        }
+    }
+    st.push(" ORDER BY created_at, task_id");
+    st
+}
+
+/// The thread a task is of: a [`ContextRow`], or none.
+pub(in crate::store) fn context(d: Dialect, tenant: &str, task_id: &str) -> Statement {
+    let mut st = of_task(d, "context_id", tenant, task_id);
+    st.push(" LIMIT 1");
+    st
+}
+
+/// The task's row and the `seq` of the last event of its log, in one statement so both
+/// are of one snapshot: a [`TaskWithLastSeq`], or none.
+pub(in crate::store) fn with_last_seq(d: Dialect, tenant: &str, task_id: &str) -> Statement {
+    let mut st = Statement::new(d, "SELECT ");
+    st.push(COLUMNS).push(
+        ", (SELECT max(e.seq) FROM task_events e WHERE e.tenant_id = t.tenant_id \
+         AND e.task_id = t.task_id) AS last_seq FROM tasks t WHERE t.tenant_id = ",
+    );
+    st.text(tenant).push(" AND t.task_id = ").packed(task_id);
+    st.push(" LIMIT 1");
+    st
+}
+
+/// The task's row if it is its final status update, one after `after_seq`
+/// ([`TaskRow::final_event_seq`]): a [`TaskRow`], or none.
+pub(in crate::store) fn final_after(
+    d: Dialect,
+    tenant: &str,
+    task_id: &str,
+    after_seq: i64,
+) -> Statement {
+    let mut st = of_task(d, COLUMNS, tenant, task_id);
+    st.push(" AND final_event_seq > ")
+        .int(after_seq)
+        .push(" LIMIT 1");
+    st
+}
+
+/// `AND`s the filters of a `ListTasks` query (not its cursor).
+fn matching(st: &mut Statement, tenant: &str, query: &ListTasksQuery) {
+    st.push(" FROM tasks WHERE tenant_id = ").text(tenant);
+    if let Some(context_id) = &query.context_id {
+        st.push(" AND context_id = ").packed(context_id.as_str());
+    }
+    if let Some(state) = query.status {
+        st.push(" AND state = ").text(state.as_str());
+    }
+    if let Some(after) = query.status_timestamp_after {
+        st.push(" AND status_timestamp >= ").int(after.millis());
+    }
+}
+
+/// How many of the tenant's tasks match the query's filters: a [`Count`].
+pub(in crate::store) fn count(d: Dialect, tenant: &str, query: &ListTasksQuery) -> Statement {
+    let mut st = Statement::new(d, "SELECT count(*) AS n");
+    matching(&mut st, tenant, query);
+    st
+}
+
+/// A page of the tenant's tasks matching the query, after `cursor`, latest status
+/// first, `rows` of them: [`TaskRow`]s.
+pub(in crate::store) fn page(
+    d: Dialect,
+    tenant: &str,
+    query: &ListTasksQuery,
+    cursor: Option<&Cursor>,
+    rows: usize,
+) -> Statement {
+    let mut st = Statement::new(d, "SELECT ");
+    st.push(COLUMNS);
+    matching(&mut st, tenant, query);
+    if let Some(c) = cursor {
+        st.push(" AND (status_timestamp < ").int(c.status_timestamp);
+        st.push(" OR (status_timestamp = ").int(c.status_timestamp);
+        st.push(" AND task_id < ").packed(&c.task_id).push("))");
+    }
+    st.push(" ORDER BY status_timestamp DESC, task_id DESC")
+        .limit(rows);
+    st
+}
+
+/// The thread of a task, as [`context`] reads it.
+#[derive(QueryableByName)]
+#[diesel(table_name = tasks)]
+pub(in crate::store) struct ContextRow {
+    context_id: String,
+}
+
+impl ContextRow {
+    pub(in crate::store) fn into_context(self) -> Result<ContextId, StoreError> {
+        id("task context id", self.context_id, ContextId::parse)
+    }
+}
+
+/// A task's row with the `seq` of its log's last event ([`with_last_seq`]).
+#[derive(QueryableByName)]
+pub(in crate::store) struct TaskWithLastSeq {
+    #[diesel(embed)]
+    pub(in crate::store) task: TaskRow,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub(in crate::store) last_seq: Option<i64>,
+}
+
+/// A number of rows.
+#[derive(QueryableByName)]
+pub(in crate::store) struct Count {
+    #[diesel(sql_type = BigInt)]
+    pub(in crate::store) n: i64,
+}
 
 pub(in crate::store) struct NewTask<'a> {
     pub(in crate::store) tenant_id: &'a str,
@@ -142,9 +317,8 @@ pub(in crate::store) fn history_seqs(raw: &str) -> Result<Vec<i64>, StoreError> 
         .collect()
 }
 
-#[derive(Queryable, Selectable)]
+#[derive(QueryableByName)]
 #[diesel(table_name = tasks)]
-#[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
 pub(in crate::store) struct TaskRow {
     tenant_id: String,
     pub(in crate::store) task_id: String,
@@ -237,6 +411,17 @@ impl TaskRow {
 mod tests {
     use super::*;
     use crate::domain::Part;
+
+    #[test]
+    fn not_terminal_names_the_terminal_states() {
+        let states: Vec<String> = TaskState::TERMINAL
+            .iter()
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
+        assert_eq!(NOT_TERMINAL, format!(" NOT IN ({})", states.join(", ")));
+        let terms: Vec<String> = states.iter().map(|s| format!(" <> {s}")).collect();
+        assert_eq!(NOT_TERMINAL_TERMS.to_vec(), terms);
+    }
 
     fn task_going_through(steps: &[(TaskState, i64)]) -> Task {
         let first = Message::agent(ContextId::parse("c").unwrap(), None, vec![Part::text("hi")]);

@@ -1,17 +1,100 @@
 //! The `threads` table: a conversation thread's row, written and read.
 
-use diesel::{Queryable, Selectable};
+use diesel::QueryableByName;
 
 use super::{decode, encode, id};
 use crate::domain::{ContextId, TenantId, Timestamp};
 use crate::store::schema::threads;
-use crate::store::{StoreError, ThreadRecord, ThreadStatus};
+use crate::store::statement::{Dialect, Statement};
+use crate::store::{DueThread, StoreError, ThreadRecord, ThreadStatus};
 
-/// A thread key read back from its columns.
-pub(in crate::store) fn thread_key(
+/// The columns a [`ThreadRow`] is read from.
+const COLUMNS: &str =
+    "tenant_id, thread_id, created_at, updated_at, expires_at, status, conversation_context";
+
+/// The tenant's thread `thread_id`: a [`ThreadRow`], or none.
+pub(in crate::store) fn row(d: Dialect, tenant: &str, thread_id: &str) -> Statement {
+    let mut st = Statement::new(d, "SELECT ");
+    st.push(COLUMNS)
+        .push(" FROM threads WHERE tenant_id = ")
+        .text(tenant);
+    st.push(" AND thread_id = ")
+        .packed(thread_id)
+        .push(" LIMIT 1");
+    st
+}
+
+/// At most `max` threads in `status` whose time ran out by `now`, after `after`, by
+/// expiry then key: [`ThreadKeyRow`]s (the janitor's pages).
+pub(in crate::store) fn due(
+    d: Dialect,
+    status: ThreadStatus,
+    now: Timestamp,
+    after: Option<&DueThread>,
+    max: usize,
+) -> Statement {
+    let mut st = Statement::new(
+        d,
+        "SELECT tenant_id, thread_id, expires_at FROM threads WHERE status = ",
+    );
+    st.text(status.as_str())
+        .push(" AND expires_at <= ")
+        .int(now.millis());
+    if let Some(c) = after {
+        let (at, tenant) = (c.expires_at.millis(), c.tenant.as_str());
+        st.push(" AND (expires_at > ").int(at);
+        st.push(" OR (expires_at = ").int(at);
+        st.push(" AND (tenant_id > ").text(tenant);
+        st.push(" OR (tenant_id = ").text(tenant);
+        st.push(" AND thread_id > ").packed(c.thread_id.as_str());
+        st.push("))))");
+    }
+    st.push(" ORDER BY expires_at, tenant_id, thread_id")
+        .limit(max);
+    st
+}
+
+/// At most `max` active threads that have not expired by `now`, the latest to expire
+/// first: [`ThreadKeyRow`]s (the start-up recovery's).
+pub(in crate::store) fn recent(d: Dialect, now: Timestamp, max: usize) -> Statement {
+    let mut st = Statement::new(
+        d,
+        "SELECT tenant_id, thread_id, expires_at FROM threads WHERE status = ",
+    );
+    st.text(ThreadStatus::Active.as_str())
+        .push(" AND expires_at > ")
+        .int(now.millis());
+    st.push(" ORDER BY expires_at DESC, tenant_id, thread_id")
+        .limit(max);
+    st
+}
+
+/// A thread's key and expiry, as [`due`] and [`recent`] read them.
+#[derive(QueryableByName)]
+#[diesel(table_name = threads)]
+pub(in crate::store) struct ThreadKeyRow {
     tenant_id: String,
     thread_id: String,
-) -> Result<(TenantId, ContextId), StoreError> {
+    expires_at: i64,
+}
+
+impl ThreadKeyRow {
+    pub(in crate::store) fn into_due(self) -> Result<DueThread, StoreError> {
+        let (tenant, thread_id) = thread_key(self.tenant_id, self.thread_id)?;
+        Ok(DueThread {
+            tenant,
+            thread_id,
+            expires_at: Timestamp(self.expires_at),
+        })
+    }
+
+    pub(in crate::store) fn into_key(self) -> Result<(TenantId, ContextId), StoreError> {
+        thread_key(self.tenant_id, self.thread_id)
+    }
+}
+
+/// A thread key read back from its columns.
+fn thread_key(tenant_id: String, thread_id: String) -> Result<(TenantId, ContextId), StoreError> {
     Ok((
         id("thread tenant", tenant_id, TenantId::from_store)?,
         id("thread id", thread_id, ContextId::parse)?,
@@ -49,9 +132,8 @@ impl<'a> NewThread<'a> {
     }
 }
 
-#[derive(Queryable, Selectable)]
+#[derive(QueryableByName)]
 #[diesel(table_name = threads)]
-#[diesel(check_for_backend(diesel::pg::Pg, diesel::sqlite::Sqlite))]
 pub(in crate::store) struct ThreadRow {
     tenant_id: String,
     thread_id: String,

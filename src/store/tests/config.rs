@@ -623,9 +623,9 @@ async fn sqlite_send_tables_keep_their_rows_in_their_keys() {
         ]
         .map(|(t, wr)| vec![text(t), text(wr)])
     );
-    // A thread's reload finds its open tasks through tasks_open (`reads.rs` `IsOpen`),
+    // A thread's reload finds its open tasks through tasks_open (`tables/tasks.rs` `open_of_thread`),
     // never among all the thread's tasks nor by a scan of all the tenant's.
-    let sql = super::open_tasks_sql!(diesel::sqlite::Sqlite)
+    let sql = super::open_tasks_sql(crate::store::statement::Dialect::Sqlite)
         .replacen('?', "'a'", 1)
         .replacen('?', "'c'", 1);
     let plan = crate::store::testing::query_text(&cfg, &format!("EXPLAIN QUERY PLAN {sql}")).await;

@@ -66,23 +66,11 @@ mod tasks;
 mod threads;
 mod vacuum;
 
-/// The SQL of a thread's reload's query for its open tasks (`reads.rs`
-/// `thread_queries!`) on the diesel backend `$backend`, its two parameters (tenant,
-/// thread) unbound.
-macro_rules! open_tasks_sql {
-    ($backend:ty) => {{
-        let (thread, messages, open) = crate::store::reads::thread_queries!("a", "c", 4);
-        // (The other two are rendered only for their types to be known.)
-        let _ = diesel::debug_query::<$backend, _>(&thread).to_string();
-        let _ = diesel::debug_query::<$backend, _>(&messages).to_string();
-        let sql = diesel::debug_query::<$backend, _>(&open).to_string();
-        match sql.split_once(" -- binds:") {
-            Some((sql, _)) => sql.to_owned(),
-            None => sql,
-        }
-    }};
+/// The SQL of a thread's reload's query for its open tasks (`tables/tasks.rs`
+/// `open_of_thread`) in `dialect`, its two parameters (tenant, thread) unbound.
+fn open_tasks_sql(dialect: crate::store::statement::Dialect) -> String {
+    crate::store::tables::tasks::open_of_thread(dialect, "a", "c").sql
 }
-use open_tasks_sql;
 
 fn tenant(name: &str) -> TenantId {
     TenantId::parse(name).unwrap()

@@ -369,19 +369,15 @@ async fn the_outbox_poll_reads_only_the_deliveries_it_returns_on_postgres() {
         )
         .await
         .unwrap();
-    use crate::store::reads::OutboxShare;
+    use crate::store::statement::Dialect;
+    use crate::store::tables::push_outbox::{OutboxShare, due};
     let shares = [
         (OutboxShare::All, "push_outbox_due"),
         (OutboxShare::Node("node-1"), "push_outbox_owned"),
     ];
     for (share, index) in shares {
         notices.lock().unwrap().clear();
-        let sql = crate::store::reads::due_deliveries_sql(
-            Timestamp(20_000),
-            32,
-            crate::store::reads::ConfigsOfDue::EachByKey,
-            share,
-        );
+        let sql = due(Dialect::Postgres, Timestamp(20_000), 32, share).sql;
         let rows = match share {
             OutboxShare::Node(node) => client.query(&sql, &[&node]).await,
             OutboxShare::All => client.query(&sql, &[]).await,

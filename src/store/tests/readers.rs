@@ -364,3 +364,53 @@ async fn point_reads_waiting_for_a_connection_fail_together() {
             .is_none()
     );
 }
+
+/// A read's statement is prepared once on its connection and run by name after that,
+/// whatever its values (`statement.rs`); the outbox poll's, whose text changes with its
+/// values, is not kept.
+#[tokio::test]
+async fn a_read_statement_is_prepared_once_on_its_connection() {
+    let Some(db) = PgTestDb::create().await else {
+        return;
+    };
+    let (store, _) = store(&db, 1, Duration::from_secs(5)).await;
+    for task in ["t-1", "t-2", "t-3"] {
+        let task = crate::domain::TaskId::parse(task).unwrap();
+        assert!(
+            store
+                .load_task(&tenant("acme"), &task)
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+    for now in [1, 2] {
+        let due = store
+            .due_deliveries(crate::domain::Timestamp(now), 8)
+            .await
+            .unwrap();
+        assert!(due.is_empty());
+    }
+    let mut conn = store.readers().pool().unwrap().get().await.unwrap();
+    #[derive(diesel::QueryableByName)]
+    struct Prepared {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        statement: String,
+    }
+    let prepared: Vec<String> = diesel::sql_query("SELECT statement FROM pg_prepared_statements")
+        .load::<Prepared>(&mut **conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.statement)
+        .collect();
+    let task_reads = prepared
+        .iter()
+        .filter(|s| s.contains("AS last_seq FROM tasks t"))
+        .count();
+    assert_eq!(task_reads, 1, "{prepared:#?}");
+    assert!(
+        !prepared.iter().any(|s| s.contains("a2a_due_deliveries")),
+        "{prepared:#?}"
+    );
+}

@@ -102,7 +102,7 @@ async fn a_reload_reads_open_tasks_through_their_own_index() {
          i, i, '' FROM generate_series(1, 20000) i; ANALYZE tasks",
     )
     .await;
-    let sql = super::open_tasks_sql!(diesel::pg::Pg);
+    let sql = super::open_tasks_sql(crate::store::statement::Dialect::Postgres);
     let plan: Vec<String> = query_text(
         &cfg,
         &format!(
