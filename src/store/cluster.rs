@@ -267,7 +267,7 @@ pub const ADOPT_BATCH: i64 = 10_000;
 /// its next renewal that it lost its lease; then the rows move, each locked first and
 /// passed over if another node holds it (two nodes taking over at once split the rows,
 /// never deliver one twice or wait on each other). A config's rows may end on several
-/// nodes; the outbox's poll keeps them in order (`reads::due_deliveries_sql`), and
+/// nodes; the outbox's poll keeps them in order (`tables::push_outbox::due`), and
 /// outcomes are written only by the row's node (`postgres::writer` `DONE`, `RETRY`).
 pub async fn adopt_owed(client: &Client, node_id: &str, free: bool) -> Result<u64, StoreError> {
     let sql = format!(
