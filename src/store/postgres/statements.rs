@@ -1,10 +1,14 @@
 //! The statements of the Postgres write path and what binds them: each statement's text
 //! (one whatever the batch holds; a table's rows go through `unnest`, one array per
 //! column) and, for each table, its rows as those column arrays in the statement's
-//! parameter order. A column added to a table is added here in both, side by side.
+//! parameter order. A column added to a table is one line of its `columns!` list (its
+//! name, its array's type and where the row holds it), and one of its upsert clause if
+//! an upsert changes it: the statements that take those lists number their placeholders
+//! as they are assembled.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::sync::LazyLock;
 
 use tokio_postgres::types::ToSql;
 
@@ -32,68 +36,115 @@ pub const FENCE: &str = "SELECT a2a_require(EXISTS (SELECT 1 FROM cluster_nodes 
 /// insert a data-modifying `WITH` query (all run, whether read or not; none sees the
 /// others' rows, and none needs to). Alone, it is a whole transaction in itself. It
 /// fails with `A2D01` and the first key not claimed when a key is claimed within its
-/// window (`$8`), and with `A2F02` when a thread another node owns was left alone.
-pub const WRITE: &str = concat!(
-    "WITH claimed AS (INSERT INTO idempotency_keys (tenant_id, \
-    idem_key, context_id, task_id, digest, reply, created_at) \
-    SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], \
-    $6::text[], $7::int8[]) \
-    ON CONFLICT (tenant_id, idem_key) DO UPDATE SET context_id = excluded.context_id, \
-    task_id = excluded.task_id, digest = excluded.digest, reply = excluded.reply, \
-    reply_seq = NULL, created_at = excluded.created_at \
-    WHERE idempotency_keys.created_at < excluded.created_at - $8::int8 \
-    RETURNING tenant_id, idem_key), \
-    written AS (INSERT INTO threads (tenant_id, thread_id, created_at, updated_at, \
-    expires_at, status, conversation_context, owner_node) \
-    SELECT * FROM unnest($9::text[], $10::bytea[], $11::int8[], $12::int8[], $13::int8[], \
-    $14::text[], $15::text[], $16::text[]) \
-    ON CONFLICT (tenant_id, thread_id) DO UPDATE SET updated_at = excluded.updated_at, \
-    expires_at = excluded.expires_at, status = excluded.status, \
-    conversation_context = excluded.conversation_context, owner_node = excluded.owner_node \
+/// window, and with `A2F02` when a thread another node owns was left alone.
+///
+/// Its text is assembled once from the tables' column lists below (`columns!`), its
+/// placeholders numbered in the order the writer binds the arrays: claims, the window,
+/// threads, messages, tasks, events, first threads, first tasks.
+pub fn write() -> &'static str {
+    static TEXT: LazyLock<String> = LazyLock::new(|| {
+        let mut p = Placeholders::default();
+        let (claimed, claims) = claimed(&mut p);
+        let (threads, thread_arrays) = p.insert("threads", ThreadColumns::COLUMNS);
+        let (messages, _) = p.insert("messages", MessageColumns::COLUMNS);
+        let (tasks, _) = p.insert("tasks", TaskColumns::COLUMNS);
+        let (events, _) = p.insert("task_events", EventColumns::COLUMNS);
+        let (first_threads, _) = p.insert("threads", ThreadColumns::COLUMNS);
+        let (first_tasks, _) = p.insert("tasks", TaskColumns::COLUMNS);
+        format!(
+            "WITH {claimed}, written AS ({threads} {THREAD_UPSERT} RETURNING 1), \
+             m AS ({messages}), t AS ({tasks} {TASK_UPSERT}), e AS ({events}), \
+             first_threads AS ({first_threads}), first_tasks AS ({first_tasks}) \
+             SELECT CASE WHEN (SELECT count(*) FROM claimed) <> cardinality(${claims}::text[]) \
+             THEN {first_unclaimed} \
+             WHEN (SELECT count(*) FROM written) <> cardinality(${thread_arrays}::text[]) \
+             THEN a2a_require(false, 'A2F02', 'a thread is owned by another node') END",
+            first_unclaimed = first_unclaimed(claims),
+        )
+    });
+    &TEXT
+}
+
+/// How a thread's row is upserted (in cluster mode, only by the node owning it).
+const THREAD_UPSERT: &str = "ON CONFLICT (tenant_id, thread_id) DO UPDATE SET \
+    updated_at = excluded.updated_at, expires_at = excluded.expires_at, \
+    status = excluded.status, conversation_context = excluded.conversation_context, \
+    owner_node = excluded.owner_node \
     WHERE excluded.owner_node IS NULL OR threads.owner_node IS NULL \
-    OR threads.owner_node = excluded.owner_node \
-    RETURNING 1), \
-    m AS (INSERT INTO messages (tenant_id, thread_id, seq, message_id, task_id, role, \
-    author, content, parts, tool_calls, metadata, created_at, extensions, \
-    reference_task_ids) \
-    SELECT * FROM unnest($17::text[], $18::bytea[], $19::int8[], $20::bytea[], $21::bytea[], \
-    $22::text[], $23::text[], $24::text[], $25::text[], $26::text[], $27::text[], \
-    $28::int8[], $29::text[], $30::text[])), \
-    t AS (INSERT INTO tasks (tenant_id, task_id, context_id, state, status_message, \
-    status_timestamp, artifacts, transitions, metadata, created_at, updated_at, history, \
-    status_entry, final_event_seq) \
-    SELECT * FROM unnest($31::text[], $32::bytea[], $33::bytea[], $34::text[], $35::text[], \
-    $36::int8[], $37::text[], $38::text[], $39::text[], $40::int8[], $41::int8[], \
-    $42::text[], $43::int8[], $44::int8[]) \
-    ON CONFLICT (tenant_id, task_id) DO UPDATE SET context_id = excluded.context_id, \
+    OR threads.owner_node = excluded.owner_node";
+
+/// How a task's row is upserted: its history gets the entries the row appends.
+const TASK_UPSERT: &str = concat!(
+    "ON CONFLICT (tenant_id, task_id) DO UPDATE SET context_id = excluded.context_id, \
     state = excluded.state, status_message = excluded.status_message, \
     status_entry = excluded.status_entry, \
     final_event_seq = coalesce(excluded.final_event_seq, tasks.final_event_seq), \
     status_timestamp = excluded.status_timestamp, artifacts = excluded.artifacts, \
     transitions = excluded.transitions, metadata = excluded.metadata, \
     updated_at = excluded.updated_at, history = ",
-    appended_history!("tasks.history", "excluded.history"),
-    "), e AS (INSERT INTO task_events (tenant_id, task_id, seq, kind, payload, created_at, \
-    message_seq) \
-    SELECT * FROM unnest($45::text[], $46::bytea[], $47::int8[], $48::text[], $49::text[], \
-    $50::int8[], $51::int8[])), \
-    first_threads AS (INSERT INTO threads (tenant_id, thread_id, created_at, updated_at, \
-    expires_at, status, conversation_context, owner_node) \
-    SELECT * FROM unnest($52::text[], $53::bytea[], $54::int8[], $55::int8[], $56::int8[], \
-    $57::text[], $58::text[], $59::text[])), \
-    first_tasks AS (INSERT INTO tasks (tenant_id, task_id, context_id, state, \
-    status_message, status_timestamp, artifacts, transitions, metadata, created_at, \
-    updated_at, history, status_entry, final_event_seq) \
-    SELECT * FROM unnest($60::text[], $61::bytea[], $62::bytea[], $63::text[], $64::text[], \
-    $65::int8[], $66::text[], $67::text[], $68::text[], $69::int8[], $70::int8[], \
-    $71::text[], $72::int8[], $73::int8[])) \
-    SELECT CASE WHEN (SELECT count(*) FROM claimed) <> cardinality($1::text[]) \
-    THEN a2a_require(false, 'A2D01', (SELECT a2a_id_text(u.k) FROM unnest($1::text[], $2::bytea[]) \
-    WITH ORDINALITY AS u(t, k, n) WHERE NOT EXISTS (SELECT 1 FROM claimed c \
-    WHERE c.tenant_id = u.t AND c.idem_key = u.k) ORDER BY u.n LIMIT 1)) \
-    WHEN (SELECT count(*) FROM written) <> cardinality($9::text[]) \
-    THEN a2a_require(false, 'A2F02', 'a thread is owned by another node') END"
+    appended_history!("tasks.history", "excluded.history")
 );
+
+/// The `claimed` query of [`write`] and [`claim`]: the claims' rows inserted, or taken
+/// over when their key's claim is older than the window (the scalar after the arrays),
+/// each key claimed returned. Also the number of the claims' first array.
+fn claimed(p: &mut Placeholders) -> (String, usize) {
+    let (insert, first) = p.insert("idempotency_keys", ClaimColumns::COLUMNS);
+    let window = p.next();
+    let text = format!(
+        "claimed AS ({insert} ON CONFLICT (tenant_id, idem_key) DO UPDATE SET \
+         context_id = excluded.context_id, task_id = excluded.task_id, \
+         digest = excluded.digest, reply = excluded.reply, reply_seq = NULL, \
+         created_at = excluded.created_at \
+         WHERE idempotency_keys.created_at < excluded.created_at - ${window}::int8 \
+         RETURNING tenant_id, idem_key)"
+    );
+    (text, first)
+}
+
+/// Fails a statement with `A2D01` and the first of the claims (arrays `$first`, tenants,
+/// and `$first + 1`, keys) that `claimed` did not return.
+fn first_unclaimed(first: usize) -> String {
+    let keys = first + 1;
+    format!(
+        "a2a_require(false, 'A2D01', (SELECT a2a_id_text(u.k) \
+         FROM unnest(${first}::text[], ${keys}::bytea[]) WITH ORDINALITY AS u(t, k, n) \
+         WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.tenant_id = u.t \
+         AND c.idem_key = u.k) ORDER BY u.n LIMIT 1))"
+    )
+}
+
+/// The placeholders of a statement, numbered in the order its parameters are bound.
+#[derive(Default)]
+struct Placeholders(usize);
+
+impl Placeholders {
+    fn next(&mut self) -> usize {
+        self.0 += 1;
+        self.0
+    }
+
+    /// `INSERT INTO <table> (<columns>) SELECT * FROM unnest(<one array each>)`, and the
+    /// number of its first array.
+    fn insert(&mut self, table: &str, columns: Columns) -> (String, usize) {
+        let first = self.0 + 1;
+        let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
+        let arrays: Vec<String> = columns
+            .iter()
+            .map(|(_, ty)| format!("${}::{ty}[]", self.next()))
+            .collect();
+        let text = format!(
+            "INSERT INTO {table} ({}) SELECT * FROM unnest({})",
+            names.join(", "),
+            arrays.join(", ")
+        );
+        (text, first)
+    }
+}
+
+/// A table's columns as its `unnest` binds them: each column's name and the Postgres
+/// type of its array's elements.
+type Columns = &'static [(&'static str, &'static str)];
 
 /// History entries appended to the rows of tasks a commit does not upsert (rare: a
 /// turn links a message to its task together with the task's row).
@@ -104,21 +155,20 @@ pub const APPEND_HISTORY: &str = concat!(
     WHERE tasks.tenant_id = u.tenant_id AND tasks.task_id = u.task_id"
 );
 
-/// Claims of a window other than those of [`WRITE`]'s (never, in practice: a process
-/// has one window), as [`WRITE`] claims them.
-pub const CLAIM: &str = "WITH claimed AS (INSERT INTO idempotency_keys (tenant_id, \
-    idem_key, context_id, task_id, digest, reply, created_at) \
-    SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], \
-    $6::text[], $7::int8[]) \
-    ON CONFLICT (tenant_id, idem_key) DO UPDATE SET context_id = excluded.context_id, \
-    task_id = excluded.task_id, digest = excluded.digest, reply = excluded.reply, \
-    reply_seq = NULL, created_at = excluded.created_at \
-    WHERE idempotency_keys.created_at < excluded.created_at - $8::int8 \
-    RETURNING tenant_id, idem_key) \
-    SELECT CASE WHEN (SELECT count(*) FROM claimed) = cardinality($1::text[]) THEN NULL \
-    ELSE a2a_require(false, 'A2D01', (SELECT a2a_id_text(u.k) FROM unnest($1::text[], $2::bytea[]) \
-    WITH ORDINALITY AS u(t, k, n) WHERE NOT EXISTS (SELECT 1 FROM claimed c \
-    WHERE c.tenant_id = u.t AND c.idem_key = u.k) ORDER BY u.n LIMIT 1)) END";
+/// Claims of a window other than those of [`write`]'s (never, in practice: a process
+/// has one window), as [`write`] claims them.
+pub fn claim() -> &'static str {
+    static TEXT: LazyLock<String> = LazyLock::new(|| {
+        let mut p = Placeholders::default();
+        let (claimed, claims) = claimed(&mut p);
+        format!(
+            "WITH {claimed} SELECT CASE WHEN (SELECT count(*) FROM claimed) = \
+             cardinality(${claims}::text[]) THEN NULL ELSE {} END",
+            first_unclaimed(claims)
+        )
+    });
+    &TEXT
+}
 
 pub const SETTLE: &str = "UPDATE idempotency_keys SET reply = $3, reply_seq = $4 \
     WHERE tenant_id = $1 AND idem_key = $2";
@@ -204,8 +254,18 @@ pub const RETRY: &str = "UPDATE push_outbox SET attempts = $5, next_attempt_at =
 
 /// A table's rows as one array per column, bound to its `unnest` statement in column
 /// order: `$name` over rows of type `$row` (`of` takes any iteration of them, e.g. a
-/// filtered one), each field `$field: Vec<$ty>` taken from a row `$r` by `$get`.
+/// filtered one), each field `$field: Vec<$ty>` taken from a row `$r` by `$get`. With
+/// `typed`, each field is named as its column and followed by its array's element type
+/// (`$pg`), which `COLUMNS` lists for the statement's text ([`write`]).
 macro_rules! columns {
+    ($name:ident<$lt:lifetime>, $row:ident, typed { $($field:ident $pg:ident: $ty:ty = |$r:ident| $get:expr),+ $(,)? }) => {
+        columns!($name<$lt>, $row, { $($field: $ty = |$r| $get),+ });
+
+        impl $name<'_> {
+            /// The columns, each named as the table names it, with its array's type.
+            pub(super) const COLUMNS: Columns = &[$((stringify!($field), stringify!($pg))),+];
+        }
+    };
     ($name:ident<$lt:lifetime>, $row:ident, { $($field:ident: $ty:ty = |$r:ident| $get:expr),+ $(,)? }) => {
         pub(super) struct $name<$lt> {
             $(pub(super) $field: Vec<$ty>,)+
@@ -268,6 +328,17 @@ pub(super) struct ClaimColumns<'a> {
 }
 
 impl<'a> ClaimColumns<'a> {
+    /// The columns, in the order [`Self::params`] binds them, with their arrays' types.
+    const COLUMNS: Columns = &[
+        ("tenant_id", "text"),
+        ("idem_key", "bytea"),
+        ("context_id", "bytea"),
+        ("task_id", "bytea"),
+        ("digest", "bytea"),
+        ("reply", "text"),
+        ("created_at", "int8"),
+    ];
+
     pub(super) fn of(rows: &'a Rows<'_>) -> Vec<(i64, Self)> {
         let mut sets: Vec<(i64, Self)> = Vec::new();
         for (row, taken_over_before, _) in &rows.claims {
@@ -329,49 +400,49 @@ columns!(OwedColumns<'a>, NewOutboxRow, {
     next_attempt: i64 = |r| r.next_attempt_at,
 });
 
-columns!(ThreadColumns<'a>, NewThread, {
-    tenant: &'a str = |r| r.tenant_id,
-    thread: PgPacked<'a> = |r| PgPacked(r.thread_id),
-    created: i64 = |r| r.created_at,
-    updated: i64 = |r| r.updated_at,
-    expires: i64 = |r| r.expires_at,
-    status: &'a str = |r| r.status,
-    context: &'a str = |r| r.conversation_context.as_str(),
-    owner: Option<&'a str> = |r| r.owner_node,
+columns!(ThreadColumns<'a>, NewThread, typed {
+    tenant_id text: &'a str = |r| r.tenant_id,
+    thread_id bytea: PgPacked<'a> = |r| PgPacked(r.thread_id),
+    created_at int8: i64 = |r| r.created_at,
+    updated_at int8: i64 = |r| r.updated_at,
+    expires_at int8: i64 = |r| r.expires_at,
+    status text: &'a str = |r| r.status,
+    conversation_context text: &'a str = |r| r.conversation_context.as_str(),
+    owner_node text: Option<&'a str> = |r| r.owner_node,
 });
 
-columns!(MessageColumns<'a>, NewMessage, {
-    tenant: &'a str = |r| r.tenant_id,
-    thread: PgPacked<'a> = |r| PgPacked(r.thread_id),
-    seq: i64 = |r| r.seq,
-    message_id: Option<PgPacked<'a>> = |r| r.message_id.map(PgPacked),
-    task_id: Option<PgPacked<'a>> = |r| r.task_id.map(PgPacked),
-    role: &'a str = |r| r.role,
-    author: Option<&'a str> = |r| r.author,
-    content: &'a str = |r| r.content,
-    parts: &'a str = |r| r.parts.as_str(),
-    tool_calls: &'a str = |r| r.tool_calls.as_str(),
-    metadata: Option<&'a str> = |r| r.metadata.as_deref(),
-    created: i64 = |r| r.created_at,
-    extensions: Option<&'a str> = |r| r.extensions.as_deref(),
-    reference_task_ids: Option<&'a str> = |r| r.reference_task_ids.as_deref(),
+columns!(MessageColumns<'a>, NewMessage, typed {
+    tenant_id text: &'a str = |r| r.tenant_id,
+    thread_id bytea: PgPacked<'a> = |r| PgPacked(r.thread_id),
+    seq int8: i64 = |r| r.seq,
+    message_id bytea: Option<PgPacked<'a>> = |r| r.message_id.map(PgPacked),
+    task_id bytea: Option<PgPacked<'a>> = |r| r.task_id.map(PgPacked),
+    role text: &'a str = |r| r.role,
+    author text: Option<&'a str> = |r| r.author,
+    content text: &'a str = |r| r.content,
+    parts text: &'a str = |r| r.parts.as_str(),
+    tool_calls text: &'a str = |r| r.tool_calls.as_str(),
+    metadata text: Option<&'a str> = |r| r.metadata.as_deref(),
+    created_at int8: i64 = |r| r.created_at,
+    extensions text: Option<&'a str> = |r| r.extensions.as_deref(),
+    reference_task_ids text: Option<&'a str> = |r| r.reference_task_ids.as_deref(),
 });
 
-columns!(TaskColumns<'a>, NewTask, {
-    tenant: &'a str = |r| r.tenant_id,
-    task: PgPacked<'a> = |r| PgPacked(r.task_id),
-    context: PgPacked<'a> = |r| PgPacked(r.context_id),
-    state: &'a str = |r| r.state,
-    status_message: Option<&'a str> = |r| r.status_message.as_deref(),
-    status_timestamp: i64 = |r| r.status_timestamp,
-    artifacts: &'a str = |r| r.artifacts.as_str(),
-    transitions: &'a str = |r| r.transitions.as_str(),
-    metadata: Option<&'a str> = |r| r.metadata.as_deref(),
-    created: i64 = |r| r.created_at,
-    updated: i64 = |r| r.updated_at,
-    history: &'a str = |r| r.history.as_str(),
-    status_entry: Option<i64> = |r| r.status_entry,
-    final_event_seq: Option<i64> = |r| r.final_event_seq,
+columns!(TaskColumns<'a>, NewTask, typed {
+    tenant_id text: &'a str = |r| r.tenant_id,
+    task_id bytea: PgPacked<'a> = |r| PgPacked(r.task_id),
+    context_id bytea: PgPacked<'a> = |r| PgPacked(r.context_id),
+    state text: &'a str = |r| r.state,
+    status_message text: Option<&'a str> = |r| r.status_message.as_deref(),
+    status_timestamp int8: i64 = |r| r.status_timestamp,
+    artifacts text: &'a str = |r| r.artifacts.as_str(),
+    transitions text: &'a str = |r| r.transitions.as_str(),
+    metadata text: Option<&'a str> = |r| r.metadata.as_deref(),
+    created_at int8: i64 = |r| r.created_at,
+    updated_at int8: i64 = |r| r.updated_at,
+    history text: &'a str = |r| r.history.as_str(),
+    status_entry int8: Option<i64> = |r| r.status_entry,
+    final_event_seq int8: Option<i64> = |r| r.final_event_seq,
 });
 
 columns!(AppendColumns<'a>, HistoryAppend, {
@@ -380,12 +451,48 @@ columns!(AppendColumns<'a>, HistoryAppend, {
     seqs: &'a str = |r| r.seqs.as_str(),
 });
 
-columns!(EventColumns<'a>, NewTaskEvent, {
-    tenant: &'a str = |r| r.tenant_id,
-    task: PgPacked<'a> = |r| PgPacked(r.task_id),
-    seq: i64 = |r| r.seq,
-    kind: &'a str = |r| r.kind,
-    payload: &'a str = |r| r.payload.as_str(),
-    created: i64 = |r| r.created_at,
-    message_seq: Option<i64> = |r| r.message_seq,
+columns!(EventColumns<'a>, NewTaskEvent, typed {
+    tenant_id text: &'a str = |r| r.tenant_id,
+    task_id bytea: PgPacked<'a> = |r| PgPacked(r.task_id),
+    seq int8: i64 = |r| r.seq,
+    kind text: &'a str = |r| r.kind,
+    payload text: &'a str = |r| r.payload.as_str(),
+    created_at int8: i64 = |r| r.created_at,
+    message_seq int8: Option<i64> = |r| r.message_seq,
 });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The placeholders of a statement: each number, in the order of first appearance.
+    fn placeholders(text: &str) -> Vec<usize> {
+        let mut seen = Vec::new();
+        for part in text.split('$').skip(1) {
+            let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+            let n: usize = digits.parse().unwrap();
+            if !seen.contains(&n) {
+                seen.push(n);
+            }
+        }
+        seen
+    }
+
+    /// `write`'s placeholders are numbered 1, 2, … in the order the writer binds its
+    /// arrays, one per column of each table's rows, and the claims' window after theirs.
+    #[test]
+    fn the_write_binds_each_table_s_columns_in_order() {
+        let arrays = ClaimColumns::COLUMNS.len()
+            + 1
+            + 2 * ThreadColumns::COLUMNS.len()
+            + MessageColumns::COLUMNS.len()
+            + 2 * TaskColumns::COLUMNS.len()
+            + EventColumns::COLUMNS.len();
+        assert_eq!(placeholders(write()), (1..=arrays).collect::<Vec<_>>());
+        let claims = ClaimColumns::COLUMNS.len() + 1;
+        assert_eq!(placeholders(claim()), (1..=claims).collect::<Vec<_>>());
+        // Each table's insert names its columns in the order of its arrays.
+        let tasks: Vec<&str> = TaskColumns::COLUMNS.iter().map(|(c, _)| *c).collect();
+        assert!(write().contains(&format!("INSERT INTO tasks ({})", tasks.join(", "))));
+    }
+}

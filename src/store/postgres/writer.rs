@@ -4,7 +4,7 @@
 //! Every statement has one text whatever the batch holds — a table's rows go as one array
 //! per column through `unnest`, so ten messages are the same statement as one — and each
 //! writer connection prepares the whole set once ([`Prepared`]); a commit only binds and
-//! executes. The five tables every turn writes are one statement ([`sql::WRITE`]); a
+//! executes. The five tables every turn writes are one statement ([`sql::write`]); a
 //! commit of nothing else is that statement alone, a transaction in itself. A commit with
 //! more sends `BEGIN`, the statements and `COMMIT` together (tokio-postgres pipelines
 //! requests issued before their answers are read). Either way the server plans nothing
@@ -113,8 +113,8 @@ macro_rules! prepared {
 
 prepared! {
     fence = sql::FENCE,
-    write = sql::WRITE,
-    claim = sql::CLAIM,
+    write = sql::write(),
+    claim = sql::claim(),
     append_history = sql::APPEND_HISTORY,
     settle = sql::SETTLE,
     forget = sql::FORGET,
