@@ -1,5 +1,7 @@
 //! A statement of the store as it is sent: SQL text in one backend's dialect and the
-//! values bound to it, in order. No value is ever formatted into the text.
+//! values bound to it, in order. Values are bound, not formatted into the text (the one
+//! exception, the outbox poll's two integers, is a statement not kept prepared:
+//! `tables/push_outbox.rs`).
 //!
 //! Each table's module (`tables/`) builds its statements for either dialect; the backends
 //! only run them ([`Reader`](crate::store::reads::Reader)). A statement is a diesel query
