@@ -862,7 +862,10 @@ async fn a_signed_card_altered_so_its_signature_still_matches_is_refused() {
 /// A remote over HTTP+JSON that answers a send with a task still working, and `GetTask`
 /// with it completed (or, unless `ends`, still working); it records the paths it was
 /// asked.
-fn serve_slow_rest(ends: bool) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+fn serve_slow_rest(
+    ends: bool,
+    poll_delay: std::time::Duration,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let asked: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
@@ -894,7 +897,10 @@ fn serve_slow_rest(ends: bool) -> (String, std::sync::Arc<std::sync::Mutex<Vec<S
                 match path.as_str() {
                     "/card.json" => HttpResponse::Ok().json(card),
                     "/a2a/message:send" => HttpResponse::Ok().json(json!({"task": working})),
-                    _ => HttpResponse::Ok().json(completed),
+                    _ => {
+                        actix_web::rt::time::sleep(poll_delay).await;
+                        HttpResponse::Ok().json(completed)
+                    }
                 }
             }
         }))
@@ -911,7 +917,7 @@ fn serve_slow_rest(ends: bool) -> (String, std::sync::Arc<std::sync::Mutex<Vec<S
 /// ends; over HTTP+JSON its id is one percent-encoded path segment.
 #[actix_web::test]
 async fn a_running_remote_task_is_followed_until_it_ends() {
-    let (card, asked) = serve_slow_rest(true);
+    let (card, asked) = serve_slow_rest(true, std::time::Duration::ZERO);
     let app = asking(vec![RemoteAgentSettings::new("slow", card)]).await;
     let answer = tool_result(&call_tool(&app, "ask_slow", json!({"text": "take your time"})).await);
     assert_eq!(
@@ -929,7 +935,22 @@ async fn a_running_remote_task_is_followed_until_it_ends() {
 /// A remote task that never ends fails the call once `timeout_ms` has passed.
 #[actix_web::test]
 async fn a_remote_task_that_does_not_end_in_time_fails_the_call() {
-    let (card, _) = serve_slow_rest(false);
+    let (card, _) = serve_slow_rest(false, std::time::Duration::ZERO);
+    let mut slow = RemoteAgentSettings::new("never", card);
+    slow.timeout_ms = 400;
+    let app = asking(vec![slow]).await;
+    let text = failure(&call_tool(&app, "ask_never", json!({"text": "take your time"})).await);
+    assert!(
+        text.contains("remote agent never: task t/1 did not end within 400 ms"),
+        "{text}"
+    );
+}
+
+/// The same when the time runs out while a `GetTask` is still unanswered: the call fails
+/// because the task did not end in time, not as a timed-out request.
+#[actix_web::test]
+async fn a_remote_task_whose_poll_outlasts_the_timeout_fails_the_call_as_not_ended() {
+    let (card, _) = serve_slow_rest(false, std::time::Duration::from_secs(30));
     let mut slow = RemoteAgentSettings::new("never", card);
     slow.timeout_ms = 400;
     let app = asking(vec![slow]).await;

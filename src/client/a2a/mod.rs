@@ -248,12 +248,15 @@ impl RemoteAgent {
         } else {
             Duration::ZERO
         };
+        let not_ended = || {
+            CallError::Unreachable(format!(
+                "task {task_id} did not end within {} ms",
+                self.timeout.as_millis()
+            ))
+        };
         loop {
             if Instant::now() + wait >= deadline {
-                return Err(CallError::Unreachable(format!(
-                    "task {task_id} did not end within {} ms",
-                    self.timeout.as_millis()
-                )));
+                return Err(not_ended());
             }
             tokio::time::sleep(wait).await;
             wait = (wait * 2).clamp(FIRST_POLL, MAX_POLL);
@@ -261,9 +264,15 @@ impl RemoteAgent {
             if !endpoint.tenant.is_empty() {
                 params["tenant"] = json!(endpoint.tenant);
             }
-            let task = self
+            let task = match self
                 .call(&endpoint, get, &["tasks", task_id], params, deadline)
-                .await?;
+                .await
+            {
+                Ok(task) => task,
+                // The time ran out during the poll: the task did not end in time.
+                Err(_) if Instant::now() >= deadline => return Err(not_ended()),
+                Err(e) => return Err(e),
+            };
             if let Some(answer) = task_outcome(v03, task)? {
                 return Ok(answer);
             }
