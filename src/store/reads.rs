@@ -21,12 +21,13 @@ use crate::domain::{
 use crate::store::ThreadStatus;
 use crate::store::page_token::Cursor;
 use crate::store::statement::{Dialect, Statement};
+use crate::store::tables::Count;
 use crate::store::tables::idempotency_keys::{self, ClaimRow, KeyRow};
 use crate::store::tables::messages::{self, MaxSeq, MessageRow};
 use crate::store::tables::push_configs::{self, PushConfigRow};
 use crate::store::tables::push_outbox::{self, DeliveryRow, OutboxShare, OwedRow};
 use crate::store::tables::task_events::{self, EventRow, LastSeqRow, decode_event};
-use crate::store::tables::tasks::{self, ContextRow, Count, TaskRow, TaskWithLastSeq};
+use crate::store::tables::tasks::{self, ContextRow, TaskRow, TaskWithLastSeq};
 use crate::store::tables::threads::{self, ThreadKeyRow, ThreadRow};
 use crate::store::{Claim, Delivery, DueThread, StoreError, StoredTask, ThreadSnapshot};
 

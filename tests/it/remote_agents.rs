@@ -935,22 +935,20 @@ async fn a_running_remote_task_is_followed_until_it_ends() {
 /// A remote task that never ends fails the call once `timeout_ms` has passed.
 #[actix_web::test]
 async fn a_remote_task_that_does_not_end_in_time_fails_the_call() {
-    let (card, _) = serve_slow_rest(false, std::time::Duration::ZERO);
-    let mut slow = RemoteAgentSettings::new("never", card);
-    slow.timeout_ms = 400;
-    let app = asking(vec![slow]).await;
-    let text = failure(&call_tool(&app, "ask_never", json!({"text": "take your time"})).await);
-    assert!(
-        text.contains("remote agent never: task t/1 did not end within 400 ms"),
-        "{text}"
-    );
+    fails_as_not_ended_in_time(std::time::Duration::ZERO).await;
 }
 
 /// The same when the time runs out while a `GetTask` is still unanswered: the call fails
 /// because the task did not end in time, not as a timed-out request.
 #[actix_web::test]
 async fn a_remote_task_whose_poll_outlasts_the_timeout_fails_the_call_as_not_ended() {
-    let (card, _) = serve_slow_rest(false, std::time::Duration::from_secs(30));
+    fails_as_not_ended_in_time(std::time::Duration::from_secs(30)).await;
+}
+
+/// Asks a remote whose task never ends, and whose `GetTask` answers after `poll_delay`,
+/// with a 400 ms `timeout_ms`: the call fails as a task that did not end in time.
+async fn fails_as_not_ended_in_time(poll_delay: std::time::Duration) {
+    let (card, _) = serve_slow_rest(false, poll_delay);
     let mut slow = RemoteAgentSettings::new("never", card);
     slow.timeout_ms = 400;
     let app = asking(vec![slow]).await;

@@ -46,7 +46,6 @@ impl PgMemories {
 super::repository::memory_repository_impl!(
     PgMemories,
     AsyncPgConnection,
-    diesel::pg::Pg,
     "postgres",
     statements::Dialect::Postgres
 );

@@ -105,11 +105,11 @@ fn encode_embedding(embedding: Option<&[f32]>) -> Result<Option<String>, StoreEr
 
 /// Implements [`MemoryRepository`](super::MemoryRepository) for `$repo`, a struct with a
 /// `pool: Pool<$conn>`, an `acquire_timeout: Duration` and a `node()` (this node's id in
-/// cluster mode, which writes under a turn's hold check); `$backend` is the diesel
-/// backend of `$conn`, `$name` what `backend()` reports and `$dialect` the
+/// cluster mode, which writes under a turn's hold check); `$name` is what `backend()`
+/// reports and `$dialect` the
 /// `statements::Dialect` of its SQL.
 macro_rules! memory_repository_impl {
-    ($repo:ty, $conn:ty, $backend:ty, $name:literal, $dialect:expr) => {
+    ($repo:ty, $conn:ty, $name:literal, $dialect:expr) => {
         use diesel_async::RunQueryDsl;
 
         use $crate::domain::TenantId;

@@ -46,7 +46,6 @@ impl SqliteMemories {
 super::repository::memory_repository_impl!(
     SqliteMemories,
     SqliteConn,
-    diesel::sqlite::Sqlite,
     "sqlite",
     statements::Dialect::Sqlite
 );

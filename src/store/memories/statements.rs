@@ -72,12 +72,6 @@ fn tags_filter(st: &mut Statement, tags: &[String]) {
     }
 }
 
-/// `usize` limits as SQL `LIMIT`s (saturating: nobody asks for 2^63 rows).
-fn limit(st: &mut Statement, n: usize) {
-    st.push(" LIMIT ")
-        .bind(Bind::BigInt(i64::try_from(n).unwrap_or(i64::MAX)));
-}
-
 /// A write's check of the turn's hold on its thread (cluster mode, Postgres only): the
 /// node and token the turn holds (`store::fence::ThreadHold`), and the thread.
 pub(crate) struct Gate<'a> {
@@ -374,7 +368,7 @@ pub(crate) fn search_text(
     scope_filter(&mut st, std::slice::from_ref(scope));
     tags_filter(&mut st, tags);
     st.push(" ORDER BY score DESC, m.updated_at DESC, m.id DESC");
-    limit(&mut st, max);
+    st.limit(max);
     st
 }
 
@@ -393,7 +387,7 @@ pub(crate) fn scan_with_embeddings(
     scope_filter(&mut st, std::slice::from_ref(scope));
     tags_filter(&mut st, tags);
     st.push(" ORDER BY m.updated_at DESC, m.id DESC");
-    limit(&mut st, max);
+    st.limit(max);
     st
 }
 

@@ -15,6 +15,7 @@ pub(in crate::store) mod task_events;
 pub(in crate::store) mod tasks;
 pub(in crate::store) mod threads;
 
+use diesel::QueryableByName;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -40,4 +41,11 @@ fn id<T>(
     parse: fn(String) -> Result<T, crate::domain::IdError>,
 ) -> Result<T, StoreError> {
     parse(raw).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+/// A number of rows (`count(*) AS n`).
+#[derive(QueryableByName)]
+pub(in crate::store) struct Count {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub(in crate::store) n: i64,
 }

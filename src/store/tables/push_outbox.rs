@@ -98,7 +98,7 @@ pub(in crate::store) fn owed(d: Dialect, max: usize) -> Statement {
     st
 }
 
-/// How many deliveries are owed: a [`Count`](super::tasks::Count).
+/// How many deliveries are owed: a [`Count`](super::Count).
 pub(in crate::store) fn depth(d: Dialect) -> Statement {
     Statement::new(d, "SELECT count(*) AS n FROM push_outbox")
 }

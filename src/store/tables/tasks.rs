@@ -128,7 +128,7 @@ fn matching(st: &mut Statement, tenant: &str, query: &ListTasksQuery) {
     }
 }
 
-/// How many of the tenant's tasks match the query's filters: a [`Count`].
+/// How many of the tenant's tasks match the query's filters: a [`Count`](super::Count).
 pub(in crate::store) fn count(d: Dialect, tenant: &str, query: &ListTasksQuery) -> Statement {
     let mut st = Statement::new(d, "SELECT count(*) AS n");
     matching(&mut st, tenant, query);
@@ -177,13 +177,6 @@ pub(in crate::store) struct TaskWithLastSeq {
     pub(in crate::store) task: TaskRow,
     #[diesel(sql_type = Nullable<BigInt>)]
     pub(in crate::store) last_seq: Option<i64>,
-}
-
-/// A number of rows.
-#[derive(QueryableByName)]
-pub(in crate::store) struct Count {
-    #[diesel(sql_type = BigInt)]
-    pub(in crate::store) n: i64,
 }
 
 pub(in crate::store) struct NewTask<'a> {
